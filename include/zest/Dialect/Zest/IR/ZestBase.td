@@ -1,0 +1,155 @@
+//===- ZestBase.td - Zest dialect, enums, attributes, types -*- tablegen -*-===//
+//
+// The `zest` dialect models compile-time ZeRO-3 / FSDP: parameters grouped
+// into units with a flat, padded layout, sharded across data-parallel ranks,
+// and the collectives that move unit buffers between ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_DIALECT_ZEST_IR_ZESTBASE_TD
+#define ZEST_DIALECT_ZEST_IR_ZESTBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaceBase.td"
+
+def Zest_Dialect : Dialect {
+  let name = "zest";
+  let cppNamespace = "::mlir::zest";
+  let summary = "Compile-time parameter sharding for data-parallel training";
+  let description = [{
+    The `zest` dialect describes how a model's parameters are grouped into
+    *units* (FSDP's FlatParameter, DeepSpeed's leaf modules), how each unit is
+    laid out as one flat buffer padded to a multiple of the world size, and
+    the collective operations that gather, reduce-scatter and all-reduce those
+    buffers across data-parallel ranks.
+
+    A unit is declared once at module level with `zest.unit`; every other op
+    refers to it by symbol, and its verifier checks shapes and element types
+    against that declaration. Collectives exist in a synchronous form and an
+    asynchronous `*_start` / `zest.wait` form so that scheduling passes can
+    overlap communication with compute. Collectives are never `Pure`: two
+    gathers of the same shard (say, forward and backward) are distinct events
+    and must not be merged by CSE.
+
+    Function argument and result attributes used by the dialect:
+
+    * `zest.param = "<fqn>"` (input contract): the argument is a parameter.
+    * `zest.grad = "<fqn>"` (input contract): the result is the gradient of
+      the named parameter.
+    * `zest.loss` (input contract): the result is the loss.
+    * `zest.unit = @u` (after sharding): the argument holds this rank's part
+      of unit `u`'s flat buffer (its shard, or the whole buffer for a
+      replicated unit).
+    * `zest.unit_grad = @u` (after sharding): the result holds this rank's
+      part of unit `u`'s flat gradient, averaged over ranks.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+  let extraClassDeclaration = [{
+    // Names of the discardable attributes of the input contract and of the
+    // sharded program (see the dialect description).
+    static constexpr ::llvm::StringLiteral kParamAttrName = "zest.param";
+    static constexpr ::llvm::StringLiteral kGradAttrName = "zest.grad";
+    static constexpr ::llvm::StringLiteral kLossAttrName = "zest.loss";
+    static constexpr ::llvm::StringLiteral kModuleClassesAttrName =
+        "zest.module_classes";
+    static constexpr ::llvm::StringLiteral kUnitArgAttrName = "zest.unit";
+    static constexpr ::llvm::StringLiteral kUnitGradAttrName = "zest.unit_grad";
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Side-effect resources
+//===----------------------------------------------------------------------===//
+
+// The communicator: every collective reads and writes it, so collectives are
+// never CSE'd, never dropped as dead, and keep their relative order (all ranks
+// must issue collectives in the same order).
+def Zest_CommResource : Resource<"::mlir::zest::CommResource">;
+
+// The pool of gathered-parameter buffers: releases free memory from it.
+def Zest_GatherPoolResource : Resource<"::mlir::zest::GatherPoolResource">;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Zest_UnitKindAttr : I32EnumAttr<"UnitKind", "how a unit is distributed", [
+    I32EnumAttrCase<"Sharded", 0, "sharded">,
+    I32EnumAttrCase<"Replicated", 1, "replicated">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+}
+
+def Zest_ReductionAttr : I32EnumAttr<"Reduction", "reduction of a collective", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Avg", 1, "avg">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+class Zest_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Zest_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Zest_ParamAttr : Zest_Attr<"Param", "param"> {
+  let summary = "one parameter inside a unit's flat buffer";
+  let description = [{
+    A parameter of a unit: its fully qualified name (as in a PyTorch
+    `state_dict`), its tensor type, and the element offset at which it starts
+    in the unit's flat buffer. Parameters are stored row-major and
+    contiguously, so the parameter occupies
+    `[offset, offset + numel(type))`.
+
+    ```mlir
+    #zest.param<"layers.0.fc1.weight" : tensor<16x8xf32> at 0>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"fully qualified name">:$name,
+                        "::mlir::RankedTensorType":$valueType,
+                        "int64_t":$offset);
+  let assemblyFormat = "`<` $name `:` $valueType `at` $offset `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Number of elements of the parameter.
+    int64_t getNumElements() const { return getValueType().getNumElements(); }
+    /// One past the last element of the parameter in the flat buffer.
+    int64_t getEnd() const { return getOffset() + getNumElements(); }
+  }];
+}
+
+def Zest_ParamArrayAttr
+    : TypedArrayAttrBase<Zest_ParamAttr, "array of unit parameters">;
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+class Zest_Type<string name, string typeMnemonic, list<Trait> traits = []>
+    : TypeDef<Zest_Dialect, name, traits> {
+  let mnemonic = typeMnemonic;
+}
+
+def Zest_FutureType : Zest_Type<"Future", "future"> {
+  let summary = "the pending result of an asynchronous collective";
+  let description = [{
+    Produced by a `*_start` collective and consumed by exactly one
+    `zest.wait`, which yields the tensor of type `valueType`. Between the two,
+    the transfer may overlap with computation.
+
+    ```mlir
+    !zest.future<tensor<1024xf32>>
+    ```
+  }];
+  let parameters = (ins "::mlir::RankedTensorType":$valueType);
+  let assemblyFormat = "`<` $valueType `>`";
+}
+
+#endif // ZEST_DIALECT_ZEST_IR_ZESTBASE_TD

@@ -1,0 +1,297 @@
+//===- ZestOps.td - Zest dialect operations ----------------*- tablegen -*-===//
+
+#ifndef ZEST_DIALECT_ZEST_IR_ZESTOPS_TD
+#define ZEST_DIALECT_ZEST_IR_ZESTOPS_TD
+
+include "zest/Dialect/Zest/IR/ZestBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+class Zest_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Zest_Dialect, mnemonic, traits>;
+
+// A static 1-D tensor: the only shape a flat unit buffer or shard has.
+def Zest_FlatTensor : 1DTensorOf<[AnyType]> {
+  let predicate = And<[1DTensorOf<[AnyType]>.predicate,
+                       CPred<"::llvm::cast<::mlir::ShapedType>($_self)"
+                             ".hasStaticShape()">]>;
+  let summary = "statically shaped 1-D tensor";
+}
+
+def Zest_Future : Type<CPred<"::llvm::isa<::mlir::zest::FutureType>($_self)">,
+                       "future", "::mlir::zest::FutureType">;
+
+//===----------------------------------------------------------------------===//
+// zest.unit
+//===----------------------------------------------------------------------===//
+
+def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "declares a unit: parameters gathered and sharded together";
+  let description = [{
+    A unit is a group of parameters that live in one flat buffer of
+    `padded_size` elements of `element_type` (FSDP's FlatParameter). The
+    parameters are listed in flat order with their offsets. The buffer is
+    padded to a multiple of `world_size`.
+
+    * `sharded`: rank `r` owns elements `[r * shard_size, (r + 1) *
+      shard_size)`; `padded_size == shard_size * world_size`.
+    * `replicated`: every rank holds the whole buffer (ignored parameters,
+      NO_SHARD); `shard_size == padded_size`.
+
+    ```mlir
+    zest.unit @layers.0 sharded : f32, world_size = 4,
+        padded_size = 528, shard_size = 132 [
+      "layers.0.fc.weight" : tensor<16x32xf32> at 0,
+      "layers.0.fc.bias" : tensor<16xf32> at 512
+    ]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       Zest_UnitKindAttr:$kind,
+                       TypeAttr:$element_type,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$world_size,
+                       ConfinedAttr<I64Attr, [IntMinValue<0>]>:$padded_size,
+                       ConfinedAttr<I64Attr, [IntMinValue<0>]>:$shard_size,
+                       Zest_ParamArrayAttr:$params);
+  let assemblyFormat = [{
+    $sym_name $kind `:` $element_type `,` `world_size` `=` $world_size `,`
+    `padded_size` `=` $padded_size `,` `shard_size` `=` $shard_size
+    custom<UnitParams>($params) attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Returns the parameter named `fqn`, or null.
+    ParamAttr lookupParam(::llvm::StringRef fqn);
+    /// Total elements of all parameters (without padding).
+    int64_t getNumElements();
+    /// The type of the full flat buffer: tensor<padded_size x element_type>.
+    ::mlir::RankedTensorType getFlatType();
+    /// The type of one rank's part: tensor<shard_size x element_type>.
+    ::mlir::RankedTensorType getShardType();
+    bool isSharded() { return getKind() == UnitKind::Sharded; }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Views between a flat buffer and its parameters
+//===----------------------------------------------------------------------===//
+
+def Zest_UnflattenOp : Zest_Op<"unflatten", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "view of one parameter inside a full flat unit buffer";
+  let description = [{
+    Returns the parameter `param` of unit `unit` from the full (gathered, or
+    replicated) flat buffer: elements `[offset, offset + numel)` reshaped to
+    the parameter's type. Bufferizes to a view, not a copy.
+
+    ```mlir
+    %w = zest.unflatten %full, @layers.0, "layers.0.fc.weight"
+        : tensor<528xf32> -> tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins Zest_FlatTensor:$flat, FlatSymbolRefAttr:$unit,
+                       StrAttr:$param);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $flat `,` $unit `,` $param attr-dict `:` type($flat) `->` type($result)
+  }];
+}
+
+def Zest_FlattenOp : Zest_Op<"flatten", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "packs per-parameter tensors into a full flat unit buffer";
+  let description = [{
+    Builds the full flat buffer of `unit` from tensors for some of its
+    parameters, named in `params` (one name per operand, any order, each at
+    most once). Elements of parameters not named (frozen parameters) and the
+    padding are zero. Used to flatten gradients before a reduce-scatter.
+
+    ```mlir
+    %g = zest.flatten @layers.0 ["layers.0.fc.weight", "layers.0.fc.bias"]
+        (%dw, %db) : tensor<16x32xf32>, tensor<16xf32> -> tensor<528xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, StrArrayAttr:$params,
+                       Variadic<AnyStaticShapeTensor>:$values);
+  let results = (outs Zest_FlatTensor:$result);
+  let assemblyFormat = [{
+    $unit $params ` ` `(` $values `)` attr-dict `:` type($values) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// Common traits: collectives touch the communicator (never Pure, never CSE'd)
+// and are checked against their unit declaration.
+class Zest_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Zest_Op<mnemonic, !listconcat(traits, [
+        MemoryEffects<[MemRead<Zest_CommResource>,
+                       MemWrite<Zest_CommResource>]>,
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+def Zest_AllGatherOp : Zest_CollectiveOp<"all_gather"> {
+  let summary = "gathers a unit's shards into its full flat buffer";
+  let description = [{
+    Every rank contributes its shard (`shard_size` elements); every rank gets
+    the full flat buffer (`padded_size` elements) in rank order. The unit must
+    be `sharded`.
+
+    ```mlir
+    %full = zest.all_gather %shard for @layers.0
+        : tensor<132xf32> -> tensor<528xf32>
+    ```
+  }];
+  let arguments = (ins Zest_FlatTensor:$shard, FlatSymbolRefAttr:$unit);
+  let results = (outs Zest_FlatTensor:$result);
+  let assemblyFormat = [{
+    $shard `for` $unit attr-dict `:` type($shard) `->` type($result)
+  }];
+}
+
+def Zest_ReduceScatterOp : Zest_CollectiveOp<"reduce_scatter"> {
+  let summary = "reduces full flat buffers over ranks, keeps the local shard";
+  let description = [{
+    Reduces (sums, or averages over the world size) the full flat buffers of
+    all ranks elementwise; rank `r` receives elements `[r * shard_size,
+    (r + 1) * shard_size)` of the result. The unit must be `sharded`.
+
+    ```mlir
+    %gshard = zest.reduce_scatter avg %gfull for @layers.0
+        : tensor<528xf32> -> tensor<132xf32>
+    ```
+  }];
+  let arguments = (ins Zest_ReductionAttr:$reduction, Zest_FlatTensor:$input,
+                       FlatSymbolRefAttr:$unit);
+  let results = (outs Zest_FlatTensor:$result);
+  let assemblyFormat = [{
+    $reduction $input `for` $unit attr-dict `:` type($input) `->`
+    type($result)
+  }];
+}
+
+def Zest_AllReduceOp : Zest_CollectiveOp<"all_reduce", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "reduces full flat buffers over ranks, every rank gets all";
+  let description = [{
+    Sums or averages the full flat buffers of all ranks elementwise; every
+    rank receives the whole result. Used for replicated units.
+
+    ```mlir
+    %g = zest.all_reduce avg %gfull for @ignored : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Zest_ReductionAttr:$reduction, Zest_FlatTensor:$input,
+                       FlatSymbolRefAttr:$unit);
+  let results = (outs Zest_FlatTensor:$result);
+  let assemblyFormat = [{
+    $reduction $input `for` $unit attr-dict `:` type($input)
+  }];
+}
+
+def Zest_AllGatherStartOp : Zest_CollectiveOp<"all_gather_start"> {
+  let summary = "starts an asynchronous all-gather";
+  let description = [{
+    Asynchronous form of `zest.all_gather`: the transfer starts here and the
+    gathered buffer is available after the matching `zest.wait`.
+
+    ```mlir
+    %f = zest.all_gather_start %shard for @layers.0
+        : tensor<132xf32> -> !zest.future<tensor<528xf32>>
+    ```
+  }];
+  let arguments = (ins Zest_FlatTensor:$shard, FlatSymbolRefAttr:$unit);
+  let results = (outs Zest_Future:$future);
+  let assemblyFormat = [{
+    $shard `for` $unit attr-dict `:` type($shard) `->` type($future)
+  }];
+}
+
+def Zest_ReduceScatterStartOp : Zest_CollectiveOp<"reduce_scatter_start"> {
+  let summary = "starts an asynchronous reduce-scatter";
+  let description = [{
+    Asynchronous form of `zest.reduce_scatter`.
+
+    ```mlir
+    %f = zest.reduce_scatter_start avg %gfull for @layers.0
+        : tensor<528xf32> -> !zest.future<tensor<132xf32>>
+    ```
+  }];
+  let arguments = (ins Zest_ReductionAttr:$reduction, Zest_FlatTensor:$input,
+                       FlatSymbolRefAttr:$unit);
+  let results = (outs Zest_Future:$future);
+  let assemblyFormat = [{
+    $reduction $input `for` $unit attr-dict `:` type($input) `->`
+    type($future)
+  }];
+}
+
+def Zest_AllReduceStartOp : Zest_CollectiveOp<"all_reduce_start"> {
+  let summary = "starts an asynchronous all-reduce";
+  let description = [{
+    Asynchronous form of `zest.all_reduce`.
+
+    ```mlir
+    %f = zest.all_reduce_start avg %gfull for @ignored
+        : tensor<64xf32> -> !zest.future<tensor<64xf32>>
+    ```
+  }];
+  let arguments = (ins Zest_ReductionAttr:$reduction, Zest_FlatTensor:$input,
+                       FlatSymbolRefAttr:$unit);
+  let results = (outs Zest_Future:$future);
+  let assemblyFormat = [{
+    $reduction $input `for` $unit attr-dict `:` type($input) `->`
+    type($future)
+  }];
+}
+
+def Zest_WaitOp : Zest_Op<"wait", [
+    MemoryEffects<[MemRead<Zest_CommResource>, MemWrite<Zest_CommResource>]>,
+    TypesMatchWith<"result type is the future's value type", "future",
+                   "result",
+                   "::llvm::cast<::mlir::zest::FutureType>($_self)"
+                   ".getValueType()">]> {
+  let summary = "waits for an asynchronous collective and yields its result";
+  let description = [{
+    Blocks until the collective that produced `future` has completed on this
+    rank and returns its result tensor.
+
+    ```mlir
+    %full = zest.wait %f : !zest.future<tensor<528xf32>>
+    ```
+  }];
+  let arguments = (ins Zest_Future:$future);
+  let results = (outs Zest_FlatTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` type($future)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// zest.release
+//===----------------------------------------------------------------------===//
+
+def Zest_ReleaseOp : Zest_Op<"release", [
+    MemoryEffects<[MemFree<Zest_GatherPoolResource>]>]> {
+  let summary = "ends the lifetime of a gathered unit buffer";
+  let description = [{
+    After this op the memory of a gathered buffer (the result of
+    `zest.all_gather` or of the `zest.wait` of a `zest.all_gather_start`) may
+    return to the pool. Neither the buffer nor any parameter view unflattened
+    from it may be used after the release in the same block.
+
+    ```mlir
+    zest.release %full : tensor<528xf32>
+    ```
+  }];
+  let arguments = (ins Zest_FlatTensor:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+#endif // ZEST_DIALECT_ZEST_IR_ZESTOPS_TD

@@ -1,0 +1,56 @@
+//===- Passes.h - Zest transformation passes --------------------*- C++ -*-===//
+
+#ifndef ZEST_DIALECT_ZEST_TRANSFORMS_PASSES_H
+#define ZEST_DIALECT_ZEST_TRANSFORMS_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+namespace mlir::zest {
+
+#define GEN_PASS_DECL
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+
+/// Options of the `zest-shard-pipeline`: contract check, unit grouping,
+/// parameter sharding and, optionally, the manifest.
+struct ShardPipelineOptions
+    : public PassPipelineOptions<ShardPipelineOptions> {
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::desc("Number of data-parallel ranks"),
+                            llvm::cl::init(1)};
+  ListOption<std::string> leafModules{
+      *this, "leaf-modules",
+      llvm::cl::desc("Module path globs whose modules become units")};
+  ListOption<std::string> leafClasses{
+      *this, "leaf-classes",
+      llvm::cl::desc("Module class names that become units")};
+  Option<int64_t> minUnitNumel{
+      *this, "min-unit-numel",
+      llvm::cl::desc("Size-based auto-wrap threshold (0 disables it)"),
+      llvm::cl::init(0)};
+  ListOption<std::string> ignore{
+      *this, "ignore",
+      llvm::cl::desc("Parameter FQN globs kept replicated")};
+  Option<std::string> manifest{
+      *this, "manifest",
+      llvm::cl::desc("Write the layout manifest (JSON) to this file")};
+
+  /// The grouping pass options these pipeline options imply.
+  GroupUnitsPassOptions getGroupUnitsOptions() const;
+};
+
+/// Adds the sharding pipeline to `pm`.
+void buildShardPipeline(OpPassManager &pm,
+                        const ShardPipelineOptions &options);
+
+/// Registers the Zest pass pipelines (`zest-shard-pipeline`).
+void registerZestPipelines();
+
+/// Registration of every Zest pass: registerZestPasses().
+#define GEN_PASS_REGISTRATION
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+
+} // namespace mlir::zest
+
+#endif // ZEST_DIALECT_ZEST_TRANSFORMS_PASSES_H

@@ -1,0 +1,350 @@
+//===- ZestOps.cpp - Zest dialect operations ------------------------------===//
+
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+//===----------------------------------------------------------------------===//
+// Unit parameter list: one `"fqn" : type at offset` per line.
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseUnitParams(OpAsmParser &parser, ArrayAttr &params) {
+  SmallVector<Attribute> entries;
+  auto parseEntry = [&]() -> ParseResult {
+    std::string name;
+    RankedTensorType type;
+    int64_t offset;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseString(&name) || parser.parseColon() ||
+        parser.parseType(type) || parser.parseKeyword("at") ||
+        parser.parseInteger(offset))
+      return failure();
+    auto emitError = [&]() { return parser.emitError(loc); };
+    ParamAttr param = ParamAttr::getChecked(emitError, parser.getContext(),
+                                            StringRef(name), type, offset);
+    if (!param)
+      return failure();
+    entries.push_back(param);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
+                                     parseEntry))
+    return failure();
+  params = parser.getBuilder().getArrayAttr(entries);
+  return success();
+}
+
+static void printUnitParams(OpAsmPrinter &printer, UnitOp,
+                            ArrayAttr params) {
+  printer << "[";
+  printer.increaseIndent();
+  llvm::interleave(
+      params.getAsRange<ParamAttr>(),
+      [&](ParamAttr param) {
+        printer.printNewline();
+        printer.printString(param.getName());
+        printer << " : " << param.getValueType() << " at "
+                << param.getOffset();
+      },
+      [&] { printer << ","; });
+  printer.decreaseIndent();
+  if (!params.empty())
+    printer.printNewline();
+  printer << "]";
+}
+
+#define GET_OP_CLASSES
+#include "zest/Dialect/Zest/IR/ZestOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+/// Resolves `ref` to a unit declaration, or reports where it is missing.
+static UnitOp lookupUnit(Operation *op, SymbolTableCollection &symbolTables,
+                         FlatSymbolRefAttr ref) {
+  auto unit = symbolTables.lookupNearestSymbolFrom<UnitOp>(op, ref);
+  if (!unit)
+    op->emitOpError() << "refers to " << ref
+                      << ", which is not a zest.unit declaration";
+  return unit;
+}
+
+/// Checks that `actual` is the type `expected` that unit `unit` prescribes
+/// for the operand or result called `what`.
+static LogicalResult checkUnitType(Operation *op, UnitOp unit, StringRef what,
+                                   Type actual, Type expected) {
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << what << " must be " << expected << " for unit @"
+                           << unit.getSymName() << " ("
+                           << stringifyUnitKind(unit.getKind())
+                           << ", world_size = " << unit.getWorldSize()
+                           << "), got " << actual;
+}
+
+/// The tensor a collective produces: its result, or the value type of its
+/// future for the asynchronous forms.
+static Type collectiveValueType(Value result) {
+  if (auto future = dyn_cast<FutureType>(result.getType()))
+    return future.getValueType();
+  return result.getType();
+}
+
+namespace {
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
+} // namespace
+
+/// Verifies a collective's operand and result against its unit. Gathers and
+/// reduce-scatters move between the shard and the full buffer of a sharded
+/// unit; all-reduces keep the full buffer of a replicated unit.
+static LogicalResult verifyCollective(Operation *op,
+                                      SymbolTableCollection &symbolTables,
+                                      FlatSymbolRefAttr unitRef,
+                                      CollectiveKind kind, Value input,
+                                      Value result) {
+  UnitOp unit = lookupUnit(op, symbolTables, unitRef);
+  if (!unit)
+    return failure();
+  bool wantSharded = kind != CollectiveKind::AllReduce;
+  if (unit.isSharded() != wantSharded)
+    return op->emitOpError()
+           << "requires a " << (wantSharded ? "sharded" : "replicated")
+           << " unit, but @" << unit.getSymName() << " is "
+           << stringifyUnitKind(unit.getKind());
+  Type shard = unit.getShardType(), flat = unit.getFlatType();
+  Type expectedIn = kind == CollectiveKind::AllGather ? shard : flat;
+  Type expectedOut = kind == CollectiveKind::ReduceScatter ? shard : flat;
+  if (failed(checkUnitType(op, unit, "operand", input.getType(), expectedIn)))
+    return failure();
+  return checkUnitType(op, unit, "result", collectiveValueType(result),
+                       expectedOut);
+}
+
+/// Local checks shared by all collectives: element types are preserved and
+/// the future of an asynchronous form is consumed by exactly one zest.wait.
+static LogicalResult verifyCollectiveLocal(Operation *op, Value input,
+                                           Value result) {
+  Type inElt = cast<ShapedType>(input.getType()).getElementType();
+  Type outElt =
+      cast<ShapedType>(collectiveValueType(result)).getElementType();
+  if (inElt != outElt)
+    return op->emitOpError() << "element type changes from " << inElt
+                             << " to " << outElt;
+  if (!isa<FutureType>(result.getType()))
+    return success();
+  if (!result.hasOneUse() || !isa<WaitOp>(*result.getUsers().begin()))
+    return op->emitOpError()
+           << "future must be consumed by exactly one zest.wait";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UnitOp
+//===----------------------------------------------------------------------===//
+
+ParamAttr UnitOp::lookupParam(StringRef fqn) {
+  for (auto param : getParams().getAsRange<ParamAttr>())
+    if (param.getName() == fqn)
+      return param;
+  return {};
+}
+
+int64_t UnitOp::getNumElements() {
+  int64_t numel = 0;
+  for (auto param : getParams().getAsRange<ParamAttr>())
+    numel += param.getNumElements();
+  return numel;
+}
+
+RankedTensorType UnitOp::getFlatType() {
+  return RankedTensorType::get({getPaddedSize()}, getElementType());
+}
+
+RankedTensorType UnitOp::getShardType() {
+  return RankedTensorType::get({getShardSize()}, getElementType());
+}
+
+LogicalResult UnitOp::verify() {
+  Type elementType = getElementType();
+  if (!elementType.isIntOrFloat())
+    return emitOpError() << "element type must be an integer or float type, "
+                         << "got " << elementType;
+  if (isSharded() && getPaddedSize() != getShardSize() * getWorldSize())
+    return emitOpError() << "padded_size (" << getPaddedSize()
+                         << ") must equal shard_size (" << getShardSize()
+                         << ") times world_size (" << getWorldSize() << ")";
+  if (!isSharded() && getPaddedSize() != getShardSize())
+    return emitOpError() << "replicated unit must have shard_size ("
+                         << getShardSize() << ") equal to padded_size ("
+                         << getPaddedSize() << ")";
+  llvm::StringSet<> names;
+  int64_t end = 0;
+  for (auto param : getParams().getAsRange<ParamAttr>()) {
+    if (!names.insert(param.getName()).second)
+      return emitOpError() << "parameter '" << param.getName()
+                           << "' is listed twice";
+    if (param.getValueType().getElementType() != elementType)
+      return emitOpError() << "parameter '" << param.getName()
+                           << "' has element type "
+                           << param.getValueType().getElementType()
+                           << " but the unit holds " << elementType;
+    if (param.getOffset() < end)
+      return emitOpError() << "parameter '" << param.getName()
+                           << "' at offset " << param.getOffset()
+                           << " overlaps the previous parameter, which ends "
+                           << "at " << end
+                           << " (parameters are listed in flat order)";
+    end = param.getEnd();
+  }
+  if (end > getPaddedSize())
+    return emitOpError() << "parameters end at element " << end
+                         << ", past padded_size (" << getPaddedSize() << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UnflattenOp / FlattenOp
+//===----------------------------------------------------------------------===//
+
+/// Resolves parameter `fqn` of `unit`, or reports that it is not a member.
+static ParamAttr lookupMember(Operation *op, UnitOp unit, StringRef fqn) {
+  ParamAttr param = unit.lookupParam(fqn);
+  if (!param)
+    op->emitOpError() << "unit @" << unit.getSymName()
+                      << " has no parameter '" << fqn << "'";
+  return param;
+}
+
+LogicalResult
+UnflattenOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  UnitOp unit = lookupUnit(*this, symbolTables, getUnitAttr());
+  if (!unit)
+    return failure();
+  ParamAttr param = lookupMember(*this, unit, getParam());
+  if (!param ||
+      failed(checkUnitType(*this, unit, "operand", getFlat().getType(),
+                           unit.getFlatType())))
+    return failure();
+  if (getResult().getType() != param.getValueType())
+    return emitOpError() << "result must be " << param.getValueType()
+                         << ", the type of parameter '" << getParam()
+                         << "', got " << getResult().getType();
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  if (getParams().size() != getValues().size())
+    return emitOpError() << "names " << getParams().size()
+                         << " parameters but has " << getValues().size()
+                         << " operands";
+  llvm::StringSet<> seen;
+  for (StringRef name : getParams().getAsValueRange<StringAttr>())
+    if (!seen.insert(name).second)
+      return emitOpError() << "parameter '" << name << "' is named twice";
+  return success();
+}
+
+LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  UnitOp unit = lookupUnit(*this, symbolTables, getUnitAttr());
+  if (!unit)
+    return failure();
+  for (auto [name, value] :
+       llvm::zip(getParams().getAsValueRange<StringAttr>(), getValues())) {
+    ParamAttr param = lookupMember(*this, unit, name);
+    if (!param)
+      return failure();
+    if (value.getType() != param.getValueType())
+      return emitOpError() << "operand for '" << name << "' must be "
+                           << param.getValueType() << ", got "
+                           << value.getType();
+  }
+  return checkUnitType(*this, unit, "result", getResult().getType(),
+                       unit.getFlatType());
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+#define ZEST_DEFINE_COLLECTIVE_VERIFIERS(OP, KIND, INPUT, RESULT)             \
+  LogicalResult OP::verify() {                                                 \
+    return verifyCollectiveLocal(*this, INPUT, RESULT);                        \
+  }                                                                            \
+  LogicalResult OP::verifySymbolUses(SymbolTableCollection &symbolTables) {    \
+    return verifyCollective(*this, symbolTables, getUnitAttr(),                \
+                            CollectiveKind::KIND, INPUT, RESULT);              \
+  }
+
+ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllGatherOp, AllGather, getShard(),
+                                 getResult())
+ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllGatherStartOp, AllGather, getShard(),
+                                 getFuture())
+ZEST_DEFINE_COLLECTIVE_VERIFIERS(ReduceScatterOp, ReduceScatter, getInput(),
+                                 getResult())
+ZEST_DEFINE_COLLECTIVE_VERIFIERS(ReduceScatterStartOp, ReduceScatter,
+                                 getInput(), getFuture())
+ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllReduceOp, AllReduce, getInput(),
+                                 getResult())
+ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllReduceStartOp, AllReduce, getInput(),
+                                 getFuture())
+#undef ZEST_DEFINE_COLLECTIVE_VERIFIERS
+
+LogicalResult WaitOp::verify() {
+  Operation *producer = getFuture().getDefiningOp();
+  if (producer && !isa<AllGatherStartOp, ReduceScatterStartOp,
+                       AllReduceStartOp>(producer))
+    return emitOpError() << "future must come from a zest.*_start "
+                         << "collective, got '" << producer->getName() << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReleaseOp
+//===----------------------------------------------------------------------===//
+
+/// True if `value` is a gathered buffer: the result of a synchronous gather
+/// or the wait of an asynchronous one.
+static bool isGatheredBuffer(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (isa_and_nonnull<AllGatherOp>(def))
+    return true;
+  auto wait = dyn_cast_or_null<WaitOp>(def);
+  return wait && isa_and_nonnull<AllGatherStartOp>(
+                     wait.getFuture().getDefiningOp());
+}
+
+LogicalResult ReleaseOp::verify() {
+  Value buffer = getBuffer();
+  if (!isGatheredBuffer(buffer))
+    return emitOpError() << "operand must be a gathered buffer (the result of "
+                         << "zest.all_gather or of zest.wait on "
+                         << "zest.all_gather_start)";
+  // The buffer and every view unflattened from it die here: any use later in
+  // this block would read freed memory.
+  SmallVector<Value> live = {buffer};
+  for (Operation *user : buffer.getUsers())
+    if (auto view = dyn_cast<UnflattenOp>(user))
+      live.push_back(view.getResult());
+  Block *block = (*this)->getBlock();
+  for (Value value : live) {
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = block->findAncestorOpInBlock(*use.getOwner());
+      if (!user || user == getOperation() ||
+          !getOperation()->isBeforeInBlock(user))
+        continue;
+      InFlightDiagnostic diag = emitOpError()
+                                << "releases a buffer that is used later";
+      diag.attachNote(use.getOwner()->getLoc()) << "used here";
+      return diag;
+    }
+  }
+  return success();
+}

@@ -1,0 +1,345 @@
+//===- GroupUnits.cpp - Group parameters into units -----------------------===//
+//
+// Chooses units the way DeepSpeed leaf modules and FSDP wrap policies do,
+// then declares each with its flat, padded layout (zest.unit).
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/ModelContract.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_GROUPUNITSPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// A node of the module tree spanned by the parameters' module paths.
+struct ModuleNode {
+  std::string path;
+  SmallVector<unsigned> children;
+  /// Parameters owned directly by this module (indices into the contract).
+  SmallVector<unsigned> params;
+};
+
+/// A unit before layout: a name, its distribution and its parameters.
+struct UnitPlan {
+  std::string name;
+  UnitKind kind;
+  SmallVector<unsigned> params;
+};
+
+/// A user-given glob and whether it matched anything yet.
+struct UserGlob {
+  std::string text;
+  llvm::GlobPattern glob;
+  bool matched = false;
+};
+
+struct GroupUnitsPass : public zest::impl::GroupUnitsPassBase<GroupUnitsPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+private:
+  LogicalResult checkOptions(ModuleOp module);
+  FailureOr<SmallVector<UserGlob>> compile(ModuleOp module, StringRef option,
+                                          ArrayRef<std::string> texts);
+  void buildTree();
+  LogicalResult markLeafModules(ModuleOp module);
+  /// Assigns every unassigned parameter of `node`'s subtree to `unit`.
+  void claimSubtree(unsigned node, unsigned unit);
+  void collectLeafUnits(unsigned node);
+  int64_t autoWrap(unsigned node);
+  LogicalResult checkLeafConflicts(ModuleOp module);
+  void declareUnits(ModuleOp module);
+
+  unsigned addUnit(StringRef name, UnitKind kind) {
+    plans.push_back({name.str(), kind, {}});
+    return plans.size() - 1;
+  }
+
+  ModelContract contract;
+  std::vector<ModuleNode> nodes;
+  llvm::StringMap<unsigned> nodeByPath;
+  SmallVector<bool> isLeaf;
+  /// Unit of each parameter (index into plans), or -1.
+  SmallVector<int> unitOf;
+  SmallVector<bool> ignored;
+  SmallVector<UnitPlan> plans;
+};
+
+} // namespace
+
+LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
+  if (worldSize < 1)
+    return emitError(module.getLoc())
+           << "world-size must be at least 1, got " << worldSize;
+  if (minUnitNumel < 0)
+    return emitError(module.getLoc())
+           << "min-unit-numel must be non-negative, got " << minUnitNumel;
+  if (!module.getOps<UnitOp>().empty())
+    return emitError(module.getLoc())
+           << "module already declares zest.unit ops: grouping runs once, "
+           << "on the unsharded model";
+  if (!leafClasses.empty() && !contract.moduleClasses)
+    return emitError(module.getLoc())
+           << "leaf-classes needs the module attribute '"
+           << ZestDialect::kModuleClassesAttrName
+           << "' mapping module paths to class names";
+  return success();
+}
+
+FailureOr<SmallVector<UserGlob>>
+GroupUnitsPass::compile(ModuleOp module, StringRef option,
+                        ArrayRef<std::string> texts) {
+  SmallVector<UserGlob> patterns;
+  for (const std::string &text : texts) {
+    if (text.empty())
+      continue;
+    auto glob = llvm::GlobPattern::create(text);
+    if (!glob)
+      return emitError(module.getLoc())
+             << "invalid " << option << " pattern '" << text
+             << "': " << llvm::toString(glob.takeError());
+    patterns.push_back({text, std::move(*glob)});
+  }
+  return patterns;
+}
+
+void GroupUnitsPass::buildTree() {
+  nodes.push_back({"", {}, {}});
+  nodeByPath[""] = 0;
+  // Creates the node for `path` and its ancestors; returns its index.
+  std::function<unsigned(StringRef)> getNode = [&](StringRef path) {
+    auto it = nodeByPath.find(path);
+    if (it != nodeByPath.end())
+      return it->second;
+    unsigned parent = getNode(getModulePath(path));
+    unsigned index = nodes.size();
+    nodes.push_back({path.str(), {}, {}});
+    nodeByPath[path] = index;
+    nodes[parent].children.push_back(index);
+    return index;
+  };
+  for (auto [index, entry] : llvm::enumerate(contract.params))
+    nodes[getNode(getModulePath(entry.first.getValue()))].params.push_back(
+        index);
+}
+
+LogicalResult GroupUnitsPass::markLeafModules(ModuleOp module) {
+  FailureOr<SmallVector<UserGlob>> globs =
+      compile(module, "leaf-modules", leafModules);
+  if (failed(globs))
+    return failure();
+  isLeaf.assign(nodes.size(), false);
+  // The root module is the fallback unit, never a leaf.
+  for (unsigned i = 1; i < nodes.size(); ++i) {
+    for (UserGlob &pattern : *globs) {
+      if (pattern.glob.match(nodes[i].path)) {
+        pattern.matched = true;
+        isLeaf[i] = true;
+      }
+    }
+  }
+  for (const UserGlob &pattern : *globs)
+    if (!pattern.matched)
+      return emitError(module.getLoc())
+             << "no module matches '" << pattern.text
+             << "' (leaf-modules): module paths are parameter names without "
+             << "their last component, e.g. 'layers.0'";
+  for (const std::string &className : leafClasses) {
+    if (className.empty())
+      continue;
+    bool found = false;
+    for (NamedAttribute entry : contract.moduleClasses) {
+      if (cast<StringAttr>(entry.getValue()).getValue() != className)
+        continue;
+      found = true;
+      // A module of the class that owns no parameters yields no unit.
+      auto node = nodeByPath.find(entry.getName().getValue());
+      if (node != nodeByPath.end() && node->second != 0)
+        isLeaf[node->second] = true;
+    }
+    if (!found)
+      return emitError(module.getLoc())
+             << "no module matches class '" << className
+             << "' (leaf-classes) in '"
+             << ZestDialect::kModuleClassesAttrName << "'";
+  }
+  return success();
+}
+
+void GroupUnitsPass::claimSubtree(unsigned node, unsigned unit) {
+  for (unsigned param : nodes[node].params)
+    if (unitOf[param] < 0 && !ignored[param])
+      unitOf[param] = unit;
+  for (unsigned child : nodes[node].children)
+    claimSubtree(child, unit);
+}
+
+void GroupUnitsPass::collectLeafUnits(unsigned node) {
+  if (isLeaf[node]) {
+    // Outermost match wins: the whole subtree is one unit.
+    claimSubtree(node, addUnit(nodes[node].path, UnitKind::Sharded));
+    return;
+  }
+  for (unsigned child : nodes[node].children)
+    collectLeafUnits(child);
+}
+
+int64_t GroupUnitsPass::autoWrap(unsigned node) {
+  // FSDP's size_based_auto_wrap_policy: count the elements of this module
+  // not yet wrapped by a descendant; wrap once they reach the threshold.
+  int64_t pending = 0;
+  for (unsigned param : nodes[node].params)
+    if (unitOf[param] < 0 && !ignored[param])
+      pending += contract.params.begin()[param].second.type.getNumElements();
+  for (unsigned child : nodes[node].children)
+    pending += autoWrap(child);
+  if (node == 0 || pending < minUnitNumel || pending == 0)
+    return pending;
+  claimSubtree(node, addUnit(nodes[node].path, UnitKind::Sharded));
+  return 0;
+}
+
+LogicalResult GroupUnitsPass::checkLeafConflicts(ModuleOp module) {
+  // A leaf module whose parameters are all ignored asks for two
+  // contradictory things.
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    if (!isLeaf[i])
+      continue;
+    StringRef path = nodes[i].path;
+    bool any = false, allIgnored = true;
+    for (auto [index, entry] : llvm::enumerate(contract.params)) {
+      StringRef fqn = entry.first.getValue();
+      if (!fqn.starts_with(path) || fqn.size() <= path.size() ||
+          fqn[path.size()] != '.')
+        continue;
+      any = true;
+      allIgnored &= ignored[index];
+    }
+    if (any && allIgnored)
+      return emitError(module.getLoc())
+             << "conflicting options: leaf module '" << path
+             << "' is chosen as a unit but all its parameters are ignored";
+  }
+  return success();
+}
+
+/// Returns `base`, or `base_N` for the first N that is not taken yet.
+static std::string uniqueName(StringRef base, llvm::StringSet<> &taken) {
+  std::string name = base.str();
+  for (unsigned n = 1; taken.contains(name); ++n)
+    name = (base + "_" + Twine(n)).str();
+  taken.insert(name);
+  return name;
+}
+
+void GroupUnitsPass::declareUnits(ModuleOp module) {
+  // Units in order of their first parameter; parameters in contract order.
+  for (UnitPlan &plan : plans)
+    llvm::sort(plan.params);
+  llvm::erase_if(plans, [](const UnitPlan &plan) {
+    return plan.params.empty();
+  });
+  llvm::stable_sort(plans, [](const UnitPlan &a, const UnitPlan &b) {
+    return a.params.front() < b.params.front();
+  });
+
+  llvm::StringSet<> taken;
+  for (Operation &op : *module.getBody())
+    if (auto symbol = dyn_cast<SymbolOpInterface>(op))
+      taken.insert(symbol.getName());
+
+  MLIRContext *ctx = module.getContext();
+  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+  for (const UnitPlan &plan : plans) {
+    // One element type per unit: split mixed units by type, in order of
+    // first appearance.
+    llvm::MapVector<Type, SmallVector<unsigned>> byType;
+    for (unsigned param : plan.params)
+      byType[contract.params.begin()[param].second.type.getElementType()]
+          .push_back(param);
+    for (auto &[elementType, params] : byType) {
+      std::string base = plan.name;
+      if (byType.size() > 1) {
+        llvm::raw_string_ostream os(base);
+        os << "[" << elementType << "]";
+      }
+      SmallVector<Attribute> entries;
+      int64_t offset = 0;
+      for (unsigned param : params) {
+        const ModelParam &info = contract.params.begin()[param].second;
+        entries.push_back(
+            ParamAttr::get(ctx, info.fqn.getValue(), info.type, offset));
+        offset += info.type.getNumElements();
+      }
+      bool sharded = plan.kind == UnitKind::Sharded;
+      int64_t padded =
+          sharded ? llvm::divideCeil(offset, worldSize) * worldSize : offset;
+      int64_t shard = sharded ? padded / worldSize : padded;
+      Location loc = contract.params.begin()[params.front()].second.loc;
+      UnitOp::create(builder, loc, uniqueName(base, taken), plan.kind,
+                     elementType, worldSize, padded, shard,
+                     builder.getArrayAttr(entries));
+    }
+  }
+}
+
+void GroupUnitsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  FailureOr<ModelContract> analyzed = ModelContract::analyze(module);
+  if (failed(analyzed))
+    return signalPassFailure();
+  contract = std::move(*analyzed);
+  if (failed(checkOptions(module)))
+    return signalPassFailure();
+
+  size_t numParams = contract.params.size();
+  unitOf.assign(numParams, -1);
+  ignored.assign(numParams, false);
+
+  FailureOr<SmallVector<UserGlob>> ignoreGlobs =
+      compile(module, "ignore", ignore);
+  if (failed(ignoreGlobs))
+    return signalPassFailure();
+  std::optional<unsigned> ignoredUnit;
+  for (auto [index, entry] : llvm::enumerate(contract.params)) {
+    for (UserGlob &pattern : *ignoreGlobs) {
+      if (!pattern.glob.match(entry.first.getValue()))
+        continue;
+      pattern.matched = true;
+      if (!ignoredUnit)
+        ignoredUnit = addUnit("ignored", UnitKind::Replicated);
+      ignored[index] = true;
+      unitOf[index] = *ignoredUnit;
+    }
+  }
+  for (const UserGlob &pattern : *ignoreGlobs)
+    if (!pattern.matched) {
+      emitError(module.getLoc())
+          << "no parameter matches '" << pattern.text << "' (ignore)";
+      return signalPassFailure();
+    }
+
+  buildTree();
+  if (failed(markLeafModules(module)) || failed(checkLeafConflicts(module)))
+    return signalPassFailure();
+  collectLeafUnits(0);
+  if (minUnitNumel > 0)
+    autoWrap(0);
+  // Whatever no policy claimed belongs to the root unit.
+  unsigned root = addUnit("root", UnitKind::Sharded);
+  for (auto [param, unit] : llvm::enumerate(unitOf))
+    plans[unit < 0 ? root : unit].params.push_back(param);
+  declareUnits(module);
+}

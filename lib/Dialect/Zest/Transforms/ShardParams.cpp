@@ -1,0 +1,335 @@
+//===- ShardParams.cpp - Replace parameters by unit shards ----------------===//
+//
+// Rewrites each function that takes parameters into the sharded program:
+// unit shards in, gathers + views before uses, flattened gradients
+// reduce-scattered (or all-reduced) out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/ModelContract.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_SHARDPARAMSPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// A maximal run of top-level operations that use a sharded unit without a
+/// use of another sharded unit in between: one gather serves all of it.
+struct UseInterval {
+  UnitOp unit;
+  Operation *first;
+};
+
+class FunctionSharder {
+public:
+  FunctionSharder(ModelFunction &info, ArrayRef<UnitOp> units,
+                  const llvm::StringMap<UnitOp> &unitOfParam)
+      : info(info), func(info.func), units(units), unitOfParam(unitOfParam) {}
+
+  void run();
+
+private:
+  /// Adds one argument per unit the function uses, in unit order.
+  void addUnitArguments();
+  void rewriteReplicatedUses(UnitOp unit, ArrayRef<BlockArgument> params);
+  void rewriteShardedUses();
+  void reduceGradients();
+  unsigned unitIndex(UnitOp unit) const {
+    return llvm::find(units, unit) - units.begin();
+  }
+
+  ModelFunction &info;
+  func::FuncOp func;
+  ArrayRef<UnitOp> units;
+  const llvm::StringMap<UnitOp> &unitOfParam;
+  /// Argument holding each used unit's local buffer.
+  llvm::MapVector<Operation *, BlockArgument> unitArg;
+  /// Parameter arguments of each used unit.
+  llvm::MapVector<Operation *, SmallVector<BlockArgument>> paramArgs;
+  /// FQN of every parameter argument.
+  DenseMap<BlockArgument, StringAttr> fqnOf;
+};
+
+} // namespace
+
+void FunctionSharder::addUnitArguments() {
+  // Unit order, not argument order, so every function lists units alike.
+  SmallVector<UnitOp> used;
+  for (auto [argIndex, fqn] : info.params) {
+    UnitOp unit = unitOfParam.lookup(fqn.getValue());
+    if (!llvm::is_contained(used, unit))
+      used.push_back(unit);
+  }
+  llvm::sort(used, [&](UnitOp a, UnitOp b) {
+    return unitIndex(a) < unitIndex(b);
+  });
+  SmallVector<BlockArgument> oldArgs(func.getArguments());
+  MLIRContext *ctx = func.getContext();
+  for (auto [position, unit] : llvm::enumerate(used)) {
+    // Located at the unit's first parameter argument of this function.
+    Location loc = func.getLoc();
+    for (auto [argIndex, fqn] : info.params)
+      if (unitOfParam.lookup(fqn.getValue()) == unit) {
+        loc = oldArgs[argIndex].getLoc();
+        break;
+      }
+    auto attrs = DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUnitArgAttrName),
+                             FlatSymbolRefAttr::get(unit.getSymNameAttr()))});
+    (void)func.insertArgument(position, unit.getShardType(), attrs, loc);
+    unitArg[unit] = func.getArgument(position);
+    paramArgs[unit] = {};
+  }
+  for (auto [argIndex, fqn] : info.params) {
+    BlockArgument arg = oldArgs[argIndex];
+    paramArgs[unitOfParam.lookup(fqn.getValue())].push_back(arg);
+    fqnOf[arg] = fqn;
+  }
+}
+
+void FunctionSharder::rewriteReplicatedUses(UnitOp unit,
+                                            ArrayRef<BlockArgument> params) {
+  // Every rank holds the whole buffer: views straight off the argument.
+  OpBuilder builder = OpBuilder::atBlockBegin(&func.front());
+  Value buffer = unitArg.lookup(unit);
+  for (BlockArgument param : params) {
+    if (param.use_empty())
+      continue;
+    Value view = UnflattenOp::create(builder, param.getLoc(), param.getType(),
+                                     buffer, unit.getSymName(),
+                                     fqnOf.lookup(param).getValue());
+    param.replaceAllUsesWith(view);
+  }
+}
+
+void FunctionSharder::rewriteShardedUses() {
+  Block &body = func.front();
+  // Which sharded units each top-level operation uses.
+  DenseMap<Operation *, llvm::SetVector<Operation *>> unitsUsedBy;
+  for (auto &[unitOp, params] : paramArgs) {
+    auto unit = cast<UnitOp>(unitOp);
+    if (!unit.isSharded())
+      continue;
+    for (BlockArgument param : params)
+      for (Operation *user : param.getUsers())
+        unitsUsedBy[body.findAncestorOpInBlock(*user)].insert(unit);
+  }
+
+  // Walk the block once, opening an interval when a unit is used and none is
+  // open, closing every other open interval when another unit is used.
+  SmallVector<UseInterval> intervals;
+  DenseMap<Operation *, unsigned> openInterval;
+  DenseMap<std::pair<Operation *, Operation *>, unsigned> intervalOf;
+  for (Operation &op : body) {
+    auto it = unitsUsedBy.find(&op);
+    if (it == unitsUsedBy.end())
+      continue;
+    const llvm::SetVector<Operation *> &used = it->second;
+    for (auto open = openInterval.begin(); open != openInterval.end();) {
+      auto current = open++;
+      if (!used.contains(current->first))
+        openInterval.erase(current);
+    }
+    // Open in unit order so gathers issued before one op keep that order.
+    SmallVector<Operation *> ordered(used.begin(), used.end());
+    llvm::sort(ordered, [&](Operation *a, Operation *b) {
+      return unitIndex(cast<UnitOp>(a)) < unitIndex(cast<UnitOp>(b));
+    });
+    for (Operation *unit : ordered) {
+      auto [slot, inserted] = openInterval.insert({unit, intervals.size()});
+      if (inserted)
+        intervals.push_back({cast<UnitOp>(unit), &op});
+      intervalOf[{&op, unit}] = slot->second;
+    }
+  }
+
+  // One gather per interval, then a view per parameter used in it.
+  SmallVector<DenseMap<BlockArgument, Value>> views(intervals.size());
+  SmallVector<Value> gathered(intervals.size()), lastView(intervals.size());
+  OpBuilder builder(func.getContext());
+  for (auto [index, interval] : llvm::enumerate(intervals)) {
+    builder.setInsertionPoint(interval.first);
+    gathered[index] = AllGatherOp::create(
+        builder, interval.first->getLoc(), interval.unit.getFlatType(),
+        unitArg.lookup(interval.unit), interval.unit.getSymName());
+  }
+  for (auto &[unitOp, params] : paramArgs) {
+    auto unit = cast<UnitOp>(unitOp);
+    if (!unit.isSharded())
+      continue;
+    for (BlockArgument param : params) {
+      for (OpOperand &use : llvm::make_early_inc_range(param.getUses())) {
+        Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+        unsigned index = intervalOf.lookup({top, unit});
+        Value &view = views[index][param];
+        if (!view) {
+          // Views follow the gather in the order they are created.
+          Value &last = lastView[index];
+          builder.setInsertionPointAfterValue(last ? last : gathered[index]);
+          view = UnflattenOp::create(builder, param.getLoc(), param.getType(),
+                                     gathered[index], unit.getSymName(),
+                                     fqnOf.lookup(param).getValue());
+          last = view;
+        }
+        use.set(view);
+      }
+    }
+  }
+}
+
+void FunctionSharder::reduceGradients() {
+  auto returnOp = cast<func::ReturnOp>(func.front().getTerminator());
+  MLIRContext *ctx = func.getContext();
+  Block &body = func.front();
+
+  // Results that stay: everything but per-parameter gradients.
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    if (func.getResultAttr(i, ZestDialect::kGradAttrName))
+      continue;
+    results.push_back(returnOp.getOperand(i));
+    resultTypes.push_back(func.getResultTypes()[i]);
+    resultAttrs.push_back(func.getResultAttrDict(i)
+                              ? func.getResultAttrDict(i)
+                              : DictionaryAttr::get(ctx));
+  }
+
+  // After each op that computes a unit's last gradient, the last collective
+  // inserted there, so several units finishing together keep unit order.
+  DenseMap<Operation *, Operation *> insertedAfter;
+  OpBuilder builder(ctx);
+  for (auto &[unitOp, params] : paramArgs) {
+    auto unit = cast<UnitOp>(unitOp);
+    SmallVector<Attribute> names;
+    SmallVector<Value> grads;
+    Operation *lastDef = nullptr;
+    for (BlockArgument param : params) {
+      StringAttr fqn = fqnOf.lookup(param);
+      auto result = info.gradResults.find(fqn.getValue());
+      if (result == info.gradResults.end())
+        continue; // Frozen: zeros in the flat gradient.
+      Value grad = returnOp.getOperand(result->second);
+      names.push_back(fqn);
+      grads.push_back(grad);
+      // Return operands are defined in the function body (or are
+      // arguments, which are ready at entry).
+      if (Operation *def = grad.getDefiningOp())
+        if (!lastDef || lastDef->isBeforeInBlock(def))
+          lastDef = def;
+    }
+    if (grads.empty())
+      continue;
+    Operation *&anchor = insertedAfter[lastDef];
+    if (anchor)
+      builder.setInsertionPointAfter(anchor);
+    else if (lastDef)
+      builder.setInsertionPointAfter(lastDef);
+    else
+      builder.setInsertionPointToStart(&body);
+    Location loc = lastDef ? lastDef->getLoc() : func.getLoc();
+    Value flat = FlattenOp::create(builder, loc, unit.getFlatType(),
+                                   unit.getSymName(),
+                                   builder.getArrayAttr(names), grads);
+    Operation *reduced;
+    if (unit.isSharded())
+      reduced = ReduceScatterOp::create(builder, loc, unit.getShardType(),
+                                        Reduction::Avg, flat,
+                                        unit.getSymName());
+    else
+      reduced = AllReduceOp::create(builder, loc, unit.getFlatType(),
+                                    Reduction::Avg, flat, unit.getSymName());
+    anchor = reduced;
+    results.push_back(reduced->getResult(0));
+    resultTypes.push_back(reduced->getResult(0).getType());
+    resultAttrs.push_back(DictionaryAttr::get(
+        ctx,
+        {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUnitGradAttrName),
+                        FlatSymbolRefAttr::get(unit.getSymNameAttr()))}));
+  }
+
+  returnOp->setOperands(results);
+  func.setType(FunctionType::get(ctx, func.getArgumentTypes(), resultTypes));
+  func.setAllResultAttrs(resultAttrs);
+}
+
+void FunctionSharder::run() {
+  addUnitArguments();
+  for (auto &[unitOp, params] : paramArgs) {
+    auto unit = cast<UnitOp>(unitOp);
+    if (!unit.isSharded())
+      rewriteReplicatedUses(unit, params);
+  }
+  rewriteShardedUses();
+  reduceGradients();
+  llvm::BitVector erase(func.getNumArguments());
+  for (auto [arg, fqn] : fqnOf)
+    erase.set(arg.getArgNumber());
+  (void)func.eraseArguments(erase);
+}
+
+namespace {
+struct ShardParamsPass : public zest::impl::ShardParamsPassBase<ShardParamsPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+} // namespace
+
+void ShardParamsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  FailureOr<ModelContract> contract = ModelContract::analyze(module);
+  if (failed(contract))
+    return signalPassFailure();
+
+  SmallVector<UnitOp> units(module.getOps<UnitOp>());
+  llvm::StringMap<UnitOp> unitOfParam;
+  for (UnitOp unit : units) {
+    if (worldSize != 0 && unit.getWorldSize() != worldSize) {
+      unit.emitError() << "conflicting world size: unit @"
+                       << unit.getSymName() << " is laid out for "
+                       << unit.getWorldSize() << " ranks but world-size="
+                       << worldSize << "; group again with world-size="
+                       << worldSize;
+      return signalPassFailure();
+    }
+    for (auto param : unit.getParams().getAsRange<ParamAttr>())
+      unitOfParam[param.getName()] = unit;
+  }
+
+  bool failedAny = false;
+  for (ModelFunction &info : contract->functions) {
+    for (auto [argIndex, fqn] : info.params) {
+      UnitOp unit = unitOfParam.lookup(fqn.getValue());
+      if (!unit) {
+        emitError(info.func.getArgument(argIndex).getLoc())
+            << "parameter '" << fqn.getValue() << "' belongs to no "
+            << "zest.unit; run --zest-group-units first";
+        failedAny = true;
+        continue;
+      }
+      ParamAttr param = unit.lookupParam(fqn.getValue());
+      Type argType = info.func.getArgument(argIndex).getType();
+      if (param.getValueType() != argType) {
+        emitError(info.func.getArgument(argIndex).getLoc())
+            << "parameter '" << fqn.getValue() << "' has type " << argType
+            << " but unit @" << unit.getSymName() << " declares "
+            << param.getValueType();
+        failedAny = true;
+      }
+    }
+  }
+  if (failedAny)
+    return signalPassFailure();
+  for (ModelFunction &info : contract->functions)
+    FunctionSharder(info, units, unitOfParam).run();
+}

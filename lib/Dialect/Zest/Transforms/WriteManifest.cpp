@@ -1,0 +1,111 @@
+//===- WriteManifest.cpp - Write the flat-layout manifest -----------------===//
+
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_WRITEMANIFESTPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+/// The safetensors name of an element type ("F32", "BF16", "I64", ...), so
+/// that checkpoint tools need no MLIR type parser.
+static std::string getDTypeName(Type type) {
+  if (type.isBF16())
+    return "BF16";
+  if (type.isF16())
+    return "F16";
+  if (type.isF32())
+    return "F32";
+  if (type.isF64())
+    return "F64";
+  if (type.isInteger(1))
+    return "BOOL";
+  if (auto integer = dyn_cast<IntegerType>(type))
+    return (Twine(integer.isUnsigned() ? "U" : "I") +
+            Twine(integer.getWidth()))
+        .str();
+  std::string name;
+  llvm::raw_string_ostream(name) << type;
+  return name;
+}
+
+namespace {
+struct WriteManifestPass
+    : public zest::impl::WriteManifestPassBase<WriteManifestPass> {
+  using Base::Base;
+
+  /// `--zest-manifest=out.json` names the file directly.
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    if (!options.empty() && !options.contains('=')) {
+      path = options.trim().str();
+      return success();
+    }
+    return Base::initializeOptions(options, errorHandler);
+  }
+
+  void runOnOperation() override {
+    markAllAnalysesPreserved();
+    ModuleOp module = getOperation();
+    std::string error;
+    std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
+    if (!file) {
+      emitError(module.getLoc())
+          << "cannot write manifest '" << path << "': " << error;
+      return signalPassFailure();
+    }
+    llvm::json::OStream json(file->os(), /*IndentSize=*/2);
+    writeManifest(module, json);
+    file->os() << "\n";
+    file->keep();
+  }
+
+  static void writeManifest(ModuleOp module, llvm::json::OStream &json) {
+    SmallVector<UnitOp> units(module.getOps<UnitOp>());
+    json.object([&] {
+      json.attribute("format", "zest-manifest");
+      json.attribute("version", 1);
+      json.attribute("world_size",
+                     units.empty() ? 1 : units.front().getWorldSize());
+      json.attributeArray("units", [&] {
+        for (UnitOp unit : units)
+          writeUnit(unit, json);
+      });
+    });
+  }
+
+  static void writeUnit(UnitOp unit, llvm::json::OStream &json) {
+    json.object([&] {
+      json.attribute("name", unit.getSymName());
+      json.attribute("kind", stringifyUnitKind(unit.getKind()));
+      json.attribute("dtype", getDTypeName(unit.getElementType()));
+      json.attribute("world_size", unit.getWorldSize());
+      json.attribute("numel", unit.getNumElements());
+      json.attribute("padded_size", unit.getPaddedSize());
+      json.attribute("shard_size", unit.getShardSize());
+      json.attributeArray("params", [&] {
+        for (auto param : unit.getParams().getAsRange<ParamAttr>()) {
+          json.object([&] {
+            json.attribute("fqn", param.getName());
+            json.attributeArray("shape", [&] {
+              for (int64_t dim : param.getValueType().getShape())
+                json.value(dim);
+            });
+            json.attribute("dtype", getDTypeName(unit.getElementType()));
+            json.attribute("offset", param.getOffset());
+            json.attribute("numel", param.getNumElements());
+          });
+        }
+      });
+    });
+  }
+};
+} // namespace

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything Zest needs to build and test, with apt-get only.
+# Idempotent: packages already present are skipped, so a second run is fast
+# and never touches the network.
+set -euo pipefail
+
+PACKAGES=(
+  # Toolchain: LLVM/MLIR 22 (FileCheck and lit come with llvm-22-tools).
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22
+  # Build system.
+  cmake ninja-build ccache make python3
+  # CPU runtime: collectives and GEMM.
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.
+  zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
