@@ -82,10 +82,10 @@ private:
 LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
   if (worldSize < 1)
     return emitError(module.getLoc())
-           << "world-size must be at least 1, got " << worldSize;
+           << "world-size must be at least 1, got " << worldSize.getValue();
   if (minUnitNumel < 0)
     return emitError(module.getLoc())
-           << "min-unit-numel must be non-negative, got " << minUnitNumel;
+           << "min-unit-numel must be non-negative, got " << minUnitNumel.getValue();
   if (!module.getOps<UnitOp>().empty())
     return emitError(module.getLoc())
            << "module already declares zest.unit ops: grouping runs once, "

@@ -42,6 +42,12 @@ private:
 };
 } // namespace
 
+/// Where argument `index` is written; a declaration has no block arguments,
+/// so its errors point at the function.
+static Location getArgLoc(func::FuncOp func, unsigned index) {
+  return func.isExternal() ? func.getLoc() : func.getArgument(index).getLoc();
+}
+
 /// The entries of an optional attribute dictionary.
 static ArrayRef<NamedAttribute> getAttrs(DictionaryAttr dict) {
   return dict ? dict.getValue() : ArrayRef<NamedAttribute>();
@@ -92,31 +98,32 @@ void ContractChecker::checkModuleClasses() {
 }
 
 StringAttr ContractChecker::checkParamArg(func::FuncOp func, unsigned index) {
-  BlockArgument arg = func.getArgument(index);
+  Location loc = getArgLoc(func, index);
+  Type argType = func.getArgumentTypes()[index];
   Attribute attr = func.getArgAttr(index, ZestDialect::kParamAttrName);
   auto fqn = dyn_cast<StringAttr>(attr);
   if (!fqn) {
-    error(arg.getLoc()) << "'" << ZestDialect::kParamAttrName
+    error(loc) << "'" << ZestDialect::kParamAttrName
                         << "' must be a string naming the parameter, got "
                         << attr;
     return {};
   }
   if (!isWellFormedFqn(fqn.getValue())) {
-    error(arg.getLoc()) << "parameter name '" << fqn.getValue()
+    error(loc) << "parameter name '" << fqn.getValue()
                         << "' is not a fully qualified name: expected "
                         << "non-empty components separated by '.', e.g. "
                         << "'layers.0.fc.weight'";
     return {};
   }
-  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  auto type = dyn_cast<RankedTensorType>(argType);
   if (!type || !type.hasStaticShape()) {
-    error(arg.getLoc()) << "parameter '" << fqn.getValue()
+    error(loc) << "parameter '" << fqn.getValue()
                         << "' must be a statically shaped tensor, got "
-                        << arg.getType();
+                        << argType;
     return {};
   }
   if (!type.getElementType().isIntOrFloat()) {
-    error(arg.getLoc()) << "parameter '" << fqn.getValue()
+    error(loc) << "parameter '" << fqn.getValue()
                         << "' must have an integer or float element type, "
                         << "got " << type.getElementType();
     return {};
@@ -124,9 +131,9 @@ StringAttr ContractChecker::checkParamArg(func::FuncOp func, unsigned index) {
   // A parameter shared by several functions (train step and eval, say) is
   // one parameter: it must have one type.
   auto [it, inserted] =
-      contract.params.insert({fqn, ModelParam{fqn, type, arg.getLoc()}});
+      contract.params.insert({fqn, ModelParam{fqn, type, loc}});
   if (!inserted && it->second.type != type) {
-    InFlightDiagnostic diag = error(arg.getLoc())
+    InFlightDiagnostic diag = error(loc)
                               << "parameter '" << fqn.getValue()
                               << "' has type " << type << " here but "
                               << it->second.type << " in an earlier function";
@@ -183,7 +190,7 @@ void ContractChecker::checkResults(
                            << "parameter of @" << func.getSymName();
       continue;
     }
-    Type paramType = func.getArgument(arg->second).getType();
+    Type paramType = func.getArgumentTypes()[arg->second];
     if (type != paramType)
       error(func.getLoc()) << "gradient result #" << i << " for '"
                            << fqn.getValue() << "' has type " << type
@@ -208,7 +215,7 @@ void ContractChecker::checkFunction(func::FuncOp func) {
     for (NamedAttribute attr : getAttrs(func.getArgAttrDict(i))) {
       StringRef name = attr.getName().getValue();
       if (name.starts_with("zest.") && !isKnownArgAttr(name))
-        error(func.getArgument(i).getLoc())
+        error(getArgLoc(func, i))
             << "unknown argument attribute '" << name << "' (expected "
             << ZestDialect::kParamAttrName << ")";
     }
@@ -220,11 +227,11 @@ void ContractChecker::checkFunction(func::FuncOp func) {
     auto [prev, inserted] = paramArgs.insert({fqn.getValue(), i});
     if (!inserted) {
       InFlightDiagnostic diag =
-          error(func.getArgument(i).getLoc())
+          error(getArgLoc(func, i))
           << "duplicate parameter '" << fqn.getValue() << "' in @"
           << func.getSymName() << " (arguments #" << prev->second << " and #"
           << i << ")";
-      diag.attachNote(func.getArgument(prev->second).getLoc())
+      diag.attachNote(getArgLoc(func, prev->second))
           << "first declared here";
       continue;
     }

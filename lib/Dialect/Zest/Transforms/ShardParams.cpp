@@ -298,8 +298,8 @@ void ShardParamsPass::runOnOperation() {
       unit.emitError() << "conflicting world size: unit @"
                        << unit.getSymName() << " is laid out for "
                        << unit.getWorldSize() << " ranks but world-size="
-                       << worldSize << "; group again with world-size="
-                       << worldSize;
+                       << worldSize.getValue() << "; group again with world-size="
+                       << worldSize.getValue();
       return signalPassFailure();
     }
     for (auto param : unit.getParams().getAsRange<ParamAttr>())

@@ -19,8 +19,10 @@ def Zest_FlatTensor : 1DTensorOf<[AnyType]> {
   let summary = "statically shaped 1-D tensor";
 }
 
+// No C++ class on purpose: the assembly then spells out `!zest.future<...>`
+// instead of the stripped `<...>`.
 def Zest_Future : Type<CPred<"::llvm::isa<::mlir::zest::FutureType>($_self)">,
-                       "future", "::mlir::zest::FutureType">;
+                       "future">;
 
 //===----------------------------------------------------------------------===//
 // zest.unit

@@ -1,0 +1,289 @@
+// RUN: zest-opt %s -split-input-file -verify-diagnostics
+
+// expected-error@+1 {{padded_size (10) must equal shard_size (3) times world_size (4)}}
+zest.unit @u sharded : f32, world_size = 4, padded_size = 10, shard_size = 3 [
+  "a" : tensor<10xf32> at 0
+]
+
+// -----
+
+// expected-error@+1 {{replicated unit must have shard_size (2) equal to padded_size (4)}}
+zest.unit @u replicated : f32, world_size = 2, padded_size = 4, shard_size = 2 [
+  "a" : tensor<4xf32> at 0
+]
+
+// -----
+
+// expected-error@+1 {{parameter 'a' is listed twice}}
+zest.unit @u sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "a" : tensor<4xf32> at 0,
+  "a" : tensor<4xf32> at 4
+]
+
+// -----
+
+// expected-error@+1 {{parameter 'b' has element type 'f16' but the unit holds 'f32'}}
+zest.unit @u sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "a" : tensor<4xf32> at 0,
+  "b" : tensor<4xf16> at 4
+]
+
+// -----
+
+// expected-error@+1 {{parameter 'b' at offset 2 overlaps the previous parameter, which ends at 4}}
+zest.unit @u sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "a" : tensor<4xf32> at 0,
+  "b" : tensor<4xf32> at 2
+]
+
+// -----
+
+// expected-error@+1 {{parameters end at element 8, past padded_size (6)}}
+zest.unit @u sharded : f32, world_size = 2, padded_size = 6, shard_size = 3 [
+  "a" : tensor<8xf32> at 0
+]
+
+// -----
+
+// expected-error@+1 {{element type must be an integer or float type, got 'index'}}
+zest.unit @u sharded : index, world_size = 1, padded_size = 0, shard_size = 0 []
+
+// -----
+
+// expected-error@+1 {{'zest.unit' op attribute 'world_size' failed to satisfy constraint}}
+zest.unit @u sharded : f32, world_size = 0, padded_size = 0, shard_size = 0 []
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 1, padded_size = 4, shard_size = 4 [
+  // expected-error@+1 {{parameter 'a' must have a static shape, got 'tensor<?xf32>'}}
+  "a" : tensor<?xf32> at 0
+]
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 1, padded_size = 4, shard_size = 4 [
+  // expected-error@+1 {{parameter 'a' has negative offset -1}}
+  "a" : tensor<4xf32> at -1
+]
+
+// -----
+
+func.func @f() {
+  // expected-error@+1 {{'zest.unit' op expects parent op 'builtin.module'}}
+  zest.unit @u sharded : f32, world_size = 1, padded_size = 0, shard_size = 0 []
+  return
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<3xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{operand must be 'tensor<4xf32>' for unit @u (sharded, world_size = 2), got 'tensor<3xf32>'}}
+  %0 = zest.all_gather %s for @u : tensor<3xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{result must be 'tensor<8xf32>' for unit @u (sharded, world_size = 2), got 'tensor<4xf32>'}}
+  %0 = zest.all_gather %s for @u : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%s: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{refers to @missing, which is not a zest.unit declaration}}
+  %0 = zest.all_gather %s for @missing : tensor<4xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%s: tensor<4xf32>) -> tensor<8xf16> {
+  // expected-error@+1 {{element type changes from 'f32' to 'f16'}}
+  %0 = zest.all_gather %s for @u : tensor<4xf32> -> tensor<8xf16>
+  return %0 : tensor<8xf16>
+}
+
+// -----
+
+func.func @f(%s: tensor<?xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{operand #0 must be statically shaped 1-D tensor}}
+  %0 = zest.all_gather %s for @u : tensor<?xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @r replicated : f32, world_size = 2, padded_size = 8, shard_size = 8 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{requires a sharded unit, but @r is replicated}}
+  %0 = zest.reduce_scatter avg %s for @r : tensor<8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{requires a replicated unit, but @u is sharded}}
+  %0 = zest.all_reduce sum %s for @u : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%g: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{result must be 'tensor<4xf32>' for unit @u (sharded, world_size = 2), got 'tensor<8xf32>'}}
+  %0 = zest.reduce_scatter_start avg %g for @u : tensor<8xf32> -> !zest.future<tensor<8xf32>>
+  %1 = zest.wait %0 : !zest.future<tensor<8xf32>>
+  return %1 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error@+1 {{future must be consumed by exactly one zest.wait}}
+  %0 = zest.all_gather_start %s for @u : tensor<4xf32> -> !zest.future<tensor<8xf32>>
+  return
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // expected-error@+1 {{future must be consumed by exactly one zest.wait}}
+  %0 = zest.all_gather_start %s for @u : tensor<4xf32> -> !zest.future<tensor<8xf32>>
+  %1 = zest.wait %0 : !zest.future<tensor<8xf32>>
+  %2 = zest.wait %0 : !zest.future<tensor<8xf32>>
+  return %1, %2 : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%f: !zest.future<tensor<8xf32>>) -> tensor<4xf32> {
+  // expected-error@+1 {{'zest.wait' op failed to verify that result type is the future's value type}}
+  %0 = "zest.wait"(%f) : (!zest.future<tensor<8xf32>>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<2x3xf32> at 0
+]
+func.func @f(%full: tensor<8xf32>) -> tensor<3x2xf32> {
+  // expected-error@+1 {{result must be 'tensor<2x3xf32>', the type of parameter 'a', got 'tensor<3x2xf32>'}}
+  %0 = zest.unflatten %full, @u, "a" : tensor<8xf32> -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<2x3xf32> at 0
+]
+func.func @f(%full: tensor<8xf32>) -> tensor<2x3xf32> {
+  // expected-error@+1 {{unit @u has no parameter 'b'}}
+  %0 = zest.unflatten %full, @u, "b" : tensor<8xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<2x3xf32> at 0
+]
+func.func @f(%shard: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error@+1 {{operand must be 'tensor<8xf32>' for unit @u (sharded, world_size = 2), got 'tensor<4xf32>'}}
+  %0 = zest.unflatten %shard, @u, "a" : tensor<4xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "a" : tensor<4xf32> at 0,
+  "b" : tensor<4xf32> at 4
+]
+func.func @f(%a: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{parameter 'a' is named twice}}
+  %0 = zest.flatten @u ["a", "a"] (%a, %a) : tensor<4xf32>, tensor<4xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "a" : tensor<4xf32> at 0,
+  "b" : tensor<4xf32> at 4
+]
+func.func @f(%a: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{names 2 parameters but has 1 operands}}
+  %0 = zest.flatten @u ["a", "b"] (%a) : tensor<4xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "a" : tensor<4xf32> at 0,
+  "b" : tensor<4xf32> at 4
+]
+func.func @f(%a: tensor<2x2xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{operand for 'a' must be 'tensor<4xf32>', got 'tensor<2x2xf32>'}}
+  %0 = zest.flatten @u ["a"] (%a) : tensor<2x2xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%a: tensor<8xf32>) {
+  // expected-error@+1 {{operand must be a gathered buffer}}
+  zest.release %a : tensor<8xf32>
+  return
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<4xf32>) -> tensor<8xf32> {
+  %full = zest.all_gather %s for @u : tensor<4xf32> -> tensor<8xf32>
+  %a = zest.unflatten %full, @u, "a" : tensor<8xf32> -> tensor<8xf32>
+  // expected-error@+1 {{releases a buffer that is used later}}
+  zest.release %full : tensor<8xf32>
+  // expected-note@+1 {{used here}}
+  %b = arith.addf %a, %a : tensor<8xf32>
+  return %b : tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+2 {{future must come from a zest.*_start collective, got 'builtin.unrealized_conversion_cast'}}
+  %f = builtin.unrealized_conversion_cast %x : tensor<4xf32> to !zest.future<tensor<4xf32>>
+  %0 = zest.wait %f : !zest.future<tensor<4xf32>>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,72 @@
+// RUN: zest-opt %s -split-input-file | FileCheck %s
+// Round trip: printed IR parses back to the same text, in custom and generic form.
+// RUN: zest-opt %s -split-input-file | zest-opt -split-input-file | FileCheck %s
+// RUN: zest-opt %s -split-input-file -mlir-print-op-generic | zest-opt -split-input-file | FileCheck %s
+
+// CHECK-LABEL: zest.unit @layers.0 sharded : f32, world_size = 4, padded_size = 548, shard_size = 137 [
+// CHECK-NEXT:    "layers.0.fc.weight" : tensor<16x32xf32> at 0,
+// CHECK-NEXT:    "layers.0.fc.bias" : tensor<16xf32> at 512,
+// CHECK-NEXT:    "layers.0.norm.weight" : tensor<16xf32> at 528
+// CHECK-NEXT:  ]
+zest.unit @layers.0 sharded : f32, world_size = 4, padded_size = 548, shard_size = 137 [
+  "layers.0.fc.weight" : tensor<16x32xf32> at 0,
+  "layers.0.fc.bias" : tensor<16xf32> at 512,
+  "layers.0.norm.weight" : tensor<16xf32> at 528
+]
+// CHECK: zest.unit @ignored replicated : f32, world_size = 4, padded_size = 8, shard_size = 8 [
+zest.unit @ignored replicated : f32, world_size = 4, padded_size = 8, shard_size = 8 [
+  "embed.scale" : tensor<8xf32> at 0
+]
+
+// CHECK-LABEL: func.func @sync
+func.func @sync(%shard: tensor<137xf32> {zest.unit = @layers.0},
+                %rep: tensor<8xf32> {zest.unit = @ignored},
+                %dw: tensor<16x32xf32>, %db: tensor<16xf32>)
+    -> (tensor<137xf32>, tensor<8xf32>) {
+  // CHECK: %[[FULL:.*]] = zest.all_gather %{{.*}} for @layers.0 : tensor<137xf32> -> tensor<548xf32>
+  %full = zest.all_gather %shard for @layers.0 : tensor<137xf32> -> tensor<548xf32>
+  // CHECK: zest.unflatten %[[FULL]], @layers.0, "layers.0.fc.weight" : tensor<548xf32> -> tensor<16x32xf32>
+  %w = zest.unflatten %full, @layers.0, "layers.0.fc.weight" : tensor<548xf32> -> tensor<16x32xf32>
+  // CHECK: zest.release %[[FULL]] : tensor<548xf32>
+  zest.release %full : tensor<548xf32>
+  // CHECK: %[[G:.*]] = zest.flatten @layers.0 ["layers.0.fc.bias", "layers.0.fc.weight"] (%{{.*}}, %{{.*}}) : tensor<16xf32>, tensor<16x32xf32> -> tensor<548xf32>
+  %g = zest.flatten @layers.0 ["layers.0.fc.bias", "layers.0.fc.weight"] (%db, %dw) : tensor<16xf32>, tensor<16x32xf32> -> tensor<548xf32>
+  // CHECK: zest.reduce_scatter avg %[[G]] for @layers.0 : tensor<548xf32> -> tensor<137xf32>
+  %gs = zest.reduce_scatter avg %g for @layers.0 : tensor<548xf32> -> tensor<137xf32>
+  // CHECK: zest.all_reduce sum %{{.*}} for @ignored : tensor<8xf32>
+  %r = zest.all_reduce sum %rep for @ignored : tensor<8xf32>
+  return %gs, %r : tensor<137xf32>, tensor<8xf32>
+}
+
+// CHECK-LABEL: func.func @async
+func.func @async(%shard: tensor<137xf32>, %g: tensor<548xf32>, %r: tensor<8xf32>)
+    -> (tensor<16xf32>, tensor<137xf32>, tensor<8xf32>) {
+  // CHECK: %[[F:.*]] = zest.all_gather_start %{{.*}} for @layers.0 : tensor<137xf32> -> !zest.future<tensor<548xf32>>
+  %f = zest.all_gather_start %shard for @layers.0 : tensor<137xf32> -> !zest.future<tensor<548xf32>>
+  // CHECK: %[[RS:.*]] = zest.reduce_scatter_start avg %{{.*}} for @layers.0 : tensor<548xf32> -> !zest.future<tensor<137xf32>>
+  %rs = zest.reduce_scatter_start avg %g for @layers.0 : tensor<548xf32> -> !zest.future<tensor<137xf32>>
+  // CHECK: %[[AR:.*]] = zest.all_reduce_start sum %{{.*}} for @ignored : tensor<8xf32> -> !zest.future<tensor<8xf32>>
+  %ar = zest.all_reduce_start sum %r for @ignored : tensor<8xf32> -> !zest.future<tensor<8xf32>>
+  // CHECK: %[[FULL:.*]] = zest.wait %[[F]] : !zest.future<tensor<548xf32>>
+  %full = zest.wait %f : !zest.future<tensor<548xf32>>
+  %b = zest.unflatten %full, @layers.0, "layers.0.fc.bias" : tensor<548xf32> -> tensor<16xf32>
+  %b2 = arith.addf %b, %b : tensor<16xf32>
+  // CHECK: zest.release %[[FULL]]
+  zest.release %full : tensor<548xf32>
+  // CHECK: zest.wait %[[RS]] : !zest.future<tensor<137xf32>>
+  %gs = zest.wait %rs : !zest.future<tensor<137xf32>>
+  // CHECK: zest.wait %[[AR]] : !zest.future<tensor<8xf32>>
+  %rr = zest.wait %ar : !zest.future<tensor<8xf32>>
+  return %b2, %gs, %rr : tensor<16xf32>, tensor<137xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A unit of integers with padding, and an empty unit list entry order check.
+// CHECK-LABEL: zest.unit @"0" sharded : i64, world_size = 3, padded_size = 6, shard_size = 2 [
+// CHECK-NEXT:    "0.ids" : tensor<5xi64> at 0
+zest.unit @"0" sharded : i64, world_size = 3, padded_size = 6, shard_size = 2 [
+  "0.ids" : tensor<5xi64> at 0
+]
+// CHECK: #zest.param<"a" : tensor<2xf32> at 4>
+func.func private @attr() attributes {p = #zest.param<"a" : tensor<2xf32> at 4>}

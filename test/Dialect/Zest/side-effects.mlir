@@ -1,0 +1,33 @@
+// RUN: zest-opt %s -cse -canonicalize | FileCheck %s
+
+// Collectives are not Pure: CSE must keep the forward gather and the backward
+// re-gather of the same shard apart (upstream shard.all_gather is Pure and
+// CSE merges them), and canonicalization must not drop an unused one.
+// Views are Pure: identical views of one buffer merge.
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+
+// CHECK-LABEL: func.func @regather
+func.func @regather(%s: tensor<4xf32>, %g: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: %[[F1:.*]] = zest.all_gather
+  // CHECK: %[[A1:.*]] = zest.unflatten %[[F1]]
+  // CHECK-NOT: zest.unflatten %[[F1]]
+  // CHECK: %[[F2:.*]] = zest.all_gather
+  // CHECK: %[[A2:.*]] = zest.unflatten %[[F2]]
+  // CHECK: zest.all_gather
+  // CHECK: zest.reduce_scatter
+  // CHECK: zest.reduce_scatter
+  // CHECK: return %[[A1]], %[[A2]]
+  %f1 = zest.all_gather %s for @u : tensor<4xf32> -> tensor<8xf32>
+  %a1 = zest.unflatten %f1, @u, "a" : tensor<8xf32> -> tensor<8xf32>
+  %a1b = zest.unflatten %f1, @u, "a" : tensor<8xf32> -> tensor<8xf32>
+  %sum = arith.addf %a1, %a1b : tensor<8xf32>
+  %f2 = zest.all_gather %s for @u : tensor<4xf32> -> tensor<8xf32>
+  %a2 = zest.unflatten %f2, @u, "a" : tensor<8xf32> -> tensor<8xf32>
+  %unused = zest.all_gather %s for @u : tensor<4xf32> -> tensor<8xf32>
+  %r1 = zest.reduce_scatter avg %g for @u : tensor<8xf32> -> tensor<4xf32>
+  %r2 = zest.reduce_scatter avg %g for @u : tensor<8xf32> -> tensor<4xf32>
+  return %a1, %a2 : tensor<8xf32>, tensor<8xf32>
+}
