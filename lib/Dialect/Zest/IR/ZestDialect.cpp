@@ -43,7 +43,7 @@ LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "parameter '" << name
                        << "' must have a static shape, got " << valueType;
   if (offset < 0)
-    return emitError() << "parameter '" << name
-                       << "' has negative offset " << offset;
+    return emitError() << "parameter '" << name << "' has negative offset "
+                       << offset;
   return success();
 }

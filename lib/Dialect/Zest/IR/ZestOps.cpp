@@ -41,8 +41,7 @@ static ParseResult parseUnitParams(OpAsmParser &parser, ArrayAttr &params) {
   return success();
 }
 
-static void printUnitParams(OpAsmPrinter &printer, UnitOp,
-                            ArrayAttr params) {
+static void printUnitParams(OpAsmPrinter &printer, UnitOp, ArrayAttr params) {
   printer << "[";
   printer.increaseIndent();
   llvm::interleave(
@@ -50,8 +49,7 @@ static void printUnitParams(OpAsmPrinter &printer, UnitOp,
       [&](ParamAttr param) {
         printer.printNewline();
         printer.printString(param.getName());
-        printer << " : " << param.getValueType() << " at "
-                << param.getOffset();
+        printer << " : " << param.getValueType() << " at " << param.getOffset();
       },
       [&] { printer << ","; });
   printer.decreaseIndent();
@@ -133,11 +131,10 @@ static LogicalResult verifyCollective(Operation *op,
 static LogicalResult verifyCollectiveLocal(Operation *op, Value input,
                                            Value result) {
   Type inElt = cast<ShapedType>(input.getType()).getElementType();
-  Type outElt =
-      cast<ShapedType>(collectiveValueType(result)).getElementType();
+  Type outElt = cast<ShapedType>(collectiveValueType(result)).getElementType();
   if (inElt != outElt)
-    return op->emitOpError() << "element type changes from " << inElt
-                             << " to " << outElt;
+    return op->emitOpError()
+           << "element type changes from " << inElt << " to " << outElt;
   if (!isa<FutureType>(result.getType()))
     return success();
   if (!result.hasOneUse() || !isa<WaitOp>(*result.getUsers().begin()))
@@ -197,8 +194,8 @@ LogicalResult UnitOp::verify() {
                            << param.getValueType().getElementType()
                            << " but the unit holds " << elementType;
     if (param.getOffset() < end)
-      return emitOpError() << "parameter '" << param.getName()
-                           << "' at offset " << param.getOffset()
+      return emitOpError() << "parameter '" << param.getName() << "' at offset "
+                           << param.getOffset()
                            << " overlaps the previous parameter, which ends "
                            << "at " << end
                            << " (parameters are listed in flat order)";
@@ -218,8 +215,8 @@ LogicalResult UnitOp::verify() {
 static ParamAttr lookupMember(Operation *op, UnitOp unit, StringRef fqn) {
   ParamAttr param = unit.lookupParam(fqn);
   if (!param)
-    op->emitOpError() << "unit @" << unit.getSymName()
-                      << " has no parameter '" << fqn << "'";
+    op->emitOpError() << "unit @" << unit.getSymName() << " has no parameter '"
+                      << fqn << "'";
   return param;
 }
 
@@ -229,9 +226,8 @@ UnflattenOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   if (!unit)
     return failure();
   ParamAttr param = lookupMember(*this, unit, getParam());
-  if (!param ||
-      failed(checkUnitType(*this, unit, "operand", getFlat().getType(),
-                           unit.getFlatType())))
+  if (!param || failed(checkUnitType(*this, unit, "operand",
+                                     getFlat().getType(), unit.getFlatType())))
     return failure();
   if (getResult().getType() != param.getValueType())
     return emitOpError() << "result must be " << param.getValueType()
@@ -274,7 +270,7 @@ LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-#define ZEST_DEFINE_COLLECTIVE_VERIFIERS(OP, KIND, INPUT, RESULT)             \
+#define ZEST_DEFINE_COLLECTIVE_VERIFIERS(OP, KIND, INPUT, RESULT)              \
   LogicalResult OP::verify() {                                                 \
     return verifyCollectiveLocal(*this, INPUT, RESULT);                        \
   }                                                                            \
@@ -299,8 +295,8 @@ ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllReduceStartOp, AllReduce, getInput(),
 
 LogicalResult WaitOp::verify() {
   Operation *producer = getFuture().getDefiningOp();
-  if (producer && !isa<AllGatherStartOp, ReduceScatterStartOp,
-                       AllReduceStartOp>(producer))
+  if (producer &&
+      !isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(producer))
     return emitOpError() << "future must come from a zest.*_start "
                          << "collective, got '" << producer->getName() << "'";
   return success();
@@ -317,8 +313,8 @@ static bool isGatheredBuffer(Value value) {
   if (isa_and_nonnull<AllGatherOp>(def))
     return true;
   auto wait = dyn_cast_or_null<WaitOp>(def);
-  return wait && isa_and_nonnull<AllGatherStartOp>(
-                     wait.getFuture().getDefiningOp());
+  return wait &&
+         isa_and_nonnull<AllGatherStartOp>(wait.getFuture().getDefiningOp());
 }
 
 LogicalResult ReleaseOp::verify() {

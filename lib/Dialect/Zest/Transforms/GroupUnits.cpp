@@ -52,7 +52,7 @@ struct GroupUnitsPass : public zest::impl::GroupUnitsPassBase<GroupUnitsPass> {
 private:
   LogicalResult checkOptions(ModuleOp module);
   FailureOr<SmallVector<UserGlob>> compile(ModuleOp module, StringRef option,
-                                          ArrayRef<std::string> texts);
+                                           ArrayRef<std::string> texts);
   void buildTree();
   LogicalResult markLeafModules(ModuleOp module);
   /// Assigns every unassigned parameter of `node`'s subtree to `unit`.
@@ -85,7 +85,8 @@ LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
            << "world-size must be at least 1, got " << worldSize.getValue();
   if (minUnitNumel < 0)
     return emitError(module.getLoc())
-           << "min-unit-numel must be non-negative, got " << minUnitNumel.getValue();
+           << "min-unit-numel must be non-negative, got "
+           << minUnitNumel.getValue();
   if (!module.getOps<UnitOp>().empty())
     return emitError(module.getLoc())
            << "module already declares zest.unit ops: grouping runs once, "
@@ -172,8 +173,8 @@ LogicalResult GroupUnitsPass::markLeafModules(ModuleOp module) {
     if (!found)
       return emitError(module.getLoc())
              << "no module matches class '" << className
-             << "' (leaf-classes) in '"
-             << ZestDialect::kModuleClassesAttrName << "'";
+             << "' (leaf-classes) in '" << ZestDialect::kModuleClassesAttrName
+             << "'";
   }
   return success();
 }
@@ -248,9 +249,8 @@ void GroupUnitsPass::declareUnits(ModuleOp module) {
   // Units in order of their first parameter; parameters in contract order.
   for (UnitPlan &plan : plans)
     llvm::sort(plan.params);
-  llvm::erase_if(plans, [](const UnitPlan &plan) {
-    return plan.params.empty();
-  });
+  llvm::erase_if(plans,
+                 [](const UnitPlan &plan) { return plan.params.empty(); });
   llvm::stable_sort(plans, [](const UnitPlan &a, const UnitPlan &b) {
     return a.params.front() < b.params.front();
   });

@@ -89,10 +89,9 @@ void ContractChecker::checkModuleClasses() {
   for (NamedAttribute entry : classes) {
     auto className = dyn_cast<StringAttr>(entry.getValue());
     if (!className || className.getValue().empty())
-      error(module.getLoc())
-          << "'" << ZestDialect::kModuleClassesAttrName << "' entry '"
-          << entry.getName().getValue()
-          << "' must map to a non-empty class name string";
+      error(module.getLoc()) << "'" << ZestDialect::kModuleClassesAttrName
+                             << "' entry '" << entry.getName().getValue()
+                             << "' must map to a non-empty class name string";
   }
   contract.moduleClasses = classes;
 }
@@ -104,28 +103,26 @@ StringAttr ContractChecker::checkParamArg(func::FuncOp func, unsigned index) {
   auto fqn = dyn_cast<StringAttr>(attr);
   if (!fqn) {
     error(loc) << "'" << ZestDialect::kParamAttrName
-                        << "' must be a string naming the parameter, got "
-                        << attr;
+               << "' must be a string naming the parameter, got " << attr;
     return {};
   }
   if (!isWellFormedFqn(fqn.getValue())) {
     error(loc) << "parameter name '" << fqn.getValue()
-                        << "' is not a fully qualified name: expected "
-                        << "non-empty components separated by '.', e.g. "
-                        << "'layers.0.fc.weight'";
+               << "' is not a fully qualified name: expected "
+               << "non-empty components separated by '.', e.g. "
+               << "'layers.0.fc.weight'";
     return {};
   }
   auto type = dyn_cast<RankedTensorType>(argType);
   if (!type || !type.hasStaticShape()) {
     error(loc) << "parameter '" << fqn.getValue()
-                        << "' must be a statically shaped tensor, got "
-                        << argType;
+               << "' must be a statically shaped tensor, got " << argType;
     return {};
   }
   if (!type.getElementType().isIntOrFloat()) {
     error(loc) << "parameter '" << fqn.getValue()
-                        << "' must have an integer or float element type, "
-                        << "got " << type.getElementType();
+               << "' must have an integer or float element type, "
+               << "got " << type.getElementType();
     return {};
   }
   // A parameter shared by several functions (train step and eval, say) is
@@ -142,9 +139,8 @@ StringAttr ContractChecker::checkParamArg(func::FuncOp func, unsigned index) {
   return fqn;
 }
 
-void ContractChecker::checkResults(
-    func::FuncOp func, ModelFunction &info,
-    const llvm::StringMap<unsigned> &paramArgs) {
+void ContractChecker::checkResults(func::FuncOp func, ModelFunction &info,
+                                   const llvm::StringMap<unsigned> &paramArgs) {
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     Type type = func.getResultTypes()[i];
     for (NamedAttribute attr : getAttrs(func.getResultAttrDict(i))) {
@@ -166,9 +162,8 @@ void ContractChecker::checkResults(
                              << " must be a float scalar or a one-element "
                              << "float tensor, got " << type;
       if (info.lossResult)
-        error(func.getLoc()) << "results #" << *info.lossResult << " and #"
-                             << i << " both carry '"
-                             << ZestDialect::kLossAttrName
+        error(func.getLoc()) << "results #" << *info.lossResult << " and #" << i
+                             << " both carry '" << ZestDialect::kLossAttrName
                              << "'; a function has one loss";
       else
         info.lossResult = i;
@@ -226,13 +221,12 @@ void ContractChecker::checkFunction(func::FuncOp func) {
       continue;
     auto [prev, inserted] = paramArgs.insert({fqn.getValue(), i});
     if (!inserted) {
-      InFlightDiagnostic diag =
-          error(getArgLoc(func, i))
-          << "duplicate parameter '" << fqn.getValue() << "' in @"
-          << func.getSymName() << " (arguments #" << prev->second << " and #"
-          << i << ")";
-      diag.attachNote(getArgLoc(func, prev->second))
-          << "first declared here";
+      InFlightDiagnostic diag = error(getArgLoc(func, i))
+                                << "duplicate parameter '" << fqn.getValue()
+                                << "' in @" << func.getSymName()
+                                << " (arguments #" << prev->second << " and #"
+                                << i << ")";
+      diag.attachNote(getArgLoc(func, prev->second)) << "first declared here";
       continue;
     }
     info.params.push_back({i, fqn});

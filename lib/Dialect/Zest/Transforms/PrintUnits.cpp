@@ -50,9 +50,8 @@ struct PrintUnitsPass : public zest::impl::PrintUnitsPassBase<PrintUnitsPass> {
       rankBytes += unit.getShardSize() * bytes;
       worldSize = unit.getWorldSize();
     }
-    os << "total: " << units.size() << " units, " << params
-       << " parameters, " << numel << " elements, world size " << worldSize
-       << "\n"
+    os << "total: " << units.size() << " units, " << params << " parameters, "
+       << numel << " elements, world size " << worldSize << "\n"
        << "parameter bytes per rank: " << rankBytes << " sharded vs "
        << fullBytes << " replicated";
     if (rankBytes > 0)

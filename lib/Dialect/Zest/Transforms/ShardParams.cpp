@@ -69,9 +69,8 @@ void FunctionSharder::addUnitArguments() {
     if (!llvm::is_contained(used, unit))
       used.push_back(unit);
   }
-  llvm::sort(used, [&](UnitOp a, UnitOp b) {
-    return unitIndex(a) < unitIndex(b);
-  });
+  llvm::sort(used,
+             [&](UnitOp a, UnitOp b) { return unitIndex(a) < unitIndex(b); });
   SmallVector<BlockArgument> oldArgs(func.getArguments());
   MLIRContext *ctx = func.getContext();
   for (auto [position, unit] : llvm::enumerate(used)) {
@@ -83,8 +82,9 @@ void FunctionSharder::addUnitArguments() {
         break;
       }
     auto attrs = DictionaryAttr::get(
-        ctx, {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUnitArgAttrName),
-                             FlatSymbolRefAttr::get(unit.getSymNameAttr()))});
+        ctx,
+        {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUnitArgAttrName),
+                        FlatSymbolRefAttr::get(unit.getSymNameAttr()))});
     (void)func.insertArgument(position, unit.getShardType(), attrs, loc);
     unitArg[unit] = func.getArgument(position);
     paramArgs[unit] = {};
@@ -104,9 +104,9 @@ void FunctionSharder::rewriteReplicatedUses(UnitOp unit,
   for (BlockArgument param : params) {
     if (param.use_empty())
       continue;
-    Value view = UnflattenOp::create(builder, param.getLoc(), param.getType(),
-                                     buffer, unit.getSymName(),
-                                     fqnOf.lookup(param).getValue());
+    Value view =
+        UnflattenOp::create(builder, param.getLoc(), param.getType(), buffer,
+                            unit.getSymName(), fqnOf.lookup(param).getValue());
     param.replaceAllUsesWith(view);
   }
 }
@@ -200,9 +200,8 @@ void FunctionSharder::reduceGradients() {
       continue;
     results.push_back(returnOp.getOperand(i));
     resultTypes.push_back(func.getResultTypes()[i]);
-    resultAttrs.push_back(func.getResultAttrDict(i)
-                              ? func.getResultAttrDict(i)
-                              : DictionaryAttr::get(ctx));
+    resultAttrs.push_back(func.getResultAttrDict(i) ? func.getResultAttrDict(i)
+                                                    : DictionaryAttr::get(ctx));
   }
 
   // After each op that computes a unit's last gradient, the last collective
@@ -238,14 +237,14 @@ void FunctionSharder::reduceGradients() {
     else
       builder.setInsertionPointToStart(&body);
     Location loc = lastDef ? lastDef->getLoc() : func.getLoc();
-    Value flat = FlattenOp::create(builder, loc, unit.getFlatType(),
-                                   unit.getSymName(),
-                                   builder.getArrayAttr(names), grads);
+    Value flat =
+        FlattenOp::create(builder, loc, unit.getFlatType(), unit.getSymName(),
+                          builder.getArrayAttr(names), grads);
     Operation *reduced;
     if (unit.isSharded())
-      reduced = ReduceScatterOp::create(builder, loc, unit.getShardType(),
-                                        Reduction::Avg, flat,
-                                        unit.getSymName());
+      reduced =
+          ReduceScatterOp::create(builder, loc, unit.getShardType(),
+                                  Reduction::Avg, flat, unit.getSymName());
     else
       reduced = AllReduceOp::create(builder, loc, unit.getFlatType(),
                                     Reduction::Avg, flat, unit.getSymName());
@@ -279,7 +278,8 @@ void FunctionSharder::run() {
 }
 
 namespace {
-struct ShardParamsPass : public zest::impl::ShardParamsPassBase<ShardParamsPass> {
+struct ShardParamsPass
+    : public zest::impl::ShardParamsPassBase<ShardParamsPass> {
   using Base::Base;
   void runOnOperation() override;
 };
@@ -295,10 +295,10 @@ void ShardParamsPass::runOnOperation() {
   llvm::StringMap<UnitOp> unitOfParam;
   for (UnitOp unit : units) {
     if (worldSize != 0 && unit.getWorldSize() != worldSize) {
-      unit.emitError() << "conflicting world size: unit @"
-                       << unit.getSymName() << " is laid out for "
-                       << unit.getWorldSize() << " ranks but world-size="
-                       << worldSize.getValue() << "; group again with world-size="
+      unit.emitError() << "conflicting world size: unit @" << unit.getSymName()
+                       << " is laid out for " << unit.getWorldSize()
+                       << " ranks but world-size=" << worldSize.getValue()
+                       << "; group again with world-size="
                        << worldSize.getValue();
       return signalPassFailure();
     }

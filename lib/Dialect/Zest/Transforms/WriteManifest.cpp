@@ -28,8 +28,7 @@ static std::string getDTypeName(Type type) {
   if (type.isInteger(1))
     return "BOOL";
   if (auto integer = dyn_cast<IntegerType>(type))
-    return (Twine(integer.isUnsigned() ? "U" : "I") +
-            Twine(integer.getWidth()))
+    return (Twine(integer.isUnsigned() ? "U" : "I") + Twine(integer.getWidth()))
         .str();
   std::string name;
   llvm::raw_string_ostream(name) << type;

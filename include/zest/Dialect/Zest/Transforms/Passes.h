@@ -14,8 +14,7 @@ namespace mlir::zest {
 
 /// Options of the `zest-shard-pipeline`: contract check, unit grouping,
 /// parameter sharding and, optionally, the manifest.
-struct ShardPipelineOptions
-    : public PassPipelineOptions<ShardPipelineOptions> {
+struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::desc("Number of data-parallel ranks"),
                             llvm::cl::init(1)};
@@ -30,8 +29,7 @@ struct ShardPipelineOptions
       llvm::cl::desc("Size-based auto-wrap threshold (0 disables it)"),
       llvm::cl::init(0)};
   ListOption<std::string> ignore{
-      *this, "ignore",
-      llvm::cl::desc("Parameter FQN globs kept replicated")};
+      *this, "ignore", llvm::cl::desc("Parameter FQN globs kept replicated")};
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("Write the layout manifest (JSON) to this file")};
@@ -41,8 +39,7 @@ struct ShardPipelineOptions
 };
 
 /// Adds the sharding pipeline to `pm`.
-void buildShardPipeline(OpPassManager &pm,
-                        const ShardPipelineOptions &options);
+void buildShardPipeline(OpPassManager &pm, const ShardPipelineOptions &options);
 
 /// Registers the Zest pass pipelines (`zest-shard-pipeline`).
 void registerZestPipelines();
