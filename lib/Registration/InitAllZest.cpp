@@ -1,6 +1,7 @@
 //===- InitAllZest.cpp - Register Zest with a tool ------------------------===//
 
 #include "zest/InitAllZest.h"
+#include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
@@ -18,6 +19,7 @@ void mlir::zest::registerAllZestDialects(DialectRegistry &registry) {
 
 void mlir::zest::registerAllZestPasses() {
   registerZestPasses();
+  registerZestConversionPasses();
   registerZestPipelines();
   registerAllPasses();
 }

@@ -344,3 +344,22 @@ LogicalResult ReleaseOp::verify() {
   }
   return success();
 }
+
+std::string mlir::zest::getDTypeName(Type type) {
+  if (type.isBF16())
+    return "BF16";
+  if (type.isF16())
+    return "F16";
+  if (type.isF32())
+    return "F32";
+  if (type.isF64())
+    return "F64";
+  if (type.isInteger(1))
+    return "BOOL";
+  if (auto integer = dyn_cast<IntegerType>(type))
+    return (Twine(integer.isUnsigned() ? "U" : "I") + Twine(integer.getWidth()))
+        .str();
+  std::string name;
+  llvm::raw_string_ostream(name) << type;
+  return name;
+}

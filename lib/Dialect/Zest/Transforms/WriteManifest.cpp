@@ -14,27 +14,6 @@ namespace mlir::zest {
 using namespace mlir;
 using namespace mlir::zest;
 
-/// The safetensors name of an element type ("F32", "BF16", "I64", ...), so
-/// that checkpoint tools need no MLIR type parser.
-static std::string getDTypeName(Type type) {
-  if (type.isBF16())
-    return "BF16";
-  if (type.isF16())
-    return "F16";
-  if (type.isF32())
-    return "F32";
-  if (type.isF64())
-    return "F64";
-  if (type.isInteger(1))
-    return "BOOL";
-  if (auto integer = dyn_cast<IntegerType>(type))
-    return (Twine(integer.isUnsigned() ? "U" : "I") + Twine(integer.getWidth()))
-        .str();
-  std::string name;
-  llvm::raw_string_ostream(name) << type;
-  return name;
-}
-
 namespace {
 struct WriteManifestPass
     : public zest::impl::WriteManifestPassBase<WriteManifestPass> {

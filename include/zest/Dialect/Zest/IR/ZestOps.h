@@ -21,4 +21,11 @@
 #define GET_OP_CLASSES
 #include "zest/Dialect/Zest/IR/ZestOps.h.inc"
 
+namespace mlir::zest {
+/// The safetensors name of an element type ("F32", "BF16", "I64", ...),
+/// used by the manifest and the model descriptor so that host tools need no
+/// MLIR type parser. Other types print as MLIR does.
+std::string getDTypeName(Type type);
+} // namespace mlir::zest
+
 #endif // ZEST_DIALECT_ZEST_IR_ZESTOPS_H

@@ -3,6 +3,8 @@
 #ifndef ZEST_DIALECT_ZEST_TRANSFORMS_PASSES_H
 #define ZEST_DIALECT_ZEST_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"

@@ -135,4 +135,24 @@ def WriteManifestPass : Pass<"zest-manifest", "::mlir::ModuleOp"> {
   ];
 }
 
+def FreeAfterLastUsePass
+    : Pass<"zest-free-after-last-use", "::mlir::func::FuncOp"> {
+  let summary = "Moves each buffer's dealloc right after its last use";
+  let description = [{
+    Ownership-based deallocation frees buffers at the end of their block. For
+    a training step that keeps every gathered unit alive until the end of the
+    step, i.e. no memory saving at all. This pass moves each `memref.dealloc`
+    of a `memref.alloc` in the same block to just after the last operation
+    that uses the buffer or anything derived from it (views, extracted
+    pointers, the request handles of collectives reading or writing it). A
+    buffer whose derived values reach another block or a terminator keeps its
+    dealloc where it is.
+
+    With this, a gathered unit returns to the pool right after its use
+    interval (FSDP FULL_SHARD's free-after-forward), and activations after
+    their last backward use.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // ZEST_DIALECT_ZEST_TRANSFORMS_PASSES_TD

@@ -1,0 +1,73 @@
+//===- Passes.td - Zest conversion passes ------------------*- tablegen -*-===//
+
+#ifndef ZEST_CONVERSION_PASSES_TD
+#define ZEST_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertZestToRuntimePass
+    : Pass<"convert-zest-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lowers Zest ops on tensors to runtime calls and tensor ops";
+  let description = [{
+    Runs before one-shot bufferization, on the sharded program:
+
+    * `zest.unflatten` becomes `tensor.extract_slice` + `tensor.expand_shape`
+      (a view after bufferization) and `zest.flatten` a zero-filled
+      `tensor.empty` with one `tensor.insert_slice` per gradient.
+    * Collectives become calls into the runtime C API
+      (`zest_all_gather_start`, `zest_reduce_scatter_start`,
+      `zest_all_reduce_start`, `zest_wait`) on raw pointers of the operand
+      buffer (`bufferization.to_buffer`) and of a fresh result buffer
+      (`memref.alloc`, handed back with `bufferization.to_tensor restrict`).
+      Synchronous ops wait at once; `*_start` / `zest.wait` pairs wait at the
+      `zest.wait`. Gathered buffers are marked in the runtime pool so their
+      peak is reported.
+    * `zest.release` is dropped: ownership-based deallocation frees every
+      buffer after its last use, which the release verifier guarantees is no
+      later than the release.
+
+    Unit names are passed to the runtime as constant strings for traces.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
+  let summary = "Replaces f32 matrix products on memrefs by OpenBLAS calls";
+  let description = [{
+    After bufferization, rewrites `linalg.matmul` and `linalg.batch_matmul`
+    on f32 memrefs whose indexing maps are a plain or transposed product
+    (`(m, k)` or `(k, m)` for A, `(k, n)` or `(n, k)` for B, `(m, n)` for C)
+    into `zest_sgemm` / `zest_sgemm_batched` calls (`C += op(A) op(B)`, row
+    major). Operands must have a unit inner stride; anything else is left to
+    the loop lowering.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def PrepareEntryPointsPass
+    : Pass<"zest-prepare-entry-points", "::mlir::ModuleOp"> {
+  let summary = "Fixes the calling convention of the model's public functions";
+  let description = [{
+    Every public function with a body becomes an entry point called by the
+    host driver: its arguments are marked `bufferization.writable = false`
+    (the host owns those buffers; bufferization copies instead of writing
+    into them) and it gets `llvm.emit_c_interface`, so after
+    `buffer-results-to-out-params` it is callable as
+    `_mlir_ciface_<name>(descriptor *args..., descriptor *results...)`.
+  }];
+}
+
+#endif // ZEST_CONVERSION_PASSES_TD

@@ -1,0 +1,47 @@
+//===- Compiler.h - The zestc compilation pipeline --------------*- C++ -*-===//
+//
+// Model IR in, object / executable / shared library out, all in process:
+// sharding pipeline, lowering to the LLVM dialect, translation to LLVM IR,
+// entry-point wrappers and the model descriptor, object emission with the
+// native TargetMachine, and linking with the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_DRIVER_COMPILER_H
+#define ZEST_DRIVER_COMPILER_H
+
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/IR/Module.h"
+
+#include <string>
+
+namespace mlir::zest {
+
+enum class EmitKind { Mlir, Llvm, Object, Executable, Shared };
+
+struct CompileOptions {
+  ShardPipelineOptions shard;
+  EmitKind emit = EmitKind::Executable;
+  std::string output;
+  int optLevel = 2;
+  /// Folder holding libzest_runtime.a and libzest_driver.a.
+  std::string runtimeDir;
+};
+
+/// Adds the lowering of a sharded module to the LLVM dialect to `pm`.
+void buildLoweringPipeline(OpPassManager &pm);
+
+/// The model descriptor the host driver reads (docs/Runtime.md): units,
+/// parameters and entry-point signatures, one record per line.
+std::string buildModelDescriptor(ModuleOp shardedModule);
+
+/// Runs the whole compilation; diagnostics go to the context's handler.
+LogicalResult compileModel(ModuleOp module, const CompileOptions &options,
+                           llvm::raw_ostream &printPipelineTo);
+
+} // namespace mlir::zest
+
+#endif // ZEST_DRIVER_COMPILER_H

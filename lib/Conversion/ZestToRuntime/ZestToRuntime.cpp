@@ -1,0 +1,324 @@
+//===- ZestToRuntime.cpp - Lower Zest ops to runtime calls ----------------===//
+
+#include "zest/Conversion/Passes.h"
+#include "zest/Conversion/RuntimeCalls.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_CONVERTZESTTORUNTIMEPASS
+#include "zest/Conversion/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+/// The runtime's zest_dtype_t code of `type`, or -1.
+static int64_t getDTypeCode(Type type) {
+  if (type.isF32())
+    return 0;
+  if (type.isF64())
+    return 1;
+  if (type.isF16())
+    return 2;
+  if (type.isBF16())
+    return 3;
+  if (type.isInteger(32))
+    return 4;
+  if (type.isInteger(64))
+    return 5;
+  if (type.isInteger(8))
+    return 6;
+  return -1;
+}
+
+/// A `const char *` naming the unit, for the runtime's traces.
+static Value getUnitTag(OpBuilder &builder, Location loc, StringRef unit) {
+  std::string symbol = ("zest.tag." + unit).str();
+  std::string text = (unit + Twine('\0')).str();
+  auto module =
+      builder.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  if (!module.lookupSymbol(symbol)) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(builder.getI8Type(), text.size());
+    LLVM::GlobalOp::create(builder, loc, arrayType, /*isConstant=*/true,
+                           LLVM::Linkage::Internal, symbol,
+                           builder.getStringAttr(text));
+  }
+  return LLVM::AddressOfOp::create(builder, loc, ptrType, symbol);
+}
+
+namespace {
+
+/// What a collective sends and receives, independent of its sync/async form.
+struct CollectiveInfo {
+  StringRef startFn;
+  Value input;
+  RankedTensorType resultType;
+  StringRef unit;
+  /// The runtime's `count`: per rank for gathers and reduce-scatters.
+  int64_t count;
+  std::optional<Reduction> reduction;
+  bool gathers;
+};
+
+/// Starts the collective: returns the request handle and the result buffer.
+static FailureOr<std::pair<Value, Value>>
+startCollective(PatternRewriter &rewriter, Operation *op,
+                const CollectiveInfo &info) {
+  int64_t dtype = getDTypeCode(info.resultType.getElementType());
+  if (dtype < 0)
+    return rewriter.notifyMatchFailure(op, "element type without runtime "
+                                           "dtype");
+  Location loc = op->getLoc();
+  auto inType = cast<RankedTensorType>(info.input.getType());
+  auto sendType = MemRefType::get(inType.getShape(), inType.getElementType());
+  Value send =
+      bufferization::ToBufferOp::create(rewriter, loc, sendType, info.input,
+                                        /*read_only=*/true);
+  auto recvType = MemRefType::get(info.resultType.getShape(),
+                                  info.resultType.getElementType());
+  Value recv = memref::AllocOp::create(rewriter, loc, recvType);
+  SmallVector<Value> args = {
+      getElementPointer(rewriter, loc, send),
+      getElementPointer(rewriter, loc, recv),
+      arith::ConstantIntOp::create(rewriter, loc, info.count, 64),
+      arith::ConstantIntOp::create(rewriter, loc, dtype, 32)};
+  if (info.reduction)
+    args.push_back(arith::ConstantIntOp::create(
+        rewriter, loc, static_cast<int64_t>(*info.reduction), 32));
+  args.push_back(getUnitTag(rewriter, loc, info.unit));
+  Value request =
+      callRuntime(rewriter, loc, info.startFn, rewriter.getI64Type(), args)
+          .getResult(0);
+  return std::make_pair(request, recv);
+}
+
+/// Waits for `request` and returns the result buffer as a tensor.
+static Value finishCollective(PatternRewriter &rewriter, Location loc,
+                              Value request, Value recv,
+                              RankedTensorType resultType, bool gathers) {
+  callRuntime(rewriter, loc, "zest_wait", {}, request);
+  if (gathers)
+    callRuntime(rewriter, loc, "zest_pool_mark_gathered", {},
+                getElementPointer(rewriter, loc, recv));
+  return bufferization::ToTensorOp::create(rewriter, loc, resultType, recv,
+                                           /*restrict=*/true,
+                                           /*writable=*/true);
+}
+
+static CollectiveInfo getInfo(Operation *op) {
+  auto result = cast<RankedTensorType>(
+      isa<FutureType>(op->getResult(0).getType())
+          ? cast<FutureType>(op->getResult(0).getType()).getValueType()
+          : op->getResult(0).getType());
+  if (auto gather = dyn_cast<AllGatherOp>(op))
+    return {"zest_all_gather_start",
+            gather.getShard(),
+            result,
+            gather.getUnit(),
+            gather.getShard().getType().getNumElements(),
+            std::nullopt,
+            true};
+  if (auto gather = dyn_cast<AllGatherStartOp>(op))
+    return {"zest_all_gather_start",
+            gather.getShard(),
+            result,
+            gather.getUnit(),
+            gather.getShard().getType().getNumElements(),
+            std::nullopt,
+            true};
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return {"zest_reduce_scatter_start",
+            scatter.getInput(),
+            result,
+            scatter.getUnit(),
+            result.getNumElements(),
+            scatter.getReduction(),
+            false};
+  if (auto scatter = dyn_cast<ReduceScatterStartOp>(op))
+    return {"zest_reduce_scatter_start",
+            scatter.getInput(),
+            result,
+            scatter.getUnit(),
+            result.getNumElements(),
+            scatter.getReduction(),
+            false};
+  if (auto reduce = dyn_cast<AllReduceOp>(op))
+    return {"zest_all_reduce_start",
+            reduce.getInput(),
+            result,
+            reduce.getUnit(),
+            result.getNumElements(),
+            reduce.getReduction(),
+            false};
+  auto reduce = cast<AllReduceStartOp>(op);
+  return {
+      "zest_all_reduce_start", reduce.getInput(),     result, reduce.getUnit(),
+      result.getNumElements(), reduce.getReduction(), false};
+}
+
+/// Synchronous collectives: start and wait in place.
+template <typename OpTy>
+struct LowerSyncCollective : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    CollectiveInfo info = getInfo(op);
+    auto started = startCollective(rewriter, op, info);
+    if (failed(started))
+      return failure();
+    rewriter.replaceOp(op, finishCollective(rewriter, op.getLoc(),
+                                            started->first, started->second,
+                                            info.resultType, info.gathers));
+    return success();
+  }
+};
+
+/// An asynchronous pair: the start call where the `*_start` op is, the wait
+/// where `zest.wait` is (the verifier guarantees the pair is 1:1).
+struct LowerAsyncCollective : public OpRewritePattern<WaitOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(WaitOp wait,
+                                PatternRewriter &rewriter) const override {
+    Operation *start = wait.getFuture().getDefiningOp();
+    if (!start)
+      return rewriter.notifyMatchFailure(wait, "future is not a start op");
+    CollectiveInfo info = getInfo(start);
+    rewriter.setInsertionPoint(start);
+    auto started = startCollective(rewriter, start, info);
+    if (failed(started))
+      return failure();
+    rewriter.setInsertionPoint(wait);
+    rewriter.replaceOp(wait, finishCollective(rewriter, wait.getLoc(),
+                                              started->first, started->second,
+                                              info.resultType, info.gathers));
+    rewriter.eraseOp(start);
+    return success();
+  }
+};
+
+/// The parameter's elements, reshaped to its type: a view once bufferized.
+struct LowerUnflatten : public OpRewritePattern<UnflattenOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(UnflattenOp op,
+                                PatternRewriter &rewriter) const override {
+    auto unit =
+        SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, op.getUnitAttr());
+    ParamAttr param = unit.lookupParam(op.getParam());
+    Location loc = op.getLoc();
+    RankedTensorType type = param.getValueType();
+    Value slice = tensor::ExtractSliceOp::create(
+        rewriter, loc, op.getFlat(),
+        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getOffset())},
+        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getNumElements())},
+        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
+    rewriter.replaceOp(op, reshapeFromFlat(rewriter, loc, slice, type));
+    return success();
+  }
+
+  static Value reshapeFromFlat(OpBuilder &builder, Location loc, Value flat,
+                               RankedTensorType type) {
+    if (type.getRank() == 1)
+      return flat;
+    if (type.getRank() == 0)
+      return tensor::CollapseShapeOp::create(builder, loc, type, flat,
+                                             ArrayRef<ReassociationIndices>{});
+    ReassociationIndices all;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      all.push_back(i);
+    return tensor::ExpandShapeOp::create(builder, loc, type, flat, {all});
+  }
+};
+
+/// A zero-filled flat buffer with each named tensor inserted at its offset.
+struct LowerFlatten : public OpRewritePattern<FlattenOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(FlattenOp op,
+                                PatternRewriter &rewriter) const override {
+    auto unit =
+        SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, op.getUnitAttr());
+    Location loc = op.getLoc();
+    RankedTensorType flatType = op.getResult().getType();
+    Value empty = tensor::EmptyOp::create(rewriter, loc, flatType.getShape(),
+                                          flatType.getElementType());
+    Value zero = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getZeroAttr(flatType.getElementType()));
+    Value flat =
+        linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
+    for (auto [name, value] : llvm::zip(
+             op.getParams().getAsValueRange<StringAttr>(), op.getValues())) {
+      ParamAttr param = unit.lookupParam(name);
+      auto type = cast<RankedTensorType>(value.getType());
+      auto flatParamType = RankedTensorType::get({param.getNumElements()},
+                                                 type.getElementType());
+      Value flatValue = value;
+      if (type.getRank() == 0) {
+        flatValue =
+            tensor::ExpandShapeOp::create(rewriter, loc, flatParamType, value,
+                                          ArrayRef<ReassociationIndices>{});
+      } else if (type.getRank() > 1) {
+        ReassociationIndices all;
+        for (int64_t i = 0; i < type.getRank(); ++i)
+          all.push_back(i);
+        flatValue =
+            tensor::CollapseShapeOp::create(rewriter, loc, flatValue, {all});
+      }
+      flat = tensor::InsertSliceOp::create(
+          rewriter, loc, flatValue, flat,
+          ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getOffset())},
+          ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getNumElements())},
+          ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
+    }
+    rewriter.replaceOp(op, flat);
+    return success();
+  }
+};
+
+/// Buffers are freed after their last use by ownership-based deallocation.
+struct DropRelease : public OpRewritePattern<ReleaseOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReleaseOp op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct ConvertZestToRuntimePass
+    : public zest::impl::ConvertZestToRuntimePassBase<
+          ConvertZestToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    RewritePatternSet patterns(&getContext());
+    // Releases first, so no release keeps a gathered tensor alive.
+    patterns.add<DropRelease>(&getContext(), /*benefit=*/2);
+    patterns.add<LowerSyncCollective<AllGatherOp>,
+                 LowerSyncCollective<ReduceScatterOp>,
+                 LowerSyncCollective<AllReduceOp>, LowerAsyncCollective,
+                 LowerUnflatten, LowerFlatten>(&getContext());
+    GreedyRewriteConfig config;
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    config.enableFolding(false);
+    if (failed(applyPatternsGreedily(module, std::move(patterns), config)))
+      return signalPassFailure();
+    // Anything left (an element type the runtime cannot move) is an error.
+    WalkResult result = module.walk([](Operation *op) {
+      if (isa<ZestDialect>(op->getDialect()) && !isa<UnitOp>(op)) {
+        op->emitOpError() << "cannot be lowered to the runtime: element "
+                          << "types must be f32, f64, f16, bf16, i8, i32 or "
+                          << "i64";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,299 @@
+//===- Compiler.cpp - The zestc compilation pipeline ----------------------===//
+
+#include "zest/Driver/Compiler.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+// The lowering, as a textual pipeline so --print-pipeline shows exactly what
+// runs (and any step can be replayed with zest-opt).
+static constexpr const char *kLoweringPipeline =
+    "zest-prepare-entry-points,"
+    "convert-zest-to-runtime,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+    "zest-matmul-to-blas,"
+    "buffer-deallocation-pipeline,"
+    "func.func(zest-free-after-last-use),"
+    "canonicalize,"
+    "convert-linalg-to-loops,"
+    "lower-affine,"
+    "expand-strided-metadata,"
+    "convert-scf-to-cf,"
+    "convert-math-to-libm,"
+    "convert-math-to-llvm,"
+    "finalize-memref-to-llvm{use-generic-functions},"
+    "convert-arith-to-llvm,"
+    "convert-index-to-llvm,"
+    "convert-cf-to-llvm,"
+    "convert-func-to-llvm,"
+    "reconcile-unrealized-casts";
+
+void mlir::zest::buildLoweringPipeline(OpPassManager &pm) {
+  if (failed(parsePassPipeline(kLoweringPipeline, pm)))
+    llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
+                             "parse");
+}
+
+/// Names of the entry points, in descriptor order.
+static SmallVector<std::string> getEntryPoints(ModuleOp module) {
+  SmallVector<std::string> names;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal() && func.isPublic())
+      names.push_back(func.getSymName().str());
+  return names;
+}
+
+/// Checks what the host driver can call: tensors in, tensors out, and no
+/// name that clashes with the driver's own symbols.
+static LogicalResult checkEntryPoints(ModuleOp module) {
+  bool ok = true;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || !func.isPublic())
+      continue;
+    if (func.getSymName() == "main" || func.getSymName().starts_with("zest_")) {
+      func.emitError() << "entry point name '" << func.getSymName()
+                       << "' clashes with the runtime; rename the function";
+      ok = false;
+    }
+    auto isStaticTensor = [](Type type) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      return tensor && tensor.hasStaticShape();
+    };
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+      if (!isStaticTensor(type)) {
+        func.emitError() << "argument #" << i << " of entry point @"
+                         << func.getSymName() << " has type " << type
+                         << "; entry points take statically shaped tensors";
+        ok = false;
+      }
+    for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
+      if (!isStaticTensor(type)) {
+        func.emitError() << "result #" << i << " of entry point @"
+                         << func.getSymName() << " has type " << type
+                         << "; entry points return statically shaped tensors";
+        ok = false;
+      }
+  }
+  return success(ok);
+}
+
+/// Adds what the host driver links against: `zest_model_descriptor`, and
+/// `zest_model_entries`, one `void (*)(void **descriptors)` per entry point
+/// that unpacks the memref descriptor pointers into its C interface.
+static LogicalResult addHostInterface(llvm::Module &module,
+                                      ArrayRef<std::string> entries,
+                                      StringRef descriptor) {
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
+  auto *packedType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr},
+                                             /*isVarArg=*/false);
+  SmallVector<llvm::Constant *> table;
+  for (const std::string &name : entries) {
+    llvm::Function *cInterface = module.getFunction("_mlir_ciface_" + name);
+    if (!cInterface)
+      return failure();
+    auto *packed =
+        llvm::Function::Create(packedType, llvm::GlobalValue::InternalLinkage,
+                               "zest_entry_" + name, module);
+    llvm::IRBuilder<> builder(llvm::BasicBlock::Create(ctx, "entry", packed));
+    SmallVector<llvm::Value *> args;
+    for (unsigned i = 0, e = cInterface->arg_size(); i < e; ++i) {
+      llvm::Value *slot = builder.CreateConstGEP1_64(ptr, packed->getArg(0), i);
+      args.push_back(builder.CreateLoad(ptr, slot));
+    }
+    builder.CreateCall(cInterface, args);
+    builder.CreateRetVoid();
+    table.push_back(packed);
+  }
+  auto *tableType = llvm::ArrayType::get(ptr, table.size());
+  new llvm::GlobalVariable(module, tableType, /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(tableType, table),
+                           "zest_model_entries");
+  llvm::Constant *text =
+      llvm::ConstantDataArray::getString(ctx, descriptor, /*AddNull=*/true);
+  new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, text,
+                           "zest_model_descriptor");
+  return success();
+}
+
+static std::unique_ptr<llvm::TargetMachine>
+createHostTargetMachine(ModuleOp module, std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  llvm::SubtargetFeatures features;
+  for (auto &[feature, enabled] : llvm::sys::getHostCPUFeatures())
+    features.AddFeature(feature, enabled);
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features.getString(),
+      llvm::TargetOptions(), llvm::Reloc::PIC_));
+}
+
+static LogicalResult emitObject(llvm::Module &module,
+                                llvm::TargetMachine &machine, StringRef path,
+                                Location loc) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, out.os(), nullptr,
+                                  llvm::CodeGenFileType::ObjectFile))
+    return emitError(loc) << "the target cannot emit object files";
+  pm.run(module);
+  out.keep();
+  return success();
+}
+
+/// Links `object` with the runtime (and, for executables, the training
+/// driver), MPI and OpenBLAS using the system C++ compiler driver.
+static LogicalResult link(StringRef object, const CompileOptions &options,
+                          Location loc) {
+  auto cxx = llvm::sys::findProgramByName("c++");
+  if (!cxx)
+    cxx = llvm::sys::findProgramByName("g++");
+  if (!cxx)
+    return emitError(loc) << "no C++ compiler driver (c++ or g++) to link "
+                          << "with; install g++ or use --emit=obj";
+  SmallString<256> runtime(options.runtimeDir), driver(options.runtimeDir);
+  llvm::sys::path::append(runtime, "libzest_runtime.a");
+  llvm::sys::path::append(driver, "libzest_driver.a");
+  for (StringRef lib : {StringRef(runtime), StringRef(driver)})
+    if (!llvm::sys::fs::exists(lib))
+      return emitError(loc) << "runtime library '" << lib
+                            << "' not found; pass --runtime-dir=<folder>";
+  std::vector<std::string> args = {*cxx, "-o", options.output};
+  if (options.emit == EmitKind::Shared)
+    args.push_back("-shared");
+  args.push_back(object.str());
+  if (options.emit == EmitKind::Executable)
+    args.push_back(std::string(driver));
+  args.push_back(std::string(runtime));
+  for (StringRef lib : llvm::split(ZEST_LINK_LIBRARIES, ';'))
+    if (!lib.empty())
+      args.push_back(lib.str());
+  args.insert(args.end(), {"-lm", "-lpthread"});
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::string error;
+  int rc =
+      llvm::sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, {}, 0, 0, &error);
+  if (rc != 0)
+    return emitError(loc) << "linking '" << options.output << "' failed ("
+                          << (error.empty() ? "exit " + std::to_string(rc)
+                                            : error)
+                          << ")";
+  return success();
+}
+
+LogicalResult mlir::zest::compileModel(ModuleOp module,
+                                       const CompileOptions &options,
+                                       llvm::raw_ostream &printPipelineTo) {
+  MLIRContext *ctx = module.getContext();
+  PassManager shard(ctx);
+  buildShardPipeline(shard, options.shard);
+  if (failed(shard.run(module)) || failed(checkEntryPoints(module)))
+    return failure();
+  std::string descriptor = buildModelDescriptor(module);
+  SmallVector<std::string> entries = getEntryPoints(module);
+  // The descriptor carries the argument and result roles from here on.
+  for (auto func : module.getOps<func::FuncOp>()) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      func.removeArgAttr(i, ZestDialect::kUnitArgAttrName);
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      func.removeResultAttr(i, StringAttr::get(func.getContext(),
+                                               ZestDialect::kUnitGradAttrName));
+      func.removeResultAttr(
+          i, StringAttr::get(func.getContext(), ZestDialect::kLossAttrName));
+    }
+  }
+
+  PassManager lower(ctx);
+  buildLoweringPipeline(lower);
+  if (failed(lower.run(module)))
+    return failure();
+  // Units are compile-time metadata; the descriptor carries them on.
+  for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
+    unit.erase();
+  if (options.emit == EmitKind::Mlir) {
+    std::error_code ec;
+    llvm::ToolOutputFile out(options.output, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return emitError(module.getLoc())
+             << "cannot write '" << options.output << "': " << ec.message();
+    module.print(out.os());
+    out.keep();
+    return success();
+  }
+
+  registerBuiltinDialectTranslation(*ctx);
+  registerLLVMDialectTranslation(*ctx);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, "zest-model");
+  if (!llvmModule)
+    return emitError(module.getLoc()) << "translation to LLVM IR failed";
+  if (failed(addHostInterface(*llvmModule, entries, descriptor)))
+    return emitError(module.getLoc()) << "an entry point lost its C interface";
+
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> machine =
+      createHostTargetMachine(module, error);
+  if (!machine)
+    return emitError(module.getLoc()) << "no native target: " << error;
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(machine->getTargetTriple());
+  if (llvm::Error err = makeOptimizingTransformer(
+          options.optLevel, 0, machine.get())(llvmModule.get()))
+    return emitError(module.getLoc())
+           << "LLVM optimization failed: " << llvm::toString(std::move(err));
+
+  if (options.emit == EmitKind::Llvm) {
+    std::error_code ec;
+    llvm::ToolOutputFile out(options.output, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return emitError(module.getLoc())
+             << "cannot write '" << options.output << "': " << ec.message();
+    llvmModule->print(out.os(), nullptr);
+    out.keep();
+    return success();
+  }
+  if (options.emit == EmitKind::Object)
+    return emitObject(*llvmModule, *machine, options.output, module.getLoc());
+
+  SmallString<128> object;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("zest-model", "o", object))
+    return emitError(module.getLoc())
+           << "cannot create a temporary object file: " << ec.message();
+  llvm::FileRemover removeObject(object);
+  if (failed(emitObject(*llvmModule, *machine, object, module.getLoc())))
+    return failure();
+  return link(object, options, module.getLoc());
+}

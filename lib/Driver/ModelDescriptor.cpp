@@ -1,0 +1,82 @@
+//===- ModelDescriptor.cpp - The text record of a sharded model -----------===//
+//
+// One record per line, fields separated by single spaces (names never hold
+// spaces: they are FQNs and symbols):
+//
+//   zest-model 1
+//   world_size <W>
+//   unit <name> <sharded|replicated> <dtype> <numel> <padded> <shard> <n>
+//   param <fqn> <dtype> <offset> <rank> <dim>...        (n per unit)
+//   function <name> <num_args> <num_results>
+//   arg unit <unit> | arg data <dtype> <rank> <dim>...
+//   result loss|output <dtype> <rank> <dim>... | result grad <unit>
+//   end
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Driver/Compiler.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+static void printShape(llvm::raw_ostream &os, RankedTensorType type) {
+  os << getDTypeName(type.getElementType()) << " " << type.getRank();
+  for (int64_t dim : type.getShape())
+    os << " " << dim;
+}
+
+std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  SmallVector<UnitOp> units(module.getOps<UnitOp>());
+  os << "zest-model 1\n";
+  os << "world_size " << (units.empty() ? 1 : units.front().getWorldSize())
+     << "\n";
+  for (UnitOp unit : units) {
+    os << "unit " << unit.getSymName() << " "
+       << stringifyUnitKind(unit.getKind()) << " "
+       << getDTypeName(unit.getElementType()) << " " << unit.getNumElements()
+       << " " << unit.getPaddedSize() << " " << unit.getShardSize() << " "
+       << unit.getParams().size() << "\n";
+    for (auto param : unit.getParams().getAsRange<ParamAttr>()) {
+      os << "param " << param.getName() << " "
+         << getDTypeName(unit.getElementType()) << " " << param.getOffset()
+         << " " << param.getValueType().getRank();
+      for (int64_t dim : param.getValueType().getShape())
+        os << " " << dim;
+      os << "\n";
+    }
+  }
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || !func.isPublic())
+      continue;
+    os << "function " << func.getSymName() << " " << func.getNumArguments()
+       << " " << func.getNumResults() << "\n";
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
+              i, ZestDialect::kUnitArgAttrName)) {
+        os << "arg unit " << unit.getValue() << "\n";
+        continue;
+      }
+      os << "arg data ";
+      printShape(os, cast<RankedTensorType>(func.getArgumentTypes()[i]));
+      os << "\n";
+    }
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      if (auto unit = func.getResultAttrOfType<FlatSymbolRefAttr>(
+              i, ZestDialect::kUnitGradAttrName)) {
+        os << "result grad " << unit.getValue() << "\n";
+        continue;
+      }
+      os << (func.getResultAttr(i, ZestDialect::kLossAttrName)
+                 ? "result loss "
+                 : "result output ");
+      printShape(os, cast<RankedTensorType>(func.getResultTypes()[i]));
+      os << "\n";
+    }
+  }
+  os << "end\n";
+  return text;
+}

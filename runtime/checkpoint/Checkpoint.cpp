@@ -1,0 +1,149 @@
+//===- Checkpoint.cpp - Sharded Zest checkpoints --------------------------===//
+
+#include "Checkpoint.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace zest;
+using namespace zest::checkpoint;
+
+Manifest Manifest::withWorldSize(int64_t world) const {
+  Manifest out = *this;
+  out.worldSize = world;
+  for (ManifestUnit &unit : out.units) {
+    if (!unit.sharded())
+      continue;
+    unit.padded = (unit.numel + world - 1) / world * world;
+    unit.shard = unit.padded / world;
+  }
+  return out;
+}
+
+std::string Manifest::toJson() const {
+  std::ostringstream os;
+  os << "{\n  \"format\": \"zest-manifest\",\n  \"version\": 1,\n"
+     << "  \"world_size\": " << worldSize << ",\n";
+  if (!modelHash.empty())
+    os << "  \"model_hash\": " << json::quote(modelHash) << ",\n";
+  os << "  \"units\": [";
+  for (size_t u = 0; u < units.size(); ++u) {
+    const ManifestUnit &unit = units[u];
+    os << (u ? "," : "") << "\n    {\"name\": " << json::quote(unit.name)
+       << ", \"kind\": " << json::quote(unit.kind)
+       << ", \"dtype\": " << json::quote(unit.dtype)
+       << ", \"world_size\": " << worldSize << ", \"numel\": " << unit.numel
+       << ", \"padded_size\": " << unit.padded
+       << ", \"shard_size\": " << unit.shard << ",\n     \"params\": [";
+    for (size_t p = 0; p < unit.params.size(); ++p) {
+      const ManifestParam &param = unit.params[p];
+      os << (p ? "," : "") << "\n       {\"fqn\": " << json::quote(param.fqn)
+         << ", \"shape\": [";
+      for (size_t i = 0; i < param.shape.size(); ++i)
+        os << (i ? ", " : "") << param.shape[i];
+      os << "], \"dtype\": " << json::quote(unit.dtype)
+         << ", \"offset\": " << param.offset << ", \"numel\": " << param.numel
+         << "}";
+    }
+    os << "]}";
+  }
+  os << "\n  ]\n}\n";
+  return os.str();
+}
+
+bool checkpoint::readManifest(const std::string &path, Manifest &out,
+                              std::string &error) {
+  std::ifstream file(path);
+  if (!file) {
+    error = "cannot open manifest '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  json::Value root;
+  std::string jsonError;
+  if (!json::parse(buffer.str(), root, jsonError))
+    return error = "manifest '" + path + "' is not valid JSON: " + jsonError,
+           false;
+  const json::Value *format = root.find("format");
+  const json::Value *world = root.find("world_size");
+  const json::Value *units = root.find("units");
+  if (!format || format->string != "zest-manifest" || !world || !units)
+    return error = "'" + path +
+                   "' is not a Zest manifest (no format "
+                   "\"zest-manifest\", world_size and units)",
+           false;
+  out.worldSize = world->asInt();
+  if (const json::Value *hash = root.find("model_hash"))
+    out.modelHash = hash->string;
+  for (const json::Value &u : units->array) {
+    ManifestUnit unit;
+    auto str = [&](const char *key) {
+      const json::Value *v = u.find(key);
+      return v ? v->string : std::string();
+    };
+    auto num = [&](const char *key) {
+      const json::Value *v = u.find(key);
+      return v ? v->asInt() : int64_t(-1);
+    };
+    unit.name = str("name");
+    unit.kind = str("kind");
+    unit.dtype = str("dtype");
+    unit.numel = num("numel");
+    unit.padded = num("padded_size");
+    unit.shard = num("shard_size");
+    const json::Value *params = u.find("params");
+    if (unit.name.empty() || unit.padded < 0 || unit.shard < 0 || !params)
+      return error = "manifest '" + path + "' has a malformed unit", false;
+    for (const json::Value &p : params->array) {
+      ManifestParam param;
+      const json::Value *fqn = p.find("fqn"), *shape = p.find("shape"),
+                        *offset = p.find("offset"), *numel = p.find("numel");
+      if (!fqn || !shape || !offset || !numel)
+        return error = "manifest '" + path +
+                       "' has a malformed parameter in "
+                       "unit '" +
+                       unit.name + "'",
+               false;
+      param.fqn = fqn->string;
+      for (const json::Value &dim : shape->array)
+        param.shape.push_back(dim.asInt());
+      param.offset = offset->asInt();
+      param.numel = numel->asInt();
+      unit.params.push_back(param);
+    }
+    out.units.push_back(unit);
+  }
+  return true;
+}
+
+std::string checkpoint::rankFileName(const std::string &dir, int64_t rank,
+                                     int64_t worldSize) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/rank-%05lld-of-%05lld.safetensors",
+                static_cast<long long>(rank),
+                static_cast<long long>(worldSize));
+  return dir + name;
+}
+
+bool checkpoint::writeFileAtomically(const std::string &path,
+                                     const std::string &text,
+                                     std::string &error) {
+  std::string temp = path + ".tmp." + std::to_string(getpid());
+  FILE *file = std::fopen(temp.c_str(), "w");
+  bool ok =
+      file && std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  ok = file && (std::fflush(file) == 0) && ok;
+  ok = file && (fsync(fileno(file)) == 0) && ok;
+  ok = file && (std::fclose(file) == 0) && ok;
+  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    std::remove(temp.c_str());
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,58 @@
+//===- Checkpoint.h - Sharded Zest checkpoints -------------------*- C++
+//-*-===//
+//
+// A checkpoint is a folder: manifest.json (the flat layout, world size and
+// model hash) and one safetensors file per rank, rank-RRRRR-of-WWWWW, holding
+// per unit its local part of the flat parameter buffer ("<unit>") and of
+// the optimizer state ("<unit>.exp_avg", "<unit>.exp_avg_sq" for AdamW).
+// Metadata records step, world size, rank, optimizer and model hash.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_CHECKPOINT_CHECKPOINT_H
+#define ZEST_RUNTIME_CHECKPOINT_CHECKPOINT_H
+
+#include "Json.h"
+
+#include <string>
+#include <vector>
+
+namespace zest::checkpoint {
+
+struct ManifestParam {
+  std::string fqn;
+  std::vector<int64_t> shape;
+  int64_t offset, numel;
+};
+
+struct ManifestUnit {
+  std::string name, kind, dtype;
+  int64_t numel, padded, shard;
+  std::vector<ManifestParam> params;
+  bool sharded() const { return kind == "sharded"; }
+};
+
+struct Manifest {
+  int64_t worldSize = 1;
+  std::string modelHash; // empty for a manifest written by zest-opt
+  std::vector<ManifestUnit> units;
+
+  /// The same layout padded for `worldSize` ranks.
+  Manifest withWorldSize(int64_t worldSize) const;
+  std::string toJson() const;
+};
+
+/// Reads a manifest (zest-opt's --zest-manifest or a checkpoint's).
+bool readManifest(const std::string &path, Manifest &out, std::string &error);
+
+/// The file of `rank` in a checkpoint folder.
+std::string rankFileName(const std::string &dir, int64_t rank,
+                         int64_t worldSize);
+
+/// Writes `text` to `path` atomically (temporary file + rename).
+bool writeFileAtomically(const std::string &path, const std::string &text,
+                         std::string &error);
+
+} // namespace zest::checkpoint
+
+#endif // ZEST_RUNTIME_CHECKPOINT_CHECKPOINT_H

@@ -1,0 +1,46 @@
+//===- Safetensors.h - Read and write safetensors files ---------*- C++ -*-===//
+//
+// The format Hugging Face and PyTorch users load: an 8-byte little-endian
+// header length, a JSON header {"name": {"dtype", "shape", "data_offsets"},
+// "__metadata__": {string: string}}, then the raw little-endian data.
+// Writes are atomic: a temporary file in the same folder, fsync, rename.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_CHECKPOINT_SAFETENSORS_H
+#define ZEST_RUNTIME_CHECKPOINT_SAFETENSORS_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zest::safetensors {
+
+struct Tensor {
+  std::string dtype; // safetensors name
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+};
+
+struct File {
+  std::map<std::string, std::string> metadata;
+  /// Tensors in the order they are written.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+
+  const Tensor *find(const std::string &name) const;
+};
+
+/// Bytes of one element of a safetensors dtype, or 0 if unknown.
+int64_t dtypeBytes(const std::string &dtype);
+
+/// Reads `path`; on failure returns false with a message naming the file
+/// and what is wrong (missing, truncated, bad header, sizes that disagree).
+bool read(const std::string &path, File &out, std::string &error);
+
+/// Writes `file` to `path` atomically; false with a message on failure.
+bool write(const std::string &path, const File &file, std::string &error);
+
+} // namespace zest::safetensors
+
+#endif // ZEST_RUNTIME_CHECKPOINT_SAFETENSORS_H

@@ -1,0 +1,63 @@
+//===- Backend.h - Interface of a Zest communication backend ----*- C++ -*-===//
+//
+// A backend moves flat buffers between ranks (cpu-mpi: Open MPI; cuda-nccl:
+// NCCL). The runtime core (Runtime.cpp) owns requests, timeouts, counters and
+// traces and talks to exactly one backend through this interface.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_COMMON_BACKEND_H
+#define ZEST_RUNTIME_COMMON_BACKEND_H
+
+#include "zest_runtime.h"
+
+#include <memory>
+#include <string>
+
+namespace zest::rt {
+
+/// An in-flight operation of a backend; tested until complete, then deleted.
+class PendingOp {
+public:
+  virtual ~PendingOp() = default;
+  /// Returns true once the operation has completed (including any
+  /// post-processing such as averaging).
+  virtual bool test() = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+
+  virtual std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
+                                               int64_t count,
+                                               zest_dtype_t dtype) = 0;
+  virtual std::unique_ptr<PendingOp> reduceScatter(const void *send, void *recv,
+                                                   int64_t count,
+                                                   zest_dtype_t dtype,
+                                                   zest_reduction_t op) = 0;
+  virtual std::unique_ptr<PendingOp> allReduce(const void *send, void *recv,
+                                               int64_t count,
+                                               zest_dtype_t dtype,
+                                               zest_reduction_t op) = 0;
+  virtual std::unique_ptr<PendingOp>
+  broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
+  virtual std::unique_ptr<PendingOp> barrier() = 0;
+
+  /// Makes every rank exit with `code`; never returns.
+  [[noreturn]] virtual void abort(int code) = 0;
+  virtual void finalize() = 0;
+};
+
+/// Creates the Open MPI backend (calls MPI_Init).
+std::unique_ptr<Backend> createMpiBackend(int *argc, char ***argv);
+
+/// Reports a fatal error on this rank and aborts the job (zest_fatal).
+[[noreturn]] void fatal(const std::string &message);
+
+} // namespace zest::rt
+
+#endif // ZEST_RUNTIME_COMMON_BACKEND_H

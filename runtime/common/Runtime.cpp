@@ -1,0 +1,407 @@
+//===- Runtime.cpp - Zest runtime core: requests, pool, counters, trace ---===//
+
+#include "Backend.h"
+#include "zest_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+using namespace zest::rt;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  std::unique_ptr<PendingOp> op;
+  const char *kind;
+  std::string tag;
+  int64_t bytes;
+  double startUs;
+};
+
+struct TraceEvent {
+  std::string name, category;
+  double startUs, endUs;
+  bool counter; // a pool counter sample: endUs holds the value
+};
+
+/// Size-bucketed free lists: allocations are rounded up to 64 bytes and a
+/// freed buffer is handed to the next allocation of the same size, so the
+/// steady state of a training loop allocates nothing from the system.
+class Pool {
+public:
+  void *allocate(int64_t bytes) {
+    size_t size = roundUp(bytes);
+    void *ptr = nullptr;
+    auto &free = freeLists[size];
+    if (!free.empty()) {
+      ptr = free.back();
+      free.pop_back();
+    } else {
+      ptr = std::aligned_alloc(kAlignment, size);
+      if (!ptr)
+        fatal("out of memory allocating " + std::to_string(size) +
+              " bytes (pool holds " + std::to_string(counters.pool_bytes) +
+              " bytes)");
+    }
+    sizes[ptr] = size;
+    counters.pool_bytes += size;
+    counters.pool_peak_bytes =
+        std::max(counters.pool_peak_bytes, counters.pool_bytes);
+    return ptr;
+  }
+
+  void release(void *ptr) {
+    if (!ptr)
+      return;
+    auto it = sizes.find(ptr);
+    if (it == sizes.end())
+      fatal("zest_pool_free of a pointer the pool did not allocate");
+    size_t size = it->second;
+    sizes.erase(it);
+    counters.pool_bytes -= size;
+    if (gathered.erase(ptr))
+      counters.gathered_bytes -= size;
+    freeLists[size].push_back(ptr);
+  }
+
+  void markGathered(void *ptr) {
+    auto it = sizes.find(ptr);
+    if (it == sizes.end() || !gathered.insert(ptr).second)
+      return;
+    counters.gathered_bytes += it->second;
+    counters.gathered_peak_bytes =
+        std::max(counters.gathered_peak_bytes, counters.gathered_bytes);
+  }
+
+  zest_counters_t counters = {};
+
+private:
+  static constexpr size_t kAlignment = 64;
+  static size_t roundUp(int64_t bytes) {
+    size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
+    return (size + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  std::map<size_t, std::vector<void *>> freeLists;
+  std::unordered_map<void *, size_t> sizes;
+  std::unordered_set<void *> gathered;
+};
+
+struct Runtime {
+  std::unique_ptr<Backend> backend;
+  Clock::time_point start = Clock::now();
+  double timeoutSeconds = 300;
+  std::unordered_map<zest_request_t, Request> requests;
+  zest_request_t nextRequest = 1;
+  Pool pool;
+  bool tracing = false;
+  std::vector<TraceEvent> trace;
+  std::mutex mutex; // guards the pool: allocations may come from any thread
+};
+
+Runtime *runtime = nullptr;
+
+Runtime &get() {
+  if (!runtime)
+    fatal("the runtime is used before zest_init");
+  return *runtime;
+}
+
+double nowUs() {
+  auto start = runtime ? runtime->start : Clock::now();
+  return std::chrono::duration<double, std::micro>(Clock::now() - start)
+      .count();
+}
+
+std::string describe(const Request &request) {
+  std::string text = request.kind;
+  if (!request.tag.empty())
+    text += " of '" + request.tag + "'";
+  return text + " (" + std::to_string(request.bytes) + " bytes)";
+}
+
+zest_request_t enqueue(std::unique_ptr<PendingOp> op, const char *kind,
+                       const char *tag, int64_t bytes, int64_t bytesSent) {
+  Runtime &rt = get();
+  zest_request_t id = rt.nextRequest++;
+  rt.requests[id] = {std::move(op), kind, tag ? tag : "", bytes, nowUs()};
+  rt.pool.counters.bytes_sent += bytesSent;
+  rt.pool.counters.collectives += 1;
+  return id;
+}
+
+void traceCounters() {
+  Runtime &rt = *runtime;
+  if (!rt.tracing)
+    return;
+  double now = nowUs();
+  rt.trace.push_back(
+      {"pool bytes", "memory", now, double(rt.pool.counters.pool_bytes), true});
+  rt.trace.push_back({"gathered bytes", "memory", now,
+                      double(rt.pool.counters.gathered_bytes), true});
+}
+
+void jsonString(FILE *file, const std::string &text) {
+  std::fputc('"', file);
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      std::fputc('\\', file);
+    if (static_cast<unsigned char>(c) >= 0x20)
+      std::fputc(c, file);
+  }
+  std::fputc('"', file);
+}
+
+} // namespace
+
+[[noreturn]] void zest::rt::fatal(const std::string &message) {
+  int rank = runtime && runtime->backend ? runtime->backend->rank() : -1;
+  std::fprintf(stderr, "zest: rank %d: error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (runtime && runtime->backend)
+    runtime->backend->abort(1);
+  std::exit(1);
+}
+
+extern "C" {
+
+int zest_init(int *argc, char ***argv) {
+  if (runtime)
+    return 0;
+  runtime = new Runtime();
+  if (const char *timeout = std::getenv("ZEST_TIMEOUT_S"))
+    runtime->timeoutSeconds = std::atof(timeout);
+  runtime->backend = createMpiBackend(argc, argv);
+  return 0;
+}
+
+void zest_finalize(void) {
+  if (!runtime)
+    return;
+  if (!runtime->requests.empty())
+    fatal(std::to_string(runtime->requests.size()) +
+          " collectives were started but never waited on");
+  runtime->backend->finalize();
+  delete runtime;
+  runtime = nullptr;
+}
+
+void zest_fatal(int code, const char *format, ...) {
+  char buffer[2048];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  int rank = runtime && runtime->backend ? runtime->backend->rank() : -1;
+  std::fprintf(stderr, "zest: rank %d: error: %s\n", rank, buffer);
+  std::fflush(stderr);
+  if (runtime && runtime->backend)
+    runtime->backend->abort(code ? code : 1);
+  std::exit(code ? code : 1);
+}
+
+int zest_rank(void) { return get().backend->rank(); }
+int zest_world_size(void) { return get().backend->worldSize(); }
+void zest_set_timeout(double seconds) { get().timeoutSeconds = seconds; }
+
+int64_t zest_dtype_size(zest_dtype_t dtype) {
+  switch (dtype) {
+  case ZEST_F64:
+  case ZEST_I64:
+    return 8;
+  case ZEST_F32:
+  case ZEST_I32:
+    return 4;
+  case ZEST_F16:
+  case ZEST_BF16:
+    return 2;
+  case ZEST_I8:
+  case ZEST_U8:
+    return 1;
+  }
+  fatal("unknown dtype " + std::to_string(int(dtype)));
+}
+
+zest_request_t zest_all_gather_start(const void *send, void *recv,
+                                     int64_t count, zest_dtype_t dtype,
+                                     const char *tag) {
+  Runtime &rt = get();
+  int64_t bytes = count * zest_dtype_size(dtype);
+  return enqueue(rt.backend->allGather(send, recv, count, dtype), "all_gather",
+                 tag, bytes * rt.backend->worldSize(),
+                 bytes * (rt.backend->worldSize() - 1));
+}
+
+zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
+                                         int64_t count, zest_dtype_t dtype,
+                                         zest_reduction_t op, const char *tag) {
+  Runtime &rt = get();
+  int64_t bytes = count * zest_dtype_size(dtype);
+  return enqueue(rt.backend->reduceScatter(send, recv, count, dtype, op),
+                 "reduce_scatter", tag, bytes * rt.backend->worldSize(),
+                 bytes * (rt.backend->worldSize() - 1));
+}
+
+zest_request_t zest_all_reduce_start(const void *send, void *recv,
+                                     int64_t count, zest_dtype_t dtype,
+                                     zest_reduction_t op, const char *tag) {
+  Runtime &rt = get();
+  int64_t bytes = count * zest_dtype_size(dtype);
+  int world = rt.backend->worldSize();
+  // A ring all-reduce sends 2 (W - 1) / W of the buffer.
+  return enqueue(rt.backend->allReduce(send, recv, count, dtype, op),
+                 "all_reduce", tag, bytes, 2 * bytes * (world - 1) / world);
+}
+
+void zest_wait(zest_request_t id) {
+  Runtime &rt = get();
+  auto it = rt.requests.find(id);
+  if (it == rt.requests.end())
+    fatal("zest_wait on unknown or already completed request " +
+          std::to_string(id));
+  Request &request = it->second;
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(rt.timeoutSeconds));
+  unsigned spins = 0;
+  while (!request.op->test()) {
+    if (++spins < 1000)
+      continue;
+    if (Clock::now() > deadline)
+      fatal(describe(request) + " did not complete within " +
+            std::to_string(int(rt.timeoutSeconds)) +
+            " s (ZEST_TIMEOUT_S); another rank may have died or issued "
+            "different collectives");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  if (rt.tracing)
+    rt.trace.push_back(
+        {describe(request), "comm", request.startUs, nowUs(), false});
+  rt.requests.erase(it);
+}
+
+void zest_progress(void) {
+  for (auto &[id, request] : get().requests)
+    request.op->test();
+}
+
+void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) {
+  Runtime &rt = get();
+  int64_t bytes = count * zest_dtype_size(dtype);
+  zest_wait(enqueue(rt.backend->broadcast(buffer, count, dtype, root),
+                    "broadcast", nullptr, bytes,
+                    rt.backend->rank() == root ? bytes : 0));
+}
+
+void zest_barrier(void) {
+  zest_wait(enqueue(get().backend->barrier(), "barrier", nullptr, 0, 0));
+}
+
+void *zest_pool_alloc(int64_t bytes) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  void *ptr = rt.pool.allocate(bytes);
+  traceCounters();
+  return ptr;
+}
+
+void zest_pool_free(void *ptr) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.pool.release(ptr);
+  traceCounters();
+}
+
+void zest_pool_mark_gathered(void *ptr) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.pool.markGathered(ptr);
+  traceCounters();
+}
+
+void zest_get_counters(zest_counters_t *counters) {
+  *counters = get().pool.counters;
+}
+
+void zest_reset_counters(void) {
+  zest_counters_t &c = get().pool.counters;
+  c.pool_peak_bytes = c.pool_bytes;
+  c.gathered_peak_bytes = c.gathered_bytes;
+  c.bytes_sent = 0;
+  c.collectives = 0;
+}
+
+double zest_now_us(void) { return nowUs(); }
+
+void zest_trace_enable(int enabled) { get().tracing = enabled != 0; }
+
+void zest_trace_span(const char *name, const char *category, double startUs,
+                     double endUs) {
+  Runtime &rt = get();
+  if (rt.tracing)
+    rt.trace.push_back({name, category, startUs, endUs, false});
+}
+
+int zest_trace_write(const char *path) {
+  Runtime &rt = get();
+  FILE *file = std::fopen(path, "w");
+  if (!file)
+    return 1;
+  int rank = rt.backend->rank();
+  std::fprintf(file, "{\"traceEvents\":[\n");
+  std::fprintf(file,
+               "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+               "\"args\":{\"name\":\"rank %d\"}}",
+               rank, rank);
+  for (const TraceEvent &event : rt.trace) {
+    std::fprintf(file, ",\n{\"name\":");
+    jsonString(file, event.name);
+    std::fprintf(file, ",\"cat\":");
+    jsonString(file, event.category);
+    if (event.counter)
+      std::fprintf(file,
+                   ",\"ph\":\"C\",\"ts\":%.3f,\"pid\":%d,\"args\":{\"bytes\":"
+                   "%.0f}}",
+                   event.startUs, rank, event.endUs);
+    else
+      std::fprintf(file,
+                   ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
+                   "\"tid\":%d}",
+                   event.startUs, event.endUs - event.startUs, rank,
+                   event.category == "comm" ? 1 : 0);
+  }
+  std::fprintf(file, "\n],\"displayTimeUnit\":\"ms\"}\n");
+  return std::fclose(file) == 0 ? 0 : 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Allocation entry points of compiled code: finalize-memref-to-llvm with
+// use-generic-functions calls these instead of malloc/free, so every buffer
+// of a compiled step lives in the pool.
+//===----------------------------------------------------------------------===//
+
+void *_mlir_memref_to_llvm_alloc(size_t size) {
+  return zest_pool_alloc(static_cast<int64_t>(size));
+}
+
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
+  if (alignment > 64)
+    fatal("alignment " + std::to_string(alignment) + " is not supported");
+  return zest_pool_alloc(static_cast<int64_t>(size));
+}
+
+void _mlir_memref_to_llvm_free(void *ptr) { zest_pool_free(ptr); }
+
+} // extern "C"

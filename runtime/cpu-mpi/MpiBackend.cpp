@@ -1,0 +1,320 @@
+//===- MpiBackend.cpp - Zest communication backend on Open MPI ------------===//
+//
+// Non-blocking MPI collectives (MPI_Iallgather, MPI_Ireduce_scatter_block,
+// MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier) so the runtime can bound every
+// wait with a timeout. Errors are returned (MPI_ERRORS_RETURN) and turned
+// into a message naming the rank, the operation and the sizes, then the job
+// is aborted. Averages are sums divided by the world size on completion.
+// 16-bit floats are reduced with user-defined operations (sum in float).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/Backend.h"
+
+// The C API only: no Open MPI / MPICH C++ bindings (and their libraries).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+using namespace zest::rt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// 16-bit float conversions for the user-defined reductions.
+//===----------------------------------------------------------------------===//
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t word = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+uint16_t floatToBf16(float value) {
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  if (std::isnan(value))
+    return 0x7fc0;
+  word += 0x7fff + ((word >> 16) & 1); // round to nearest even
+  return uint16_t(word >> 16);
+}
+
+float f16ToFloat(uint16_t bits) {
+  uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  int exponent = (bits >> 10) & 0x1f;
+  uint32_t mantissa = bits & 0x3ff;
+  float magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(float(mantissa), -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude = std::ldexp(float(mantissa | 0x400), exponent - 25);
+  uint32_t word;
+  std::memcpy(&word, &magnitude, sizeof(word));
+  word |= sign;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+uint16_t floatToF16(float value) {
+  uint16_t sign = std::signbit(value) ? 0x8000 : 0;
+  float magnitude = std::fabs(value);
+  if (std::isnan(value))
+    return sign | 0x7e00;
+  if (magnitude >= 65520.0f)
+    return sign | 0x7c00;
+  if (magnitude < std::ldexp(1.0f, -24) / 2)
+    return sign;
+  int exponent;
+  std::frexp(magnitude, &exponent); // magnitude = m * 2^exponent, m in [.5,1)
+  int biased = exponent + 14;
+  if (biased <= 0) // subnormal
+    return sign | uint16_t(std::nearbyint(std::ldexp(magnitude, 24)));
+  uint32_t mantissa =
+      uint32_t(std::nearbyint(std::ldexp(magnitude, 11 - exponent))) - 0x400;
+  if (mantissa == 0x400) { // rounding carried into the exponent
+    mantissa = 0;
+    ++biased;
+  }
+  return sign | uint16_t(biased << 10) | uint16_t(mantissa);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
+}
+
+//===----------------------------------------------------------------------===//
+// Pending operations
+//===----------------------------------------------------------------------===//
+
+class MpiBackend;
+
+/// One non-blocking MPI request, optionally followed by an in-place division
+/// of the result by the world size (ZEST_AVG).
+class MpiOp : public PendingOp {
+public:
+  MpiOp(MpiBackend &backend, MPI_Request request, std::string what,
+        void *average = nullptr, int64_t count = 0,
+        zest_dtype_t dtype = ZEST_F32)
+      : backend(backend), request(request), what(std::move(what)),
+        average(average), count(count), dtype(dtype) {}
+
+  bool test() override;
+
+private:
+  void divide();
+
+  MpiBackend &backend;
+  MPI_Request request;
+  std::string what;
+  void *average;
+  int64_t count;
+  zest_dtype_t dtype;
+  bool done = false;
+};
+
+class MpiBackend : public Backend {
+public:
+  MpiBackend(int *argc, char ***argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided;
+      MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    }
+    comm = MPI_COMM_WORLD;
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &rankId);
+    MPI_Comm_size(comm, &size);
+    MPI_Op_create(&sum16<bf16ToFloat, floatToBf16>, /*commute=*/1, &bf16Sum);
+    MPI_Op_create(&sum16<f16ToFloat, floatToF16>, /*commute=*/1, &f16Sum);
+  }
+
+  const char *name() const override { return "cpu-mpi"; }
+  int rank() const override { return rankId; }
+  int worldSize() const override { return size; }
+
+  std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
+                                       int64_t count,
+                                       zest_dtype_t dtype) override {
+    std::string what = describe("all_gather", count, dtype);
+    MPI_Request request;
+    check(MPI_Iallgather(send, toInt(count, what), datatype(dtype), recv,
+                         toInt(count, what), datatype(dtype), comm, &request),
+          what);
+    return std::make_unique<MpiOp>(*this, request, what);
+  }
+
+  std::unique_ptr<PendingOp> reduceScatter(const void *send, void *recv,
+                                           int64_t count, zest_dtype_t dtype,
+                                           zest_reduction_t op) override {
+    std::string what = describe("reduce_scatter", count, dtype);
+    MPI_Request request;
+    check(MPI_Ireduce_scatter_block(send, recv, toInt(count, what),
+                                    datatype(dtype), sumOp(dtype), comm,
+                                    &request),
+          what);
+    return std::make_unique<MpiOp>(
+        *this, request, what, op == ZEST_AVG ? recv : nullptr, count, dtype);
+  }
+
+  std::unique_ptr<PendingOp> allReduce(const void *send, void *recv,
+                                       int64_t count, zest_dtype_t dtype,
+                                       zest_reduction_t op) override {
+    std::string what = describe("all_reduce", count, dtype);
+    MPI_Request request;
+    check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv,
+                         toInt(count, what), datatype(dtype), sumOp(dtype),
+                         comm, &request),
+          what);
+    return std::make_unique<MpiOp>(
+        *this, request, what, op == ZEST_AVG ? recv : nullptr, count, dtype);
+  }
+
+  std::unique_ptr<PendingOp> broadcast(void *buffer, int64_t count,
+                                       zest_dtype_t dtype, int root) override {
+    std::string what = describe("broadcast", count, dtype);
+    MPI_Request request;
+    check(MPI_Ibcast(buffer, toInt(count, what), datatype(dtype), root, comm,
+                     &request),
+          what);
+    return std::make_unique<MpiOp>(*this, request, what);
+  }
+
+  std::unique_ptr<PendingOp> barrier() override {
+    MPI_Request request;
+    check(MPI_Ibarrier(comm, &request), "barrier");
+    return std::make_unique<MpiOp>(*this, request, "barrier");
+  }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(comm, code);
+    std::_Exit(code);
+  }
+
+  void finalize() override {
+    MPI_Op_free(&bf16Sum);
+    MPI_Op_free(&f16Sum);
+    MPI_Finalize();
+  }
+
+  /// Aborts with a located message if an MPI call failed.
+  void check(int rc, const std::string &what) {
+    if (rc == MPI_SUCCESS)
+      return;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(rc, text, &length);
+    fatal("MPI error in " + what + ": " + std::string(text, length));
+  }
+
+private:
+  static std::string describe(const char *op, int64_t count,
+                              zest_dtype_t dtype) {
+    return std::string(op) + " of " + std::to_string(count) + " elements x " +
+           std::to_string(zest_dtype_size(dtype)) + " bytes";
+  }
+
+  static int toInt(int64_t count, const std::string &what) {
+    if (count < 0 || count > INT32_MAX)
+      fatal(what + ": count exceeds the MPI limit of 2^31-1 elements");
+    return int(count);
+  }
+
+  static MPI_Datatype datatype(zest_dtype_t dtype) {
+    switch (dtype) {
+    case ZEST_F32:
+      return MPI_FLOAT;
+    case ZEST_F64:
+      return MPI_DOUBLE;
+    case ZEST_F16:
+    case ZEST_BF16:
+      return MPI_UINT16_T;
+    case ZEST_I32:
+      return MPI_INT32_T;
+    case ZEST_I64:
+      return MPI_INT64_T;
+    case ZEST_I8:
+      return MPI_INT8_T;
+    case ZEST_U8:
+      return MPI_UINT8_T;
+    }
+    fatal("unknown dtype " + std::to_string(int(dtype)));
+  }
+
+  MPI_Op sumOp(zest_dtype_t dtype) const {
+    if (dtype == ZEST_BF16)
+      return bf16Sum;
+    if (dtype == ZEST_F16)
+      return f16Sum;
+    return MPI_SUM;
+  }
+
+  MPI_Comm comm;
+  int rankId = 0, size = 1;
+  MPI_Op bf16Sum, f16Sum;
+};
+
+bool MpiOp::test() {
+  if (done)
+    return true;
+  int flag = 0;
+  backend.check(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), what);
+  if (!flag)
+    return false;
+  if (average)
+    divide();
+  done = true;
+  return true;
+}
+
+template <typename T> void divideAll(void *data, int64_t count, T divisor) {
+  T *values = static_cast<T *>(data);
+  for (int64_t i = 0; i < count; ++i)
+    values[i] /= divisor;
+}
+
+void MpiOp::divide() {
+  int world = backend.worldSize();
+  auto *half = static_cast<uint16_t *>(average);
+  switch (dtype) {
+  case ZEST_F32:
+    return divideAll<float>(average, count, float(world));
+  case ZEST_F64:
+    return divideAll<double>(average, count, double(world));
+  case ZEST_I32:
+    return divideAll<int32_t>(average, count, world);
+  case ZEST_I64:
+    return divideAll<int64_t>(average, count, world);
+  case ZEST_I8:
+    return divideAll<int8_t>(average, count, int8_t(world));
+  case ZEST_U8:
+    return divideAll<uint8_t>(average, count, uint8_t(world));
+  case ZEST_BF16:
+    for (int64_t i = 0; i < count; ++i)
+      half[i] = floatToBf16(bf16ToFloat(half[i]) / world);
+    return;
+  case ZEST_F16:
+    for (int64_t i = 0; i < count; ++i)
+      half[i] = floatToF16(f16ToFloat(half[i]) / world);
+    return;
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Backend> zest::rt::createMpiBackend(int *argc, char ***argv) {
+  return std::make_unique<MpiBackend>(argc, argv);
+}

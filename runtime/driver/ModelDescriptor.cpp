@@ -1,0 +1,165 @@
+//===- ModelDescriptor.cpp - Parse the embedded model descriptor ----------===//
+
+#include "ModelDescriptor.h"
+
+#include <cstdio>
+#include <sstream>
+
+using namespace zest;
+
+DType DType::parse(const std::string &name) {
+  static const struct {
+    const char *name;
+    zest_dtype_t code;
+  } table[] = {{"F32", ZEST_F32},   {"F64", ZEST_F64}, {"F16", ZEST_F16},
+               {"BF16", ZEST_BF16}, {"I32", ZEST_I32}, {"I64", ZEST_I64},
+               {"I8", ZEST_I8},     {"U8", ZEST_U8}};
+  for (const auto &entry : table)
+    if (name == entry.name)
+      return {name, entry.code, zest_dtype_size(entry.code)};
+  zest_fatal(1,
+             "unsupported element type '%s' (supported: F32, F64, F16, "
+             "BF16, I32, I64, I8, U8)",
+             name.c_str());
+}
+
+int64_t TensorSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t dim : shape)
+    n *= dim;
+  return n;
+}
+
+bool FunctionInfo::isTraining() const {
+  for (const ResultInfo &result : results)
+    if (result.kind == ResultInfo::Loss)
+      return true;
+  return false;
+}
+
+std::string ModelInfo::layoutHash() const {
+  // FNV-1a over the layout; world-size independent on purpose.
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const std::string &text) {
+    for (unsigned char c : text) {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
+    hash ^= 0xff;
+    hash *= 1099511628211ull;
+  };
+  for (const UnitInfo &unit : units) {
+    mix(unit.name);
+    mix(unit.dtype.name);
+    for (const ParamInfo &param : unit.params) {
+      mix(param.fqn);
+      mix(std::to_string(param.offset));
+      for (int64_t dim : param.spec.shape)
+        mix(std::to_string(dim));
+    }
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(hash));
+  return text;
+}
+
+static TensorSpec readSpec(std::istringstream &in) {
+  std::string dtype;
+  int rank = 0;
+  in >> dtype >> rank;
+  TensorSpec spec{DType::parse(dtype), {}};
+  for (int i = 0; i < rank; ++i) {
+    int64_t dim;
+    in >> dim;
+    spec.shape.push_back(dim);
+  }
+  return spec;
+}
+
+static int findUnit(const ModelInfo &model, const std::string &name) {
+  for (size_t i = 0; i < model.units.size(); ++i)
+    if (model.units[i].name == name)
+      return int(i);
+  zest_fatal(1, "model descriptor names unknown unit '%s'", name.c_str());
+}
+
+ModelInfo zest::parseModelDescriptor(const char *text) {
+  ModelInfo model;
+  std::istringstream lines(text);
+  std::string line;
+  std::getline(lines, line);
+  if (line != "zest-model 1")
+    zest_fatal(1,
+               "this executable's model descriptor has an unknown format "
+               "('%s'); recompile with a matching zestc",
+               line.c_str());
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    std::string record;
+    in >> record;
+    if (record == "world_size") {
+      in >> model.worldSize;
+    } else if (record == "unit") {
+      UnitInfo unit;
+      std::string kind, dtype;
+      size_t count;
+      in >> unit.name >> kind >> dtype >> unit.numel >> unit.padded >>
+          unit.shard >> count;
+      unit.sharded = kind == "sharded";
+      unit.dtype = DType::parse(dtype);
+      model.units.push_back(unit);
+    } else if (record == "param") {
+      // param <fqn> <dtype> <offset> <rank> <dim>...
+      ParamInfo param;
+      std::string dtype;
+      int rank = 0;
+      in >> param.fqn >> dtype >> param.offset >> rank;
+      param.spec.dtype = DType::parse(dtype);
+      for (int i = 0; i < rank; ++i) {
+        int64_t dim;
+        in >> dim;
+        param.spec.shape.push_back(dim);
+      }
+      model.units.back().params.push_back(param);
+    } else if (record == "function") {
+      FunctionInfo function;
+      in >> function.name;
+      model.functions.push_back(function);
+    } else if (record == "arg") {
+      std::string kind;
+      in >> kind;
+      ArgInfo arg;
+      arg.isUnit = kind == "unit";
+      if (arg.isUnit) {
+        std::string name;
+        in >> name;
+        arg.unit = findUnit(model, name);
+        const UnitInfo &unit = model.units[arg.unit];
+        arg.spec = {unit.dtype, {unit.shard}};
+      } else {
+        arg.spec = readSpec(in);
+      }
+      model.functions.back().args.push_back(arg);
+    } else if (record == "result") {
+      std::string kind;
+      in >> kind;
+      ResultInfo result;
+      if (kind == "grad") {
+        std::string name;
+        in >> name;
+        result.kind = ResultInfo::Grad;
+        result.unit = findUnit(model, name);
+        const UnitInfo &unit = model.units[result.unit];
+        result.spec = {unit.dtype, {unit.shard}};
+      } else {
+        result.kind = kind == "loss" ? ResultInfo::Loss : ResultInfo::Output;
+        result.spec = readSpec(in);
+      }
+      model.functions.back().results.push_back(result);
+    } else if (record == "end") {
+      break;
+    }
+  }
+  return model;
+}

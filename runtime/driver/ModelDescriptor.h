@@ -1,0 +1,82 @@
+//===- ModelDescriptor.h - What a compiled model looks like ----*- C++ -*-===//
+//
+// Parses `zest_model_descriptor`, the text record zestc embeds in every
+// model (format: lib/Driver/ModelDescriptor.cpp, docs/Runtime.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_DRIVER_MODELDESCRIPTOR_H
+#define ZEST_RUNTIME_DRIVER_MODELDESCRIPTOR_H
+
+#include "zest_runtime.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zest {
+
+/// A dtype by its safetensors name.
+struct DType {
+  std::string name; // "F32", "I64", ...
+  zest_dtype_t code;
+  int64_t bytes;
+  static DType parse(const std::string &name); // fatal if unsupported
+};
+
+struct TensorSpec {
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * dtype.bytes; }
+};
+
+struct ParamInfo {
+  std::string fqn;
+  int64_t offset;
+  TensorSpec spec;
+};
+
+struct UnitInfo {
+  std::string name;
+  bool sharded;
+  DType dtype;
+  int64_t numel, padded, shard;
+  std::vector<ParamInfo> params;
+  /// Elements of the flat buffer this rank holds: [begin, begin + shard).
+  int64_t localBegin(int rank) const { return sharded ? rank * shard : 0; }
+};
+
+struct ArgInfo {
+  bool isUnit;
+  int unit = -1; // when isUnit
+  TensorSpec spec;
+};
+
+struct ResultInfo {
+  enum Kind { Loss, Grad, Output } kind;
+  int unit = -1; // when Grad
+  TensorSpec spec;
+};
+
+struct FunctionInfo {
+  std::string name;
+  std::vector<ArgInfo> args;
+  std::vector<ResultInfo> results;
+  bool isTraining() const;
+};
+
+struct ModelInfo {
+  int worldSize = 1;
+  std::vector<UnitInfo> units;
+  std::vector<FunctionInfo> functions;
+  /// A hash of the parameter layout (names, dtypes, shapes, offsets), the
+  /// same for every world size: identifies the model in checkpoints.
+  std::string layoutHash() const;
+};
+
+ModelInfo parseModelDescriptor(const char *text);
+
+} // namespace zest
+
+#endif // ZEST_RUNTIME_DRIVER_MODELDESCRIPTOR_H

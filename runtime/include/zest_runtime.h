@@ -1,0 +1,141 @@
+/*===- zest_runtime.h - Zest runtime C API ------------------------*- C -*-===*
+ *
+ * The runtime that compiled Zest programs and their host drivers call: rank
+ * and world size, asynchronous collectives on flat buffers, a pool for
+ * gathered parameter buffers, counters and a Chrome trace. Plain C, stable,
+ * usable from C, C++ and Python (ctypes).
+ *
+ * Errors never return silently: a failed collective, a timeout or a runtime
+ * misuse prints `zest: rank R: <what> (<sizes>)` and aborts every rank
+ * with a non-zero exit status.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef ZEST_RUNTIME_H
+#define ZEST_RUNTIME_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of flat buffers (the safetensors names in comments). */
+typedef enum zest_dtype {
+  ZEST_F32 = 0,  /* F32 */
+  ZEST_F64 = 1,  /* F64 */
+  ZEST_F16 = 2,  /* F16 */
+  ZEST_BF16 = 3, /* BF16 */
+  ZEST_I32 = 4,  /* I32 */
+  ZEST_I64 = 5,  /* I64 */
+  ZEST_I8 = 6,   /* I8 */
+  ZEST_U8 = 7    /* U8 */
+} zest_dtype_t;
+
+/* Reductions; ZEST_AVG divides the sum by the world size. */
+typedef enum zest_reduction { ZEST_SUM = 0, ZEST_AVG = 1 } zest_reduction_t;
+
+/* A pending collective; 0 is never a valid handle. */
+typedef int64_t zest_request_t;
+
+/*--- Lifetime ------------------------------------------------------------*/
+
+/* Initializes the runtime and the backend (MPI_Init). Reads the options
+ * ZEST_TIMEOUT_S (seconds a wait may take before all ranks abort, default
+ * 300) and ZEST_PROGRESS (poll | thread). Returns 0 on success. */
+int zest_init(int *argc, char ***argv);
+/* Finalizes the backend; the trace is written first if enabled. */
+void zest_finalize(void);
+/* Prints `zest: rank R: <message>` to stderr and makes every rank exit with
+ * `code` (MPI_Abort). Never returns. */
+void zest_fatal(int code, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((noreturn, format(printf, 2, 3)))
+#endif
+    ;
+
+int zest_rank(void);
+int zest_world_size(void);
+/* Bytes of one element of `dtype`. */
+int64_t zest_dtype_size(zest_dtype_t dtype);
+/* Seconds a wait may block before the job is aborted. */
+void zest_set_timeout(double seconds);
+
+/*--- Collectives ---------------------------------------------------------*/
+/* `count` is per rank for gathers and reduce-scatters (the shard size) and
+ * the whole buffer for all-reduces. Buffers must not be touched until the
+ * request is waited on. `tag` names the unit in traces (may be NULL). Every
+ * rank must issue the same collectives in the same order. */
+
+zest_request_t zest_all_gather_start(const void *send, void *recv,
+                                     int64_t count, zest_dtype_t dtype,
+                                     const char *tag);
+zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
+                                         int64_t count, zest_dtype_t dtype,
+                                         zest_reduction_t op, const char *tag);
+zest_request_t zest_all_reduce_start(const void *send, void *recv,
+                                     int64_t count, zest_dtype_t dtype,
+                                     zest_reduction_t op, const char *tag);
+/* Blocks until the request completes (or the timeout aborts the job). */
+void zest_wait(zest_request_t request);
+/* Drives pending requests forward without blocking; call from long compute
+ * loops when ZEST_PROGRESS=poll. */
+void zest_progress(void);
+
+void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root);
+void zest_barrier(void);
+
+/*--- Memory --------------------------------------------------------------*/
+/* Buffers come from a pool of size-bucketed free lists: a freed buffer is
+ * reused by the next allocation of its bucket. Gathered buffers are counted
+ * separately so the peak of gathered parameter bytes is known. */
+
+void *zest_pool_alloc(int64_t bytes);
+void zest_pool_free(void *ptr);
+/* Marks `ptr` (from zest_pool_alloc) as a gathered parameter buffer. */
+void zest_pool_mark_gathered(void *ptr);
+
+typedef struct zest_counters {
+  int64_t pool_bytes;          /* bytes live in the pool now */
+  int64_t pool_peak_bytes;     /* high-water mark of pool_bytes */
+  int64_t gathered_bytes;      /* gathered parameter bytes live now */
+  int64_t gathered_peak_bytes; /* high-water mark of gathered_bytes */
+  int64_t bytes_sent;          /* bytes this rank sent in collectives */
+  int64_t collectives;         /* collectives started */
+} zest_counters_t;
+
+void zest_get_counters(zest_counters_t *counters);
+/* Resets the peaks to the current values and the traffic counters to 0. */
+void zest_reset_counters(void);
+
+/*--- Trace ---------------------------------------------------------------*/
+
+/* Microseconds since zest_init. */
+double zest_now_us(void);
+void zest_trace_enable(int enabled);
+/* Records a complete span [start_us, end_us) on this rank. */
+void zest_trace_span(const char *name, const char *category, double start_us,
+                     double end_us);
+/* Writes this rank's Chrome trace JSON (spans + pool counters) to `path`.
+ * Returns 0 on success. */
+int zest_trace_write(const char *path);
+
+/*--- Kernels -------------------------------------------------------------*/
+
+/* Row-major C[M,N] += op(A) op(B), op = transpose when trans_* != 0;
+ * lda/ldb/ldc are row strides in elements. */
+void zest_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                int64_t k, const float *a, int64_t lda, const float *b,
+                int64_t ldb, float *c, int64_t ldc);
+/* `batch` independent products; operand i starts at a + i * stride_a. */
+void zest_sgemm_batched(int32_t trans_a, int32_t trans_b, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, const float *a,
+                        int64_t lda, int64_t stride_a, const float *b,
+                        int64_t ldb, int64_t stride_b, float *c, int64_t ldc,
+                        int64_t stride_c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZEST_RUNTIME_H */

@@ -1,0 +1,152 @@
+//===- zestc.cpp - Zest compiler driver -----------------------------------===//
+//
+//   zestc model.mlir -o train --world-size=4 --leaf-modules='layers.*'
+//   mpirun -np 4 ./train --steps 10
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Driver/Compiler.h"
+#include "zest/InitAllZest.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("zestc options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+                                      cl::init("-"), cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("file"),
+                                       cl::cat(category));
+static cl::opt<EmitKind> emit(
+    "emit", cl::desc("What to produce"), cl::init(EmitKind::Executable),
+    cl::values(clEnumValN(EmitKind::Mlir, "mlir",
+                          "lowered MLIR (LLVM dialect)"),
+               clEnumValN(EmitKind::Llvm, "llvm", "optimized LLVM IR"),
+               clEnumValN(EmitKind::Object, "obj", "object file"),
+               clEnumValN(EmitKind::Executable, "exe",
+                          "executable with the training driver (default)"),
+               clEnumValN(EmitKind::Shared, "shared",
+                          "shared library with the C ABI of docs/Runtime.md")),
+    cl::cat(category));
+static cl::opt<int64_t> worldSize("world-size",
+                                  cl::desc("Data-parallel ranks (default 1)"),
+                                  cl::init(1), cl::cat(category));
+static cl::list<std::string>
+    leafModules("leaf-modules", cl::desc("Module path globs made units"),
+                cl::CommaSeparated, cl::cat(category));
+static cl::list<std::string> leafClasses("leaf-classes",
+                                         cl::desc("Module classes made units"),
+                                         cl::CommaSeparated, cl::cat(category));
+static cl::opt<int64_t>
+    minUnitNumel("min-unit-numel",
+                 cl::desc("Size-based auto-wrap threshold (0: off)"),
+                 cl::init(0), cl::cat(category));
+static cl::list<std::string>
+    ignore("ignore", cl::desc("Parameter FQN globs kept replicated"),
+           cl::CommaSeparated, cl::cat(category));
+static cl::opt<std::string> manifest("manifest",
+                                     cl::desc("Write the layout manifest"),
+                                     cl::value_desc("file.json"),
+                                     cl::cat(category));
+static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
+                             cl::init(2), cl::Prefix, cl::cat(category));
+static cl::opt<std::string>
+    runtimeDir("runtime-dir",
+               cl::desc("Folder with libzest_runtime.a and libzest_driver.a "
+                        "(default: ../lib next to zestc)"),
+               cl::cat(category));
+static cl::opt<bool> printPipeline("print-pipeline",
+                                   cl::desc("Print the passes zestc runs"),
+                                   cl::cat(category));
+
+static std::string defaultOutput() {
+  StringRef stem = llvm::sys::path::stem(inputFile);
+  switch (emit) {
+  case EmitKind::Mlir:
+    return (stem + ".lowered.mlir").str();
+  case EmitKind::Llvm:
+    return (stem + ".ll").str();
+  case EmitKind::Object:
+    return (stem + ".o").str();
+  case EmitKind::Shared:
+    return ("lib" + stem + ".so").str();
+  case EmitKind::Executable:
+    return stem.str();
+  }
+  return "a.out";
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAllZestPasses();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "zestc: Zest model IR to sharded executables\n");
+
+  CompileOptions options;
+  options.shard.worldSize = worldSize;
+  options.shard.leafModules =
+      std::vector<std::string>(leafModules.begin(), leafModules.end());
+  options.shard.leafClasses =
+      std::vector<std::string>(leafClasses.begin(), leafClasses.end());
+  options.shard.minUnitNumel = minUnitNumel;
+  options.shard.ignore = std::vector<std::string>(ignore.begin(), ignore.end());
+  options.shard.manifest = manifest;
+  options.emit = emit;
+  options.optLevel = optLevel;
+  options.output = outputFile.empty() ? defaultOutput() : outputFile;
+  if (!runtimeDir.empty()) {
+    options.runtimeDir = runtimeDir;
+  } else if (auto env = llvm::sys::Process::GetEnv("ZEST_RUNTIME_DIR")) {
+    options.runtimeDir = *env;
+  } else {
+    SmallString<256> dir(llvm::sys::fs::getMainExecutable(
+        argv[0], reinterpret_cast<void *>(&defaultOutput)));
+    llvm::sys::path::remove_filename(dir);
+    llvm::sys::path::append(dir, "..", "lib");
+    options.runtimeDir = std::string(dir);
+  }
+
+  if (printPipeline) {
+    MLIRContext ctx;
+    PassManager shard(&ctx), lower(&ctx);
+    buildShardPipeline(shard, options.shard);
+    buildLoweringPipeline(lower);
+    llvm::outs() << "sharding: ";
+    shard.printAsTextualPipeline(llvm::outs());
+    llvm::outs() << "\nlowering: ";
+    lower.printAsTextualPipeline(llvm::outs());
+    llvm::outs() << "\nthen: translate to LLVM IR, add the host interface, "
+                 << "optimize -O" << optLevel << ", emit an object, link\n";
+    return 0;
+  }
+
+  DialectRegistry registry;
+  registerAllZestDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  std::string error;
+  auto file = openInputFile(inputFile, &error);
+  if (!file) {
+    llvm::errs() << "zestc: error: " << error << "\n";
+    return 1;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+  if (!module)
+    return 1;
+  return failed(compileModel(*module, options, llvm::outs())) ? 1 : 0;
+}
