@@ -40,8 +40,9 @@ static constexpr const char *kLoweringPipeline =
     "lower-affine,"
     "expand-strided-metadata,"
     "convert-scf-to-cf,"
-    "convert-math-to-libm,"
+    // Intrinsics first (sqrt, rsqrt, exp, ...), libm for the rest (tanh).
     "convert-math-to-llvm,"
+    "convert-math-to-libm,"
     "finalize-memref-to-llvm{use-generic-functions},"
     "convert-arith-to-llvm,"
     "convert-index-to-llvm,"
