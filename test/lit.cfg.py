@@ -8,7 +8,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "ZEST"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "lib", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.zest_obj_root, "test")
 
@@ -22,3 +22,27 @@ tool_dirs = [config.zest_tools_dir, config.llvm_tools_dir]
 tools = ["zest-opt"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# End-to-end tests: real ranks under mpirun on this machine.
+import shutil
+import sys
+
+
+llvm_config.add_tool_substitutions(["zestc", "zest-ckpt"], tool_dirs)
+mpirun = shutil.which("mpirun")
+if mpirun:
+    config.available_features.add("mpi")
+    # Root is allowed in CI containers; oversubscription lets 4 ranks share
+    # 2 cores; the shared-memory transport avoids probing the network.
+    for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                        ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+                        ("OMPI_MCA_btl", "self,vader"),
+                        ("OMPI_MCA_btl_vader_single_copy_mechanism", "none")]:
+        config.environment[name] = value
+    # `timeout` bounds every run: a hang fails the test instead of CI.
+    config.substitutions.append(
+        ("%mpirun", "timeout 300 " + mpirun + " --oversubscribe -np"))
+config.substitutions.append(
+    ("%compare", sys.executable + " " +
+     os.path.join(config.zest_src_root, "test", "lib", "compare.py")))

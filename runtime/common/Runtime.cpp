@@ -56,7 +56,7 @@ public:
               " bytes (pool holds " + std::to_string(counters.pool_bytes) +
               " bytes)");
     }
-    sizes[ptr] = size;
+    sizes[ptr] = {size, bytes};
     counters.pool_bytes += size;
     counters.pool_peak_bytes =
         std::max(counters.pool_peak_bytes, counters.pool_bytes);
@@ -69,11 +69,11 @@ public:
     auto it = sizes.find(ptr);
     if (it == sizes.end())
       fatal("zest_pool_free of a pointer the pool did not allocate");
-    size_t size = it->second;
+    auto [size, requested] = it->second;
     sizes.erase(it);
     counters.pool_bytes -= size;
     if (gathered.erase(ptr))
-      counters.gathered_bytes -= size;
+      counters.gathered_bytes -= requested;
     freeLists[size].push_back(ptr);
   }
 
@@ -81,7 +81,8 @@ public:
     auto it = sizes.find(ptr);
     if (it == sizes.end() || !gathered.insert(ptr).second)
       return;
-    counters.gathered_bytes += it->second;
+    // Gathered bytes count the buffers themselves, not the pool rounding.
+    counters.gathered_bytes += it->second.second;
     counters.gathered_peak_bytes =
         std::max(counters.gathered_peak_bytes, counters.gathered_bytes);
   }
@@ -95,7 +96,8 @@ private:
     return (size + kAlignment - 1) / kAlignment * kAlignment;
   }
   std::map<size_t, std::vector<void *>> freeLists;
-  std::unordered_map<void *, size_t> sizes;
+  /// Bucket size and requested bytes of every live allocation.
+  std::unordered_map<void *, std::pair<size_t, int64_t>> sizes;
   std::unordered_set<void *> gathered;
 };
 

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -608,7 +609,27 @@ int main(int argc, char **argv) {
   double checksum = 0, measuredUs = 0;
   int64_t measuredSteps = 0;
   zest_reset_counters();
+  // Fault injection for the failure tests (docs/Runtime.md):
+  // ZEST_TEST_FAULT=<rank>:<step>:exit|hang makes that rank die or stall.
+  int faultRank = -1;
+  int64_t faultStep = -1;
+  std::string faultKind;
+  if (const char *fault = std::getenv("ZEST_TEST_FAULT")) {
+    char kind[16] = "";
+    long long stepValue = -1;
+    if (std::sscanf(fault, "%d:%lld:%15s", &faultRank, &stepValue, kind) == 3)
+      faultStep = stepValue, faultKind = kind;
+  }
   for (int64_t step = startStep; step < startStep + options.steps; ++step) {
+    if (rank == faultRank && step + 1 == faultStep) {
+      std::fprintf(stderr, "zest: rank %d: injected fault '%s' at step %lld\n",
+                   rank, faultKind.c_str(), static_cast<long long>(step + 1));
+      std::fflush(stderr);
+      if (faultKind == "exit")
+        std::_Exit(3);
+      while (faultKind == "hang")
+        sleep(1);
+    }
     double stepStart = zest_now_us();
     for (UnitState &state : states)
       std::fill(state.grad.begin(), state.grad.end(), 0.0f);
