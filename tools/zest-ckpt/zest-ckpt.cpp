@@ -67,8 +67,8 @@ FullState loadCheckpointDir(const std::string &dir) {
       state.metadata = file.metadata;
     else if (file.metadata["step"] != state.metadata["step"])
       fail("'" + dir + "' mixes steps across ranks (rank 0 at " +
-           state.metadata["step"] + ", rank " + std::to_string(rank) +
-           " at " + file.metadata["step"] + ")");
+           state.metadata["step"] + ", rank " + std::to_string(rank) + " at " +
+           file.metadata["step"] + ")");
     for (const ManifestUnit &unit : state.manifest.units) {
       for (std::string suffix : {std::string(""), std::string(kStates[0]),
                                  std::string(kStates[1])}) {
@@ -172,14 +172,14 @@ void split(const safetensors::File &full, const Manifest &layout,
       for (int64_t rank = 0; rank < world; ++rank)
         ranks[rank].tensors.push_back(
             {unit.name + suffix,
-             {"F32", {unit.shard},
+             {"F32",
+              {unit.shard},
               slice(flat, unit.sharded() ? rank * unit.shard : 0,
                     unit.shard)}});
     }
   }
   for (int64_t rank = 0; rank < world; ++rank)
-    if (!safetensors::write(rankFileName(dir, rank, world), ranks[rank],
-                            error))
+    if (!safetensors::write(rankFileName(dir, rank, world), ranks[rank], error))
       fail(error);
   if (!writeFileAtomically(dir + "/manifest.json", layout.toJson(), error))
     fail(error);
@@ -224,9 +224,8 @@ int main(int argc, char **argv) {
   if (command == "consolidate" && argc >= 4) {
     bool optimizer = argc >= 5 && std::strcmp(argv[4], "--optimizer") == 0;
     std::string error;
-    if (!safetensors::write(argv[3],
-                            consolidate(loadCheckpointDir(argv[2]), optimizer),
-                            error))
+    if (!safetensors::write(
+            argv[3], consolidate(loadCheckpointDir(argv[2]), optimizer), error))
       fail(error);
     return 0;
   }

@@ -1,0 +1,107 @@
+// RUN: zest-opt %s -split-input-file -convert-zest-to-runtime -verify-diagnostics | FileCheck %s
+// The result bufferizes (the unsupported case aside).
+// RUN: zest-opt %s -split-input-file -convert-zest-to-runtime -one-shot-bufferize="bufferize-function-boundaries" -verify-diagnostics -o /dev/null
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "u.w" : tensor<2x3xf32> at 0,
+  "u.b" : tensor<f32> at 6
+]
+
+// Unit names reach the runtime as constant strings (for traces).
+// CHECK: llvm.mlir.global internal constant @zest.tag.u("u\00")
+
+// A synchronous gather: the shard's buffer and a fresh result buffer go to
+// the runtime as raw pointers; the result comes back as a restrict tensor,
+// marked in the pool as gathered. Views become slices + reshapes.
+// CHECK-LABEL: func.func @gather(
+// CHECK-SAME:    %[[S:.*]]: tensor<4xf32>
+// CHECK-DAG:   %[[TAG:.*]] = llvm.mlir.addressof @zest.tag.u : !llvm.ptr
+// CHECK-DAG:   %[[SEND:.*]] = bufferization.to_buffer %[[S]] read_only : tensor<4xf32> to memref<4xf32>
+// CHECK-DAG:   %[[RECV:.*]] = memref.alloc() : memref<8xf32>
+// CHECK:       %[[REQ:.*]] = call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %[[TAG]]) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+// CHECK:       call @zest_wait(%[[REQ]]) : (i64) -> ()
+// CHECK:       call @zest_pool_mark_gathered(%{{.*}}) : (!llvm.ptr) -> ()
+// CHECK:       %[[FULL:.*]] = bufferization.to_tensor %[[RECV]] restrict writable : memref<8xf32> to tensor<8xf32>
+// CHECK:       %[[WS:.*]] = tensor.extract_slice %[[FULL]][0] [6] [1] : tensor<8xf32> to tensor<6xf32>
+// CHECK:       %[[W:.*]] = tensor.expand_shape %[[WS]] {{\[}}[0, 1]] output_shape [2, 3] : tensor<6xf32> into tensor<2x3xf32>
+// CHECK:       %[[BS:.*]] = tensor.extract_slice %[[FULL]][6] [1] [1] : tensor<8xf32> to tensor<1xf32>
+// CHECK:       %[[B:.*]] = tensor.collapse_shape %[[BS]] [] : tensor<1xf32> into tensor<f32>
+// CHECK:       %[[W2:.*]] = linalg.add ins(%[[W]], %[[W]]
+// CHECK:       %[[B2:.*]] = linalg.add ins(%[[B]], %[[B]]
+// The release goes: deallocation frees the buffer after its last use.
+// CHECK-NOT:   zest.
+// CHECK:       return %[[W2]], %[[B2]]
+func.func @gather(%s: tensor<4xf32>) -> (tensor<2x3xf32>, tensor<f32>) {
+  %full = zest.all_gather %s for @u : tensor<4xf32> -> tensor<8xf32>
+  %w = zest.unflatten %full, @u, "u.w" : tensor<8xf32> -> tensor<2x3xf32>
+  %b = zest.unflatten %full, @u, "u.b" : tensor<8xf32> -> tensor<f32>
+  %ew = tensor.empty() : tensor<2x3xf32>
+  %w2 = linalg.add ins(%w, %w : tensor<2x3xf32>, tensor<2x3xf32>) outs(%ew : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %eb = tensor.empty() : tensor<f32>
+  %b2 = linalg.add ins(%b, %b : tensor<f32>, tensor<f32>) outs(%eb : tensor<f32>) -> tensor<f32>
+  zest.release %full : tensor<8xf32>
+  return %w2, %b2 : tensor<2x3xf32>, tensor<f32>
+}
+
+// Flatten: zeros, then each gradient at its offset; reduce-scatter with the
+// reduction code (avg = 1) and the per-rank count.
+// CHECK-LABEL: func.func @scatter(
+// CHECK:       %[[E:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK:       %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<8xf32>) -> tensor<8xf32>
+// CHECK:       %[[F:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+// CHECK:       %[[I:.*]] = tensor.insert_slice %[[F]] into %[[Z]][0] [6] [1] : tensor<6xf32> into tensor<8xf32>
+// CHECK:       bufferization.to_buffer %[[I]] read_only
+// CHECK:       memref.alloc() : memref<4xf32>
+// CHECK:       call @zest_reduce_scatter_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+// CHECK:       call @zest_wait
+// CHECK-NOT:   zest_pool_mark_gathered
+// CHECK:       return
+func.func @scatter(%g: tensor<2x3xf32>) -> tensor<4xf32> {
+  %flat = zest.flatten @u ["u.w"] (%g) : tensor<2x3xf32> -> tensor<8xf32>
+  %r = zest.reduce_scatter avg %flat for @u : tensor<8xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// Asynchronous pairs: the start call where the start op was, the wait where
+// zest.wait was, with work in between.
+// CHECK-LABEL: func.func @async(
+// CHECK:       %[[REQ:.*]] = call @zest_all_gather_start
+// CHECK-NEXT:  arith.addf
+// CHECK-NEXT:  call @zest_wait(%[[REQ]])
+func.func @async(%s: tensor<4xf32>, %x: f32) -> (tensor<8xf32>, f32) {
+  %f = zest.all_gather_start %s for @u : tensor<4xf32> -> !zest.future<tensor<8xf32>>
+  %y = arith.addf %x, %x : f32
+  %full = zest.wait %f : !zest.future<tensor<8xf32>>
+  return %full, %y : tensor<8xf32>, f32
+}
+
+// The runtime functions are declared once.
+// CHECK-DAG: func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+// CHECK-DAG: func.func private @zest_wait(i64)
+// CHECK-DAG: func.func private @zest_pool_mark_gathered(!llvm.ptr)
+
+// -----
+
+// Replicated units all-reduce the full buffer; integers use their dtype code
+// (I64 = 5) and the sum reduction (0).
+zest.unit @r replicated : i64, world_size = 2, padded_size = 3, shard_size = 3 [
+  "r.count" : tensor<3xi64> at 0
+]
+// CHECK-LABEL: func.func @reduce(
+// CHECK: call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c3_i64, %c5_i32, %c0_i32, %{{.*}})
+func.func @reduce(%x: tensor<3xi64>) -> tensor<3xi64> {
+  %r = zest.all_reduce sum %x for @r : tensor<3xi64>
+  return %r : tensor<3xi64>
+}
+
+// -----
+
+// Element types the runtime cannot move are reported at the op.
+zest.unit @c sharded : i16, world_size = 1, padded_size = 2, shard_size = 2 [
+  "c.w" : tensor<2xi16> at 0
+]
+func.func @unsupported(%s: tensor<2xi16>) -> tensor<2xi16> {
+  // expected-error@+1 {{'zest.all_gather' op cannot be lowered to the runtime: element types must be f32, f64, f16, bf16, i8, i32 or i64}}
+  %f = zest.all_gather %s for @c : tensor<2xi16> -> tensor<2xi16>
+  return %f : tensor<2xi16>
+}
