@@ -6,6 +6,7 @@
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_CONVERTZESTTORUNTIMEPASS
@@ -112,54 +113,39 @@ static Value finishCollective(PatternRewriter &rewriter, Location loc,
 }
 
 static CollectiveInfo getInfo(Operation *op) {
-  auto result = cast<RankedTensorType>(
-      isa<FutureType>(op->getResult(0).getType())
-          ? cast<FutureType>(op->getResult(0).getType()).getValueType()
-          : op->getResult(0).getType());
-  if (auto gather = dyn_cast<AllGatherOp>(op))
-    return {"zest_all_gather_start",
-            gather.getShard(),
-            result,
-            gather.getUnit(),
-            gather.getShard().getType().getNumElements(),
-            std::nullopt,
-            true};
-  if (auto gather = dyn_cast<AllGatherStartOp>(op))
-    return {"zest_all_gather_start",
-            gather.getShard(),
-            result,
-            gather.getUnit(),
-            gather.getShard().getType().getNumElements(),
-            std::nullopt,
-            true};
-  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-    return {"zest_reduce_scatter_start",
-            scatter.getInput(),
-            result,
-            scatter.getUnit(),
-            result.getNumElements(),
-            scatter.getReduction(),
-            false};
-  if (auto scatter = dyn_cast<ReduceScatterStartOp>(op))
-    return {"zest_reduce_scatter_start",
-            scatter.getInput(),
-            result,
-            scatter.getUnit(),
-            result.getNumElements(),
-            scatter.getReduction(),
-            false};
-  if (auto reduce = dyn_cast<AllReduceOp>(op))
-    return {"zest_all_reduce_start",
-            reduce.getInput(),
-            result,
-            reduce.getUnit(),
-            result.getNumElements(),
-            reduce.getReduction(),
-            false};
-  auto reduce = cast<AllReduceStartOp>(op);
-  return {
-      "zest_all_reduce_start", reduce.getInput(),     result, reduce.getUnit(),
-      result.getNumElements(), reduce.getReduction(), false};
+  Type resultType = op->getResult(0).getType();
+  if (auto future = dyn_cast<FutureType>(resultType))
+    resultType = future.getValueType();
+  auto result = cast<RankedTensorType>(resultType);
+  // Synchronous and asynchronous forms share their accessors.
+  return llvm::TypeSwitch<Operation *, CollectiveInfo>(op)
+      .Case<AllGatherOp, AllGatherStartOp>([&](auto gather) {
+        return CollectiveInfo{"zest_all_gather_start",
+                              gather.getShard(),
+                              result,
+                              gather.getUnit(),
+                              gather.getShard().getType().getNumElements(),
+                              std::nullopt,
+                              /*gathers=*/true};
+      })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto scatter) {
+        return CollectiveInfo{"zest_reduce_scatter_start",
+                              scatter.getInput(),
+                              result,
+                              scatter.getUnit(),
+                              result.getNumElements(),
+                              scatter.getReduction(),
+                              /*gathers=*/false};
+      })
+      .Case<AllReduceOp, AllReduceStartOp>([&](auto reduce) {
+        return CollectiveInfo{"zest_all_reduce_start",
+                              reduce.getInput(),
+                              result,
+                              reduce.getUnit(),
+                              result.getNumElements(),
+                              reduce.getReduction(),
+                              /*gathers=*/false};
+      });
 }
 
 /// Synchronous collectives: start and wait in place.
