@@ -2,6 +2,7 @@
 
 #include "zest/Driver/Compiler.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -29,6 +30,7 @@ using namespace mlir::zest;
 static constexpr const char *kLoweringPipeline =
     "zest-prepare-entry-points,"
     "convert-zest-to-runtime,"
+    "func.func(zest-decompose-aggregates),"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
@@ -242,6 +244,20 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   // Units are compile-time metadata; the descriptor carries them on.
   for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
     unit.erase();
+  // Anything not in the LLVM dialect now is an op the lowering does not
+  // handle: name it where the model wrote it.
+  WalkResult leftover = module.walk([](Operation *op) {
+    if (isa<ModuleOp>(op) || isa<LLVM::LLVMDialect>(op->getDialect()))
+      return WalkResult::advance();
+    if (isa<UnrealizedConversionCastOp>(op))
+      return WalkResult::advance(); // reported through its operand's producer
+    op->emitError() << "zestc cannot lower '" << op->getName()
+                    << "' to machine code: the operation is not supported by "
+                    << "the lowering pipeline (zestc --print-pipeline)";
+    return WalkResult::interrupt();
+  });
+  if (leftover.wasInterrupted())
+    return failure();
   if (options.emit == EmitKind::Mlir) {
     std::error_code ec;
     llvm::ToolOutputFile out(options.output, ec, llvm::sys::fs::OF_None);

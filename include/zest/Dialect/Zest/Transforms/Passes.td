@@ -135,6 +135,22 @@ def WriteManifestPass : Pass<"zest-manifest", "::mlir::ModuleOp"> {
   ];
 }
 
+def DecomposeAggregatesPass
+    : Pass<"zest-decompose-aggregates", "::mlir::func::FuncOp"> {
+  let summary = "Decomposes aggregate linalg ops (softmax, ...) into "
+                "structured ops";
+  let description = [{
+    Ops implementing `linalg::AggregatedOpInterface` (e.g. `linalg.softmax`)
+    are not structured ops and do not lower to loops; this pass replaces each
+    by its decomposition (for softmax: max, sub + exp, sum, div as
+    `linalg.generic`s), as `transform.structured.decompose_interface` does.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FreeAfterLastUsePass
     : Pass<"zest-free-after-last-use", "::mlir::func::FuncOp"> {
   let summary = "Moves each buffer's dealloc right after its last use";
