@@ -3,6 +3,17 @@
 // RUN: zest-opt %examples/mlp_train.mlir -zest-verify-contract -o /dev/null
 // RUN: zest-opt %examples/transformer_block_train.mlir -zest-verify-contract -o /dev/null
 // RUN: zest-opt %examples/mlp_inference.mlir -zest-verify-contract -o /dev/null
+// RUN: zest-opt %examples/tied_embedding_train.mlir -zest-verify-contract -o /dev/null
+//
+// Tied embedding: gathered for each of its two use intervals, gradients
+// reduce-scattered once.
+// RUN: zest-opt %examples/tied_embedding_train.mlir -zest-shard-pipeline="world-size=2 leaf-classes=Embedding,Head" | FileCheck %s --check-prefix=TIED
+// TIED: zest.all_gather %arg0 for @embed
+// TIED: zest.all_gather %arg1 for @head
+// TIED: zest.all_gather %arg0 for @embed
+// TIED: zest.reduce_scatter avg %{{.*}} for @head
+// TIED: zest.reduce_scatter avg %{{.*}} for @embed
+// TIED-NOT: zest.reduce_scatter
 //
 // MLP, 2 layers as leaf modules on 4 ranks: each layer gathered once (its
 // forward and backward uses are adjacent for layers.1; layers.0's weight is

@@ -43,11 +43,15 @@ def parse_descriptor(text):
     return units, functions
 
 
+CTYPES = {"F32": ctypes.c_float, "I64": ctypes.c_int64, "I32": ctypes.c_int32}
+
+
 class Buffer:
     def __init__(self, spec):
-        if spec.dtype != "F32":
-            sys.exit(f"gradcheck: only F32 tensors are supported, got {spec.dtype}")
-        self.values = (ctypes.c_float * spec.numel)()
+        if spec.dtype not in CTYPES:
+            sys.exit(f"gradcheck: unsupported dtype {spec.dtype}")
+        self.integer = spec.dtype != "F32"
+        self.values = (CTYPES[spec.dtype] * spec.numel)()
         address = ctypes.addressof(self.values)
         strides, stride = [], 1
         for dim in reversed(spec.shape):
@@ -63,6 +67,8 @@ def main():
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--step", type=float, default=1e-2)
+    parser.add_argument("--int-bound", type=int, default=16,
+                        help="integer data is drawn from [0, N)")
     args = parser.parse_args()
 
     lib = ctypes.CDLL(args.library, mode=ctypes.RTLD_GLOBAL)
@@ -86,7 +92,8 @@ def main():
     for (kind, _, spec), buffer in zip(function["args"], arg_buffers):
         scale = 0.3 if kind == "unit" else 1.0
         for i in range(spec.numel):
-            buffer.values[i] = rng.uniform(-scale, scale)
+            buffer.values[i] = (rng.randrange(args.int_bound) if buffer.integer
+                                else rng.uniform(-scale, scale))
     pointers = (ctypes.c_void_p * (len(arg_buffers) + len(result_buffers)))(
         *[ctypes.addressof(b.descriptor) for b in arg_buffers + result_buffers])
 
