@@ -47,13 +47,19 @@ public:
   broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
   virtual std::unique_ptr<PendingOp> barrier() = 0;
 
+  /// True if backend calls may come from a second thread (serialized by the
+  /// runtime), as a progress thread needs.
+  virtual bool supportsProgressThread() const = 0;
+
   /// Makes every rank exit with `code`; never returns.
   [[noreturn]] virtual void abort(int code) = 0;
   virtual void finalize() = 0;
 };
 
-/// Creates the Open MPI backend (calls MPI_Init).
-std::unique_ptr<Backend> createMpiBackend(int *argc, char ***argv);
+/// Creates the Open MPI backend (calls MPI_Init_thread, asking for
+/// MPI_THREAD_SERIALIZED when `progressThread`).
+std::unique_ptr<Backend> createMpiBackend(int *argc, char ***argv,
+                                          bool progressThread);
 
 /// Reports a fatal error on this rank and aborts the job (zest_fatal).
 [[noreturn]] void fatal(const std::string &message);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -111,6 +112,12 @@ struct Runtime {
   bool tracing = false;
   std::vector<TraceEvent> trace;
   std::mutex mutex; // guards the pool: allocations may come from any thread
+  // Every backend call and the request table are guarded by `comm`, so a
+  // progress thread can test requests while the main thread computes (MPI
+  // then only needs MPI_THREAD_SERIALIZED).
+  std::mutex comm;
+  std::thread progressThread;
+  std::atomic<bool> stopProgress{false};
 };
 
 Runtime *runtime = nullptr;
@@ -134,9 +141,13 @@ std::string describe(const Request &request) {
   return text + " (" + std::to_string(request.bytes) + " bytes)";
 }
 
-zest_request_t enqueue(std::unique_ptr<PendingOp> op, const char *kind,
-                       const char *tag, int64_t bytes, int64_t bytesSent) {
+/// Starts a backend operation under the communication lock and records it.
+template <typename Start>
+zest_request_t enqueue(Start start, const char *kind, const char *tag,
+                       int64_t bytes, int64_t bytesSent) {
   Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.comm);
+  std::unique_ptr<PendingOp> op = start(*rt.backend);
   zest_request_t id = rt.nextRequest++;
   rt.requests[id] = {std::move(op), kind, tag ? tag : "", bytes, nowUs()};
   rt.pool.counters.bytes_sent += bytesSent;
@@ -185,13 +196,32 @@ int zest_init(int *argc, char ***argv) {
   runtime = new Runtime();
   if (const char *timeout = std::getenv("ZEST_TIMEOUT_S"))
     runtime->timeoutSeconds = std::atof(timeout);
-  runtime->backend = createMpiBackend(argc, argv);
+  const char *progress = std::getenv("ZEST_PROGRESS");
+  bool thread = progress && std::string(progress) == "thread";
+  runtime->backend = createMpiBackend(argc, argv, thread);
+  if (thread && runtime->backend->supportsProgressThread()) {
+    // Tests pending requests every 50 us while the main thread computes.
+    runtime->progressThread = std::thread([] {
+      while (!runtime->stopProgress.load()) {
+        zest_progress();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    });
+  } else if (thread) {
+    std::fprintf(stderr, "zest: rank %d: warning: MPI lacks "
+                         "MPI_THREAD_SERIALIZED; ZEST_PROGRESS=thread ignored\n",
+                 runtime->backend->rank());
+  }
   return 0;
 }
 
 void zest_finalize(void) {
   if (!runtime)
     return;
+  if (runtime->progressThread.joinable()) {
+    runtime->stopProgress = true;
+    runtime->progressThread.join();
+  }
   if (!runtime->requests.empty())
     fatal(std::to_string(runtime->requests.size()) +
           " collectives were started but never waited on");
@@ -241,7 +271,9 @@ zest_request_t zest_all_gather_start(const void *send, void *recv,
                                      const char *tag) {
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
-  return enqueue(rt.backend->allGather(send, recv, count, dtype), "all_gather",
+  return enqueue(
+      [&](Backend &b) { return b.allGather(send, recv, count, dtype); },
+      "all_gather",
                  tag, bytes * rt.backend->worldSize(),
                  bytes * (rt.backend->worldSize() - 1));
 }
@@ -251,7 +283,10 @@ zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
                                          zest_reduction_t op, const char *tag) {
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
-  return enqueue(rt.backend->reduceScatter(send, recv, count, dtype, op),
+  return enqueue(
+      [&](Backend &b) {
+        return b.reduceScatter(send, recv, count, dtype, op);
+      },
                  "reduce_scatter", tag, bytes * rt.backend->worldSize(),
                  bytes * (rt.backend->worldSize() - 1));
 }
@@ -263,12 +298,14 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
   int64_t bytes = count * zest_dtype_size(dtype);
   int world = rt.backend->worldSize();
   // A ring all-reduce sends 2 (W - 1) / W of the buffer.
-  return enqueue(rt.backend->allReduce(send, recv, count, dtype, op),
+  return enqueue(
+      [&](Backend &b) { return b.allReduce(send, recv, count, dtype, op); },
                  "all_reduce", tag, bytes, 2 * bytes * (world - 1) / world);
 }
 
 void zest_wait(zest_request_t id) {
   Runtime &rt = get();
+  std::unique_lock<std::mutex> lock(rt.comm);
   auto it = rt.requests.find(id);
   if (it == rt.requests.end())
     fatal("zest_wait on unknown or already completed request " +
@@ -286,7 +323,9 @@ void zest_wait(zest_request_t id) {
             std::to_string(int(rt.timeoutSeconds)) +
             " s (ZEST_TIMEOUT_S); another rank may have died or issued "
             "different collectives");
+    lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
   }
   if (rt.tracing)
     rt.trace.push_back(
@@ -295,20 +334,24 @@ void zest_wait(zest_request_t id) {
 }
 
 void zest_progress(void) {
-  for (auto &[id, request] : get().requests)
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.comm);
+  for (auto &[id, request] : rt.requests)
     request.op->test();
 }
 
 void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) {
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
-  zest_wait(enqueue(rt.backend->broadcast(buffer, count, dtype, root),
+  zest_wait(enqueue(
+      [&](Backend &b) { return b.broadcast(buffer, count, dtype, root); },
                     "broadcast", nullptr, bytes,
                     rt.backend->rank() == root ? bytes : 0));
 }
 
 void zest_barrier(void) {
-  zest_wait(enqueue(get().backend->barrier(), "barrier", nullptr, 0, 0));
+  zest_wait(enqueue([](Backend &b) { return b.barrier(); }, "barrier",
+                    nullptr, 0, 0));
 }
 
 void *zest_pool_alloc(int64_t bytes) {

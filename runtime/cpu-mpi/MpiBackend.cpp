@@ -127,13 +127,17 @@ private:
 
 class MpiBackend : public Backend {
 public:
-  MpiBackend(int *argc, char ***argv) {
-    int initialized = 0;
+  MpiBackend(int *argc, char ***argv, bool progressThread) {
+    int initialized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
-    if (!initialized) {
-      int provided;
-      MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-    }
+    if (!initialized)
+      MPI_Init_thread(argc, argv,
+                      progressThread ? MPI_THREAD_SERIALIZED
+                                     : MPI_THREAD_FUNNELED,
+                      &provided);
+    else
+      MPI_Query_thread(&provided);
+    serialized = provided >= MPI_THREAD_SERIALIZED;
     comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rankId);
@@ -143,6 +147,7 @@ public:
   }
 
   const char *name() const override { return "cpu-mpi"; }
+  bool supportsProgressThread() const override { return serialized; }
   int rank() const override { return rankId; }
   int worldSize() const override { return size; }
 
@@ -264,6 +269,7 @@ private:
 
   MPI_Comm comm;
   int rankId = 0, size = 1;
+  bool serialized = false;
   MPI_Op bf16Sum, f16Sum;
 };
 
@@ -315,6 +321,7 @@ void MpiOp::divide() {
 
 } // namespace
 
-std::unique_ptr<Backend> zest::rt::createMpiBackend(int *argc, char ***argv) {
-  return std::make_unique<MpiBackend>(argc, argv);
+std::unique_ptr<Backend> zest::rt::createMpiBackend(int *argc, char ***argv,
+                                                   bool progressThread) {
+  return std::make_unique<MpiBackend>(argc, argv, progressThread);
 }
