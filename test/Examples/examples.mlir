@@ -54,3 +54,11 @@
 // INF: func.func @forward(%{{.*}}: tensor<544xf32> {zest.unit = @fc1}, %{{.*}}: tensor<2080xf32> {zest.unit = @fc2}, %{{.*}}: tensor<325xf32> {zest.unit = @fc3}, %{{.*}}: tensor<4x16xf32>) -> tensor<4x10xf32>
 // INF-COUNT-3: zest.all_gather
 // INF-NOT: zest.reduce_scatter
+//
+// Sharded IR round-trips: printed, parsed and printed again, it is the same
+// text (generic form included).
+// RUN: zest-opt %examples/transformer_block_train.mlir -zest-shard-pipeline="world-size=3 leaf-classes=Attention,MLP ignore=block.ln1.*" > %t.sharded.mlir
+// RUN: zest-opt %t.sharded.mlir > %t.again.mlir
+// RUN: diff %t.sharded.mlir %t.again.mlir
+// RUN: zest-opt %t.sharded.mlir -mlir-print-op-generic | zest-opt > %t.generic.mlir
+// RUN: diff %t.sharded.mlir %t.generic.mlir
