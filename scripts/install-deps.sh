@@ -7,8 +7,8 @@ set -euo pipefail
 PACKAGES=(
   # Toolchain: LLVM/MLIR 22 (FileCheck and lit come with llvm-22-tools).
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22
-  # Build system.
-  cmake ninja-build ccache make python3
+  # Build system (g++ also links the executables zestc makes).
+  cmake ninja-build ccache make python3 g++
   # CPU runtime: collectives and GEMM.
   libopenmpi-dev openmpi-bin libopenblas-dev
   # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.
