@@ -1,6 +1,7 @@
 //===- Compiler.cpp - The zestc compilation pipeline ----------------------===//
 
 #include "zest/Driver/Compiler.h"
+#include "zest/Conversion/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -28,7 +29,6 @@ using namespace mlir::zest;
 // The lowering, as a textual pipeline so --print-pipeline shows exactly what
 // runs (and any step can be replayed with zest-opt).
 static constexpr const char *kLoweringPipeline =
-    "zest-prepare-entry-points,"
     "convert-zest-to-runtime,"
     "func.func(zest-decompose-aggregates),"
     "one-shot-bufferize{bufferize-function-boundaries "
@@ -70,6 +70,10 @@ static SmallVector<std::string> getEntryPoints(ModuleOp module) {
 /// Checks what the host driver can call: tensors in, tensors out, and no
 /// name that clashes with the driver's own symbols.
 static LogicalResult checkEntryPoints(ModuleOp module) {
+  if (getEntryPoints(module).empty())
+    return emitError(module.getLoc())
+           << "the module has no entry point: zestc compiles the public "
+           << "functions with a body";
   bool ok = true;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal() || !func.isPublic())
@@ -221,6 +225,8 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   MLIRContext *ctx = module.getContext();
   PassManager shard(ctx);
   buildShardPipeline(shard, options.shard);
+  // The calling convention is fixed before the descriptor describes it.
+  shard.addPass(createPrepareEntryPointsPass());
   if (failed(shard.run(module)) || failed(checkEntryPoints(module)))
     return failure();
   std::string descriptor = buildModelDescriptor(module);

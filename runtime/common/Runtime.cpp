@@ -4,13 +4,13 @@
 #include "zest_runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -208,8 +208,9 @@ int zest_init(int *argc, char ***argv) {
       }
     });
   } else if (thread) {
-    std::fprintf(stderr, "zest: rank %d: warning: MPI lacks "
-                         "MPI_THREAD_SERIALIZED; ZEST_PROGRESS=thread ignored\n",
+    std::fprintf(stderr,
+                 "zest: rank %d: warning: MPI lacks "
+                 "MPI_THREAD_SERIALIZED; ZEST_PROGRESS=thread ignored\n",
                  runtime->backend->rank());
   }
   return 0;
@@ -273,9 +274,8 @@ zest_request_t zest_all_gather_start(const void *send, void *recv,
   int64_t bytes = count * zest_dtype_size(dtype);
   return enqueue(
       [&](Backend &b) { return b.allGather(send, recv, count, dtype); },
-      "all_gather",
-                 tag, bytes * rt.backend->worldSize(),
-                 bytes * (rt.backend->worldSize() - 1));
+      "all_gather", tag, bytes * rt.backend->worldSize(),
+      bytes * (rt.backend->worldSize() - 1));
 }
 
 zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
@@ -284,11 +284,9 @@ zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
   return enqueue(
-      [&](Backend &b) {
-        return b.reduceScatter(send, recv, count, dtype, op);
-      },
-                 "reduce_scatter", tag, bytes * rt.backend->worldSize(),
-                 bytes * (rt.backend->worldSize() - 1));
+      [&](Backend &b) { return b.reduceScatter(send, recv, count, dtype, op); },
+      "reduce_scatter", tag, bytes * rt.backend->worldSize(),
+      bytes * (rt.backend->worldSize() - 1));
 }
 
 zest_request_t zest_all_reduce_start(const void *send, void *recv,
@@ -300,7 +298,7 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
   // A ring all-reduce sends 2 (W - 1) / W of the buffer.
   return enqueue(
       [&](Backend &b) { return b.allReduce(send, recv, count, dtype, op); },
-                 "all_reduce", tag, bytes, 2 * bytes * (world - 1) / world);
+      "all_reduce", tag, bytes, 2 * bytes * (world - 1) / world);
 }
 
 void zest_wait(zest_request_t id) {
@@ -345,13 +343,12 @@ void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) {
   int64_t bytes = count * zest_dtype_size(dtype);
   zest_wait(enqueue(
       [&](Backend &b) { return b.broadcast(buffer, count, dtype, root); },
-                    "broadcast", nullptr, bytes,
-                    rt.backend->rank() == root ? bytes : 0));
+      "broadcast", nullptr, bytes, rt.backend->rank() == root ? bytes : 0));
 }
 
 void zest_barrier(void) {
-  zest_wait(enqueue([](Backend &b) { return b.barrier(); }, "barrier",
-                    nullptr, 0, 0));
+  zest_wait(enqueue([](Backend &b) { return b.barrier(); }, "barrier", nullptr,
+                    0, 0));
 }
 
 void *zest_pool_alloc(int64_t bytes) {

@@ -322,6 +322,6 @@ void MpiOp::divide() {
 } // namespace
 
 std::unique_ptr<Backend> zest::rt::createMpiBackend(int *argc, char ***argv,
-                                                   bool progressThread) {
+                                                    bool progressThread) {
   return std::make_unique<MpiBackend>(argc, argv, progressThread);
 }

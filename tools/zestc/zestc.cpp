@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Conversion/Passes.h"
 #include "zest/Driver/Compiler.h"
 #include "zest/InitAllZest.h"
 
@@ -122,6 +123,7 @@ int main(int argc, char **argv) {
     MLIRContext ctx;
     PassManager shard(&ctx), lower(&ctx);
     buildShardPipeline(shard, options.shard);
+    shard.addPass(createPrepareEntryPointsPass());
     buildLoweringPipeline(lower);
     llvm::outs() << "sharding: ";
     shard.printAsTextualPipeline(llvm::outs());

@@ -62,12 +62,15 @@ def PrepareEntryPointsPass
   let summary = "Fixes the calling convention of the model's public functions";
   let description = [{
     Every public function with a body becomes an entry point called by the
-    host driver: its arguments are marked `bufferization.writable = false`
+    host driver: scalar (integer or float) arguments and results become 0-d
+    tensors, so every value crosses the boundary as a memref descriptor; its
+    arguments are marked `bufferization.writable = false`
     (the host owns those buffers; bufferization copies instead of writing
     into them) and it gets `llvm.emit_c_interface`, so after
     `buffer-results-to-out-params` it is callable as
     `_mlir_ciface_<name>(descriptor *args..., descriptor *results...)`.
   }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
 #endif // ZEST_CONVERSION_PASSES_TD

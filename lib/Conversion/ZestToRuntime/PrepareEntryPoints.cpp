@@ -2,12 +2,49 @@
 
 #include "zest/Conversion/Passes.h"
 
+#include "mlir/IR/Builders.h"
+
 namespace mlir::zest {
 #define GEN_PASS_DEF_PREPAREENTRYPOINTSPASS
 #include "zest/Conversion/Passes.h.inc"
 } // namespace mlir::zest
 
 using namespace mlir;
+
+/// Scalars cross the host boundary as 0-d tensors (one memref descriptor
+/// each), so a `f32 {zest.loss}` result needs no special calling convention.
+static void scalarsToTensors(func::FuncOp func) {
+  OpBuilder builder(func.getContext());
+  Block &entry = func.front();
+  SmallVector<Type> argTypes(func.getArgumentTypes());
+  builder.setInsertionPointToStart(&entry);
+  for (BlockArgument arg : entry.getArguments()) {
+    Type type = arg.getType();
+    if (!type.isIntOrIndexOrFloat())
+      continue;
+    auto tensorType = RankedTensorType::get({}, type);
+    arg.setType(tensorType);
+    argTypes[arg.getArgNumber()] = tensorType;
+    auto extract =
+        tensor::ExtractOp::create(builder, arg.getLoc(), arg, ValueRange{});
+    arg.replaceAllUsesExcept(extract.getResult(), extract.getOperation());
+  }
+  SmallVector<Type> resultTypes(func.getResultTypes());
+  for (Type &type : resultTypes)
+    if (type.isIntOrIndexOrFloat())
+      type = RankedTensorType::get({}, type);
+  func.walk([&](func::ReturnOp ret) {
+    builder.setInsertionPoint(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value value = operand.get();
+      if (value.getType().isIntOrIndexOrFloat())
+        operand.set(tensor::FromElementsOp::create(
+            builder, ret.getLoc(), RankedTensorType::get({}, value.getType()),
+            value));
+    }
+  });
+  func.setType(FunctionType::get(func.getContext(), argTypes, resultTypes));
+}
 
 namespace {
 struct PrepareEntryPointsPass
@@ -17,11 +54,11 @@ struct PrepareEntryPointsPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || !func.isPublic())
         continue;
+      scalarsToTensors(func);
       func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
       for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-        if (isa<TensorType>(func.getArgumentTypes()[i]))
-          func.setArgAttr(i, "bufferization.writable",
-                          builder.getBoolAttr(false));
+        func.setArgAttr(i, "bufferization.writable",
+                        builder.getBoolAttr(false));
     }
   }
 };

@@ -16,9 +16,8 @@ struct DecomposeAggregatesPass
     : public zest::impl::DecomposeAggregatesPassBase<DecomposeAggregatesPass> {
   void runOnOperation() override {
     SmallVector<linalg::AggregatedOpInterface> aggregates;
-    getOperation().walk([&](linalg::AggregatedOpInterface op) {
-      aggregates.push_back(op);
-    });
+    getOperation().walk(
+        [&](linalg::AggregatedOpInterface op) { aggregates.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (linalg::AggregatedOpInterface op : aggregates) {
       rewriter.setInsertionPoint(op);
