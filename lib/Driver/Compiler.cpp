@@ -163,6 +163,19 @@ createHostTargetMachine(ModuleOp module, std::string &error) {
       llvm::TargetOptions(), llvm::Reloc::PIC_));
 }
 
+/// Writes `path` with `print`, reporting a file that cannot be created.
+static LogicalResult
+writeOutput(StringRef path, Location loc,
+            function_ref<void(llvm::raw_ostream &)> print) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
+  print(out.os());
+  out.keep();
+  return success();
+}
+
 static LogicalResult emitObject(llvm::Module &module,
                                 llvm::TargetMachine &machine, StringRef path,
                                 Location loc) {
@@ -264,16 +277,9 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   });
   if (leftover.wasInterrupted())
     return failure();
-  if (options.emit == EmitKind::Mlir) {
-    std::error_code ec;
-    llvm::ToolOutputFile out(options.output, ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return emitError(module.getLoc())
-             << "cannot write '" << options.output << "': " << ec.message();
-    module.print(out.os());
-    out.keep();
-    return success();
-  }
+  if (options.emit == EmitKind::Mlir)
+    return writeOutput(options.output, module.getLoc(),
+                       [&](llvm::raw_ostream &os) { module.print(os); });
 
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
@@ -297,16 +303,10 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
     return emitError(module.getLoc())
            << "LLVM optimization failed: " << llvm::toString(std::move(err));
 
-  if (options.emit == EmitKind::Llvm) {
-    std::error_code ec;
-    llvm::ToolOutputFile out(options.output, ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return emitError(module.getLoc())
-             << "cannot write '" << options.output << "': " << ec.message();
-    llvmModule->print(out.os(), nullptr);
-    out.keep();
-    return success();
-  }
+  if (options.emit == EmitKind::Llvm)
+    return writeOutput(
+        options.output, module.getLoc(),
+        [&](llvm::raw_ostream &os) { llvmModule->print(os, nullptr); });
   if (options.emit == EmitKind::Object)
     return emitObject(*llvmModule, *machine, options.output, module.getLoc());
 
