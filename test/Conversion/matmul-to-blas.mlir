@@ -40,3 +40,60 @@ func.func @unchanged(%a: tensor<4x4xf32>, %b: memref<4x4xf64>, %c: memref<4x4xf3
   linalg.matmul ins(%c, %d : memref<4x4xf32, strided<[1, 4]>>, memref<4x4xf32>) outs(%d : memref<4x4xf32>)
   return %r : tensor<4x4xf32>
 }
+
+// -----
+
+// Matrix products written as linalg.generic contractions (acc + a * b) go to
+// BLAS too, with their transposition read off the maps.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @generic_nt(
+// CHECK: call @zest_sgemm(%c0_i32, %c1_i32, %c8_i64, %c32_i64, %c16_i64
+// CHECK-NOT: linalg.generic
+func.func @generic_nt(%a: memref<8x16xf32>, %b: memref<32x16xf32>, %c: memref<8x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x16xf32>, memref<32x16xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %y, %x : f32
+    %s = arith.addf %m, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @generic_batched(
+// CHECK: call @zest_sgemm_batched(%c0_i32, %c0_i32, %c2_i64, %c4_i64, %c5_i64, %c8_i64
+func.func @generic_batched(%p: memref<2x4x8xf32>, %q: memref<2x8x5xf32>, %r: memref<2x4x5xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %q : memref<2x4x8xf32>, memref<2x8x5xf32>) outs(%r : memref<2x4x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// Not a product: a max-plus contraction and a difference stay loops.
+// CHECK-LABEL: func.func @not_products(
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: call @zest_sgemm
+func.func @not_products(%a: memref<8x16xf32>, %b: memref<32x16xf32>, %c: memref<8x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x16xf32>, memref<32x16xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.addf %x, %y : f32
+    %s = arith.maximumf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x16xf32>, memref<32x16xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.subf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -70,14 +70,61 @@ static bool hasUnitInnerStride(Value value) {
   return strides.back() == 1;
 }
 
-template <typename OpTy> struct LowerToBlas : public OpRewritePattern<OpTy> {
-  LowerToBlas(MLIRContext *ctx, unsigned batchDims)
-      : OpRewritePattern<OpTy>(ctx), batchDims(batchDims) {}
+/// True if the region computes `acc + a * b` (either order) over the two
+/// inputs: a generic that is a matrix product in disguise.
+static bool isMulAddBody(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  if (body.getNumArguments() != 3 || body.getOperations().size() != 3)
+    return false;
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  Value acc = body.getArgument(2);
+  if (!add || (add.getLhs() != acc && add.getRhs() != acc))
+    return false;
+  auto mul = (add.getLhs() == acc ? add.getRhs() : add.getLhs())
+                 .getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return false;
+  Value a = body.getArgument(0), b = body.getArgument(1);
+  return (mul.getLhs() == a && mul.getRhs() == b) ||
+         (mul.getLhs() == b && mul.getRhs() == a);
+}
 
-  LogicalResult matchAndRewrite(OpTy op,
+/// Batch dimensions of a product BLAS can take: 0 for a matmul, 1 for a
+/// batch matmul or a batched generic contraction; none for anything else.
+static std::optional<unsigned> getBatchDims(linalg::LinalgOp op) {
+  if (isa<linalg::MatmulOp>(op))
+    return 0;
+  if (isa<linalg::BatchMatmulOp>(op))
+    return 1;
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic || generic.getNumDpsInputs() != 2 ||
+      generic.getNumDpsInits() != 1 || !isMulAddBody(generic))
+    return std::nullopt;
+  unsigned loops = generic.getNumLoops();
+  if (loops != 3 && loops != 4)
+    return std::nullopt;
+  // Loops are (batch?, m, n, k): all parallel but the last.
+  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
+  for (unsigned i = 0; i + 1 < loops; ++i)
+    if (iterators[i] != utils::IteratorType::parallel)
+      return std::nullopt;
+  if (iterators.back() != utils::IteratorType::reduction)
+    return std::nullopt;
+  return loops - 3;
+}
+
+struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
     if (!op.hasPureBufferSemantics())
       return rewriter.notifyMatchFailure(op, "not on buffers");
+    std::optional<unsigned> batch = getBatchDims(op);
+    if (!batch)
+      return rewriter.notifyMatchFailure(op, "not a product BLAS takes");
+    unsigned batchDims = *batch;
     std::optional<GemmLayout> layout = matchGemm(op, batchDims);
     if (!layout)
       return rewriter.notifyMatchFailure(op, "not a plain product");
@@ -120,16 +167,13 @@ template <typename OpTy> struct LowerToBlas : public OpRewritePattern<OpTy> {
     rewriter.eraseOp(op);
     return success();
   }
-
-  unsigned batchDims;
 };
 
 struct MatmulToBlasPass
     : public zest::impl::MatmulToBlasPassBase<MatmulToBlasPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<LowerToBlas<linalg::MatmulOp>>(&getContext(), 0);
-    patterns.add<LowerToBlas<linalg::BatchMatmulOp>>(&getContext(), 1);
+    patterns.add<LowerToBlas>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
