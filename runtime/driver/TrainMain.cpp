@@ -202,15 +202,18 @@ float initialValue(const ParamInfo &param, uint64_t seed, int64_t index) {
 //===----------------------------------------------------------------------===//
 
 /// A host buffer and the memref descriptor compiled code receives:
-/// {allocated, aligned, offset, sizes[rank], strides[rank]}.
+/// {allocated, aligned, offset, sizes[rank], strides[rank]}. It owns its
+/// bytes, or describes `external` storage the caller keeps alive.
 struct Buffer {
   TensorSpec spec;
   std::vector<char> bytes;
+  char *storage;
   std::vector<int64_t> descriptor;
 
-  explicit Buffer(const TensorSpec &spec)
-      : spec(spec), bytes(size_t(spec.bytes()) + 64, 0) {
-    int64_t address = reinterpret_cast<int64_t>(bytes.data());
+  explicit Buffer(const TensorSpec &spec, void *external = nullptr)
+      : spec(spec), bytes(external ? 0 : size_t(spec.bytes()) + 64, 0),
+        storage(external ? static_cast<char *>(external) : bytes.data()) {
+    int64_t address = reinterpret_cast<int64_t>(storage);
     descriptor = {address, address, 0};
     for (int64_t dim : spec.shape)
       descriptor.push_back(dim);
@@ -222,8 +225,8 @@ struct Buffer {
     }
     descriptor.insert(descriptor.end(), strides.begin(), strides.end());
   }
-  float *f32() { return reinterpret_cast<float *>(bytes.data()); }
-  void *data() { return bytes.data(); }
+  float *f32() { return reinterpret_cast<float *>(storage); }
+  void *data() { return storage; }
 };
 
 /// Reads element `i` of a float buffer as double.
@@ -254,6 +257,8 @@ public:
         usageError("data arguments disagree on the batch dimension (" +
                    std::to_string(batch) + " vs " + std::to_string(b) + ")");
       batch = b;
+      // Where this argument's slice starts inside a sample of a data file.
+      sampleOffsets.push_back(sampleBytes);
       sampleBytes += spec.bytes() / b;
     }
     if (options.data != "synthetic")
@@ -270,11 +275,11 @@ public:
       int64_t bytes = perSample * buffer.spec.dtype.bytes;
       for (int64_t s = 0; s < batch; ++s) {
         int64_t sample = first + s;
-        char *out = buffer.bytes.data() + s * bytes;
+        char *out = static_cast<char *>(buffer.data()) + s * bytes;
         if (!file.empty()) {
           int64_t count = int64_t(file.size()) / sampleBytes;
           const char *in =
-              file.data() + (sample % count) * sampleBytes + offsetOf(args, d);
+              file.data() + (sample % count) * sampleBytes + sampleOffsets[d];
           std::memcpy(out, in, bytes);
           continue;
         }
@@ -313,13 +318,6 @@ private:
     }
   }
 
-  int64_t offsetOf(std::vector<Buffer> &args, size_t d) const {
-    int64_t offset = 0;
-    for (size_t i = 0; i < d; ++i)
-      offset += args[dataArgs[i]].spec.bytes() / batch;
-    return offset;
-  }
-
   void loadFile(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
@@ -334,6 +332,7 @@ private:
 
   const Options &options;
   std::vector<size_t> dataArgs;
+  std::vector<int64_t> sampleOffsets;
   int64_t batch = 0, sampleBytes = 0;
   std::vector<char> file;
 };
@@ -581,9 +580,12 @@ int main(int argc, char **argv) {
   if (!options.load.empty())
     startStep = loadCheckpoint(options.load, model, states, options);
 
+  // Unit arguments describe the optimizer's shards directly: entry points
+  // never write their arguments (zest-prepare-entry-points), so no copy.
   std::vector<Buffer> args, results;
   for (const ArgInfo &arg : function.args)
-    args.emplace_back(arg.spec);
+    args.emplace_back(arg.spec,
+                      arg.isUnit ? states[arg.unit].param.data() : nullptr);
   for (const ResultInfo &result : function.results)
     results.emplace_back(result.spec);
   std::vector<void *> descriptors;
@@ -635,11 +637,6 @@ int main(int argc, char **argv) {
       std::fill(state.grad.begin(), state.grad.end(), 0.0f);
     double loss = 0;
     for (int64_t a = 0; a < options.accum; ++a) {
-      for (size_t i = 0; i < function.args.size(); ++i)
-        if (function.args[i].isUnit)
-          std::memcpy(args[i].data(),
-                      states[function.args[i].unit].param.data(),
-                      args[i].spec.bytes());
       data.fill(args, step * globalBatch +
                           (int64_t(rank) * options.accum + a) * micro);
       double computeStart = zest_now_us();
