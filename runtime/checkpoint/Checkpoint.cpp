@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 using namespace zest;
 using namespace zest::checkpoint;
@@ -128,22 +127,4 @@ std::string checkpoint::rankFileName(const std::string &dir, int64_t rank,
                 static_cast<long long>(rank),
                 static_cast<long long>(worldSize));
   return dir + name;
-}
-
-bool checkpoint::writeFileAtomically(const std::string &path,
-                                     const std::string &text,
-                                     std::string &error) {
-  std::string temp = path + ".tmp." + std::to_string(getpid());
-  FILE *file = std::fopen(temp.c_str(), "w");
-  bool ok =
-      file && std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  ok = file && (std::fflush(file) == 0) && ok;
-  ok = file && (fsync(fileno(file)) == 0) && ok;
-  ok = file && (std::fclose(file) == 0) && ok;
-  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-    error = "cannot write '" + path + "': " + std::strerror(errno);
-    std::remove(temp.c_str());
-    return false;
-  }
-  return true;
 }

@@ -12,6 +12,7 @@
 #ifndef ZEST_RUNTIME_CHECKPOINT_CHECKPOINT_H
 #define ZEST_RUNTIME_CHECKPOINT_CHECKPOINT_H
 
+#include "AtomicFile.h"
 #include "Json.h"
 
 #include <string>
@@ -48,10 +49,6 @@ bool readManifest(const std::string &path, Manifest &out, std::string &error);
 /// The file of `rank` in a checkpoint folder.
 std::string rankFileName(const std::string &dir, int64_t rank,
                          int64_t worldSize);
-
-/// Writes `text` to `path` atomically (temporary file + rename).
-bool writeFileAtomically(const std::string &path, const std::string &text,
-                         std::string &error);
 
 } // namespace zest::checkpoint
 

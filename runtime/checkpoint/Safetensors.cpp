@@ -1,13 +1,12 @@
 //===- Safetensors.cpp - Read and write safetensors files -----------------===//
 
 #include "Safetensors.h"
+#include "AtomicFile.h"
 #include "Json.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 
 using namespace zest;
 using namespace zest::safetensors;
@@ -130,36 +129,13 @@ bool safetensors::write(const std::string &path, const File &file,
   while (header.size() % 8)
     header += ' ';
 
-  std::string temp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    error = "cannot create '" + temp + "': " + std::strerror(errno);
-    return false;
-  }
-  auto put = [&](const void *bytes, size_t n) {
-    const char *p = static_cast<const char *>(bytes);
-    while (n) {
-      ssize_t written = ::write(fd, p, n);
-      if (written <= 0)
-        return false;
-      p += written;
-      n -= size_t(written);
-    }
-    return true;
-  };
   unsigned char lengthBytes[8];
   uint64_t length = header.size();
   for (int i = 0; i < 8; ++i)
     lengthBytes[i] = (length >> (8 * i)) & 0xff;
-  bool ok = put(lengthBytes, 8) && put(header.data(), header.size());
+  std::vector<Chunk> chunks = {{lengthBytes, 8},
+                               {header.data(), header.size()}};
   for (const auto &[name, tensor] : file.tensors)
-    ok = ok && put(tensor.data.data(), tensor.data.size());
-  ok = ok && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-    error = "cannot write '" + path + "': " + std::strerror(errno);
-    std::remove(temp.c_str());
-    return false;
-  }
-  return true;
+    chunks.push_back({tensor.data.data(), tensor.data.size()});
+  return writeFileAtomically(path, chunks, error);
 }

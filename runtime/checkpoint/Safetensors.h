@@ -3,7 +3,7 @@
 // The format Hugging Face and PyTorch users load: an 8-byte little-endian
 // header length, a JSON header {"name": {"dtype", "shape", "data_offsets"},
 // "__metadata__": {string: string}}, then the raw little-endian data.
-// Writes are atomic: a temporary file in the same folder, fsync, rename.
+// Writes are atomic (AtomicFile.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -421,9 +421,11 @@ void saveCheckpoint(const std::string &dir, const ModelInfo &model,
   }
   ok = safetensors::write(checkpoint::rankFileName(dir, rank, world), file,
                           error);
-  if (ok && rank == 0)
-    ok = checkpoint::writeFileAtomically(dir + "/manifest.json",
-                                         toManifest(model).toJson(), error);
+  if (ok && rank == 0) {
+    std::string manifest = toManifest(model).toJson();
+    ok = writeFileAtomically(dir + "/manifest.json",
+                             {{manifest.data(), manifest.size()}}, error);
+  }
   agreeOrExit(ok, error);
   if (rank == 0)
     std::printf("saved checkpoint '%s' at step %lld\n", dir.c_str(),

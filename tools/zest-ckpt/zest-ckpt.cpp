@@ -181,7 +181,9 @@ void split(const safetensors::File &full, const Manifest &layout,
   for (int64_t rank = 0; rank < world; ++rank)
     if (!safetensors::write(rankFileName(dir, rank, world), ranks[rank], error))
       fail(error);
-  if (!writeFileAtomically(dir + "/manifest.json", layout.toJson(), error))
+  std::string manifest = layout.toJson();
+  if (!writeFileAtomically(dir + "/manifest.json",
+                           {{manifest.data(), manifest.size()}}, error))
     fail(error);
 }
 
