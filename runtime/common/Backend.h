@@ -61,8 +61,8 @@ public:
 std::unique_ptr<Backend> createMpiBackend(int *argc, char ***argv,
                                           bool progressThread);
 
-/// Reports a fatal error on this rank and aborts the job (zest_fatal).
-[[noreturn]] void fatal(const std::string &message);
+/// Reports a fatal error on this rank and aborts the job with `code`.
+[[noreturn]] void fatal(const std::string &message, int code = 1);
 
 } // namespace zest::rt
 

@@ -179,13 +179,13 @@ void jsonString(FILE *file, const std::string &text) {
 
 } // namespace
 
-[[noreturn]] void zest::rt::fatal(const std::string &message) {
+[[noreturn]] void zest::rt::fatal(const std::string &message, int code) {
   int rank = runtime && runtime->backend ? runtime->backend->rank() : -1;
   std::fprintf(stderr, "zest: rank %d: error: %s\n", rank, message.c_str());
   std::fflush(stderr);
   if (runtime && runtime->backend)
-    runtime->backend->abort(1);
-  std::exit(1);
+    runtime->backend->abort(code);
+  std::exit(code);
 }
 
 extern "C" {
@@ -237,12 +237,7 @@ void zest_fatal(int code, const char *format, ...) {
   va_start(args, format);
   std::vsnprintf(buffer, sizeof(buffer), format, args);
   va_end(args);
-  int rank = runtime && runtime->backend ? runtime->backend->rank() : -1;
-  std::fprintf(stderr, "zest: rank %d: error: %s\n", rank, buffer);
-  std::fflush(stderr);
-  if (runtime && runtime->backend)
-    runtime->backend->abort(code ? code : 1);
-  std::exit(code ? code : 1);
+  fatal(buffer, code ? code : 1);
 }
 
 int zest_rank(void) { return get().backend->rank(); }
