@@ -163,15 +163,17 @@ createHostTargetMachine(ModuleOp module, std::string &error) {
       llvm::TargetOptions(), llvm::Reloc::PIC_));
 }
 
-/// Writes `path` with `print`, reporting a file that cannot be created.
+/// Writes `path` with `write`, reporting a file that cannot be created; the
+/// file is kept only if `write` succeeds.
 static LogicalResult
 writeOutput(StringRef path, Location loc,
-            function_ref<void(llvm::raw_ostream &)> print) {
+            function_ref<LogicalResult(llvm::raw_pwrite_stream &)> write) {
   std::error_code ec;
   llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
   if (ec)
     return emitError(loc) << "cannot write '" << path << "': " << ec.message();
-  print(out.os());
+  if (failed(write(out.os())))
+    return failure();
   out.keep();
   return success();
 }
@@ -179,17 +181,15 @@ writeOutput(StringRef path, Location loc,
 static LogicalResult emitObject(llvm::Module &module,
                                 llvm::TargetMachine &machine, StringRef path,
                                 Location loc) {
-  std::error_code ec;
-  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
-  llvm::legacy::PassManager pm;
-  if (machine.addPassesToEmitFile(pm, out.os(), nullptr,
-                                  llvm::CodeGenFileType::ObjectFile))
-    return emitError(loc) << "the target cannot emit object files";
-  pm.run(module);
-  out.keep();
-  return success();
+  return writeOutput(
+      path, loc, [&](llvm::raw_pwrite_stream &os) -> LogicalResult {
+        llvm::legacy::PassManager pm;
+        if (machine.addPassesToEmitFile(pm, os, nullptr,
+                                        llvm::CodeGenFileType::ObjectFile))
+          return emitError(loc) << "the target cannot emit object files";
+        pm.run(module);
+        return success();
+      });
 }
 
 /// Links `object` with the runtime (and, for executables, the training
@@ -279,7 +279,10 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
     return failure();
   if (options.emit == EmitKind::Mlir)
     return writeOutput(options.output, module.getLoc(),
-                       [&](llvm::raw_ostream &os) { module.print(os); });
+                       [&](llvm::raw_pwrite_stream &os) {
+                         module.print(os);
+                         return success();
+                       });
 
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
@@ -304,9 +307,11 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
            << "LLVM optimization failed: " << llvm::toString(std::move(err));
 
   if (options.emit == EmitKind::Llvm)
-    return writeOutput(
-        options.output, module.getLoc(),
-        [&](llvm::raw_ostream &os) { llvmModule->print(os, nullptr); });
+    return writeOutput(options.output, module.getLoc(),
+                       [&](llvm::raw_pwrite_stream &os) {
+                         llvmModule->print(os, nullptr);
+                         return success();
+                       });
   if (options.emit == EmitKind::Object)
     return emitObject(*llvmModule, *machine, options.output, module.getLoc());
 
