@@ -55,6 +55,8 @@ private:
                                            ArrayRef<std::string> texts);
   void buildTree();
   LogicalResult markLeafModules(ModuleOp module);
+  /// Calls `fn` on every parameter of `node`'s subtree.
+  void forEachParam(unsigned node, function_ref<void(unsigned)> fn);
   /// Assigns every unassigned parameter of `node`'s subtree to `unit`.
   void claimSubtree(unsigned node, unsigned unit);
   void collectLeafUnits(unsigned node);
@@ -179,12 +181,19 @@ LogicalResult GroupUnitsPass::markLeafModules(ModuleOp module) {
   return success();
 }
 
-void GroupUnitsPass::claimSubtree(unsigned node, unsigned unit) {
+void GroupUnitsPass::forEachParam(unsigned node,
+                                  function_ref<void(unsigned)> fn) {
   for (unsigned param : nodes[node].params)
+    fn(param);
+  for (unsigned child : nodes[node].children)
+    forEachParam(child, fn);
+}
+
+void GroupUnitsPass::claimSubtree(unsigned node, unsigned unit) {
+  forEachParam(node, [&](unsigned param) {
     if (unitOf[param] < 0 && !ignored[param])
       unitOf[param] = unit;
-  for (unsigned child : nodes[node].children)
-    claimSubtree(child, unit);
+  });
 }
 
 void GroupUnitsPass::collectLeafUnits(unsigned node) {
@@ -218,19 +227,14 @@ LogicalResult GroupUnitsPass::checkLeafConflicts(ModuleOp module) {
   for (unsigned i = 0; i < nodes.size(); ++i) {
     if (!isLeaf[i])
       continue;
-    StringRef path = nodes[i].path;
     bool any = false, allIgnored = true;
-    for (auto [index, entry] : llvm::enumerate(contract.params)) {
-      StringRef fqn = entry.first.getValue();
-      if (!fqn.starts_with(path) || fqn.size() <= path.size() ||
-          fqn[path.size()] != '.')
-        continue;
+    forEachParam(i, [&](unsigned param) {
       any = true;
-      allIgnored &= ignored[index];
-    }
+      allIgnored &= ignored[param];
+    });
     if (any && allIgnored)
       return emitError(module.getLoc())
-             << "conflicting options: leaf module '" << path
+             << "conflicting options: leaf module '" << nodes[i].path
              << "' is chosen as a unit but all its parameters are ignored";
   }
   return success();
