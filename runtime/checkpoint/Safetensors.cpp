@@ -18,6 +18,15 @@ const Tensor *File::find(const std::string &name) const {
   return nullptr;
 }
 
+Tensor safetensors::f32Tensor(std::vector<int64_t> shape, const float *values) {
+  int64_t numel = 1;
+  for (int64_t dim : shape)
+    numel *= dim;
+  const char *bytes = reinterpret_cast<const char *>(values);
+  return {"F32", std::move(shape),
+          std::vector<char>(bytes, bytes + numel * sizeof(float))};
+}
+
 int64_t safetensors::dtypeBytes(const std::string &dtype) {
   if (dtype == "F64" || dtype == "I64" || dtype == "U64")
     return 8;

@@ -31,6 +31,9 @@ struct File {
   const Tensor *find(const std::string &name) const;
 };
 
+/// An F32 tensor of `shape` holding a copy of the floats at `values`.
+Tensor f32Tensor(std::vector<int64_t> shape, const float *values);
+
 /// Bytes of one element of a safetensors dtype, or 0 if unknown.
 int64_t dtypeBytes(const std::string &dtype);
 

@@ -382,12 +382,6 @@ checkpoint::Manifest toManifest(const ModelInfo &model) {
   return manifest;
 }
 
-std::vector<char> toBytes(const std::vector<float> &values) {
-  std::vector<char> bytes(values.size() * sizeof(float));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-
 void saveCheckpoint(const std::string &dir, const ModelInfo &model,
                     std::vector<UnitState> &states, const Options &options,
                     int64_t step) {
@@ -411,12 +405,14 @@ void saveCheckpoint(const std::string &dir, const ModelInfo &model,
   for (UnitState &state : states) {
     int64_t n = int64_t(state.param.size());
     file.tensors.push_back(
-        {state.unit->name, {"F32", {n}, toBytes(state.param)}});
+        {state.unit->name, safetensors::f32Tensor({n}, state.param.data())});
     if (!state.expAvg.empty()) {
       file.tensors.push_back(
-          {state.unit->name + ".exp_avg", {"F32", {n}, toBytes(state.expAvg)}});
-      file.tensors.push_back({state.unit->name + ".exp_avg_sq",
-                              {"F32", {n}, toBytes(state.expAvgSq)}});
+          {state.unit->name + ".exp_avg",
+           safetensors::f32Tensor({n}, state.expAvg.data())});
+      file.tensors.push_back(
+          {state.unit->name + ".exp_avg_sq",
+           safetensors::f32Tensor({n}, state.expAvgSq.data())});
     }
   }
   ok = safetensors::write(checkpoint::rankFileName(dir, rank, world), file,

@@ -98,13 +98,6 @@ FullState loadCheckpointDir(const std::string &dir) {
   return state;
 }
 
-std::vector<char> slice(const std::vector<float> &values, int64_t begin,
-                        int64_t count) {
-  std::vector<char> bytes(count * sizeof(float));
-  std::memcpy(bytes.data(), values.data() + begin, bytes.size());
-  return bytes;
-}
-
 safetensors::File consolidate(const FullState &state, bool optimizer) {
   safetensors::File out;
   out.metadata = state.metadata;
@@ -115,8 +108,8 @@ safetensors::File consolidate(const FullState &state, bool optimizer) {
     for (const ManifestParam &param : unit.params) {
       out.tensors.push_back(
           {param.fqn,
-           {"F32", param.shape,
-            slice(state.flat.at(unit.name), param.offset, param.numel)}});
+           safetensors::f32Tensor(param.shape, state.flat.at(unit.name).data() +
+                                                   param.offset)});
       if (!optimizer)
         continue;
       for (const char *suffix : kStates) {
@@ -124,8 +117,8 @@ safetensors::File consolidate(const FullState &state, bool optimizer) {
         if (it != state.flat.end())
           out.tensors.push_back(
               {param.fqn + suffix,
-               {"F32", param.shape,
-                slice(it->second, param.offset, param.numel)}});
+               safetensors::f32Tensor(param.shape,
+                                      it->second.data() + param.offset)});
       }
     }
   }
@@ -172,10 +165,9 @@ void split(const safetensors::File &full, const Manifest &layout,
       for (int64_t rank = 0; rank < world; ++rank)
         ranks[rank].tensors.push_back(
             {unit.name + suffix,
-             {"F32",
-              {unit.shard},
-              slice(flat, unit.sharded() ? rank * unit.shard : 0,
-                    unit.shard)}});
+             safetensors::f32Tensor(
+                 {unit.shard},
+                 flat.data() + (unit.sharded() ? rank * unit.shard : 0))});
     }
   }
   for (int64_t rank = 0; rank < world; ++rank)
