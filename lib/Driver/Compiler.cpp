@@ -29,10 +29,19 @@ using namespace mlir::zest;
 // The lowering, as a textual pipeline so --print-pipeline shows exactly what
 // runs (and any step can be replayed with zest-opt).
 static constexpr const char *kLoweringPipeline =
+    "zest-lower-optimizer,"
     "convert-zest-to-runtime,"
     "func.func(zest-decompose-aggregates),"
+    "func.func(zest-approximate-math),"
+    // Ops whose destination is a slice of a bigger tensor (gradients packed
+    // into a unit's flat buffer) write there directly instead of being copied.
+    "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
+    // In-place updates (shard, optimizer state, gradient accumulator) come
+    // back as their argument buffers: no result, no copy.
+    "canonicalize,"
+    "zest-drop-updated-results,"
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
     "zest-matmul-to-blas,"
     "buffer-deallocation-pipeline,"
@@ -42,20 +51,54 @@ static constexpr const char *kLoweringPipeline =
     "lower-affine,"
     "expand-strided-metadata,"
     "convert-scf-to-cf,"
-    // Intrinsics first (sqrt, rsqrt, exp, ...), libm for the rest (tanh).
+    // Intrinsics first (sqrt, rsqrt, ...), libm for whatever is left.
     "convert-math-to-llvm,"
     "convert-math-to-libm,"
     "finalize-memref-to-llvm{use-generic-functions},"
+    // bf16 <-> f32 conversions as integer arithmetic: libgcc has no
+    // __truncsfbf2 to call.
+    "arith-expand{include-bf16},"
     "convert-arith-to-llvm,"
     "convert-index-to-llvm,"
     "convert-cf-to-llvm,"
     "convert-func-to-llvm,"
     "reconcile-unrealized-casts";
 
+void mlir::zest::buildFrontPipeline(OpPassManager &pm,
+                                    const CompileOptions &options) {
+  buildShardPipeline(pm, options.shard);
+  if (options.optimizer)
+    pm.addPass(createInsertOptimizerPass(*options.optimizer));
+  // The calling convention is fixed before the descriptor describes it.
+  pm.addPass(createPrepareEntryPointsPass());
+}
+
 void mlir::zest::buildLoweringPipeline(OpPassManager &pm) {
   if (failed(parsePassPipeline(kLoweringPipeline, pm)))
     llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
                              "parse");
+}
+
+/// Drops the `zest.*` argument, result and function attributes: the model
+/// descriptor has recorded the roles.
+static void stripZestAttributes(func::FuncOp func) {
+  // `zest.updated` stays for zest-drop-updated-results.
+  auto isZest = [](NamedAttribute attr) {
+    return attr.getName().getValue().starts_with("zest.") &&
+           attr.getName() != ZestDialect::kUpdatedAttrName;
+  };
+  auto strip = [&](DictionaryAttr attrs) {
+    SmallVector<NamedAttribute> kept;
+    if (attrs)
+      llvm::copy_if(attrs.getValue(), std::back_inserter(kept),
+                    [&](NamedAttribute attr) { return !isZest(attr); });
+    return DictionaryAttr::get(func.getContext(), kept);
+  };
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    func.setArgAttrs(i, strip(func.getArgAttrDict(i)));
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    func.setResultAttrs(i, strip(func.getResultAttrDict(i)));
+  func->removeAttr(ZestDialect::kOptimizerAttrName);
 }
 
 /// Names of the entry points, in descriptor order.
@@ -236,24 +279,23 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
                                        const CompileOptions &options,
                                        llvm::raw_ostream &printPipelineTo) {
   MLIRContext *ctx = module.getContext();
-  PassManager shard(ctx);
-  buildShardPipeline(shard, options.shard);
-  // The calling convention is fixed before the descriptor describes it.
-  shard.addPass(createPrepareEntryPointsPass());
-  if (failed(shard.run(module)) || failed(checkEntryPoints(module)))
+  PassManager front(ctx);
+  buildFrontPipeline(front, options);
+  if (failed(front.run(module)) || failed(checkEntryPoints(module)))
     return failure();
   std::string descriptor = buildModelDescriptor(module);
   SmallVector<std::string> entries = getEntryPoints(module);
+  // What each entry point's C interface takes once in-place updates are
+  // dropped: one descriptor per argument and per remaining result.
+  llvm::StringMap<unsigned> expectedInterfaceArgs;
   // The descriptor carries the argument and result roles from here on.
   for (auto func : module.getOps<func::FuncOp>()) {
-    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-      func.removeArgAttr(i, ZestDialect::kUnitArgAttrName);
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-      func.removeResultAttr(i, StringAttr::get(func.getContext(),
-                                               ZestDialect::kUnitGradAttrName));
-      func.removeResultAttr(
-          i, StringAttr::get(func.getContext(), ZestDialect::kLossAttrName));
-    }
+    unsigned updated = 0;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      updated += bool(func.getResultAttr(i, ZestDialect::kUpdatedAttrName));
+    expectedInterfaceArgs[func.getSymName()] =
+        func.getNumArguments() + func.getNumResults() - updated;
+    stripZestAttributes(func);
   }
 
   PassManager lower(ctx);
@@ -277,6 +319,19 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   });
   if (leftover.wasInterrupted())
     return failure();
+  // A shard, optimizer state or accumulator that bufferization could not
+  // update in place would come back as an extra result the host does not
+  // expect: refuse rather than silently train on stale values.
+  for (const std::string &name : entries) {
+    auto cInterface =
+        module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_" + name);
+    if (cInterface &&
+        cInterface.getNumArguments() != expectedInterfaceArgs.lookup(name))
+      return emitError(cInterface.getLoc())
+             << "entry point @" << name << " could not update its "
+             << "parameters and optimizer state in place (internal error: "
+             << "please report it with the model)";
+  }
   if (options.emit == EmitKind::Mlir)
     return writeOutput(options.output, module.getLoc(),
                        [&](llvm::raw_pwrite_stream &os) {

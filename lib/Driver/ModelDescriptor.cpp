@@ -8,8 +8,13 @@
 //   unit <name> <sharded|replicated> <dtype> <numel> <padded> <shard> <n>
 //   param <fqn> <dtype> <offset> <rank> <dim>...        (n per unit)
 //   function <name> <num_args> <num_results>
+//   optimizer sgd|adamw                               (training steps only)
 //   arg unit <unit> | arg data <dtype> <rank> <dim>...
+//   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
 //   result loss|output <dtype> <rank> <dim>... | result grad <unit>
+//
+// Results updated in place (`zest.updated`) are not results of the compiled
+// entry point and are not listed.
 //   end
 //
 //===----------------------------------------------------------------------===//
@@ -52,19 +57,44 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal() || !func.isPublic())
       continue;
+    SmallVector<unsigned> results;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      if (!func.getResultAttr(i, ZestDialect::kUpdatedAttrName))
+        results.push_back(i);
     os << "function " << func.getSymName() << " " << func.getNumArguments()
-       << " " << func.getNumResults() << "\n";
+       << " " << results.size() << "\n";
+    if (auto optimizer =
+            func->getAttrOfType<StringAttr>(ZestDialect::kOptimizerAttrName))
+      os << "optimizer " << optimizer.getValue() << "\n";
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kUnitArgAttrName)) {
         os << "arg unit " << unit.getValue() << "\n";
         continue;
       }
+      if (auto state = func.getArgAttrOfType<DictionaryAttr>(
+              i, ZestDialect::kOptimizerStateAttrName)) {
+        os << "arg state " << state.getAs<FlatSymbolRefAttr>("unit").getValue()
+           << " " << state.getAs<StringAttr>("name").getValue() << "\n";
+        continue;
+      }
+      if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
+              i, ZestDialect::kGradAccumAttrName)) {
+        os << "arg accum " << unit.getValue() << "\n";
+        continue;
+      }
+      if (func.getArgAttr(i, ZestDialect::kHyperAttrName)) {
+        os << "arg hyper "
+           << cast<RankedTensorType>(func.getArgumentTypes()[i])
+                  .getNumElements()
+           << "\n";
+        continue;
+      }
       os << "arg data ";
       printShape(os, cast<RankedTensorType>(func.getArgumentTypes()[i]));
       os << "\n";
     }
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    for (unsigned i : results) {
       if (auto unit = func.getResultAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kUnitGradAttrName)) {
         os << "result grad " << unit.getValue() << "\n";

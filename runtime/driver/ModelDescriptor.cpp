@@ -126,19 +126,31 @@ ModelInfo zest::parseModelDescriptor(const char *text) {
       FunctionInfo function;
       in >> function.name;
       model.functions.push_back(function);
+    } else if (record == "optimizer") {
+      in >> model.functions.back().optimizer;
     } else if (record == "arg") {
       std::string kind;
       in >> kind;
       ArgInfo arg;
-      arg.isUnit = kind == "unit";
-      if (arg.isUnit) {
+      if (kind == "data") {
+        arg.kind = ArgInfo::Data;
+        arg.spec = readSpec(in);
+      } else if (kind == "hyper") {
+        arg.kind = ArgInfo::Hyper;
+        int64_t count = 0;
+        in >> count;
+        arg.spec = {DType::parse("F32"), {count}};
+      } else {
+        arg.kind = kind == "unit"    ? ArgInfo::Unit
+                   : kind == "state" ? ArgInfo::State
+                                     : ArgInfo::Accum;
         std::string name;
         in >> name;
+        if (arg.kind == ArgInfo::State)
+          in >> arg.state;
         arg.unit = findUnit(model, name);
         const UnitInfo &unit = model.units[arg.unit];
         arg.spec = {unit.dtype, {unit.shard}};
-      } else {
-        arg.spec = readSpec(in);
       }
       model.functions.back().args.push_back(arg);
     } else if (record == "result") {

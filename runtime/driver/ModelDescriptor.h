@@ -48,8 +48,13 @@ struct UnitInfo {
 };
 
 struct ArgInfo {
-  bool isUnit;
-  int unit = -1; // when isUnit
+  /// Data: per-rank input. Unit: this rank's shard. State: optimizer state
+  /// of `unit` named `state`. Accum: gradient accumulator of `unit`. Hyper:
+  /// the zest_hyper_t vector. Unit, state and accum are updated in place by
+  /// training steps with an optimizer.
+  enum Kind { Data, Unit, State, Accum, Hyper } kind;
+  int unit = -1; // Unit, State, Accum
+  std::string state;
   TensorSpec spec;
 };
 
@@ -61,6 +66,8 @@ struct ResultInfo {
 
 struct FunctionInfo {
   std::string name;
+  /// The optimizer compiled into this training step, or empty.
+  std::string optimizer;
   std::vector<ArgInfo> args;
   std::vector<ResultInfo> results;
   bool isTraining() const;

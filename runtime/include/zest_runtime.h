@@ -38,6 +38,27 @@ typedef enum zest_reduction { ZEST_SUM = 0, ZEST_AVG = 1 } zest_reduction_t;
 /* A pending collective; 0 is never a valid handle. */
 typedef int64_t zest_request_t;
 
+/* The optimizer's hyperparameters: compiled training steps (zestc
+ * --optimizer=sgd|adamw) take them as one `tensor<ZEST_HYPER_COUNT x f32>`
+ * argument, refilled by the host before every micro-batch, so learning-rate
+ * schedules and bias corrections need no recompilation and nothing per
+ * element runs on the host. */
+typedef enum zest_hyper {
+  ZEST_HYPER_LR = 0,           /* learning rate of this step */
+  ZEST_HYPER_WEIGHT_DECAY = 1, /* SGD: L2 (added to the gradient); AdamW:
+                                  decoupled (p *= 1 - lr * wd) */
+  ZEST_HYPER_BETA1 = 2,        /* AdamW beta1; SGD momentum */
+  ZEST_HYPER_BETA2 = 3,        /* AdamW beta2 */
+  ZEST_HYPER_EPS = 4,          /* AdamW epsilon */
+  ZEST_HYPER_STEP_SIZE = 5,    /* AdamW: lr / (1 - beta1^t) */
+  ZEST_HYPER_BIAS_CORRECTION2_SQRT = 6, /* AdamW: sqrt(1 - beta2^t) */
+  ZEST_HYPER_GRAD_SCALE = 7,   /* gradients are multiplied by this (1/accum) */
+  ZEST_HYPER_ACCUMULATE = 8,   /* != 0: add the accumulated gradient */
+  ZEST_HYPER_APPLY = 9,        /* != 0: update parameters (last micro-batch);
+                                  0: store the gradient sum for later */
+  ZEST_HYPER_COUNT = 10
+} zest_hyper_t;
+
 /*--- Lifetime ------------------------------------------------------------*/
 
 /* Initializes the runtime and the backend (MPI_Init). Reads the options

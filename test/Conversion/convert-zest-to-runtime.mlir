@@ -43,11 +43,15 @@ func.func @gather(%s: tensor<4xf32>) -> (tensor<2x3xf32>, tensor<f32>) {
   return %w2, %b2 : tensor<2x3xf32>, tensor<f32>
 }
 
-// Flatten: zeros, then each gradient at its offset; reduce-scatter with the
-// reduction code (avg = 1) and the per-rank count.
+// Flatten: zeros only where no gradient lands (here the frozen u.b and the
+// padding, elements 6 and 7), then each gradient at its offset;
+// reduce-scatter with the reduction code (avg = 1) and the per-rank count.
 // CHECK-LABEL: func.func @scatter(
 // CHECK:       %[[E:.*]] = tensor.empty() : tensor<8xf32>
-// CHECK:       %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<8xf32>) -> tensor<8xf32>
+// CHECK:       %[[G:.*]] = tensor.empty() : tensor<2xf32>
+// CHECK:       %[[GZ:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[G]] : tensor<2xf32>) -> tensor<2xf32>
+// CHECK:       %[[Z:.*]] = tensor.insert_slice %[[GZ]] into %[[E]][6] [2] [1] : tensor<2xf32> into tensor<8xf32>
+// CHECK-NOT:   linalg.fill
 // CHECK:       %[[F:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1]] : tensor<2x3xf32> into tensor<6xf32>
 // CHECK:       %[[I:.*]] = tensor.insert_slice %[[F]] into %[[Z]][0] [6] [1] : tensor<6xf32> into tensor<8xf32>
 // CHECK:       bufferization.to_buffer %[[I]] read_only
@@ -97,11 +101,46 @@ func.func @reduce(%x: tensor<3xi64>) -> tensor<3xi64> {
 // -----
 
 // Element types the runtime cannot move are reported at the op.
-zest.unit @c sharded : i16, world_size = 1, padded_size = 2, shard_size = 2 [
+zest.unit @c sharded : i16, world_size = 2, padded_size = 2, shard_size = 1 [
   "c.w" : tensor<2xi16> at 0
 ]
-func.func @unsupported(%s: tensor<2xi16>) -> tensor<2xi16> {
+func.func @unsupported(%s: tensor<1xi16>) -> tensor<2xi16> {
   // expected-error@+1 {{'zest.all_gather' op cannot be lowered to the runtime: element types must be f32, f64, f16, bf16, i8, i32 or i64}}
-  %f = zest.all_gather %s for @c : tensor<2xi16> -> tensor<2xi16>
+  %f = zest.all_gather %s for @c : tensor<1xi16> -> tensor<2xi16>
   return %f : tensor<2xi16>
+}
+
+// -----
+
+// At world size 1 every collective is the identity: no runtime call, no
+// copy; the shard is the full buffer. (Any element type: nothing moves.)
+zest.unit @one sharded : f32, world_size = 1, padded_size = 4, shard_size = 4 [
+  "one.w" : tensor<4xf32> at 0
+]
+zest.unit @rep replicated : i16, world_size = 1, padded_size = 2, shard_size = 2 [
+  "rep.w" : tensor<2xi16> at 0
+]
+// CHECK-LABEL: func.func @single_rank(
+// CHECK-SAME:    %[[S:[^:]*]]: tensor<4xf32>, %[[G:[^:]*]]: tensor<4xf32>, %[[R:[^:]*]]: tensor<2xi16>
+// CHECK-NOT:   call
+// CHECK:       return %[[S]], %[[G]], %[[S]], %[[R]]
+func.func @single_rank(%s: tensor<4xf32>, %g: tensor<4xf32>, %r: tensor<2xi16>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xi16>) {
+  %full = zest.all_gather %s for @one : tensor<4xf32> -> tensor<4xf32>
+  %gs = zest.reduce_scatter avg %g for @one : tensor<4xf32> -> tensor<4xf32>
+  %fut = zest.all_gather_start %s for @one : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  %again = zest.wait %fut : !zest.future<tensor<4xf32>>
+  %rr = zest.all_reduce sum %r for @rep : tensor<2xi16>
+  return %full, %gs, %again, %rr : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xi16>
+}
+
+// -----
+
+// zest.rank asks the runtime.
+// CHECK-LABEL: func.func @rank(
+// CHECK:       %[[R:.*]] = call @zest_rank() : () -> i32
+// CHECK:       arith.index_cast %[[R]] : i32 to index
+func.func @rank() -> index {
+  %r = zest.rank : index
+  return %r : index
 }

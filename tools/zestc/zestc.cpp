@@ -60,6 +60,17 @@ static cl::opt<std::string> manifest("manifest",
                                      cl::desc("Write the layout manifest"),
                                      cl::value_desc("file.json"),
                                      cl::cat(category));
+static cl::opt<std::string>
+    optimizer("optimizer",
+              cl::desc("Optimizer compiled into training steps: sgd "
+                       "(default), adamw, or none (return gradient shards)"),
+              cl::init("sgd"), cl::cat(category));
+static cl::opt<bool> momentum("momentum",
+                              cl::desc("sgd: keep a momentum buffer"),
+                              cl::cat(category));
+static cl::opt<bool> nesterov("nesterov",
+                              cl::desc("sgd with --momentum: Nesterov"),
+                              cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -104,6 +115,26 @@ int main(int argc, char **argv) {
   options.shard.minUnitNumel = minUnitNumel;
   options.shard.ignore = std::vector<std::string>(ignore.begin(), ignore.end());
   options.shard.manifest = manifest;
+  if (optimizer == "none") {
+    options.optimizer.reset();
+  } else if (optimizer == "sgd" || optimizer == "adamw") {
+    options.optimizer->optimizer = optimizer;
+    options.optimizer->momentum = momentum;
+    options.optimizer->nesterov = nesterov;
+  } else {
+    llvm::errs() << "zestc: error: --optimizer expects sgd, adamw or none, "
+                 << "got '" << optimizer << "'\n";
+    return 1;
+  }
+  if ((momentum || nesterov) && optimizer != "sgd") {
+    llvm::errs() << "zestc: error: --momentum and --nesterov need "
+                 << "--optimizer=sgd\n";
+    return 1;
+  }
+  if (nesterov && !momentum) {
+    llvm::errs() << "zestc: error: --nesterov needs --momentum\n";
+    return 1;
+  }
   options.emit = emit;
   options.optLevel = optLevel;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
@@ -121,12 +152,11 @@ int main(int argc, char **argv) {
 
   if (printPipeline) {
     MLIRContext ctx;
-    PassManager shard(&ctx), lower(&ctx);
-    buildShardPipeline(shard, options.shard);
-    shard.addPass(createPrepareEntryPointsPass());
+    PassManager front(&ctx), lower(&ctx);
+    buildFrontPipeline(front, options);
     buildLoweringPipeline(lower);
     llvm::outs() << "sharding: ";
-    shard.printAsTextualPipeline(llvm::outs());
+    front.printAsTextualPipeline(llvm::outs());
     llvm::outs() << "\nlowering: ";
     lower.printAsTextualPipeline(llvm::outs());
     llvm::outs() << "\nthen: translate to LLVM IR, add the host interface, "

@@ -57,6 +57,23 @@ def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
   ];
 }
 
+def DropUpdatedResultsPass
+    : Pass<"zest-drop-updated-results", "::mlir::ModuleOp"> {
+  let summary = "Drops results that a function updated in its argument";
+  let description = [{
+    After bufferization, removes each function result marked
+    `zest.updated = <n>` (by `zest-insert-optimizer`: an updated unit shard,
+    optimizer state or gradient accumulator) whose returned buffer is
+    argument `n` itself (modulo `memref.cast`): the update happened in place
+    and the caller already holds the buffer. Upstream's
+    `drop-equivalent-buffer-results` does the same but skips public
+    functions, which entry points are. A marked result that is not its
+    argument is kept, and zestc then reports that the update could not be
+    done in place.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def PrepareEntryPointsPass
     : Pass<"zest-prepare-entry-points", "::mlir::ModuleOp"> {
   let summary = "Fixes the calling convention of the model's public functions";
@@ -66,7 +83,9 @@ def PrepareEntryPointsPass
     tensors, so every value crosses the boundary as a memref descriptor; its
     arguments are marked `bufferization.writable = false`
     (the host owns those buffers; bufferization copies instead of writing
-    into them) and it gets `llvm.emit_c_interface`, so after
+    into them), except, in training steps with an optimizer
+    (`zest.optimizer`), the unit shards, optimizer state and gradient
+    accumulators, which the step updates in place and it gets `llvm.emit_c_interface`, so after
     `buffer-results-to-out-params` it is callable as
     `_mlir_ciface_<name>(descriptor *args..., descriptor *results...)`.
   }];

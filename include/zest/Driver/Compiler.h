@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/IR/Module.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::zest {
@@ -24,12 +25,19 @@ enum class EmitKind { Mlir, Llvm, Object, Executable, Shared };
 
 struct CompileOptions {
   ShardPipelineOptions shard;
+  /// The optimizer compiled into training steps; none: they return their
+  /// gradient shards instead (for --emit=shared users and gradient checks).
+  std::optional<InsertOptimizerPassOptions> optimizer =
+      InsertOptimizerPassOptions();
   EmitKind emit = EmitKind::Executable;
   std::string output;
   int optLevel = 2;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };
+
+/// Adds sharding, the optimizer and the entry-point convention to `pm`.
+void buildFrontPipeline(OpPassManager &pm, const CompileOptions &options);
 
 /// Adds the lowering of a sharded module to the LLVM dialect to `pm`.
 void buildLoweringPipeline(OpPassManager &pm);

@@ -1,6 +1,7 @@
 //===- PrepareEntryPoints.cpp - Entry point calling convention ------------===//
 
 #include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -10,6 +11,7 @@ namespace mlir::zest {
 } // namespace mlir::zest
 
 using namespace mlir;
+using namespace mlir::zest;
 
 /// Scalars cross the host boundary as 0-d tensors (one memref descriptor
 /// each), so a `f32 {zest.loss}` result needs no special calling convention.
@@ -56,9 +58,19 @@ struct PrepareEntryPointsPass
         continue;
       scalarsToTensors(func);
       func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
-      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      // Training steps with an optimizer update their unit shards, optimizer
+      // state and gradient accumulators in place; everything else (data,
+      // unit shards of forward-only functions) is the host's, read only.
+      bool updates = func->hasAttr(ZestDialect::kOptimizerAttrName);
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+        bool inPlace =
+            updates &&
+            (func.getArgAttr(i, ZestDialect::kUnitArgAttrName) ||
+             func.getArgAttr(i, ZestDialect::kOptimizerStateAttrName) ||
+             func.getArgAttr(i, ZestDialect::kGradAccumAttrName));
         func.setArgAttr(i, "bufferization.writable",
-                        builder.getBoolAttr(false));
+                        builder.getBoolAttr(inPlace));
+      }
     }
   }
 };

@@ -148,6 +148,14 @@ static CollectiveInfo getInfo(Operation *op) {
       });
 }
 
+/// True if the collective's unit spans one rank: gathering, reducing and
+/// averaging over one rank return the input itself (shard == full buffer).
+static bool isSingleRank(Operation *op, StringRef unitName) {
+  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(
+      op, FlatSymbolRefAttr::get(op->getContext(), unitName));
+  return unit && unit.getWorldSize() == 1;
+}
+
 /// Synchronous collectives: start and wait in place.
 template <typename OpTy>
 struct LowerSyncCollective : public OpRewritePattern<OpTy> {
@@ -155,6 +163,10 @@ struct LowerSyncCollective : public OpRewritePattern<OpTy> {
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     CollectiveInfo info = getInfo(op);
+    if (isSingleRank(op, info.unit)) {
+      rewriter.replaceOp(op, info.input);
+      return success();
+    }
     auto started = startCollective(rewriter, op, info);
     if (failed(started))
       return failure();
@@ -175,6 +187,11 @@ struct LowerAsyncCollective : public OpRewritePattern<WaitOp> {
     if (!start)
       return rewriter.notifyMatchFailure(wait, "future is not a start op");
     CollectiveInfo info = getInfo(start);
+    if (isSingleRank(start, info.unit)) {
+      rewriter.replaceOp(wait, info.input);
+      rewriter.eraseOp(start);
+      return success();
+    }
     rewriter.setInsertionPoint(start);
     auto started = startCollective(rewriter, start, info);
     if (failed(started))
@@ -230,12 +247,34 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
         SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, op.getUnitAttr());
     Location loc = op.getLoc();
     RankedTensorType flatType = op.getResult().getType();
-    Value empty = tensor::EmptyOp::create(rewriter, loc, flatType.getShape(),
-                                          flatType.getElementType());
-    Value zero = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getZeroAttr(flatType.getElementType()));
-    Value flat =
-        linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
+    Type elementType = flatType.getElementType();
+    Value flat = tensor::EmptyOp::create(rewriter, loc, flatType.getShape(),
+                                         elementType);
+    // Zeros only where no gradient lands (padding, frozen parameters): the
+    // rest is overwritten below.
+    SmallVector<std::pair<int64_t, int64_t>> covered;
+    for (StringRef name : op.getParams().getAsValueRange<StringAttr>()) {
+      ParamAttr param = unit.lookupParam(name);
+      covered.push_back({param.getOffset(), param.getEnd()});
+    }
+    llvm::sort(covered);
+    int64_t next = 0;
+    covered.push_back({flatType.getNumElements(), flatType.getNumElements()});
+    for (auto [begin, end] : covered) {
+      if (begin > next) {
+        Value gap =
+            tensor::EmptyOp::create(rewriter, loc, {begin - next}, elementType);
+        Value zero = arith::ConstantOp::create(
+            rewriter, loc, rewriter.getZeroAttr(elementType));
+        gap = linalg::FillOp::create(rewriter, loc, zero, gap).getResult(0);
+        flat = tensor::InsertSliceOp::create(
+            rewriter, loc, gap, flat,
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(next)},
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(begin - next)},
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
+      }
+      next = std::max(next, end);
+    }
     for (auto [name, value] : llvm::zip(
              op.getParams().getAsValueRange<StringAttr>(), op.getValues())) {
       ParamAttr param = unit.lookupParam(name);
@@ -265,6 +304,20 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
   }
 };
 
+/// The rank, from the runtime (the same program runs on every rank).
+struct LowerRank : public OpRewritePattern<RankOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RankOp op,
+                                PatternRewriter &rewriter) const override {
+    Value rank = callRuntime(rewriter, op.getLoc(), "zest_rank",
+                             rewriter.getI32Type(), {})
+                     .getResult(0);
+    rewriter.replaceOpWithNewOp<arith::IndexCastOp>(op, rewriter.getIndexType(),
+                                                    rank);
+    return success();
+  }
+};
+
 /// Buffers are freed after their last use by ownership-based deallocation.
 struct DropRelease : public OpRewritePattern<ReleaseOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -286,7 +339,7 @@ struct ConvertZestToRuntimePass
     patterns.add<LowerSyncCollective<AllGatherOp>,
                  LowerSyncCollective<ReduceScatterOp>,
                  LowerSyncCollective<AllReduceOp>, LowerAsyncCollective,
-                 LowerUnflatten, LowerFlatten>(&getContext());
+                 LowerUnflatten, LowerFlatten, LowerRank>(&getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     config.enableFolding(false);

@@ -1,6 +1,7 @@
 //===- ZestOps.cpp - Zest dialect operations ------------------------------===//
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest_runtime.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -342,6 +343,73 @@ LogicalResult ReleaseOp::verify() {
       return diag;
     }
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UpdateOp
+//===----------------------------------------------------------------------===//
+
+unsigned UpdateOp::getNumStates(Optimizer optimizer, bool momentum) {
+  return optimizer == Optimizer::AdamW ? 2 : (momentum ? 1 : 0);
+}
+
+SmallVector<StringRef> UpdateOp::getStateNames(Optimizer optimizer,
+                                               bool momentum) {
+  if (optimizer == Optimizer::AdamW)
+    return {"exp_avg", "exp_avg_sq"};
+  if (momentum)
+    return {"momentum_buffer"};
+  return {};
+}
+
+LogicalResult UpdateOp::verify() {
+  auto paramType = cast<RankedTensorType>(getParam().getType());
+  if (!paramType.getElementType().isF32())
+    return emitOpError() << "updates f32 parameters only, got "
+                         << paramType.getElementType();
+  Optimizer optimizer = getOptimizer();
+  unsigned numStates = getState().size();
+  if (optimizer == Optimizer::AdamW ? numStates != 2 : numStates > 1)
+    return emitOpError() << stringifyOptimizer(optimizer) << " takes "
+                         << (optimizer == Optimizer::AdamW
+                                 ? "2 state buffers"
+                                 : "0 or 1 state "
+                                   "buffer (momentum)")
+                         << ", got " << numStates;
+  if (getNesterov() && (optimizer != Optimizer::SGD || numStates != 1))
+    return emitOpError() << "nesterov requires sgd with a momentum buffer";
+  if (getNewState().size() != numStates)
+    return emitOpError() << "has " << numStates << " state operands but "
+                         << getNewState().size() << " state results";
+  auto hyperType = cast<RankedTensorType>(getHyper().getType());
+  if (!hyperType.getElementType().isF32() ||
+      hyperType.getNumElements() != ZEST_HYPER_COUNT)
+    return emitOpError() << "hyperparameters must be tensor<"
+                         << ZEST_HYPER_COUNT << "xf32>, got " << hyperType;
+  SmallVector<Value> flat = {getGrad(), getNewParam(), getAccum(),
+                             getNewAccum()};
+  llvm::append_range(flat, getState());
+  llvm::append_range(flat, getNewState());
+  for (Value value : flat)
+    if (value.getType() != paramType)
+      return emitOpError() << "operands and results must all have the "
+                           << "parameter's type " << paramType << ", got "
+                           << value.getType();
+  return success();
+}
+
+LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  UnitOp unit = lookupUnit(*this, symbolTables, getUnitAttr());
+  if (!unit)
+    return failure();
+  if (failed(checkUnitType(*this, unit, "parameter operand",
+                           getParam().getType(), unit.getShardType())))
+    return failure();
+  for (StringRef name : getFrozen().getAsValueRange<StringAttr>())
+    if (!unit.lookupParam(name))
+      return emitOpError() << "frozen parameter '" << name
+                           << "' is not in unit @" << unit.getSymName();
   return success();
 }
 

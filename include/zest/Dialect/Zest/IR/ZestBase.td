@@ -44,6 +44,14 @@ def Zest_Dialect : Dialect {
       replicated unit).
     * `zest.unit_grad = @u` (after sharding): the result holds this rank's
       part of unit `u`'s flat gradient, averaged over ranks.
+    * `zest.optimizer_state = {unit = @u, name = "exp_avg"}` (after
+      `zest-insert-optimizer`): the argument is optimizer state of unit `u`
+      (same layout as its shard); `zest.grad_accum = @u`: the argument
+      accumulates `u`'s gradient shard over micro-batches;
+      `zest.hyper`: the argument holds the optimizer hyperparameters
+      (`zest_hyper_t` in `runtime/include/zest_runtime.h`);
+      `zest.updated = @u` on a result: the new value of the unit, state or
+      accumulator argument of the same role (written in place).
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -57,6 +65,14 @@ def Zest_Dialect : Dialect {
         "zest.module_classes";
     static constexpr ::llvm::StringLiteral kUnitArgAttrName = "zest.unit";
     static constexpr ::llvm::StringLiteral kUnitGradAttrName = "zest.unit_grad";
+    static constexpr ::llvm::StringLiteral kOptimizerStateAttrName =
+        "zest.optimizer_state";
+    static constexpr ::llvm::StringLiteral kGradAccumAttrName =
+        "zest.grad_accum";
+    static constexpr ::llvm::StringLiteral kHyperAttrName = "zest.hyper";
+    static constexpr ::llvm::StringLiteral kUpdatedAttrName = "zest.updated";
+    static constexpr ::llvm::StringLiteral kOptimizerAttrName =
+        "zest.optimizer";
   }];
 }
 
@@ -86,6 +102,13 @@ def Zest_UnitKindAttr : I32EnumAttr<"UnitKind", "how a unit is distributed", [
 def Zest_ReductionAttr : I32EnumAttr<"Reduction", "reduction of a collective", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Avg", 1, "avg">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+}
+
+def Zest_OptimizerAttr : I32EnumAttr<"Optimizer", "optimizer of a unit update", [
+    I32EnumAttrCase<"SGD", 0, "sgd">,
+    I32EnumAttrCase<"AdamW", 1, "adamw">
   ]> {
   let cppNamespace = "::mlir::zest";
 }

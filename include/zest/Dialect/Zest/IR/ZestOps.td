@@ -296,4 +296,85 @@ def Zest_ReleaseOp : Zest_Op<"release", [
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Zest_UpdateOp : Zest_Op<"update", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "applies the optimizer to a unit's local shard";
+  let description = [{
+    One optimizer step on the part of unit `unit` this rank owns (ZeRO's
+    partitioned optimizer): `param` is the shard (or the whole buffer of a
+    replicated unit), `grad` its reduced gradient, `state` the optimizer
+    state of the same layout (`sgd`: none, or one momentum buffer; `adamw`:
+    `exp_avg`, `exp_avg_sq`), `accum` the gradient accumulator and `hyper`
+    the hyperparameters (`tensor<10xf32>`, indexed by `zest_hyper_t`).
+
+    With `a = hyper[ACCUMULATE] != 0` and `g = (a ? accum + grad : grad)`:
+
+    * `hyper[APPLY] != 0`: the parameters and state take one step with
+      gradient `g * hyper[GRAD_SCALE]`; `new_accum` is `accum`.
+    * otherwise: `new_accum` is `g`; parameters and state are unchanged.
+
+    The step follows `torch.optim` exactly:
+    `sgd` (with `b = hyper[BETA1]` when a momentum buffer is given):
+    `d = g + wd p; buf = b buf + d; d = nesterov ? d + b buf : buf;
+    p -= lr d`.
+    `adamw`: `p *= 1 - lr wd; m = lerp(m, g, 1 - beta1);
+    v = beta2 v + (1 - beta2) g g;
+    p -= step_size m / (sqrt(v) / bias_correction2_sqrt + eps)`.
+
+    Elements of the parameters named in `frozen` (and the padding, whose
+    gradient is zero) keep their values: the update is masked by global flat
+    index (`zest.rank` locates the shard).
+
+    ```mlir
+    %p1, %m1, %v1, %a1 = zest.update adamw @layers.0 %p, %g
+        state(%m, %v) accum(%a) hyper(%h)
+        : (tensor<132xf32>, tensor<132xf32>, tensor<132xf32>, tensor<132xf32>,
+           tensor<132xf32>, tensor<10xf32>)
+        -> (tensor<132xf32>, tensor<132xf32>, tensor<132xf32>, tensor<132xf32>)
+    ```
+  }];
+  let arguments = (ins Zest_OptimizerAttr:$optimizer, FlatSymbolRefAttr:$unit,
+                       Zest_FlatTensor:$param, Zest_FlatTensor:$grad,
+                       Variadic<Zest_FlatTensor>:$state,
+                       Zest_FlatTensor:$accum,
+                       Zest_FlatTensor:$hyper,
+                       UnitAttr:$nesterov,
+                       DefaultValuedAttr<StrArrayAttr, "{}">:$frozen);
+  let results = (outs Zest_FlatTensor:$new_param,
+                      Variadic<Zest_FlatTensor>:$new_state,
+                      Zest_FlatTensor:$new_accum);
+  let assemblyFormat = [{
+    $optimizer $unit $param `,` $grad (`state` `(` $state^ `)`)?
+    `accum` `(` $accum `)` `hyper` `(` $hyper `)` attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Number of state buffers `optimizer` keeps (momentum: sgd 0 or 1).
+    static unsigned getNumStates(Optimizer optimizer, bool momentum);
+    /// Names of the state buffers, as in torch.optim's state_dict.
+    static ::llvm::SmallVector<::llvm::StringRef>
+    getStateNames(Optimizer optimizer, bool momentum);
+  }];
+}
+
+def Zest_RankOp : Zest_Op<"rank", [Pure]> {
+  let summary = "this process's rank among the data-parallel ranks";
+  let description = [{
+    The rank `r` whose shard (`[r * shard_size, (r + 1) * shard_size)` of
+    every sharded unit) this process holds.
+
+    ```mlir
+    %r = zest.rank : index
+    ```
+  }];
+  let results = (outs Index:$rank);
+  let assemblyFormat = "attr-dict `:` type($rank)";
+}
+
 #endif // ZEST_DIALECT_ZEST_IR_ZESTOPS_TD

@@ -108,6 +108,74 @@ def ShardParamsPass : Pass<"zest-shard-params", "::mlir::ModuleOp"> {
   ];
 }
 
+def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Puts the optimizer into the sharded training step";
+  let description = [{
+    Runs after `zest-shard-params`. Every function returning unit gradients
+    (`zest.unit_grad`) becomes a whole training step that updates its unit
+    shards in place (ZeRO's partitioned optimizer, DeepSpeed's per-sub-group
+    step): for each unit, a `zest.update` consumes the reduced gradient shard
+    as soon as it exists and the shard is no longer read by the step (so with
+    asynchronous collectives it overlaps the rest of backward).
+
+    The function gains arguments, after the existing ones:
+
+    * `zest.hyper`: `tensor<10xf32>` of hyperparameters (`zest_hyper_t` in
+      `runtime/include/zest_runtime.h`: learning rate, weight decay, betas,
+      epsilon, bias corrections, gradient scale, accumulate/apply flags),
+      filled by the host before every micro-batch, so schedules need no
+      recompilation;
+    * per unit, its optimizer state (`zest.optimizer_state = {unit = @u,
+      name = "exp_avg"}`; `sgd` with `momentum`: `momentum_buffer`; `adamw`:
+      `exp_avg`, `exp_avg_sq`) and its gradient accumulator
+      (`zest.grad_accum = @u`), all of the shard's type.
+
+    Gradient results are replaced by the updated shard, state and
+    accumulator, each marked `zest.updated = <argument number>`: after
+    bufferization they are the argument buffers themselves. Gradients of
+    frozen parameters are not applied (`frozen` on `zest.update`). The
+    function is marked `zest.optimizer = "sgd" | "adamw"`.
+
+    ```
+    zest-opt --zest-shard-pipeline="world-size=2 leaf-modules=layers.*" \
+             --zest-insert-optimizer="optimizer=adamw" m.mlir
+    ```
+  }];
+  let dependentDialects = ["::mlir::zest::ZestDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd or adamw">,
+    Option<"momentum", "momentum", "bool", /*default=*/"false",
+           "sgd: keep a momentum buffer (its factor is a hyperparameter)">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "sgd with momentum: Nesterov momentum">,
+  ];
+}
+
+def LowerOptimizerPass : Pass<"zest-lower-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Expands zest.update into vectorizable linalg on tensors";
+  let description = [{
+    Replaces each `zest.update` by `scf.if`s on the accumulate / apply flags
+    of its hyperparameters and one fused elementwise `linalg.generic` per
+    case, in destination-passing style on the shard, state and accumulator
+    (so bufferization updates them in place):
+
+    * apply: one pass over parameter, gradient, (accumulator) and state that
+      writes parameter and state; the hyperparameters are scalars read once
+      per step (no per-element `pow`);
+    * store: `accum = grad` or `accum += grad`.
+
+    Units with frozen parameters get a mask on the global flat index
+    (`zest.rank * shard_size + i`), so those elements keep their values.
+  }];
+  let dependentDialects = ["::mlir::zest::ZestDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def PrintUnitsPass : Pass<"zest-print-units", "::mlir::ModuleOp"> {
   let summary = "Prints the unit table";
   let description = [{
@@ -132,6 +200,27 @@ def WriteManifestPass : Pass<"zest-manifest", "::mlir::ModuleOp"> {
   let options = [
     Option<"path", "path", "std::string", /*default=*/"\"-\"",
            "Output file (- for standard output)">,
+  ];
+}
+
+def ApproximateMathPass
+    : Pass<"zest-approximate-math", "::mlir::func::FuncOp"> {
+  let summary = "Replaces f32 math functions by polynomial approximations";
+  let description = [{
+    Rewrites the f32 `math` ops named in `functions` (default: `tanh`, `erf`,
+    `exp`, `expm1`, `log`, `log1p`, `log2`) into upstream MLIR's polynomial
+    approximations: arithmetic that LLVM vectorizes, where a libm call per
+    element is scalar (tanh-GELU spent ~18% of a transformer step in `tanhf`).
+    The error of each approximation over the whole f32 range is asserted by
+    `test/E2E/math-approximation.test` (see docs/Runtime.md for the bounds).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+  let options = [
+    ListOption<"functions", "functions", "std::string",
+               "math op names to approximate (default: tanh, erf, exp, "
+               "expm1, log, log1p, log2)">,
   ];
 }
 

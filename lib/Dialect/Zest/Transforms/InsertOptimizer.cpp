@@ -1,0 +1,223 @@
+//===- InsertOptimizer.cpp - The optimizer inside the compiled step -------===//
+//
+// Turns every sharded training function (one returning `zest.unit_grad`
+// results) into a whole training step: each unit's gradient shard feeds a
+// `zest.update` of the unit's shard, placed as soon as the gradient is reduced
+// and the shard is no longer read, and the function returns the updated
+// shard, optimizer state and gradient accumulator instead of the gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest_runtime.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_INSERTOPTIMIZERPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+/// The unit argument `arg` and every value that may alias its storage once
+/// collectives at world size 1 become no-ops: gathers of it, parameter views
+/// of those, and tensor views of the views.
+static llvm::SetVector<Value> getAliases(BlockArgument arg) {
+  llvm::SetVector<Value> aliases;
+  aliases.insert(arg);
+  for (unsigned i = 0; i < aliases.size(); ++i)
+    for (Operation *user : aliases[i].getUsers())
+      if (isa<AllGatherOp, UnflattenOp, tensor::ExtractSliceOp,
+              tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(
+              user))
+        aliases.insert(user->getResults().begin(), user->getResults().end());
+  return aliases;
+}
+
+/// Parameters of `unit` the gradient `grad` carries no gradient for: those
+/// its `zest.flatten` does not name. A gradient built some other way is taken
+/// to cover every parameter.
+static SmallVector<StringRef> getFrozenParams(UnitOp unit, Value grad) {
+  Operation *reduce = grad.getDefiningOp();
+  FlattenOp flatten;
+  if (isa_and_nonnull<ReduceScatterOp, AllReduceOp>(reduce))
+    flatten = reduce->getOperand(0).getDefiningOp<FlattenOp>();
+  SmallVector<StringRef> frozen;
+  if (!flatten)
+    return frozen;
+  for (auto param : unit.getParams().getAsRange<ParamAttr>())
+    if (!llvm::is_contained(flatten.getParams().getAsValueRange<StringAttr>(),
+                            param.getName()))
+      frozen.push_back(param.getName());
+  return frozen;
+}
+
+namespace {
+
+struct InsertOptimizerPass
+    : public zest::impl::InsertOptimizerPassBase<InsertOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    std::optional<Optimizer> kind = symbolizeOptimizer(optimizer);
+    if (!kind) {
+      getOperation().emitError()
+          << "unknown optimizer '" << optimizer << "': use sgd or adamw";
+      return signalPassFailure();
+    }
+    if (nesterov && (*kind != Optimizer::SGD || !momentum)) {
+      getOperation().emitError()
+          << "nesterov needs optimizer=sgd with momentum";
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(rewrite(func, *kind)))
+        return signalPassFailure();
+  }
+
+  LogicalResult rewrite(func::FuncOp func, Optimizer kind);
+};
+
+} // namespace
+
+LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
+  MLIRContext *ctx = func.getContext();
+  // Trained units, in result order: unit, gradient result index.
+  SmallVector<std::pair<UnitOp, unsigned>> trained;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+        i, ZestDialect::kUnitGradAttrName);
+    if (!ref)
+      continue;
+    auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(func, ref);
+    if (!unit)
+      return func.emitError() << "gradient result #" << i << " refers to "
+                              << ref << ", which is not a zest.unit";
+    trained.push_back({unit, i});
+  }
+  if (trained.empty())
+    return success();
+  if (func.getBlocks().size() != 1)
+    return func.emitError() << "the optimizer needs a single-block function";
+  if (func->hasAttr(ZestDialect::kOptimizerAttrName))
+    return func.emitError() << "already has an optimizer";
+
+  Block &body = func.front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  auto unitArgOf = [&](UnitOp unit) -> BlockArgument {
+    for (BlockArgument arg : func.getArguments())
+      if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+              arg.getArgNumber(), ZestDialect::kUnitArgAttrName))
+        if (ref.getValue() == unit.getSymName())
+          return arg;
+    return {};
+  };
+
+  // New arguments: the hyperparameters, then per unit its state and its
+  // gradient accumulator, all in the shard's layout.
+  auto hyperType =
+      RankedTensorType::get({ZEST_HYPER_COUNT}, Float32Type::get(ctx));
+  auto appendArg = [&](Type type, StringRef attr, Attribute value) {
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(
+        index, type,
+        DictionaryAttr::get(
+            ctx, {NamedAttribute(StringAttr::get(ctx, attr), value)}),
+        func.getLoc());
+    return func.getArgument(index);
+  };
+  BlockArgument hyper =
+      appendArg(hyperType, ZestDialect::kHyperAttrName, UnitAttr::get(ctx));
+  SmallVector<StringRef> stateNames = UpdateOp::getStateNames(kind, momentum);
+
+  OpBuilder builder(ctx);
+  // New results: per unit the updated shard, state and accumulator, each
+  // tagged with the argument it overwrites.
+  SmallVector<Value> newResults;
+  SmallVector<unsigned> updatedArgs;
+  for (auto [unit, resultIndex] : trained) {
+    BlockArgument param = unitArgOf(unit);
+    if (!param)
+      return func.emitError()
+             << "returns a gradient of unit @" << unit.getSymName()
+             << " but takes no argument for it";
+    if (!unit.getElementType().isF32())
+      return func.emitError()
+             << "unit @" << unit.getSymName() << " holds "
+             << unit.getElementType()
+             << " parameters; the optimizer updates f32 units only";
+    Value grad = ret.getOperand(resultIndex);
+    auto flatRef = FlatSymbolRefAttr::get(unit.getSymNameAttr());
+    SmallVector<Value> state;
+    for (StringRef name : stateNames)
+      state.push_back(appendArg(
+          unit.getShardType(), ZestDialect::kOptimizerStateAttrName,
+          DictionaryAttr::get(
+              ctx, {NamedAttribute(StringAttr::get(ctx, "unit"), flatRef),
+                    NamedAttribute(StringAttr::get(ctx, "name"),
+                                   StringAttr::get(ctx, name))})));
+    BlockArgument accum = appendArg(unit.getShardType(),
+                                    ZestDialect::kGradAccumAttrName, flatRef);
+
+    // As early as possible: after the gradient exists and after the last
+    // read of the shard (or of a view that may share its storage).
+    Operation *after = grad.getDefiningOp()
+                           ? body.findAncestorOpInBlock(*grad.getDefiningOp())
+                           : nullptr;
+    for (Value alias : getAliases(param))
+      for (Operation *user : alias.getUsers()) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        if (top && top != ret && (!after || after->isBeforeInBlock(top)))
+          after = top;
+      }
+    if (after)
+      builder.setInsertionPointAfter(after);
+    else
+      builder.setInsertionPointToStart(&body);
+
+    SmallVector<StringRef> frozen = getFrozenParams(unit, grad);
+    auto update = UpdateOp::create(
+        builder, grad.getLoc(), unit.getShardType(),
+        SmallVector<Type>(state.size(), unit.getShardType()),
+        unit.getShardType(), kind, unit.getSymName(), param, grad, state, accum,
+        hyper,
+        /*nesterov=*/nesterov && momentum, builder.getStrArrayAttr(frozen));
+    newResults.push_back(update.getNewParam());
+    updatedArgs.push_back(param.getArgNumber());
+    for (auto [value, arg] : llvm::zip(update.getNewState(), state)) {
+      newResults.push_back(value);
+      updatedArgs.push_back(cast<BlockArgument>(arg).getArgNumber());
+    }
+    newResults.push_back(update.getNewAccum());
+    updatedArgs.push_back(accum.getArgNumber());
+  }
+
+  // Gradient results give way to the updated values.
+  llvm::BitVector erase(func.getNumResults());
+  for (auto &entry : trained)
+    erase.set(entry.second);
+  if (failed(func.eraseResults(erase)))
+    return failure();
+  ret->eraseOperands(erase);
+  unsigned kept = func.getNumResults();
+  SmallVector<unsigned> positions(newResults.size(), kept);
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> attrs;
+  for (auto [value, arg] : llvm::zip(newResults, updatedArgs)) {
+    types.push_back(value.getType());
+    attrs.push_back(DictionaryAttr::get(
+        ctx,
+        {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUpdatedAttrName),
+                        IntegerAttr::get(IntegerType::get(ctx, 64), arg))}));
+  }
+  if (failed(func.insertResults(positions, types, attrs)))
+    return failure();
+  ret->insertOperands(ret.getNumOperands(), newResults);
+  func->setAttr(ZestDialect::kOptimizerAttrName,
+                StringAttr::get(ctx, stringifyOptimizer(kind)));
+  return success();
+}

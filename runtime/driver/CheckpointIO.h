@@ -1,0 +1,30 @@
+//===- CheckpointIO.h - Sharded checkpoints of the training state -*- C++
+//-*-===//
+
+#ifndef ZEST_RUNTIME_DRIVER_CHECKPOINTIO_H
+#define ZEST_RUNTIME_DRIVER_CHECKPOINTIO_H
+
+#include "ModelDescriptor.h"
+#include "TrainState.h"
+
+#include <string>
+
+namespace zest {
+
+/// Every rank learns whether all succeeded; the failing ones explain and
+/// every rank exits with status 1. For errors only some ranks may see (a
+/// corrupt file of one rank).
+void agreeOrExit(bool ok, const std::string &message);
+
+/// Writes this rank's shards and optimizer state after `step` steps.
+void saveCheckpoint(const std::string &dir, const ModelInfo &model,
+                    TrainState &train, int64_t step);
+
+/// Loads this rank's shards and optimizer state; returns the step the
+/// checkpoint was taken at. All ranks agree or all exit.
+int64_t loadCheckpoint(const std::string &dir, const ModelInfo &model,
+                       TrainState &train);
+
+} // namespace zest
+
+#endif // ZEST_RUNTIME_DRIVER_CHECKPOINTIO_H

@@ -1,0 +1,47 @@
+//===- Data.cpp - Deterministic values ------------------------------------===//
+
+#include "Data.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace zest;
+
+uint64_t zest::mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t zest::hashString(const std::string &text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text)
+    hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+/// Uniform in [-1, 1).
+double zest::uniform(uint64_t key) {
+  return double(mix(key) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+/// Initial value of element `index` of `param`: PyTorch-like defaults.
+/// Matrices and higher: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = all
+/// dims but the first. Vectors named *weight/*scale/*gamma (norm scales): 1.
+/// Other vectors and scalars (biases): 0.
+float zest::initialValue(const ParamInfo &param, uint64_t seed, int64_t index) {
+  const std::vector<int64_t> &shape = param.spec.shape;
+  if (shape.size() >= 2) {
+    int64_t fanIn = param.spec.numel() / shape[0];
+    return float(uniform(mix(seed ^ hashString(param.fqn)) + uint64_t(index)) /
+                 std::sqrt(double(fanIn)));
+  }
+  auto endsWith = [&](const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return param.fqn.size() >= n &&
+           param.fqn.compare(param.fqn.size() - n, n, suffix) == 0;
+  };
+  return endsWith("weight") || endsWith("scale") || endsWith("gamma") ? 1.0f
+                                                                      : 0.0f;
+}

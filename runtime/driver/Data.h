@@ -1,0 +1,128 @@
+//===- Data.h - Deterministic values and per-rank data ---------*- C++ -*-===//
+
+#ifndef ZEST_RUNTIME_DRIVER_DATA_H
+#define ZEST_RUNTIME_DRIVER_DATA_H
+
+#include "Buffer.h"
+#include "ModelDescriptor.h"
+#include "Options.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace zest {
+
+/// Counter-based generator: any element of any parameter or sample is
+/// computed independently of the world size.
+uint64_t mix(uint64_t x);
+uint64_t hashString(const std::string &text);
+/// Uniform in [-1, 1).
+double uniform(uint64_t key);
+/// Initial value of element `index` of `param`: PyTorch-like defaults.
+float initialValue(const ParamInfo &param, uint64_t seed, int64_t index);
+
+/// Feeds a function's data arguments: synthetic samples or a file of samples
+/// back to back (docs/Runtime.md).
+class DataSource {
+public:
+  DataSource(const Options &options, const FunctionInfo &function)
+      : options(options) {
+    for (size_t i = 0; i < function.args.size(); ++i)
+      if (function.args[i].kind == ArgInfo::Data)
+        dataArgs.push_back(i);
+    for (size_t i : dataArgs) {
+      const TensorSpec &spec = function.args[i].spec;
+      if (spec.shape.empty())
+        usageError("data argument #" + std::to_string(i) +
+                   " is a scalar; data arguments need a batch dimension");
+      int64_t b = spec.shape[0];
+      if (batch && b != batch)
+        usageError("data arguments disagree on the batch dimension (" +
+                   std::to_string(batch) + " vs " + std::to_string(b) + ")");
+      batch = b;
+      // Where this argument's slice starts inside a sample of a data file.
+      sampleOffsets.push_back(sampleBytes);
+      sampleBytes += spec.bytes() / b;
+    }
+    if (options.data != "synthetic")
+      loadFile(options.data);
+  }
+
+  int64_t microBatch() const { return batch; }
+
+  /// Fills the data arguments with samples [first, first + batch).
+  void fill(std::vector<Buffer> &args, int64_t first) {
+    for (size_t d = 0; d < dataArgs.size(); ++d) {
+      Buffer &buffer = args[dataArgs[d]];
+      int64_t perSample = buffer.spec.numel() / batch;
+      int64_t bytes = perSample * buffer.spec.dtype.bytes;
+      for (int64_t s = 0; s < batch; ++s) {
+        int64_t sample = first + s;
+        char *out = static_cast<char *>(buffer.data()) + s * bytes;
+        if (!file.empty()) {
+          int64_t count = int64_t(file.size()) / sampleBytes;
+          const char *in =
+              file.data() + (sample % count) * sampleBytes + sampleOffsets[d];
+          std::memcpy(out, in, bytes);
+          continue;
+        }
+        if (options.datasetSize)
+          sample %= options.datasetSize;
+        uint64_t key =
+            mix(mix(options.seed + 0x5eedull + d) ^ uint64_t(sample));
+        synthesize(buffer.spec.dtype, out, perSample, key);
+      }
+    }
+  }
+
+private:
+  void synthesize(const DType &dtype, char *out, int64_t n, uint64_t key) {
+    for (int64_t j = 0; j < n; ++j) {
+      double u = uniform(key + uint64_t(j));
+      switch (dtype.code) {
+      case ZEST_F32:
+        reinterpret_cast<float *>(out)[j] = float(u);
+        break;
+      case ZEST_F64:
+        reinterpret_cast<double *>(out)[j] = u;
+        break;
+      case ZEST_I32:
+        reinterpret_cast<int32_t *>(out)[j] =
+            int32_t(mix(key + uint64_t(j)) % uint64_t(options.intBound));
+        break;
+      case ZEST_I64:
+        reinterpret_cast<int64_t *>(out)[j] =
+            int64_t(mix(key + uint64_t(j)) % uint64_t(options.intBound));
+        break;
+      default:
+        usageError("synthetic data of type " + dtype.name +
+                   " is not supported; use --data FILE");
+      }
+    }
+  }
+
+  void loadFile(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      usageError("cannot open data file '" + path + "'");
+    file.assign(std::istreambuf_iterator<char>(in),
+                std::istreambuf_iterator<char>());
+    if (file.empty() || int64_t(file.size()) % sampleBytes != 0)
+      usageError("data file '" + path + "' has " + std::to_string(file.size()) +
+                 " bytes, not a positive multiple of the " +
+                 std::to_string(sampleBytes) + "-byte sample");
+  }
+
+  const Options &options;
+  std::vector<size_t> dataArgs;
+  std::vector<int64_t> sampleOffsets;
+  int64_t batch = 0, sampleBytes = 0;
+  std::vector<char> file;
+};
+
+} // namespace zest
+
+#endif // ZEST_RUNTIME_DRIVER_DATA_H

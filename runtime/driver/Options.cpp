@@ -1,0 +1,133 @@
+//===- Options.cpp - Command-line options of the training driver ----------===//
+
+#include "Options.h"
+#include "zest_runtime.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+using namespace zest;
+
+static const char *kHelp =
+    "usage: mpirun -np W <model> [options]\n"
+    "  --steps N            training (or forward) steps (10)\n"
+    "  --seed S             parameter and synthetic data seed (0)\n"
+    "  --lr F               peak learning rate (0.01)\n"
+    "  --lr-schedule constant|cosine  after warm-up: constant, or cosine\n"
+    "                       decay to --min-lr at --schedule-steps (constant)\n"
+    "  --warmup-steps N     linear warm-up from 0 over N steps (0)\n"
+    "  --schedule-steps N   steps the schedule spans (0: to the end of the\n"
+    "                       run)\n"
+    "  --min-lr F           cosine floor (0)\n"
+    "  --weight-decay F     sgd: L2; adamw: decoupled (0)\n"
+    "  --momentum F         sgd momentum (0.9; needs zestc --momentum)\n"
+    "  --beta1 F --beta2 F --eps F   AdamW constants (0.9, 0.999, 1e-8)\n"
+    "  --optimizer sgd|adamw  checks that the executable was compiled with\n"
+    "                       this optimizer (zestc --optimizer)\n"
+    "  --accum A            micro-batches per rank and step (1); the global\n"
+    "                       batch is W * A * micro-batch\n"
+    "  --data synthetic|FILE  data source (synthetic); FILE holds samples\n"
+    "                       back to back, see docs/Runtime.md\n"
+    "  --dataset-size N     synthetic samples before repeating (0: never)\n"
+    "  --int-bound N        integer data is drawn from [0, N) (16)\n"
+    "  --function NAME      entry point to run (first with a loss)\n"
+    "  --save DIR           write a sharded checkpoint after the last step\n"
+    "  --load DIR           resume from a sharded checkpoint\n"
+    "  --trace FILE         write a Chrome trace (FILE.rankR.json per rank)\n"
+    "  --timeout S          abort all ranks if a collective waits longer\n";
+
+void zest::usageError(const std::string &message) {
+  if (zest_rank() == 0)
+    std::fprintf(stderr, "error: %s\n%s", message.c_str(), kHelp);
+  zest_finalize();
+  std::exit(2);
+}
+
+Options zest::parseOptions(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      if (zest_rank() == 0)
+        std::printf("%s", kHelp);
+      zest_finalize();
+      std::exit(0);
+    }
+    if (i + 1 >= argc)
+      usageError("option '" + flag + "' needs a value");
+    std::string value = argv[++i];
+    auto integer = [&](int64_t min) {
+      char *end = nullptr;
+      long long v = std::strtoll(value.c_str(), &end, 10);
+      if (*end || end == value.c_str() || v < min)
+        usageError("option '" + flag + "' expects an integer >= " +
+                   std::to_string(min) + ", got '" + value + "'");
+      return int64_t(v);
+    };
+    auto real = [&]() {
+      char *end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (*end || end == value.c_str() || !std::isfinite(v))
+        usageError("option '" + flag + "' expects a number, got '" + value +
+                   "'");
+      return v;
+    };
+    auto oneOf = [&](std::initializer_list<const char *> choices) {
+      std::string list;
+      for (const char *choice : choices) {
+        if (value == choice)
+          return value;
+        list += (list.empty() ? "" : " or ") + std::string(choice);
+      }
+      usageError(flag + " expects " + list + ", got '" + value + "'");
+    };
+    if (flag == "--steps")
+      o.steps = integer(0);
+    else if (flag == "--seed")
+      o.seed = uint64_t(integer(0));
+    else if (flag == "--lr")
+      o.lr = real();
+    else if (flag == "--lr-schedule")
+      o.schedule = oneOf({"constant", "cosine"});
+    else if (flag == "--warmup-steps")
+      o.warmupSteps = integer(0);
+    else if (flag == "--schedule-steps")
+      o.scheduleSteps = integer(0);
+    else if (flag == "--min-lr")
+      o.minLr = real();
+    else if (flag == "--optimizer")
+      o.optimizer = oneOf({"sgd", "adamw"});
+    else if (flag == "--weight-decay")
+      o.weightDecay = real();
+    else if (flag == "--momentum")
+      o.momentum = real();
+    else if (flag == "--beta1")
+      o.beta1 = real();
+    else if (flag == "--beta2")
+      o.beta2 = real();
+    else if (flag == "--eps")
+      o.eps = real();
+    else if (flag == "--accum")
+      o.accum = integer(1);
+    else if (flag == "--data")
+      o.data = value;
+    else if (flag == "--dataset-size")
+      o.datasetSize = integer(0);
+    else if (flag == "--int-bound")
+      o.intBound = integer(1);
+    else if (flag == "--function")
+      o.function = value;
+    else if (flag == "--save")
+      o.save = value;
+    else if (flag == "--load")
+      o.load = value;
+    else if (flag == "--trace")
+      o.trace = value;
+    else if (flag == "--timeout")
+      o.timeout = real();
+    else
+      usageError("unknown option '" + flag + "'");
+  }
+  return o;
+}

@@ -1,0 +1,43 @@
+//===- Options.h - Command-line options of the training driver --*- C++ -*-===//
+
+#ifndef ZEST_RUNTIME_DRIVER_OPTIONS_H
+#define ZEST_RUNTIME_DRIVER_OPTIONS_H
+
+#include <cstdint>
+#include <string>
+
+namespace zest {
+
+struct Options {
+  int64_t steps = 10;
+  uint64_t seed = 0;
+  // Optimizer hyperparameters (the optimizer itself is compiled in).
+  std::string optimizer; // empty: whatever was compiled
+  double lr = 0.01;
+  double weightDecay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double momentum = -1; // -1: 0.9 if a momentum buffer was compiled
+  // Learning-rate schedule.
+  std::string schedule = "constant";
+  int64_t warmupSteps = 0;
+  int64_t scheduleSteps = 0; // 0: the last step of this run
+  double minLr = 0;
+  int64_t accum = 1;
+  std::string data = "synthetic";
+  int64_t datasetSize = 0;
+  int64_t intBound = 16;
+  std::string function;
+  std::string save, load, trace;
+  double timeout = 0;
+};
+
+/// Parses argv (every rank parses the same arguments); `--help` and errors
+/// exit every rank.
+Options parseOptions(int argc, char **argv);
+
+/// Exits every rank with status 2 after rank 0 explains; argument errors are
+/// the same on every rank, so no rank is left waiting.
+[[noreturn]] void usageError(const std::string &message);
+
+} // namespace zest
+
+#endif // ZEST_RUNTIME_DRIVER_OPTIONS_H
