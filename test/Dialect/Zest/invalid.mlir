@@ -287,3 +287,77 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = zest.wait %f : !zest.future<tensor<4xf32>>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @adamw_states(%p: tensor<4xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{adamw takes 2 state buffers, got 1}}
+  %p1, %s1, %a1 = zest.update adamw @o %p, %p state(%p) accum(%p) hyper(%h) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @nesterov_without_momentum(%p: tensor<4xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{nesterov requires sgd with a momentum buffer}}
+  %p1, %a1 = zest.update sgd @o %p, %p accum(%p) hyper(%h) {nesterov} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @hyper_size(%p: tensor<4xf32>, %h: tensor<9xf32>) {
+  // expected-error@+1 {{hyperparameters must be tensor<10xf32>, got 'tensor<9xf32>'}}
+  %p1, %a1 = zest.update sgd @o %p, %p accum(%p) hyper(%h) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<9xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @mixed_types(%p: tensor<4xf32>, %g: tensor<8xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{operands and results must all have the parameter's type 'tensor<4xf32>', got 'tensor<8xf32>'}}
+  %p1, %a1 = zest.update sgd @o %p, %g accum(%p) hyper(%h) : (tensor<4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @full_buffer(%p: tensor<8xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{parameter operand must be 'tensor<4xf32>' for unit @o (sharded, world_size = 2), got 'tensor<8xf32>'}}
+  %p1, %a1 = zest.update sgd @o %p, %p accum(%p) hyper(%h) : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<10xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @frozen_unknown(%p: tensor<4xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{frozen parameter 'o.v' is not in unit @o}}
+  %p1, %a1 = zest.update sgd @o %p, %p accum(%p) hyper(%h) {frozen = ["o.v"]} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f64_update(%p: tensor<4xf64>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{updates f32 parameters only, got 'f64'}}
+  %p1, %a1 = zest.update sgd @o %p, %p accum(%p) hyper(%h) : (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>, tensor<10xf32>) -> (tensor<4xf64>, tensor<4xf64>)
+  return
+}

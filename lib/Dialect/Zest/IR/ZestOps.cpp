@@ -386,7 +386,8 @@ LogicalResult UpdateOp::verify() {
   if (!hyperType.getElementType().isF32() ||
       hyperType.getNumElements() != ZEST_HYPER_COUNT)
     return emitOpError() << "hyperparameters must be tensor<"
-                         << ZEST_HYPER_COUNT << "xf32>, got " << hyperType;
+                         << int64_t(ZEST_HYPER_COUNT) << "xf32>, got "
+                         << hyperType;
   SmallVector<Value> flat = {getGrad(), getNewParam(), getAccum(),
                              getNewAccum()};
   llvm::append_range(flat, getState());

@@ -123,13 +123,14 @@ SmallVector<Value> UpdateLowering::buildStep(bool withAccum) {
   bool nesterov = op.getNesterov();
   // Loop-invariant scalars.
   Value one = constant(1.0);
-  Value decay, lerpWeight, lerpLow, oneMinusBeta2;
+  Value decay, lerpWeight, lerpRest, lerpLow, oneMinusBeta2;
   if (adamw) {
     Value half = constant(0.5);
     decay = arith::SubFOp::create(
         b, loc, one,
         arith::MulFOp::create(b, loc, hyper.lr, hyper.weightDecay));
     lerpWeight = arith::SubFOp::create(b, loc, one, hyper.beta1);
+    lerpRest = arith::SubFOp::create(b, loc, one, lerpWeight);
     lerpLow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
                                     lerpWeight, half);
     oneMinusBeta2 = arith::SubFOp::create(b, loc, one, hyper.beta2);
@@ -164,7 +165,7 @@ SmallVector<Value> UpdateLowering::buildStep(bool withAccum) {
           Value decayed = mul(p, decay);
           Value diff = sub(g, m);
           Value mLow = add(m, mul(lerpWeight, diff));
-          Value mHigh = sub(g, mul(diff, sub(one, lerpWeight)));
+          Value mHigh = sub(g, mul(diff, lerpRest));
           Value m1 = arith::SelectOp::create(nb, nl, lerpLow, mLow, mHigh);
           Value v1 = add(mul(v, hyper.beta2), mul(mul(oneMinusBeta2, g), g));
           Value denom = add(

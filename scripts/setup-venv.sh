@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Creates (once) the project virtualenv used by the PyTorch comparisons in
+# bench/ and, later, by zest-import: pinned versions from the package index.
+# The torch wheel pulls about 5 GB of CUDA libraries, so the environment is
+# created once and reused; a second run only checks it.
+#   scripts/setup-venv.sh [venv-dir]      (default: .venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${1:-.venv}
+PINS=(torch==2.15.0 numpy==2.4.6 safetensors==0.8.0)
+
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - "${PINS[@]}" <<'PY'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  echo "setup-venv: $VENV has ${PINS[*]}"
+  exit 0
+fi
+if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv
+fi
+/usr/bin/python3 -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q "${PINS[@]}"
+echo "setup-venv: created $VENV with ${PINS[*]}"

@@ -1,0 +1,65 @@
+// RUN: zest-opt %s -split-input-file --zest-insert-optimizer | FileCheck %s
+// RUN: zest-opt %s -split-input-file --zest-insert-optimizer="optimizer=adamw" | FileCheck %s --check-prefix=ADAMW
+// RUN: zest-opt %s -split-input-file --zest-insert-optimizer="optimizer=sgd momentum nesterov" | FileCheck %s --check-prefix=NESTEROV
+
+// Each unit's update comes right after its gradient is reduced AND after the
+// last read of its shard or of a view of its gathered buffer (%late reads
+// a.w after the reduce-scatter): at W=1 the gather is the shard itself, and
+// updating it earlier would force a copy. a.b has no gradient: it is frozen.
+// The replicated unit is updated from its all-reduced gradient. The new
+// arguments (hyperparameters, state, accumulator) come last; gradient results
+// become the updated values, each naming the argument it overwrites.
+
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:    %[[S:[^:]*]]: tensor<4xf32> {zest.unit = @a}, %[[RS:[^:]*]]: tensor<2xf32> {zest.unit = @r}, %{{[^:]*}}: tensor<2x3xf32>,
+// CHECK-SAME:    %[[H:[^:]*]]: tensor<10xf32> {zest.hyper}, %[[ACC:[^:]*]]: tensor<4xf32> {zest.grad_accum = @a}, %[[RACC:[^:]*]]: tensor<2xf32> {zest.grad_accum = @r})
+// CHECK-SAME:    -> (tensor<f32> {zest.loss}, tensor<4xf32> {zest.updated = 0 : i64}, tensor<4xf32> {zest.updated = 4 : i64}, tensor<2xf32> {zest.updated = 1 : i64}, tensor<2xf32> {zest.updated = 5 : i64})
+// CHECK-SAME:    attributes {zest.optimizer = "sgd"}
+// CHECK:         %[[GS:.*]] = zest.reduce_scatter avg
+// CHECK-NEXT:    %[[LATE:.*]] = linalg.add
+// CHECK-NEXT:    %[[P:.*]], %[[A:.*]] = zest.update sgd @a %[[S]], %[[GS]] accum(%[[ACC]]) hyper(%[[H]]) {frozen = ["a.b"]}
+// CHECK-NEXT:    %[[RG:.*]] = zest.all_reduce avg %[[RS]]
+// CHECK-NEXT:    %[[RP:.*]], %[[RA:.*]] = zest.update sgd @r %[[RS]], %[[RG]] accum(%[[RACC]]) hyper(%[[H]]) :
+// CHECK:         return %{{.*}}, %[[P]], %[[A]], %[[RP]], %[[RA]]
+// Functions without gradients (forward only) are left alone.
+// CHECK-LABEL: func.func @forward(%{{[^:]*}}: tensor<4xf32> {zest.unit = @a}) -> tensor<8xf32> {
+// CHECK-NOT:     zest.update
+
+// AdamW keeps exp_avg and exp_avg_sq per unit, in the shard's layout.
+// ADAMW-LABEL: func.func @step(
+// ADAMW-SAME:    %{{[^:]*}}: tensor<4xf32> {zest.optimizer_state = {name = "exp_avg", unit = @a}}, %{{[^:]*}}: tensor<4xf32> {zest.optimizer_state = {name = "exp_avg_sq", unit = @a}}, %{{[^:]*}}: tensor<4xf32> {zest.grad_accum = @a}
+// ADAMW-SAME:    attributes {zest.optimizer = "adamw"}
+// ADAMW:         zest.update adamw @a %{{.*}} state(%{{.*}}, %{{.*}}) accum(
+
+// NESTEROV-LABEL: func.func @step(
+// NESTEROV-SAME:    {zest.optimizer_state = {name = "momentum_buffer", unit = @a}}
+// NESTEROV:         zest.update sgd @a %{{.*}} state(%{{.*}}) accum(%{{.*}}) hyper(%{{.*}}) {frozen = ["a.b"], nesterov}
+
+zest.unit @a sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a.w" : tensor<2x3xf32> at 0,
+  "a.b" : tensor<2xf32> at 6
+]
+zest.unit @r replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 [
+  "r.v" : tensor<2xf32> at 0
+]
+func.func @step(%s: tensor<4xf32> {zest.unit = @a}, %rs: tensor<2xf32> {zest.unit = @r},
+                %x: tensor<2x3xf32>)
+    -> (tensor<f32> {zest.loss}, tensor<4xf32> {zest.unit_grad = @a},
+        tensor<2xf32> {zest.unit_grad = @r}) {
+  %full = zest.all_gather %s for @a : tensor<4xf32> -> tensor<8xf32>
+  %w = zest.unflatten %full, @a, "a.w" : tensor<8xf32> -> tensor<2x3xf32>
+  %e = tensor.empty() : tensor<2x3xf32>
+  %g = linalg.mul ins(%w, %x : tensor<2x3xf32>, tensor<2x3xf32>) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %flat = zest.flatten @a ["a.w"] (%g) : tensor<2x3xf32> -> tensor<8xf32>
+  %gs = zest.reduce_scatter avg %flat for @a : tensor<8xf32> -> tensor<4xf32>
+  %late = linalg.add ins(%w, %w : tensor<2x3xf32>, tensor<2x3xf32>) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %rg = zest.all_reduce avg %rs for @r : tensor<2xf32>
+  %c0 = arith.constant 0 : index
+  %v = tensor.extract %late[%c0, %c0] : tensor<2x3xf32>
+  %loss = tensor.from_elements %v : tensor<f32>
+  return %loss, %gs, %rg : tensor<f32>, tensor<4xf32>, tensor<2xf32>
+}
+func.func @forward(%s: tensor<4xf32> {zest.unit = @a}) -> tensor<8xf32> {
+  %full = zest.all_gather %s for @a : tensor<4xf32> -> tensor<8xf32>
+  return %full : tensor<8xf32>
+}
