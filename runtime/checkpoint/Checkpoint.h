@@ -1,10 +1,10 @@
-//===- Checkpoint.h - Sharded Zest checkpoints -------------------*- C++
-//-*-===//
+//===- Checkpoint.h - Sharded Zest checkpoints ------------------*- C++ -*-===//
 //
 // A checkpoint is a folder: manifest.json (the flat layout, world size and
 // model hash) and one safetensors file per rank, rank-RRRRR-of-WWWWW, holding
 // per unit its local part of the flat parameter buffer ("<unit>") and of
-// the optimizer state ("<unit>.exp_avg", "<unit>.exp_avg_sq" for AdamW).
+// the optimizer state ("<unit>.<state>", kOptimizerStates: torch.optim's
+// state names).
 // Metadata records step, world size, rank, optimizer and model hash.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +19,11 @@
 #include <vector>
 
 namespace zest::checkpoint {
+
+/// Optimizer state a checkpoint may hold per unit: AdamW's exp_avg and
+/// exp_avg_sq, SGD's momentum_buffer (the names of torch.optim's state).
+inline constexpr const char *kOptimizerStates[] = {"exp_avg", "exp_avg_sq",
+                                                   "momentum_buffer"};
 
 struct ManifestParam {
   std::string fqn;

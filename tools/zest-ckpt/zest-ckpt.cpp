@@ -7,10 +7,11 @@
 //   zest-ckpt reshard <ckpt-dir> <out-dir> --world-size W
 //
 // A consolidated file holds one tensor per parameter, keyed by FQN, as
-// Hugging Face / PyTorch users load it; with --optimizer also the AdamW
-// state as "<fqn>.exp_avg" / "<fqn>.exp_avg_sq". Splitting lays the full
-// parameters out in each unit's flat buffer (zero padding) for any world
-// size, so a checkpoint saved at W=4 loads at W=2 after a reshard.
+// Hugging Face / PyTorch users load it; with --optimizer also the optimizer
+// state as "<fqn>.exp_avg", "<fqn>.exp_avg_sq" or "<fqn>.momentum_buffer".
+// Splitting lays the full parameters out in each unit's flat buffer (zero
+// padding) for any world size, so a checkpoint saved at W=4 loads at W=2 after
+// a reshard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,8 +43,15 @@ const char *kUsage =
     "[--world-size W]\n"
     "  zest-ckpt reshard <ckpt-dir> <out-dir> --world-size W\n";
 
-/// Optimizer-state suffixes a checkpoint may hold per unit.
-const char *const kStates[] = {".exp_avg", ".exp_avg_sq"};
+/// Tensor-name suffixes per unit: "" for parameters, then optimizer state.
+std::vector<std::string> stateSuffixes(bool withParams) {
+  std::vector<std::string> suffixes;
+  if (withParams)
+    suffixes.push_back("");
+  for (const char *state : kOptimizerStates)
+    suffixes.push_back(std::string(".") + state);
+  return suffixes;
+}
 
 /// A whole checkpoint in memory: per unit and state ("" for parameters) the
 /// full, unpadded flat buffer.
@@ -70,8 +78,7 @@ FullState loadCheckpointDir(const std::string &dir) {
            state.metadata["step"] + ", rank " + std::to_string(rank) + " at " +
            file.metadata["step"] + ")");
     for (const ManifestUnit &unit : state.manifest.units) {
-      for (std::string suffix : {std::string(""), std::string(kStates[0]),
-                                 std::string(kStates[1])}) {
+      for (const std::string &suffix : stateSuffixes(/*withParams=*/true)) {
         const safetensors::Tensor *tensor = file.find(unit.name + suffix);
         if (!tensor) {
           if (suffix.empty())
@@ -112,7 +119,7 @@ safetensors::File consolidate(const FullState &state, bool optimizer) {
                                                    param.offset)});
       if (!optimizer)
         continue;
-      for (const char *suffix : kStates) {
+      for (const std::string &suffix : stateSuffixes(/*withParams=*/false)) {
         auto it = state.flat.find(unit.name + suffix);
         if (it != state.flat.end())
           out.tensors.push_back(
@@ -142,8 +149,7 @@ void split(const safetensors::File &full, const Manifest &layout,
       ranks[rank].metadata["step"] = "0";
   }
   for (const ManifestUnit &unit : layout.units) {
-    for (std::string suffix :
-         {std::string(""), std::string(kStates[0]), std::string(kStates[1])}) {
+    for (const std::string &suffix : stateSuffixes(/*withParams=*/true)) {
       std::vector<float> flat(unit.padded, 0.0f);
       bool any = false;
       for (const ManifestParam &param : unit.params) {
