@@ -32,6 +32,11 @@ static constexpr const char *kLoweringPipeline =
     "zest-lower-optimizer,"
     "convert-zest-to-runtime,"
     "func.func(zest-decompose-aggregates),"
+    // bf16 (and f16) arithmetic and math run in f32, rounded back after each
+    // op, as PyTorch's CPU kernels do; then the f32 math is approximated.
+    "func.func(math-extend-to-supported-types),"
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 "
+    "target-type=f32}),"
     "func.func(zest-approximate-math),"
     // Ops whose destination is a slice of a bigger tensor (gradients packed
     // into a unit's flat buffer) write there directly instead of being copied.
@@ -258,7 +263,13 @@ static LogicalResult link(StringRef object, const CompileOptions &options,
   args.push_back(object.str());
   if (options.emit == EmitKind::Executable)
     args.push_back(std::string(driver));
+  // A shared library exports the whole runtime C API (zest_init, ...), even
+  // the parts its model does not call.
+  if (options.emit == EmitKind::Shared)
+    args.push_back("-Wl,--whole-archive");
   args.push_back(std::string(runtime));
+  if (options.emit == EmitKind::Shared)
+    args.push_back("-Wl,--no-whole-archive");
   for (StringRef lib : llvm::split(ZEST_LINK_LIBRARIES, ';'))
     if (!lib.empty())
       args.push_back(lib.str());
