@@ -129,7 +129,7 @@ def binop(op):
     return lambda a, b: ([f"%r = {op} {a}, {b} : f32"], "%r")
 
 
-def generate(batch, seq, dim, hidden):
+def generate(batch, seq, dim, hidden, layers=1):
     B, T, D, F = batch, seq, dim, hidden
     N = B * T
     e = Emitter()
@@ -182,15 +182,23 @@ def generate(batch, seq, dim, hidden):
         dx = e.matmul(dy, [N, out_f], w, [out_f, in_f], False, False) if need_dx else None
         return dw, db, dx
 
-    params = [
-        ("block.ln1.weight", [D]), ("block.ln1.bias", [D]),
-        ("block.attn.qkv.weight", [3 * D, D]), ("block.attn.qkv.bias", [3 * D]),
-        ("block.attn.proj.weight", [D, D]), ("block.attn.proj.bias", [D]),
-        ("block.ln2.weight", [D]), ("block.ln2.bias", [D]),
-        ("block.mlp.fc1.weight", [F, D]), ("block.mlp.fc1.bias", [F]),
-        ("block.mlp.fc2.weight", [D, F]), ("block.mlp.fc2.bias", [D]),
+    local_params = [
+        ("ln1.weight", [D]), ("ln1.bias", [D]),
+        ("attn.qkv.weight", [3 * D, D]), ("attn.qkv.bias", [3 * D]),
+        ("attn.proj.weight", [D, D]), ("attn.proj.bias", [D]),
+        ("ln2.weight", [D]), ("ln2.bias", [D]),
+        ("mlp.fc1.weight", [F, D]), ("mlp.fc1.bias", [F]),
+        ("mlp.fc2.weight", [D, F]), ("mlp.fc2.bias", [D]),
     ]
-    p = {name: "%" + name.replace("block.", "").replace(".", "_") for name, _ in params}
+    # One block keeps the example's names (block.*); stacks use layers.<i>.*.
+    prefixes = ["block"] if layers == 1 else [f"layers.{i}" for i in range(layers)]
+    params = [(f"{pre}.{name}", shape) for pre in prefixes for name, shape in local_params]
+
+    def ssa(pre, name):
+        stem = name.replace(".", "_")
+        return "%" + (stem if layers == 1 else pre.replace(".", "") + "_" + stem)
+
+    p = {f"{pre}.{name}": ssa(pre, name) for pre in prefixes for name, _ in local_params}
 
     E(f"%zero = arith.constant 0.0 : f32")
     E(f"%neg_inf = arith.constant -3.0e+38 : f32")
@@ -204,47 +212,110 @@ def generate(batch, seq, dim, hidden):
     E(f"%gelu_3a = arith.constant 0.134145 : f32")
     E(f"%grad_scale = arith.constant {2.0 / (N * D)!r} : f32")
     E(f"%loss_scale = arith.constant {1.0 / (N * D)!r} : f32")
+    ident3 = "affine_map<(d0, d1, d2) -> (d0, d1, d2)>"
+    red3 = "affine_map<(d0, d1, d2) -> (d0, d1)>"
+
+    def block_forward(pre, x):
+        """Returns the block's output and what its backward needs."""
+        P = lambda name: p[f"{pre}.{name}"]
+        a1, xhat1, rstd1 = layernorm(x, P("ln1.weight"), P("ln1.bias"))
+        qkv = linear(a1, D, P("attn.qkv.weight"), P("attn.qkv.bias"), 3 * D)
+        heads = []
+        for i, name in enumerate("qkv"):
+            s = e.fresh(name)
+            E(f"{s} = tensor.extract_slice {qkv}[0, {i * D}] [{N}, {D}] [1, 1] : {e.ty([N, 3 * D])} to {e.ty(nd)}")
+            s3 = e.fresh(name + "b")
+            E(f"{s3} = tensor.expand_shape {s} [[0, 1], [2]] output_shape [{B}, {T}, {D}] : {e.ty(nd)} into {e.ty(btd)}")
+            heads.append(s3)
+        q, k, v = heads
+        e.kdim = D
+        scores = e.batch_matmul(q, "(b, m, k)", k, "(b, n, k)", btt)
+        rowmax = e.reduce(scores, btt, [2], "arith.maximumf")
+        ex = e.map([(scores, btt), (rowmax, [B, T])], btt,
+                   lambda s, m: ([f"%t0 = arith.subf {s}, {m} : f32", "%t1 = arith.mulf %t0, %scale : f32",
+                                  "%r = math.exp %t1 : f32"], "%r"), [ident3, red3])
+        denom = e.reduce(ex, btt, [2])
+        probs = e.map([(ex, btt), (denom, [B, T])], btt, binop("arith.divf"), [ident3, red3])
+        e.kdim = T
+        attn = e.batch_matmul(probs, "(b, m, k)", v, "(b, k, n)", btd)
+        attn2 = e.fresh("o")
+        E(f"{attn2} = tensor.collapse_shape {attn} [[0, 1], [2]] : {e.ty(btd)} into {e.ty(nd)}")
+        proj = linear(attn2, D, P("attn.proj.weight"), P("attn.proj.bias"), D)
+        h = e.map([(x, nd), (proj, nd)], nd, binop("arith.addf"))
+        a2, xhat2, rstd2 = layernorm(h, P("ln2.weight"), P("ln2.bias"))
+        f1 = linear(a2, D, P("mlp.fc1.weight"), P("mlp.fc1.bias"), F)
+        gelu = e.map([(f1, nf)], nf, lambda z: ([
+            f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
+            "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
+            "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
+            "%t3 = arith.addf %t, %one : f32", f"%t4 = arith.mulf {z}, %half : f32",
+            "%r = arith.mulf %t4, %t3 : f32"], "%r"))
+        f2 = linear(gelu, F, P("mlp.fc2.weight"), P("mlp.fc2.bias"), D)
+        out = e.map([(h, nd), (f2, nd)], nd, binop("arith.addf"))
+        return out, dict(a1=a1, xhat1=xhat1, rstd1=rstd1, q=q, k=k, v=v, probs=probs,
+                         attn2=attn2, xhat2=xhat2, rstd2=rstd2, a2=a2, f1=f1, gelu=gelu)
+
+    def block_backward(pre, saved, dout, need_dx):
+        """Returns the block's gradients by parameter name and d(input)."""
+        P = lambda name: p[f"{pre}.{name}"]
+        S = saved
+        dfc2_w, dfc2_b, dgelu = linear_backward(dout, S["gelu"], F, P("mlp.fc2.weight"), D)
+        df1 = e.map([(dgelu, nf), (S["f1"], nf)], nf, lambda d, z: ([
+            f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
+            "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
+            "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
+            "%tt = arith.mulf %t, %t : f32", "%sech2 = arith.subf %one, %tt : f32",
+            "%u0 = arith.mulf %z2, %gelu_3a : f32", "%u1 = arith.addf %u0, %one : f32",
+            "%u2 = arith.mulf %u1, %gelu_c : f32", f"%u3 = arith.mulf {z}, %half : f32",
+            "%u4 = arith.mulf %u3, %sech2 : f32", "%u5 = arith.mulf %u4, %u2 : f32",
+            "%v0 = arith.addf %t, %one : f32", "%v1 = arith.mulf %v0, %half : f32",
+            "%dg = arith.addf %v1, %u5 : f32", f"%r = arith.mulf {d}, %dg : f32"], "%r"))
+        dfc1_w, dfc1_b, da2 = linear_backward(df1, S["a2"], D, P("mlp.fc1.weight"), F)
+        dln2_w, dln2_b, dh_ln = layernorm_backward(da2, S["xhat2"], S["rstd2"], P("ln2.weight"))
+        dh = e.map([(dout, nd), (dh_ln, nd)], nd, binop("arith.addf"))
+        dproj_w, dproj_b, dattn2 = linear_backward(dh, S["attn2"], D, P("attn.proj.weight"), D)
+        dattn = e.fresh("do")
+        E(f"{dattn} = tensor.expand_shape {dattn2} [[0, 1], [2]] output_shape [{B}, {T}, {D}] : {e.ty(nd)} into {e.ty(btd)}")
+        e.kdim = D
+        dprobs = e.batch_matmul(dattn, "(b, m, k)", S["v"], "(b, n, k)", btt)
+        e.kdim = T
+        dv = e.batch_matmul(S["probs"], "(b, k, m)", dattn, "(b, k, n)", btd)
+        pd = e.reduce(e.map([(dprobs, btt), (S["probs"], btt)], btt, binop("arith.mulf")), btt, [2])
+        dscores = e.map([(S["probs"], btt), (dprobs, btt), (pd, [B, T])], btt,
+                        lambda pr, dp, s: ([f"%t0 = arith.subf {dp}, {s} : f32", f"%t1 = arith.mulf {pr}, %t0 : f32",
+                                            "%r = arith.mulf %t1, %scale : f32"], "%r"), [ident3, ident3, red3])
+        dq = e.batch_matmul(dscores, "(b, m, k)", S["k"], "(b, k, n)", btd)
+        dk = e.batch_matmul(dscores, "(b, k, m)", S["q"], "(b, k, n)", btd)
+        dqkv = e.zeros([N, 3 * D])
+        for i, g in enumerate([dq, dk, dv]):
+            g2 = e.fresh("dh")
+            E(f"{g2} = tensor.collapse_shape {g} [[0, 1], [2]] : {e.ty(btd)} into {e.ty(nd)}")
+            nxt = e.fresh("dqkv")
+            E(f"{nxt} = tensor.insert_slice {g2} into {dqkv}[0, {i * D}] [{N}, {D}] [1, 1] : {e.ty(nd)} into {e.ty([N, 3 * D])}")
+            dqkv = nxt
+        dqkv_w, dqkv_b, da1 = linear_backward(dqkv, S["a1"], D, P("attn.qkv.weight"), 3 * D)
+        # The first block's input is data: LN1 needs only its parameter gradients.
+        dln1_w, dln1_b, dx_ln = layernorm_backward(da1, S["xhat1"], S["rstd1"], P("ln1.weight"),
+                                                   need_dx=need_dx)
+        dx = e.map([(dh, nd), (dx_ln, nd)], nd, binop("arith.addf")) if need_dx else None
+        grads = {"ln1.weight": dln1_w, "ln1.bias": dln1_b,
+                 "attn.qkv.weight": dqkv_w, "attn.qkv.bias": dqkv_b,
+                 "attn.proj.weight": dproj_w, "attn.proj.bias": dproj_b,
+                 "ln2.weight": dln2_w, "ln2.bias": dln2_b,
+                 "mlp.fc1.weight": dfc1_w, "mlp.fc1.bias": dfc1_b,
+                 "mlp.fc2.weight": dfc2_w, "mlp.fc2.bias": dfc2_b}
+        return {f"{pre}.{name}": g for name, g in grads.items()}, dx
+
     E("// ---- forward ----")
     x = e.fresh("x")
     E(f"{x} = tensor.collapse_shape %x [[0, 1], [2]] : {e.ty(btd)} into {e.ty(nd)}")
     y = e.fresh("y")
     E(f"{y} = tensor.collapse_shape %y [[0, 1], [2]] : {e.ty(btd)} into {e.ty(nd)}")
-    a1, xhat1, rstd1 = layernorm(x, p["block.ln1.weight"], p["block.ln1.bias"])
-    qkv = linear(a1, D, p["block.attn.qkv.weight"], p["block.attn.qkv.bias"], 3 * D)
-    heads = []
-    for i, name in enumerate("qkv"):
-        s = e.fresh(name)
-        E(f"{s} = tensor.extract_slice {qkv}[0, {i * D}] [{N}, {D}] [1, 1] : {e.ty([N, 3 * D])} to {e.ty(nd)}")
-        s3 = e.fresh(name + "b")
-        E(f"{s3} = tensor.expand_shape {s} [[0, 1], [2]] output_shape [{B}, {T}, {D}] : {e.ty(nd)} into {e.ty(btd)}")
-        heads.append(s3)
-    q, k, v = heads
-    e.kdim = D
-    scores = e.batch_matmul(q, "(b, m, k)", k, "(b, n, k)", btt)
-    ident3 = "affine_map<(d0, d1, d2) -> (d0, d1, d2)>"
-    rowmax = e.reduce(scores, btt, [2], "arith.maximumf")
-    red3 = "affine_map<(d0, d1, d2) -> (d0, d1)>"
-    ex = e.map([(scores, btt), (rowmax, [B, T])], btt,
-               lambda s, m: ([f"%t0 = arith.subf {s}, {m} : f32", "%t1 = arith.mulf %t0, %scale : f32",
-                              "%r = math.exp %t1 : f32"], "%r"), [ident3, red3])
-    denom = e.reduce(ex, btt, [2])
-    probs = e.map([(ex, btt), (denom, [B, T])], btt, binop("arith.divf"), [ident3, red3])
-    e.kdim = T
-    attn = e.batch_matmul(probs, "(b, m, k)", v, "(b, k, n)", btd)
-    attn2 = e.fresh("o")
-    E(f"{attn2} = tensor.collapse_shape {attn} [[0, 1], [2]] : {e.ty(btd)} into {e.ty(nd)}")
-    proj = linear(attn2, D, p["block.attn.proj.weight"], p["block.attn.proj.bias"], D)
-    h = e.map([(x, nd), (proj, nd)], nd, binop("arith.addf"))
-    a2, xhat2, rstd2 = layernorm(h, p["block.ln2.weight"], p["block.ln2.bias"])
-    f1 = linear(a2, D, p["block.mlp.fc1.weight"], p["block.mlp.fc1.bias"], F)
-    gelu = e.map([(f1, nf)], nf, lambda z: ([
-        f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
-        "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
-        "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
-        "%t3 = arith.addf %t, %one : f32", f"%t4 = arith.mulf {z}, %half : f32",
-        "%r = arith.mulf %t4, %t3 : f32"], "%r"))
-    f2 = linear(gelu, F, p["block.mlp.fc2.weight"], p["block.mlp.fc2.bias"], D)
-    out = e.map([(h, nd), (f2, nd)], nd, binop("arith.addf"))
+    saved = []
+    out = x
+    for pre in prefixes:
+        out, s = block_forward(pre, out)
+        saved.append(s)
     E("// ---- loss ----")
     diff = e.map([(out, nd), (y, nd)], nd, binop("arith.subf"))
     sq = e.map([(diff, nd), (diff, nd)], nd, binop("arith.mulf"))
@@ -258,70 +329,29 @@ def generate(batch, seq, dim, hidden):
     E("} -> tensor<f32>")
     E("// ---- backward ----")
     dout = e.map([(diff, nd)], nd, lambda d: ([f"%r = arith.mulf {d}, %grad_scale : f32"], "%r"))
-    # MLP
-    dfc2_w, dfc2_b, dgelu = linear_backward(dout, gelu, F, p["block.mlp.fc2.weight"], D)
-    df1 = e.map([(dgelu, nf), (f1, nf)], nf, lambda d, z: ([
-        f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
-        "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
-        "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
-        "%tt = arith.mulf %t, %t : f32", "%sech2 = arith.subf %one, %tt : f32",
-        "%u0 = arith.mulf %z2, %gelu_3a : f32", "%u1 = arith.addf %u0, %one : f32",
-        "%u2 = arith.mulf %u1, %gelu_c : f32", f"%u3 = arith.mulf {z}, %half : f32",
-        "%u4 = arith.mulf %u3, %sech2 : f32", "%u5 = arith.mulf %u4, %u2 : f32",
-        "%v0 = arith.addf %t, %one : f32", "%v1 = arith.mulf %v0, %half : f32",
-        "%dg = arith.addf %v1, %u5 : f32", f"%r = arith.mulf {d}, %dg : f32"], "%r"))
-    dfc1_w, dfc1_b, da2 = linear_backward(df1, a2, D, p["block.mlp.fc1.weight"], F)
-    dln2_w, dln2_b, dh_ln = layernorm_backward(da2, xhat2, rstd2, p["block.ln2.weight"])
-    dh = e.map([(dout, nd), (dh_ln, nd)], nd, binop("arith.addf"))
-    # attention
-    dproj_w, dproj_b, dattn2 = linear_backward(dh, attn2, D, p["block.attn.proj.weight"], D)
-    dattn = e.fresh("do")
-    E(f"{dattn} = tensor.expand_shape {dattn2} [[0, 1], [2]] output_shape [{B}, {T}, {D}] : {e.ty(nd)} into {e.ty(btd)}")
-    e.kdim = D
-    dprobs = e.batch_matmul(dattn, "(b, m, k)", v, "(b, n, k)", btt)
-    e.kdim = T
-    dv = e.batch_matmul(probs, "(b, k, m)", dattn, "(b, k, n)", btd)
-    pd = e.reduce(e.map([(dprobs, btt), (probs, btt)], btt, binop("arith.mulf")), btt, [2])
-    dscores = e.map([(probs, btt), (dprobs, btt), (pd, [B, T])], btt,
-                    lambda pr, dp, s: ([f"%t0 = arith.subf {dp}, {s} : f32", f"%t1 = arith.mulf {pr}, %t0 : f32",
-                                        "%r = arith.mulf %t1, %scale : f32"], "%r"), [ident3, ident3, red3])
-    dq = e.batch_matmul(dscores, "(b, m, k)", k, "(b, k, n)", btd)
-    dk = e.batch_matmul(dscores, "(b, k, m)", q, "(b, k, n)", btd)
-    dqkv = e.zeros([N, 3 * D])
-    for i, g in enumerate([dq, dk, dv]):
-        g2 = e.fresh("dh")
-        E(f"{g2} = tensor.collapse_shape {g} [[0, 1], [2]] : {e.ty(btd)} into {e.ty(nd)}")
-        nxt = e.fresh("dqkv")
-        E(f"{nxt} = tensor.insert_slice {g2} into {dqkv}[0, {i * D}] [{N}, {D}] [1, 1] : {e.ty(nd)} into {e.ty([N, 3 * D])}")
-        dqkv = nxt
-    dqkv_w, dqkv_b, da1 = linear_backward(dqkv, a1, D, p["block.attn.qkv.weight"], 3 * D)
-    # x is data: LN1 needs only its parameter gradients.
-    dln1_w, dln1_b, _ = layernorm_backward(da1, xhat1, rstd1, p["block.ln1.weight"], need_dx=False)
-
-    grads = {
-        "block.ln1.weight": dln1_w, "block.ln1.bias": dln1_b,
-        "block.attn.qkv.weight": dqkv_w, "block.attn.qkv.bias": dqkv_b,
-        "block.attn.proj.weight": dproj_w, "block.attn.proj.bias": dproj_b,
-        "block.ln2.weight": dln2_w, "block.ln2.bias": dln2_b,
-        "block.mlp.fc1.weight": dfc1_w, "block.mlp.fc1.bias": dfc1_b,
-        "block.mlp.fc2.weight": dfc2_w, "block.mlp.fc2.bias": dfc2_b,
-    }
+    grads = {}
+    for index in reversed(range(len(prefixes))):
+        block_grads, dout = block_backward(prefixes[index], saved[index], dout, need_dx=index > 0)
+        grads.update(block_grads)
     E(f"return {loss}, " + ", ".join(grads[n] for n, _ in params) + " : tensor<f32>, " +
       ", ".join(e.ty(s) for _, s in params))
 
-    classes = ('{"block" = "Block", "block.attn" = "Attention", "block.mlp" = "MLP", '
-               '"block.ln1" = "LayerNorm", "block.ln2" = "LayerNorm", '
-               '"block.attn.qkv" = "Linear", "block.attn.proj" = "Linear", '
-               '"block.mlp.fc1" = "Linear", "block.mlp.fc2" = "Linear"}')
+    classes = ", ".join(
+        f'"{pre}" = "Block", "{pre}.attn" = "Attention", "{pre}.mlp" = "MLP", '
+        f'"{pre}.ln1" = "LayerNorm", "{pre}.ln2" = "LayerNorm", '
+        f'"{pre}.attn.qkv" = "Linear", "{pre}.attn.proj" = "Linear", '
+        f'"{pre}.mlp.fc1" = "Linear", "{pre}.mlp.fc2" = "Linear"' for pre in prefixes)
+    what = ("One pre-LayerNorm transformer block" if layers == 1 else
+            f"A stack of {layers} pre-LayerNorm transformer blocks")
     head = [
         "// GENERATED by examples/gen/transformer_block.py -- do not edit by hand.",
         "//",
-        f"// One pre-LayerNorm transformer block training step: batch {B} x seq {T},",
+        f"// {what} training step: batch {B} x seq {T},",
         f"// model dim {D}, MLP hidden {F}, single-head self-attention, tanh-GELU MLP,",
         "// MSE loss against a target of the block's output shape. Forward and",
         "// backward are written out in linalg on tensors.",
         "",
-        f"module attributes {{zest.module_classes = {classes}}} {{",
+        f"module attributes {{zest.module_classes = {{{classes}}}}} {{",
         "  func.func @train_step(",
     ]
     for name, shape in params:
@@ -338,5 +368,7 @@ if __name__ == "__main__":
     parser.add_argument("--seq", type=int, default=4)
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=1,
+                        help="blocks stacked (parameters layers.<i>.*; 1: block.*)")
     args = parser.parse_args()
-    print(generate(args.batch, args.seq, args.dim, args.hidden), end="")
+    print(generate(args.batch, args.seq, args.dim, args.hidden, args.layers), end="")

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -47,10 +48,30 @@ std::string traceFile(const std::string &path, int rank, int world) {
   return base + ".rank" + std::to_string(rank) + ext;
 }
 
+/// Resident set size now (/proc/self/statm), in bytes.
+int64_t residentBytes() {
+  long pages = 0, resident = 0;
+  if (FILE *statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%ld %ld", &pages, &resident) != 2)
+      resident = 0;
+    std::fclose(statm);
+  }
+  return int64_t(resident) * sysconf(_SC_PAGESIZE);
+}
+
+/// High-water mark of the resident set size, in bytes.
+int64_t peakResidentBytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   zest_init(&argc, &argv);
+  // The process base: runtime, MPI and the program, before any model memory.
+  int64_t baseRss = residentBytes();
   Options options = parseOptions(argc, argv);
   if (options.timeout > 0)
     zest_set_timeout(options.timeout);
@@ -202,13 +223,15 @@ int main(int argc, char **argv) {
       std::printf("checksum %.9g\n", checksum);
     std::printf("summary: steps %lld, step time %.3f ms, samples/s %.1f, "
                 "peak gathered parameter bytes per rank %lld, bytes sent per "
-                "step per rank %lld, peak pool bytes per rank %lld\n",
+                "step per rank %lld, peak pool bytes per rank %lld, peak RSS "
+                "above base bytes per rank %lld\n",
                 static_cast<long long>(options.steps), stepMs,
                 stepMs > 0 ? globalBatch / (stepMs / 1000) : 0.0,
                 static_cast<long long>(counters.gathered_peak_bytes),
                 static_cast<long long>(
                     options.steps ? counters.bytes_sent / options.steps : 0),
-                static_cast<long long>(counters.pool_peak_bytes));
+                static_cast<long long>(counters.pool_peak_bytes),
+                static_cast<long long>(peakResidentBytes() - baseRss));
   }
   if (!options.save.empty() && training)
     saveCheckpoint(options.save, model, train, startStep + options.steps);
