@@ -12,16 +12,29 @@ namespace zest {
 
 /// A host buffer and the memref descriptor compiled code receives:
 /// {allocated, aligned, offset, sizes[rank], strides[rank]}. It owns its
-/// bytes, or describes `external` storage the caller keeps alive.
+/// bytes, or describes `external` storage the caller keeps alive (null for
+/// an argument the compiled code does not touch, such as the gradient
+/// accumulator without accumulation).
 struct Buffer {
   TensorSpec spec;
   std::vector<char> bytes;
   char *storage;
   std::vector<int64_t> descriptor;
 
-  explicit Buffer(const TensorSpec &spec, void *external = nullptr)
-      : spec(spec), bytes(external ? 0 : size_t(spec.bytes()) + 64, 0),
-        storage(external ? static_cast<char *>(external) : bytes.data()) {
+  explicit Buffer(const TensorSpec &spec)
+      : Buffer(spec, std::vector<char>(size_t(spec.bytes()) + 64, 0)) {}
+  Buffer(const TensorSpec &spec, void *external)
+      : Buffer(spec, std::vector<char>()) {
+    setStorage(static_cast<char *>(external));
+  }
+
+private:
+  Buffer(const TensorSpec &spec, std::vector<char> owned)
+      : spec(spec), bytes(std::move(owned)) {
+    setStorage(bytes.data());
+  }
+  void setStorage(char *data) {
+    storage = data;
     int64_t address = reinterpret_cast<int64_t>(storage);
     descriptor = {address, address, 0};
     for (int64_t dim : spec.shape)
@@ -34,6 +47,8 @@ struct Buffer {
     }
     descriptor.insert(descriptor.end(), strides.begin(), strides.end());
   }
+
+public:
   float *f32() { return reinterpret_cast<float *>(storage); }
   void *data() { return storage; }
 };

@@ -111,11 +111,12 @@ int main(int argc, char **argv) {
   // compiled step updates them in place. Data and hyperparameters are
   // refilled before every micro-batch.
   std::vector<Buffer> args, results;
-  for (const ArgInfo &arg : function.args)
-    args.emplace_back(arg.spec,
-                      arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper
-                          ? nullptr
-                          : train.storage(arg));
+  for (const ArgInfo &arg : function.args) {
+    if (arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper)
+      args.emplace_back(arg.spec);
+    else
+      args.emplace_back(arg.spec, train.storage(arg));
+  }
   for (const ResultInfo &result : function.results)
     results.emplace_back(result.spec);
   std::vector<void *> descriptors;

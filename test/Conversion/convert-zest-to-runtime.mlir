@@ -66,6 +66,41 @@ func.func @scatter(%g: tensor<2x3xf32>) -> tensor<4xf32> {
   return %r : tensor<4xf32>
 }
 
+// A weight gradient computed into an empty tensor of its own is computed in
+// its slice of the flat buffer (taken as the buffer is at that point) and
+// inserted right after its producer; a bias gradient produced later follows
+// in production order. Bufferization then writes each gradient once, in place.
+// CHECK-LABEL: func.func @in_place(
+// CHECK:       %[[E:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK:       %[[GAP:.*]] = tensor.insert_slice %{{.*}} into %[[E]][7] [1] [1]
+// CHECK:       %[[S:.*]] = tensor.extract_slice %[[GAP]][0] [6] [1] : tensor<8xf32> to tensor<6xf32>
+// CHECK:       %[[WE:.*]] = tensor.expand_shape %[[S]] {{\[}}[0, 1]] output_shape [2, 3] : tensor<6xf32> into tensor<2x3xf32>
+// CHECK:       %[[WZ:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[WE]] : tensor<2x3xf32>)
+// CHECK:       %[[W:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<4x3xf32>) outs(%[[WZ]] : tensor<2x3xf32>)
+// CHECK-NEXT:  %[[WF:.*]] = tensor.collapse_shape %[[W]]
+// CHECK-NEXT:  %[[I1:.*]] = tensor.insert_slice %[[WF]] into %[[GAP]][0] [6] [1]
+// CHECK:       %[[B:.*]] = linalg.generic
+// CHECK:       %[[BF:.*]] = tensor.expand_shape %[[B]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
+// CHECK-NEXT:  %[[I2:.*]] = tensor.insert_slice %[[BF]] into %[[I1]][6] [1] [1]
+// CHECK-NOT:   tensor.insert_slice
+// CHECK:       call @zest_reduce_scatter_start
+func.func @in_place(%x: tensor<2x4xf32>, %y: tensor<4x3xf32>, %v: tensor<2xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %gw = linalg.matmul ins(%x, %y : tensor<2x4xf32>, tensor<4x3xf32>) outs(%z : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %eb = tensor.empty() : tensor<f32>
+  %gb = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>], iterator_types = ["reduction"]}
+      ins(%v : tensor<2xf32>) outs(%eb : tensor<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %flat = zest.flatten @u ["u.w", "u.b"] (%gw, %gb) : tensor<2x3xf32>, tensor<f32> -> tensor<8xf32>
+  %r = zest.reduce_scatter avg %flat for @u : tensor<8xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
 // Asynchronous pairs: the start call where the start op was, the wait where
 // zest.wait was, with work in between.
 // CHECK-LABEL: func.func @async(

@@ -35,7 +35,9 @@ zest.unit @a sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
 // CHECK:             linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>) outs(%[[ACC]] : tensor<4xf32>)
 // CHECK:               arith.addf
 // CHECK:           } else {
-// CHECK:             linalg.copy ins(%[[G]] : tensor<4xf32>) outs(%[[ACC]] : tensor<4xf32>)
+// CHECK:             linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>) outs(%[[ACC]] : tensor<4xf32>)
+// CHECK-NEXT:        ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:          linalg.yield %[[IN]] : f32
 // CHECK:           scf.yield %[[P]], %{{.*}} : tensor<4xf32>, tensor<4xf32>
 // CHECK:         return %[[R]]#0, %[[R]]#1
 func.func @sgd(%p: tensor<4xf32>, %g: tensor<4xf32>, %acc: tensor<4xf32>, %h: tensor<10xf32>)

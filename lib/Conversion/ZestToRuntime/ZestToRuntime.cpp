@@ -238,25 +238,135 @@ struct LowerUnflatten : public OpRewritePattern<UnflattenOp> {
   }
 };
 
-/// A zero-filled flat buffer with each named tensor inserted at its offset.
+/// The empty tensor whose buffer `value` is computed in, through the inits
+/// of destination-style producers (a matmul into a fill of an empty tensor).
+static tensor::EmptyOp findRootEmpty(Value value) {
+  while (auto result = dyn_cast<OpResult>(value)) {
+    Operation *producer = result.getOwner();
+    if (auto empty = dyn_cast<tensor::EmptyOp>(producer))
+      return empty;
+    auto dps = dyn_cast<DestinationStyleOpInterface>(producer);
+    if (!dps)
+      return {};
+    value = dps.getTiedOpOperand(result)->get();
+  }
+  return {};
+}
+
+/// Flattens `value` to 1-D (rank 0 and rank > 1 reshape, rank 1 is kept).
+static Value reshapeToFlat(OpBuilder &builder, Location loc, Value value,
+                           RankedTensorType flatType) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() == 1)
+    return value;
+  if (type.getRank() == 0)
+    return tensor::ExpandShapeOp::create(builder, loc, flatType, value,
+                                         ArrayRef<ReassociationIndices>{});
+  ReassociationIndices all;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    all.push_back(i);
+  return tensor::CollapseShapeOp::create(builder, loc, value, {all});
+}
+
+/// The flat buffer of a unit's gradients: each named tensor at its offset,
+/// zeros only where no gradient lands (padding, frozen parameters).
+///
+/// The buffer is threaded through the computation rather than assembled at
+/// the end: a value computed into an empty tensor of its own (a weight
+/// gradient: a matmul into a fill of an empty tensor) is computed directly in
+/// its slice of the buffer, and inserted right after it is produced. After
+/// bufferization every gradient is written once, in place. (Empty-tensor
+/// elimination does this for 1-D values whose producers follow the insertion,
+/// but not through a reshape, nor for values produced earlier.)
 struct LowerFlatten : public OpRewritePattern<FlattenOp> {
   using OpRewritePattern::OpRewritePattern;
+
+  struct Piece {
+    Value value;
+    ParamAttr param;
+    tensor::EmptyOp root; // computed in its slice when set
+    bool early;           // inserted right after its producer when set
+  };
+
   LogicalResult matchAndRewrite(FlattenOp op,
                                 PatternRewriter &rewriter) const override {
     auto unit =
         SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, op.getUnitAttr());
+    Block *block = op->getBlock();
+    SmallVector<Piece> pieces;
+    llvm::SmallPtrSet<Operation *, 8> roots;
+    for (auto [name, value] : llvm::zip(
+             op.getParams().getAsValueRange<StringAttr>(), op.getValues())) {
+      Piece piece{value, unit.lookupParam(name), {}, false};
+      Operation *producer = value.getDefiningOp();
+      piece.early = producer && producer->getBlock() == block;
+      tensor::EmptyOp root = piece.early ? findRootEmpty(value) : nullptr;
+      if (root && root != producer && root->hasOneUse() &&
+          root->getBlock() == block && roots.insert(root).second)
+        piece.root = root;
+      pieces.push_back(piece);
+    }
+
+    // Where the buffer must exist: before the first root or early value.
+    Operation *first = op;
+    for (Piece &piece : pieces) {
+      Operation *anchor =
+          piece.root ? piece.root.getOperation() : piece.value.getDefiningOp();
+      if (piece.early && anchor->isBeforeInBlock(first))
+        first = anchor;
+    }
+    rewriter.setInsertionPoint(first);
+    Value flat = createZeroFilledGaps(op, pieces, rewriter);
+
+    // Slices taken and values inserted in block order, so each slice comes
+    // from the buffer as it is at that point.
+    struct Event {
+      Operation *anchor;
+      bool isInsert;
+      Piece *piece;
+    };
+    SmallVector<Event> events;
+    for (Piece &piece : pieces) {
+      if (piece.root)
+        events.push_back({piece.root, false, &piece});
+      if (piece.early)
+        events.push_back({piece.value.getDefiningOp(), true, &piece});
+    }
+    llvm::stable_sort(events, [](const Event &a, const Event &b) {
+      return a.anchor != b.anchor && a.anchor->isBeforeInBlock(b.anchor);
+    });
+    for (Event &event : events) {
+      if (event.isInsert) {
+        rewriter.setInsertionPointAfter(event.anchor);
+        flat = insertPiece(rewriter, *event.piece, flat);
+        continue;
+      }
+      tensor::EmptyOp root = event.piece->root;
+      rewriter.setInsertionPoint(root);
+      Value slice =
+          extractSlice(rewriter, root.getLoc(), flat, event.piece->param);
+      rewriter.replaceOp(
+          root, LowerUnflatten::reshapeFromFlat(rewriter, root.getLoc(), slice,
+                                                root.getType()));
+    }
+    rewriter.setInsertionPoint(op);
+    for (Piece &piece : pieces)
+      if (!piece.early)
+        flat = insertPiece(rewriter, piece, flat);
+    rewriter.replaceOp(op, flat);
+    return success();
+  }
+
+  static Value createZeroFilledGaps(FlattenOp op, ArrayRef<Piece> pieces,
+                                    PatternRewriter &rewriter) {
     Location loc = op.getLoc();
     RankedTensorType flatType = op.getResult().getType();
     Type elementType = flatType.getElementType();
     Value flat = tensor::EmptyOp::create(rewriter, loc, flatType.getShape(),
                                          elementType);
-    // Zeros only where no gradient lands (padding, frozen parameters): the
-    // rest is overwritten below.
     SmallVector<std::pair<int64_t, int64_t>> covered;
-    for (StringRef name : op.getParams().getAsValueRange<StringAttr>()) {
-      ParamAttr param = unit.lookupParam(name);
-      covered.push_back({param.getOffset(), param.getEnd()});
-    }
+    for (const Piece &piece : pieces)
+      covered.push_back({piece.param.getOffset(), piece.param.getEnd()});
     llvm::sort(covered);
     int64_t next = 0;
     covered.push_back({flatType.getNumElements(), flatType.getNumElements()});
@@ -275,32 +385,30 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
       }
       next = std::max(next, end);
     }
-    for (auto [name, value] : llvm::zip(
-             op.getParams().getAsValueRange<StringAttr>(), op.getValues())) {
-      ParamAttr param = unit.lookupParam(name);
-      auto type = cast<RankedTensorType>(value.getType());
-      auto flatParamType = RankedTensorType::get({param.getNumElements()},
-                                                 type.getElementType());
-      Value flatValue = value;
-      if (type.getRank() == 0) {
-        flatValue =
-            tensor::ExpandShapeOp::create(rewriter, loc, flatParamType, value,
-                                          ArrayRef<ReassociationIndices>{});
-      } else if (type.getRank() > 1) {
-        ReassociationIndices all;
-        for (int64_t i = 0; i < type.getRank(); ++i)
-          all.push_back(i);
-        flatValue =
-            tensor::CollapseShapeOp::create(rewriter, loc, flatValue, {all});
-      }
-      flat = tensor::InsertSliceOp::create(
-          rewriter, loc, flatValue, flat,
-          ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getOffset())},
-          ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getNumElements())},
-          ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
-    }
-    rewriter.replaceOp(op, flat);
-    return success();
+    return flat;
+  }
+
+  static Value extractSlice(OpBuilder &builder, Location loc, Value flat,
+                            ParamAttr param) {
+    return tensor::ExtractSliceOp::create(
+        builder, loc, flat,
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(param.getOffset())},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(param.getNumElements())},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
+  }
+
+  static Value insertPiece(OpBuilder &builder, const Piece &piece, Value flat) {
+    Location loc = piece.value.getLoc();
+    auto type = cast<RankedTensorType>(piece.value.getType());
+    auto flatType = RankedTensorType::get({piece.param.getNumElements()},
+                                          type.getElementType());
+    Value flatValue = reshapeToFlat(builder, loc, piece.value, flatType);
+    return tensor::InsertSliceOp::create(
+        builder, loc, flatValue, flat,
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(piece.param.getOffset())},
+        ArrayRef<OpFoldResult>{
+            builder.getIndexAttr(piece.param.getNumElements())},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
   }
 };
 

@@ -210,21 +210,22 @@ SmallVector<Value> UpdateLowering::buildStep(bool withAccum) {
 }
 
 /// The accumulator after a micro-batch that does not apply: grad, or
-/// accum + grad, written into the accumulator's buffer.
+/// accum + grad, written into the accumulator's buffer. Both are generics:
+/// a linalg.copy into the accumulator would let empty-tensor elimination
+/// build the gradient inside the accumulator's buffer, which the other
+/// branches still read, and bufferization would then copy the whole
+/// accumulator on every micro-batch.
 Value UpdateLowering::buildStore(bool withAccum) {
-  if (!withAccum)
-    return linalg::CopyOp::create(b, loc, op.getGrad(), op.getAccum())
-        .getResult(0);
   AffineMap id = AffineMap::getMultiDimIdentityMap(1, b.getContext());
   return linalg::GenericOp::create(
              b, loc, type, ValueRange{op.getGrad()}, ValueRange{op.getAccum()},
              SmallVector<AffineMap>{id, id},
              SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
              [&](OpBuilder &nb, Location nl, ValueRange args) {
-               linalg::YieldOp::create(
-                   nb, nl,
-                   ValueRange{arith::AddFOp::create(nb, nl, args[1], args[0])
-                                  .getResult()});
+               Value stored = args[0];
+               if (withAccum)
+                 stored = arith::AddFOp::create(nb, nl, args[1], args[0]);
+               linalg::YieldOp::create(nb, nl, stored);
              })
       .getResult(0);
 }
