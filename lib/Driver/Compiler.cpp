@@ -49,9 +49,16 @@ static constexpr const char *kLoweringPipeline =
     "zest-drop-updated-results,"
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
     "zest-matmul-to-blas,"
-    "buffer-deallocation-pipeline,"
+    // buffer-deallocation-pipeline, with owned allocations split out before
+    // the (pairwise) simplification.
+    "expand-realloc,canonicalize,ownership-based-buffer-deallocation,"
+    "canonicalize,func.func(zest-split-owned-deallocs),"
+    "buffer-deallocation-simplification,bufferization-lower-deallocations,"
+    "cse,canonicalize,"
     "func.func(zest-free-after-last-use),"
     "canonicalize,"
+    // Identical loop nests (one per block of a stack) are compiled once.
+    "zest-outline-kernels,"
     "convert-linalg-to-loops,"
     "lower-affine,"
     "expand-strided-metadata,"
@@ -292,7 +299,9 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   MLIRContext *ctx = module.getContext();
   PassManager front(ctx);
   buildFrontPipeline(front, options);
-  if (failed(front.run(module)) || failed(checkEntryPoints(module)))
+  applyDefaultTimingPassManagerCLOptions(front);
+  if (failed(applyPassManagerCLOptions(front)) || failed(front.run(module)) ||
+      failed(checkEntryPoints(module)))
     return failure();
   std::string descriptor = buildModelDescriptor(module);
   SmallVector<std::string> entries = getEntryPoints(module);
@@ -311,7 +320,8 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
 
   PassManager lower(ctx);
   buildLoweringPipeline(lower);
-  if (failed(lower.run(module)))
+  applyDefaultTimingPassManagerCLOptions(lower);
+  if (failed(applyPassManagerCLOptions(lower)) || failed(lower.run(module)))
     return failure();
   // Units are compile-time metadata; the descriptor carries them on.
   for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
@@ -367,6 +377,16 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
     return emitError(module.getLoc()) << "no native target: " << error;
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
+  // With the loop nests outlined into kernels, an entry point is straight-
+  // line glue (allocations, views, calls) whose size grows with the model:
+  // optimizing and scheduling it gains nothing at run time and makes code
+  // generation superlinear in the number of blocks. Only kernels are
+  // optimized.
+  for (const std::string &name : entries)
+    if (llvm::Function *entry = llvmModule->getFunction(name)) {
+      entry->addFnAttr(llvm::Attribute::NoInline);
+      entry->addFnAttr(llvm::Attribute::OptimizeNone);
+    }
   if (llvm::Error err = makeOptimizingTransformer(
           options.optLevel, 0, machine.get())(llvmModule.get()))
     return emitError(module.getLoc())

@@ -13,6 +13,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -102,6 +103,11 @@ static std::string defaultOutput() {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllZestPasses();
+  // --mlir-timing, --mlir-print-ir-after=<pass>, ...: for looking inside the
+  // pipeline (hidden from --help, which lists zestc's own options).
+  registerPassManagerCLOptions();
+  registerMLIRContextCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "zestc: Zest model IR to sharded executables\n");

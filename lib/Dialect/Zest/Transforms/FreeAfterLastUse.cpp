@@ -11,9 +11,26 @@ namespace mlir::zest {
 
 using namespace mlir;
 
+/// Positions of a block's operations, numbered once: moving deallocs while
+/// asking Operation::isBeforeInBlock would renumber the block after every
+/// move, quadratic in the size of a training step.
+class BlockOrder {
+public:
+  explicit BlockOrder(Block *block) {
+    unsigned position = 0;
+    for (Operation &op : *block)
+      positions[&op] = position++;
+  }
+  unsigned operator[](Operation *op) const { return positions.lookup(op); }
+
+private:
+  llvm::DenseMap<Operation *, unsigned> positions;
+};
+
 /// The last operation of `block` that uses `buffer` or a value derived from
 /// it, or null if a derived value leaves the block or reaches a terminator.
-static Operation *findLastUse(Value buffer, Operation *dealloc, Block *block) {
+static Operation *findLastUse(Value buffer, Operation *dealloc, Block *block,
+                              const BlockOrder &order) {
   Operation *last = buffer.getDefiningOp();
   SmallVector<Value> worklist = {buffer};
   llvm::DenseSet<Value> seen = {buffer};
@@ -25,7 +42,7 @@ static Operation *findLastUse(Value buffer, Operation *dealloc, Block *block) {
       Operation *top = block->findAncestorOpInBlock(*user);
       if (!top || top->hasTrait<OpTrait::IsTerminator>())
         return nullptr;
-      if (last->isBeforeInBlock(top))
+      if (order[last] < order[top])
         last = top;
       // Values computed from the buffer (views, pointers, request handles)
       // keep it alive too, including results of an enclosing op.
@@ -42,19 +59,24 @@ namespace {
 struct FreeAfterLastUsePass
     : public zest::impl::FreeAfterLastUsePassBase<FreeAfterLastUsePass> {
   void runOnOperation() override {
-    SmallVector<memref::DeallocOp> deallocs;
-    getOperation().walk(
-        [&](memref::DeallocOp dealloc) { deallocs.push_back(dealloc); });
-    for (memref::DeallocOp dealloc : deallocs) {
+    // Decide every move first, against the original order, then move.
+    llvm::DenseMap<Block *, std::unique_ptr<BlockOrder>> orders;
+    SmallVector<std::pair<memref::DeallocOp, Operation *>> moves;
+    getOperation().walk([&](memref::DeallocOp dealloc) {
       Value buffer = dealloc.getMemref();
       auto alloc = buffer.getDefiningOp<memref::AllocOp>();
       Block *block = dealloc->getBlock();
       if (!alloc || alloc->getBlock() != block)
-        continue;
-      if (Operation *last = findLastUse(buffer, dealloc, block))
-        if (last->isBeforeInBlock(dealloc))
-          dealloc->moveAfter(last);
-    }
+        return;
+      std::unique_ptr<BlockOrder> &order = orders[block];
+      if (!order)
+        order = std::make_unique<BlockOrder>(block);
+      if (Operation *last = findLastUse(buffer, dealloc, block, *order))
+        if ((*order)[last] < (*order)[dealloc])
+          moves.push_back({dealloc, last});
+    });
+    for (auto [dealloc, last] : moves)
+      dealloc->moveAfter(last);
   }
 };
 } // namespace

@@ -240,6 +240,50 @@ def DecomposeAggregatesPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Outlines linalg ops on buffers into deduplicated kernel "
+                "functions";
+  let description = [{
+    Compile time of a training step is dominated by LLVM working on one huge
+    function (about 95% of a 12-block model's compile time), and a stack of
+    L identical blocks gives it L copies of every loop nest. This pass moves
+    each linalg op on buffers into a private kernel function, called where
+    the op was, and compiles structurally identical kernels once: the same
+    op, shapes, strides and constants give the same kernel whatever block
+    it came from (the idea behind IREE's executable deduplication and
+    torch.compile's regional compilation). What stays in the entry point is
+    glue: allocations, views, runtime calls and kernel calls.
+
+    Values used inside an op's body but defined above it become kernel
+    arguments, except constants, which are cloned in (so kernels that differ
+    only by a constant stay distinct). Buffer arguments are cast to a
+    dynamic offset, so a slice of a flat buffer and a fresh allocation of
+    the same shape share a kernel. Kernels get internal linkage and LLVM's
+    `noinline`: LLVM would otherwise inline them back and undo the saving.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def SplitOwnedDeallocsPass
+    : Pass<"zest-split-owned-deallocs", "::mlir::func::FuncOp"> {
+  let summary = "Frees unconditionally owned allocations with plain deallocs";
+  let description = [{
+    Runs between `ownership-based-buffer-deallocation` and
+    `buffer-deallocation-simplification`. The former puts every allocation of
+    a block into one `bufferization.dealloc` at the block's end; the latter
+    compares each pair of its memrefs for aliasing, which is quadratic in the
+    size of a training step. Distinct `memref.alloc` results never alias, so
+    each allocation in such an op with a constant-true ownership condition
+    becomes a `memref.dealloc`, unless another memref of the op is a view of
+    it. Ops with retained values, or with a memref whose origin cannot be
+    traced to an allocation or a function argument, are left alone.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def FreeAfterLastUsePass
     : Pass<"zest-free-after-last-use", "::mlir::func::FuncOp"> {
   let summary = "Moves each buffer's dealloc right after its last use";

@@ -1,0 +1,139 @@
+//===- OutlineKernels.cpp - Deduplicated kernel functions for linalg ops --===//
+//
+// Each linalg op on buffers becomes a call to a private kernel function;
+// kernels that print identically are emitted once. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_OUTLINEKERNELSPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+
+/// `type` with a dynamic offset, so views at different offsets of the same
+/// shape and strides share a kernel signature.
+static Type getKernelArgType(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref)
+    return type;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(memref.getStridesAndOffset(strides, offset)))
+    return type;
+  auto layout =
+      StridedLayoutAttr::get(type.getContext(), ShapedType::kDynamic, strides);
+  return MemRefType::get(memref.getShape(), memref.getElementType(), layout,
+                         memref.getMemorySpace());
+}
+
+namespace {
+class KernelOutliner {
+public:
+  KernelOutliner(ModuleOp module) : module(module), symbols(module) {}
+
+  /// Replaces `op` by a call to its kernel.
+  void outline(linalg::LinalgOp op) {
+    Operation *target = op.getOperation();
+    // Arguments: the op's operands, then the values its body uses from
+    // above; constants among them are cloned in instead (a fill of zeros
+    // stays a fill of zeros LLVM can turn into memset).
+    llvm::SetVector<Value> inputs(target->getOperands().begin(),
+                                  target->getOperands().end());
+    getUsedValuesDefinedAbove(target->getRegions(), inputs);
+    SmallVector<Value> args;
+    SmallVector<Operation *> constants;
+    for (Value value : inputs) {
+      Operation *producer = value.getDefiningOp();
+      if (producer && producer->hasTrait<OpTrait::ConstantLike>())
+        constants.push_back(producer);
+      else
+        args.push_back(value);
+    }
+    SmallVector<Type> argTypes;
+    for (Value arg : args)
+      argTypes.push_back(getKernelArgType(arg.getType()));
+
+    OpBuilder builder(module.getContext());
+    auto kernel =
+        func::FuncOp::create(builder, target->getLoc(), "zest_kernel",
+                             builder.getFunctionType(argTypes, /*results=*/{}));
+    kernel.setPrivate();
+    // Attributes the LLVM lowering carries over: internal linkage and LLVM's
+    // noinline (the inliner would otherwise paste every call site back).
+    kernel->setAttr("llvm.linkage",
+                    LLVM::LinkageAttr::get(builder.getContext(),
+                                           LLVM::linkage::Linkage::Internal));
+    kernel->setAttr("passthrough",
+                    builder.getArrayAttr({builder.getStringAttr("noinline")}));
+    Block *body = kernel.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    IRMapping mapping;
+    for (Operation *constant : constants)
+      builder.clone(*constant, mapping);
+    for (auto [arg, blockArg] : llvm::zip(args, body->getArguments()))
+      mapping.map(arg, blockArg);
+    builder.clone(*target, mapping);
+    func::ReturnOp::create(builder, target->getLoc());
+
+    func::FuncOp unique = deduplicate(kernel);
+    OpBuilder callBuilder(target);
+    SmallVector<Value> callArgs;
+    for (auto [arg, type] : llvm::zip(args, argTypes))
+      callArgs.push_back(
+          arg.getType() == type
+              ? arg
+              : memref::CastOp::create(callBuilder, target->getLoc(), type, arg)
+                    .getResult());
+    func::CallOp::create(callBuilder, target->getLoc(), unique, callArgs);
+    target->erase();
+  }
+
+private:
+  /// The kernel already emitted with `kernel`'s body, or `kernel` itself,
+  /// now named and in the module.
+  func::FuncOp deduplicate(func::FuncOp kernel) {
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    kernel->print(os, OpPrintingFlags().assumeVerified());
+    auto [it, inserted] = kernels.try_emplace(key, kernel);
+    if (!inserted) {
+      kernel.erase();
+      return it->second;
+    }
+    kernel.setSymName(("zest_kernel_" + Twine(kernels.size() - 1)).str());
+    symbols.insert(kernel);
+    return kernel;
+  }
+
+  ModuleOp module;
+  SymbolTable symbols;
+  llvm::StringMap<func::FuncOp> kernels;
+};
+
+struct OutlineKernelsPass
+    : public zest::impl::OutlineKernelsPassBase<OutlineKernelsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<linalg::LinalgOp> ops;
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](linalg::LinalgOp op) {
+        if (op.hasPureBufferSemantics())
+          ops.push_back(op);
+      });
+    KernelOutliner outliner(module);
+    for (linalg::LinalgOp op : ops)
+      outliner.outline(op);
+  }
+};
+} // namespace

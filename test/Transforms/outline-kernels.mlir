@@ -1,0 +1,77 @@
+// RUN: zest-opt %s -split-input-file -zest-outline-kernels | FileCheck %s
+
+// Two structurally identical loop nests (two blocks of a stack) share one
+// kernel: a fresh allocation and a slice of a flat buffer at another offset
+// are both passed with a dynamic offset. Constants of the body are cloned
+// into the kernel; values from above become arguments.
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:      %[[FLAT:.*]]: memref<16xf32>, %[[X:.*]]: memref<4xf32>, %[[S:.*]]: f32)
+// CHECK:         %[[A:.*]] = memref.alloc() : memref<4xf32>
+// CHECK:         %[[AC:.*]] = memref.cast %[[A]] : memref<4xf32> to memref<4xf32, strided<[1], offset: ?>>
+// CHECK:         call @zest_kernel_0(%{{.*}}, %[[AC]], %[[S]])
+// CHECK:         %[[V:.*]] = memref.subview %[[FLAT]][8] [4] [1]
+// CHECK:         %[[VC:.*]] = memref.cast %[[V]] : memref<4xf32, strided<[1], offset: 8>> to memref<4xf32, strided<[1], offset: ?>>
+// CHECK:         call @zest_kernel_0(%{{.*}}, %[[VC]], %[[S]])
+// CHECK:         call @zest_kernel_1(
+// CHECK-NOT:     linalg.
+// CHECK:         return
+// CHECK:       func.func private @zest_kernel_0(
+// CHECK-SAME:      %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %[[SK:.*]]: f32)
+// CHECK-SAME:      attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"]}
+// CHECK:         %[[TWO:.*]] = arith.constant 2.0
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %{{.*}}, %[[TWO]]
+// CHECK:           arith.addf %{{.*}}, %[[SK]]
+// CHECK:         return
+// The same body with another constant is another kernel.
+// CHECK:       func.func private @zest_kernel_1(
+// CHECK:         arith.constant 3.0
+// CHECK-NOT:   func.func private @zest_kernel_2
+#id = affine_map<(i) -> (i)>
+func.func @step(%flat: memref<16xf32>, %x: memref<4xf32>, %s: f32) {
+  %two = arith.constant 2.0 : f32
+  %three = arith.constant 3.0 : f32
+  %a = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : memref<4xf32>) outs(%a : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %two : f32
+    %r = arith.addf %m, %s : f32
+    linalg.yield %r : f32
+  }
+  %v = memref.subview %flat[8] [4] [1] : memref<16xf32> to memref<4xf32, strided<[1], offset: 8>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<4xf32>) outs(%v : memref<4xf32, strided<[1], offset: 8>>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %two : f32
+    %r = arith.addf %m, %s : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : memref<4xf32>) outs(%a : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %three : f32
+    %r = arith.addf %m, %s : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %a : memref<4xf32>
+  return
+}
+
+// -----
+
+// Ops inside regions (the optimizer's scf.if) are outlined too; ops on
+// tensors are not (the pass runs after bufferization).
+// CHECK-LABEL: func.func @nested(
+// CHECK:         scf.if
+// CHECK-NEXT:      memref.cast
+// CHECK-NEXT:      call @zest_kernel_0(
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<4xf32>)
+func.func @nested(%c: i1, %m: memref<4xf32>, %t: tensor<4xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  scf.if %c {
+    linalg.fill ins(%zero : f32) outs(%m : memref<4xf32>)
+  }
+  %r = linalg.fill ins(%zero : f32) outs(%t : tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
