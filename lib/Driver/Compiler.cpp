@@ -67,8 +67,9 @@ static constexpr const char *kLoweringPipeline =
     "convert-math-to-llvm,"
     "convert-math-to-libm,"
     "finalize-memref-to-llvm{use-generic-functions},"
-    // bf16 <-> f32 conversions as integer arithmetic: libgcc has no
-    // __truncsfbf2 to call.
+    // bf16 <-> f32 conversions as integer arithmetic, inlined (LLVM may
+    // still form a vector fptrunc to bf16, which calls the runtime's
+    // __truncsfbf2: runtime/common/SoftFloat.cpp).
     "arith-expand{include-bf16},"
     "convert-arith-to-llvm,"
     "convert-index-to-llvm,"
@@ -323,6 +324,18 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   applyDefaultTimingPassManagerCLOptions(lower);
   if (failed(applyPassManagerCLOptions(lower)) || failed(lower.run(module)))
     return failure();
+  // Kernels whose buffers never overlap: mark the pointers LLVM accesses
+  // them through (convert-func-to-llvm does not carry `llvm.noalias` over).
+  module.walk([](LLVM::LLVMFuncOp func) {
+    auto positions = func->getAttrOfType<DenseI64ArrayAttr>(
+        ZestDialect::kNoAliasPointersAttrName);
+    if (!positions)
+      return;
+    for (int64_t position : positions.asArrayRef())
+      func.setArgAttr(position, LLVM::LLVMDialect::getNoAliasAttrName(),
+                      UnitAttr::get(func.getContext()));
+    func->removeAttr(ZestDialect::kNoAliasPointersAttrName);
+  });
   // Units are compile-time metadata; the descriptor carries them on.
   for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
     unit.erase();

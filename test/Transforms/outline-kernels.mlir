@@ -17,7 +17,7 @@
 // CHECK:         return
 // CHECK:       func.func private @zest_kernel_0(
 // CHECK-SAME:      %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %[[SK:.*]]: f32)
-// CHECK-SAME:      attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"]}
+// CHECK-SAME:      attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"], zest.noalias_pointers = array<i64: 1, 6>}
 // CHECK:         %[[TWO:.*]] = arith.constant 2.0
 // CHECK:         linalg.generic
 // CHECK:           arith.mulf %{{.*}}, %[[TWO]]
@@ -74,4 +74,28 @@ func.func @nested(%c: i1, %m: memref<4xf32>, %t: tensor<4xf32>) -> tensor<4xf32>
   }
   %r = linalg.fill ins(%zero : f32) outs(%t : tensor<4xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
+}
+
+// -----
+
+// Buffers that may overlap (two views of one allocation with overlapping
+// ranges) get a kernel without the no-alias mark; disjoint views of one
+// buffer and an in-place update (the same buffer read and written) keep it.
+// CHECK-LABEL: func.func @aliasing(
+// CHECK:         call @zest_kernel_0(
+// CHECK:         call @zest_kernel_1(
+// CHECK:         call @zest_kernel_0(
+// CHECK:       func.func private @zest_kernel_0({{.*}}) attributes {{{.*}}zest.noalias_pointers = array<i64: 1, 6>}
+// CHECK:       func.func private @zest_kernel_1(
+// CHECK-NOT:     zest.noalias_pointers
+// CHECK-SAME:    {
+#id = affine_map<(i) -> (i)>
+func.func @aliasing(%flat: memref<16xf32>) {
+  %a = memref.subview %flat[0] [4] [1] : memref<16xf32> to memref<4xf32, strided<[1]>>
+  %b = memref.subview %flat[4] [4] [1] : memref<16xf32> to memref<4xf32, strided<[1], offset: 4>>
+  %c = memref.subview %flat[2] [4] [1] : memref<16xf32> to memref<4xf32, strided<[1], offset: 2>>
+  linalg.copy ins(%a : memref<4xf32, strided<[1]>>) outs(%b : memref<4xf32, strided<[1], offset: 4>>)
+  linalg.copy ins(%a : memref<4xf32, strided<[1]>>) outs(%c : memref<4xf32, strided<[1], offset: 2>>)
+  linalg.copy ins(%b : memref<4xf32, strided<[1], offset: 4>>) outs(%a : memref<4xf32, strided<[1]>>)
+  return
 }

@@ -14,6 +14,9 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
+#include <optional>
+
 namespace mlir::zest {
 #define GEN_PASS_DEF_OUTLINEKERNELSPASS
 #include "zest/Dialect/Zest/Transforms/Passes.h.inc"
@@ -35,6 +38,71 @@ static Type getKernelArgType(Type type) {
       StridedLayoutAttr::get(type.getContext(), ShapedType::kDynamic, strides);
   return MemRefType::get(memref.getShape(), memref.getElementType(), layout,
                          memref.getMemorySpace());
+}
+
+/// Where a buffer lives: the allocation or entry-point argument it is a view
+/// of, and the element range of that root it may touch (the whole root when
+/// the offset or strides are dynamic).
+struct Extent {
+  Value root;
+  int64_t begin = 0, end = std::numeric_limits<int64_t>::max();
+};
+
+static std::optional<Extent> getExtent(Value memref) {
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  if (!type)
+    return std::nullopt;
+  Extent extent;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (type.hasStaticShape() &&
+      succeeded(type.getStridesAndOffset(strides, offset)) &&
+      !ShapedType::isDynamic(offset) &&
+      llvm::none_of(strides, ShapedType::isDynamic)) {
+    extent.begin = offset;
+    extent.end = offset + 1;
+    for (auto [size, stride] : llvm::zip(type.getShape(), strides))
+      extent.end += (size - 1) * stride;
+  }
+  // Views that keep the base pointer: the layout offset is relative to it.
+  Value value = memref;
+  while (Operation *producer = value.getDefiningOp()) {
+    if (isa<memref::AllocOp, memref::AllocaOp>(producer)) {
+      extent.root = value;
+      return extent;
+    }
+    if (!isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
+             memref::CollapseShapeOp>(producer))
+      return std::nullopt;
+    value = cast<ViewLikeOpInterface>(producer).getViewSource();
+  }
+  auto arg = cast<BlockArgument>(value);
+  if (!arg.getOwner()->isEntryBlock() ||
+      !isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+    return std::nullopt;
+  extent.root = value;
+  return extent;
+}
+
+/// Whether no buffer `op` writes overlaps another of its buffer operands.
+/// Distinct allocations never overlap, and entry-point arguments are
+/// distinct buffers (docs/Runtime.md); views of one root overlap unless
+/// their static ranges are disjoint.
+static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args) {
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    Value written = init.get();
+    std::optional<Extent> w = getExtent(written);
+    for (Value other : args) {
+      if (other == written || !isa<MemRefType>(other.getType()))
+        continue;
+      std::optional<Extent> o = getExtent(other);
+      if (!w || !o)
+        return false;
+      if (w->root == o->root && w->begin < o->end && o->begin < w->end)
+        return false;
+    }
+  }
+  return true;
 }
 
 namespace {
@@ -76,6 +144,27 @@ public:
                                            LLVM::linkage::Linkage::Internal));
     kernel->setAttr("passthrough",
                     builder.getArrayAttr({builder.getStringAttr("noinline")}));
+    // Disjoint buffers at this call site let LLVM vectorize without runtime
+    // alias checks (and reuse a broadcast value across stores). It is part of
+    // the kernel's identity: a call site with aliasing buffers gets its own.
+    // convert-func-to-llvm drops `llvm.noalias` on memref arguments, so the
+    // positions of their aligned pointers among the expanded descriptor
+    // fields are recorded for zestc to mark after the lowering.
+    if (writesDisjointBuffers(op, args)) {
+      SmallVector<int64_t> alignedPointers;
+      int64_t position = 0;
+      for (Type type : argTypes) {
+        auto memref = dyn_cast<MemRefType>(type);
+        if (!memref) {
+          ++position;
+          continue;
+        }
+        alignedPointers.push_back(position + 1);
+        position += 3 + 2 * memref.getRank();
+      }
+      kernel->setAttr(zest::ZestDialect::kNoAliasPointersAttrName,
+                      builder.getDenseI64ArrayAttr(alignedPointers));
+    }
     Block *body = kernel.addEntryBlock();
     builder.setInsertionPointToStart(body);
     IRMapping mapping;

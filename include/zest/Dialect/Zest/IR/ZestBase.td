@@ -73,6 +73,10 @@ def Zest_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kUpdatedAttrName = "zest.updated";
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "zest.optimizer";
+    // On a kernel: positions of the LLVM arguments (aligned pointers of
+    // buffer descriptors) that no other argument aliases.
+    static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =
+        "zest.noalias_pointers";
   }];
 }
 
