@@ -11,6 +11,8 @@ PACKAGES=(
   cmake ninja-build ccache make python3 g++
   # CPU runtime: collectives and GEMM.
   libopenmpi-dev openmpi-bin libopenblas-dev
+  # Benchmarks (bench/): arithmetic on timings, peak memory of zestc.
+  bc time
   # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.
   zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev
 )
