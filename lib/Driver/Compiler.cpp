@@ -57,6 +57,8 @@ static constexpr const char *kLoweringPipeline =
     "cse,canonicalize,"
     "func.func(zest-free-after-last-use),"
     "canonicalize,"
+    // Sums in a blocked order LLVM vectorizes.
+    "func.func(zest-reassociate-reductions),"
     // Identical loop nests (one per block of a stack) are compiled once.
     "zest-outline-kernels,"
     "convert-linalg-to-loops,"
