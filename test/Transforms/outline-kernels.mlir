@@ -99,3 +99,15 @@ func.func @aliasing(%flat: memref<16xf32>) {
   linalg.copy ins(%b : memref<4xf32, strided<[1], offset: 4>>) outs(%a : memref<4xf32, strided<[1]>>)
   return
 }
+
+// -----
+
+// Arguments of a private function may alias each other: no mark.
+// CHECK-LABEL: func.func private @helper(
+// CHECK:       func.func private @zest_kernel_0(
+// CHECK-NOT:     zest.noalias_pointers
+// CHECK-SAME:    {
+func.func private @helper(%a: memref<4xf32>, %b: memref<4xf32>) {
+  linalg.copy ins(%a : memref<4xf32>) outs(%b : memref<4xf32>)
+  return
+}

@@ -76,9 +76,11 @@ static std::optional<Extent> getExtent(Value memref) {
       return std::nullopt;
     value = cast<ViewLikeOpInterface>(producer).getViewSource();
   }
+  // Only an entry point's arguments are known to be distinct buffers: a
+  // private function may be called with overlapping ones.
   auto arg = cast<BlockArgument>(value);
-  if (!arg.getOwner()->isEntryBlock() ||
-      !isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (!arg.getOwner()->isEntryBlock() || !func || !func.isPublic())
     return std::nullopt;
   extent.root = value;
   return extent;
@@ -89,6 +91,11 @@ static std::optional<Extent> getExtent(Value memref) {
 /// distinct buffers (docs/Runtime.md); views of one root overlap unless
 /// their static ranges are disjoint.
 static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args) {
+  // A buffer the body reaches from above might be written by the body.
+  for (Value arg : args)
+    if (isa<MemRefType>(arg.getType()) &&
+        !llvm::is_contained(op->getOperands(), arg))
+      return false;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     Value written = init.get();
     std::optional<Extent> w = getExtent(written);
