@@ -179,3 +179,36 @@ func.func @rank() -> index {
   %r = zest.rank : index
   return %r : index
 }
+
+// -----
+
+// The global gradient norm: per unit a sum of squares of the scaled
+// gradient, with the accumulator only on the accumulate branch; the
+// replicated unit's share divided by the world size (every rank holds it
+// whole); one all-reduce (1 f32 element, sum) over ranks; the square root.
+zest.unit @s sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "s.w" : tensor<8xf32> at 0
+]
+zest.unit @r replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 [
+  "r.w" : tensor<2xf32> at 0
+]
+// CHECK-LABEL: func.func @grad_norm(
+// CHECK-SAME:    %[[G:[^:]*]]: tensor<4xf32>, %[[A:[^:]*]]: tensor<4xf32>, %[[RG:[^:]*]]: tensor<2xf32>, %[[RA:[^:]*]]: tensor<2xf32>, %[[H:[^:]*]]: tensor<10xf32>)
+// CHECK:         %[[ACCUMULATE:.*]] = arith.cmpf une
+// CHECK:         scf.if %[[ACCUMULATE]] -> (f32) {
+// CHECK:           linalg.generic {{.*}} ins(%[[G]], %[[A]] : tensor<4xf32>, tensor<4xf32>)
+// CHECK:         } else {
+// CHECK:           linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>)
+// CHECK:         scf.if %[[ACCUMULATE]] -> (f32) {
+// CHECK:           linalg.generic {{.*}} ins(%[[RG]], %[[RA]] : tensor<2xf32>, tensor<2xf32>)
+// CHECK:         arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK:         tensor.from_elements %{{.*}} : tensor<1xf32>
+// CHECK:         call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c1_i64, %c0_i32, %c0_i32, %{{.*}})
+// CHECK:         call @zest_wait
+// CHECK:         %[[T:.*]] = tensor.extract
+// CHECK:         %[[N:.*]] = math.sqrt %[[T]] : f32
+// CHECK:         tensor.from_elements %[[N]] : tensor<f32>
+func.func @grad_norm(%g: tensor<4xf32>, %a: tensor<4xf32>, %rg: tensor<2xf32>, %ra: tensor<2xf32>, %h: tensor<10xf32>) -> tensor<f32> {
+  %n = zest.global_grad_norm(%g, %rg) accum(%a, %ra) hyper(%h) units [@s, @r] : (tensor<4xf32>, tensor<2xf32>, tensor<4xf32>, tensor<2xf32>, tensor<10xf32>) -> tensor<f32>
+  return %n : tensor<f32>
+}

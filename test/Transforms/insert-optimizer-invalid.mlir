@@ -13,3 +13,8 @@ func.func @half(%s: tensor<2xbf16> {zest.unit = @h}) -> (tensor<f32> {zest.loss}
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l, %s : tensor<f32>, tensor<2xbf16>
 }
+
+// -----
+
+// RUN: not zest-opt %s -split-input-file --zest-insert-optimizer="max-grad-norm=-2" 2>&1 | FileCheck %s --check-prefix=NEGNORM
+// NEGNORM: error: max-grad-norm must be positive (0 disables clipping), got -2

@@ -1,6 +1,7 @@
 // RUN: zest-opt %s -split-input-file --zest-insert-optimizer | FileCheck %s
 // RUN: zest-opt %s -split-input-file --zest-insert-optimizer="optimizer=adamw" | FileCheck %s --check-prefix=ADAMW
 // RUN: zest-opt %s -split-input-file --zest-insert-optimizer="optimizer=sgd momentum nesterov" | FileCheck %s --check-prefix=NESTEROV
+// RUN: zest-opt %s -split-input-file --zest-insert-optimizer="max-grad-norm=1.5" | FileCheck %s --check-prefix=CLIP
 
 // Each unit's update comes right after its gradient is reduced AND after the
 // last read of its shard or of a view of its gathered buffer (%late reads
@@ -34,6 +35,28 @@
 // NESTEROV-LABEL: func.func @step(
 // NESTEROV-SAME:    {zest.optimizer_state = {name = "momentum_buffer", unit = @a}}
 // NESTEROV:         zest.update sgd @a %{{.*}} state(%{{.*}}) accum(%{{.*}}) hyper(%{{.*}}) {frozen = ["a.b"], nesterov}
+
+// With clipping, the updates wait at the end for the global norm of both
+// units' gradients and take the gradient scale times min(1, 1.5 / (norm +
+// 1e-6)).
+// CLIP-LABEL: func.func @step(
+// CLIP-SAME:    %[[H:[^:]*]]: tensor<10xf32> {zest.hyper}, %[[ACC:[^:]*]]: tensor<4xf32> {zest.grad_accum = @a}, %[[RACC:[^:]*]]: tensor<2xf32> {zest.grad_accum = @r})
+// CLIP:         %[[GS:.*]] = zest.reduce_scatter avg
+// CLIP:         %[[RG:.*]] = zest.all_reduce avg
+// CLIP:         %[[N:.*]] = zest.global_grad_norm(%[[GS]], %[[RG]]) accum(%[[ACC]], %[[RACC]]) hyper(%[[H]]) units [@a, @r]
+// CLIP-NEXT:    %[[NV:.*]] = tensor.extract %[[N]][]
+// CLIP-NEXT:    %[[EPS:.*]] = arith.constant 9.99999997E-7 : f32
+// CLIP-NEXT:    %[[D:.*]] = arith.addf %[[NV]], %[[EPS]]
+// CLIP-NEXT:    %[[MAX:.*]] = arith.constant 1.500000e+00 : f32
+// CLIP-NEXT:    %[[Q:.*]] = arith.divf %[[MAX]], %[[D]]
+// CLIP-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CLIP-NEXT:    %[[C:.*]] = arith.minimumf %[[Q]], %[[ONE]]
+// CLIP:         %[[SCALE:.*]] = tensor.extract %[[H]][%{{.*}}]
+// CLIP-NEXT:    %[[CS:.*]] = arith.mulf %[[SCALE]], %[[C]]
+// CLIP-NEXT:    %[[H2:.*]] = tensor.insert %[[CS]] into %[[H]][%{{.*}}]
+// CLIP-NEXT:    zest.update sgd @a %{{.*}}, %[[GS]] accum(%[[ACC]]) hyper(%[[H2]])
+// CLIP-NEXT:    zest.update sgd @r %{{.*}}, %[[RG]] accum(%[[RACC]]) hyper(%[[H2]])
+// CLIP-NEXT:    return
 
 zest.unit @a sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
   "a.w" : tensor<2x3xf32> at 0,

@@ -75,6 +75,7 @@ def main():
     parser.add_argument("--min-lr", type=float, default=0.0)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--accum", type=int, default=1)
+    parser.add_argument("--clip-grad-norm", type=float, default=0.0)
     parser.add_argument("--tolerance", type=float, default=2e-5)
     args = parser.parse_args()
     if args.schedule_steps == 0:
@@ -118,6 +119,7 @@ def main():
     count = len(floats) // sample_floats
 
     losses = []
+    clipped = []  # whether each step's coefficient was below 1
     for step in range(args.steps):
         grad_sum = {u: [0.0] * len(params[u]) for u in units}
         loss = 0.0
@@ -144,10 +146,17 @@ def main():
         losses.append(loss / args.accum)
         lr = learning_rate(args, step)
         t = step + 1
+        # torch.nn.utils.clip_grad_norm_: one coefficient for all gradients.
+        coef = 1.0
+        if args.clip_grad_norm > 0:
+            total = math.sqrt(sum((g / args.accum) ** 2
+                                  for u in units for g in grad_sum[u]))
+            coef = min(1.0, args.clip_grad_norm / (total + 1e-6))
+            clipped.append(coef < 1.0)
         for u in units:
             p, st = params[u], states[u]
             for i in range(len(p)):
-                g = grad_sum[u][i] / args.accum
+                g = grad_sum[u][i] / args.accum * coef
                 if args.optimizer == "sgd":
                     d = g + args.weight_decay * p[i]
                     if args.momentum:
@@ -193,6 +202,9 @@ def main():
             failures += 1
             print(f"MISMATCH loss of step {i + 1}: reference {want:.9g}, "
                   f"compiled {got:.9g}")
+    if args.clip_grad_norm > 0:
+        print(f"optim-reference: clipped {sum(clipped)} of {len(clipped)} "
+              f"steps")
     print(f"optim-reference: {args.optimizer}, {args.steps} steps, "
           f"{failures} mismatches, worst relative error {worst:.2e}")
     sys.exit(1 if failures else 0)

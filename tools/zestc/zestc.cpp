@@ -72,6 +72,11 @@ static cl::opt<bool> momentum("momentum",
 static cl::opt<bool> nesterov("nesterov",
                               cl::desc("sgd with --momentum: Nesterov"),
                               cl::cat(category));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm",
+    cl::desc("Clip gradients to this global L2 norm before each optimizer "
+             "step, as torch.nn.utils.clip_grad_norm_ (0: no clipping)"),
+    cl::init(0.0), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -127,6 +132,7 @@ int main(int argc, char **argv) {
     options.optimizer->optimizer = optimizer;
     options.optimizer->momentum = momentum;
     options.optimizer->nesterov = nesterov;
+    options.optimizer->maxGradNorm = clipGradNorm;
   } else {
     llvm::errs() << "zestc: error: --optimizer expects sgd, adamw or none, "
                  << "got '" << optimizer << "'\n";
@@ -135,6 +141,16 @@ int main(int argc, char **argv) {
   if ((momentum || nesterov) && optimizer != "sgd") {
     llvm::errs() << "zestc: error: --momentum and --nesterov need "
                  << "--optimizer=sgd\n";
+    return 1;
+  }
+  if (!(clipGradNorm >= 0)) {
+    llvm::errs() << "zestc: error: --clip-grad-norm must be positive (0 "
+                 << "disables clipping), got " << clipGradNorm << "\n";
+    return 1;
+  }
+  if (clipGradNorm > 0 && optimizer == "none") {
+    llvm::errs() << "zestc: error: --clip-grad-norm needs an optimizer "
+                 << "(--optimizer=sgd or adamw)\n";
     return 1;
   }
   if (nesterov && !momentum) {

@@ -34,7 +34,9 @@ def ConvertZestToRuntimePass
     "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
   ];
 }

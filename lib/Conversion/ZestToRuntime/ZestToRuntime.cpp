@@ -4,9 +4,13 @@
 #include "zest/Conversion/RuntimeCalls.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include "zest_runtime.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_CONVERTZESTTORUNTIMEPASS
@@ -436,6 +440,110 @@ struct DropRelease : public OpRewritePattern<ReleaseOp> {
   }
 };
 
+/// The sum of squares of `(accum ? accum + grad : grad) * scale`.
+static Value buildSumOfSquares(OpBuilder &builder, Location loc, Value grad,
+                               Value accum, Value scale) {
+  Type f32 = builder.getF32Type();
+  Value init = tensor::EmptyOp::create(builder, loc, ArrayRef<int64_t>{}, f32);
+  Value zero =
+      arith::ConstantOp::create(builder, loc, builder.getZeroAttr(f32));
+  init = linalg::FillOp::create(builder, loc, zero, init).getResult(0);
+  SmallVector<Value> ins = {grad};
+  if (accum)
+    ins.push_back(accum);
+  MLIRContext *ctx = builder.getContext();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
+  SmallVector<AffineMap> maps(ins.size(), id);
+  maps.push_back(AffineMap::get(1, 0, ctx));
+  auto sum = linalg::GenericOp::create(
+      builder, loc, init.getType(), ins, init, maps,
+      SmallVector<utils::IteratorType>{utils::IteratorType::reduction},
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        Value g = args[0];
+        if (accum)
+          g = arith::AddFOp::create(b, l, args[1], g);
+        Value e = arith::MulFOp::create(b, l, g, scale);
+        Value square = arith::MulFOp::create(b, l, e, e);
+        linalg::YieldOp::create(
+            b, l,
+            ValueRange{
+                arith::AddFOp::create(b, l, args.back(), square).getResult()});
+      });
+  return tensor::ExtractOp::create(builder, loc, sum.getResult(0),
+                                   ValueRange{});
+}
+
+/// The global gradient norm: per unit the sum of squares of the gradient
+/// the update applies (the accumulator is read only when accumulating),
+/// a replicated unit's divided by the world size since every rank holds it
+/// whole, summed over ranks, then the square root.
+struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GlobalGradNormOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type f32 = rewriter.getF32Type();
+    Value hyper = op.getHyper();
+    auto hyperAt = [&](int64_t index) -> Value {
+      Value position = arith::ConstantIndexOp::create(rewriter, loc, index);
+      return tensor::ExtractOp::create(rewriter, loc, hyper, position);
+    };
+    Value zero =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getZeroAttr(f32));
+    Value accumulate =
+        arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::UNE,
+                              hyperAt(ZEST_HYPER_ACCUMULATE), zero);
+    Value scale = hyperAt(ZEST_HYPER_GRAD_SCALE);
+    Value total = zero;
+    int64_t world = 1;
+    for (auto [ref, grad, accum] :
+         llvm::zip(op.getUnits().getAsRange<FlatSymbolRefAttr>(), op.getGrads(),
+                   op.getAccums())) {
+      auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
+      world = std::max<int64_t>(world, unit.getWorldSize());
+      auto branch = scf::IfOp::create(
+          rewriter, loc, accumulate,
+          [&](OpBuilder &b, Location l) {
+            scf::YieldOp::create(b, l,
+                                 buildSumOfSquares(b, l, grad, accum, scale));
+          },
+          [&](OpBuilder &b, Location l) {
+            scf::YieldOp::create(b, l,
+                                 buildSumOfSquares(b, l, grad, Value(), scale));
+          });
+      Value partial = branch.getResult(0);
+      if (unit.getKind() == UnitKind::Replicated && unit.getWorldSize() > 1)
+        partial = arith::DivFOp::create(
+            rewriter, loc, partial,
+            arith::ConstantOp::create(
+                rewriter, loc,
+                rewriter.getF32FloatAttr(double(unit.getWorldSize()))));
+      total = arith::AddFOp::create(rewriter, loc, total, partial);
+    }
+    if (world > 1) {
+      auto vectorType = RankedTensorType::get({1}, f32);
+      Value local =
+          tensor::FromElementsOp::create(rewriter, loc, vectorType, total);
+      CollectiveInfo info{
+          "zest_all_reduce_start", local, vectorType, "grad-norm", 1,
+          Reduction::Sum,
+          /*gathers=*/false};
+      auto started = startCollective(rewriter, op, info);
+      if (failed(started))
+        return failure();
+      Value summed =
+          finishCollective(rewriter, loc, started->first, started->second,
+                           vectorType, /*gathers=*/false);
+      Value first = arith::ConstantIndexOp::create(rewriter, loc, 0);
+      total = tensor::ExtractOp::create(rewriter, loc, summed, first);
+    }
+    Value norm = math::SqrtOp::create(rewriter, loc, total);
+    rewriter.replaceOpWithNewOp<tensor::FromElementsOp>(
+        op, op.getNorm().getType(), norm);
+    return success();
+  }
+};
+
 struct ConvertZestToRuntimePass
     : public zest::impl::ConvertZestToRuntimePassBase<
           ConvertZestToRuntimePass> {
@@ -447,7 +555,8 @@ struct ConvertZestToRuntimePass
     patterns.add<LowerSyncCollective<AllGatherOp>,
                  LowerSyncCollective<ReduceScatterOp>,
                  LowerSyncCollective<AllReduceOp>, LowerAsyncCollective,
-                 LowerUnflatten, LowerFlatten, LowerRank>(&getContext());
+                 LowerUnflatten, LowerFlatten, LowerRank, LowerGlobalGradNorm>(
+        &getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     config.enableFolding(false);

@@ -361,3 +361,41 @@ func.func @f64_update(%p: tensor<4xf64>, %h: tensor<10xf32>) {
   %p1, %a1 = zest.update sgd @o %p, %p accum(%p) hyper(%h) : (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>, tensor<10xf32>) -> (tensor<4xf64>, tensor<4xf64>)
   return
 }
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @norm_counts(%g: tensor<4xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{takes one gradient and one accumulator per unit: 1 units, 2 gradients, 1 accumulators}}
+  %n = zest.global_grad_norm(%g, %g) accum(%g) hyper(%h) units [@o] : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "o.w" : tensor<6xf32> at 0
+]
+func.func @norm_shape(%g: tensor<8xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{gradient operand must be 'tensor<4xf32>' for unit @o (sharded, world_size = 2), got 'tensor<8xf32>'}}
+  %n = zest.global_grad_norm(%g) accum(%g) hyper(%h) units [@o] : (tensor<8xf32>, tensor<8xf32>, tensor<10xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @norm_hyper(%g: tensor<4xf32>, %h: tensor<3xf32>) {
+  // expected-error@+1 {{hyperparameters must be tensor<10xf32>, got 'tensor<3xf32>'}}
+  %n = zest.global_grad_norm(%g) accum(%g) hyper(%h) units [@o] : (tensor<4xf32>, tensor<4xf32>, tensor<3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @norm_unit(%g: tensor<4xf32>, %h: tensor<10xf32>) {
+  // expected-error@+1 {{refers to @missing, which is not a zest.unit declaration}}
+  %n = zest.global_grad_norm(%g) accum(%g) hyper(%h) units [@missing] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
+  return
+}

@@ -414,6 +414,43 @@ LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   return success();
 }
 
+LogicalResult GlobalGradNormOp::verify() {
+  size_t numUnits = getUnits().size();
+  if (getGrads().size() != numUnits || getAccums().size() != numUnits)
+    return emitOpError() << "takes one gradient and one accumulator per "
+                         << "unit: " << numUnits << " units, "
+                         << getGrads().size() << " gradients, "
+                         << getAccums().size() << " accumulators";
+  auto hyperType = cast<RankedTensorType>(getHyper().getType());
+  if (!hyperType.getElementType().isF32() ||
+      hyperType.getNumElements() != ZEST_HYPER_COUNT)
+    return emitOpError() << "hyperparameters must be tensor<"
+                         << int64_t(ZEST_HYPER_COUNT) << "xf32>, got "
+                         << hyperType;
+  return success();
+}
+
+LogicalResult
+GlobalGradNormOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  for (auto [ref, grad, accum] :
+       llvm::zip(getUnits().getAsRange<FlatSymbolRefAttr>(), getGrads(),
+                 getAccums())) {
+    UnitOp unit = lookupUnit(*this, symbolTables, ref);
+    if (!unit)
+      return failure();
+    if (!unit.getElementType().isF32())
+      return emitOpError() << "unit @" << unit.getSymName() << " holds "
+                           << unit.getElementType()
+                           << " parameters; gradient norms are of f32 units";
+    if (failed(checkUnitType(*this, unit, "gradient operand", grad.getType(),
+                             unit.getShardType())) ||
+        failed(checkUnitType(*this, unit, "accumulator operand",
+                             accum.getType(), unit.getShardType())))
+      return failure();
+  }
+  return success();
+}
+
 std::string mlir::zest::getDTypeName(Type type) {
   if (type.isBF16())
     return "BF16";

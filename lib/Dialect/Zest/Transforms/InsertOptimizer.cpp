@@ -58,6 +58,46 @@ static SmallVector<StringRef> getFrozenParams(UnitOp unit, Value grad) {
 
 namespace {
 
+/// What one unit's update takes, and the op after which it can run.
+struct UnitUpdate {
+  UnitOp unit;
+  BlockArgument param, accum;
+  Value grad;
+  SmallVector<Value> state;
+  Operation *after;
+};
+
+/// `hyper` with its gradient scale multiplied by the clipping coefficient
+/// `min(1, maxNorm / (norm + 1e-6))` of torch's clip_grad_norm_.
+static Value buildClippedHyper(OpBuilder &builder, Location loc,
+                               MutableArrayRef<UnitUpdate> updates, Value hyper,
+                               double maxNorm) {
+  SmallVector<Value> grads, accums;
+  SmallVector<Attribute> units;
+  for (UnitUpdate &u : updates) {
+    grads.push_back(u.grad);
+    accums.push_back(u.accum);
+    units.push_back(FlatSymbolRefAttr::get(u.unit.getSymNameAttr()));
+  }
+  auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+  Value norm = GlobalGradNormOp::create(builder, loc, scalarType, grads, accums,
+                                        hyper, builder.getArrayAttr(units));
+  Value normValue = tensor::ExtractOp::create(builder, loc, norm, {});
+  auto f32 = [&](double value) -> Value {
+    return arith::ConstantOp::create(builder, loc,
+                                     builder.getF32FloatAttr(value));
+  };
+  Value coef = arith::DivFOp::create(
+      builder, loc, f32(maxNorm),
+      arith::AddFOp::create(builder, loc, normValue, f32(1e-6)));
+  coef = arith::MinimumFOp::create(builder, loc, coef, f32(1.0));
+  Value index =
+      arith::ConstantIndexOp::create(builder, loc, ZEST_HYPER_GRAD_SCALE);
+  Value scale = tensor::ExtractOp::create(builder, loc, hyper, index);
+  Value clipped = arith::MulFOp::create(builder, loc, scale, coef);
+  return tensor::InsertOp::create(builder, loc, clipped, hyper, index);
+}
+
 struct InsertOptimizerPass
     : public zest::impl::InsertOptimizerPassBase<InsertOptimizerPass> {
   using Base::Base;
@@ -135,10 +175,11 @@ LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
   SmallVector<StringRef> stateNames = UpdateOp::getStateNames(kind, momentum);
 
   OpBuilder builder(ctx);
-  // New results: per unit the updated shard, state and accumulator, each
-  // tagged with the argument it overwrites.
-  SmallVector<Value> newResults;
-  SmallVector<unsigned> updatedArgs;
+  if (maxGradNorm < 0)
+    return func.emitError() << "max-grad-norm must be positive (0 disables "
+                            << "clipping), got " << maxGradNorm;
+  bool clip = maxGradNorm > 0;
+  SmallVector<UnitUpdate> updates;
   for (auto [unit, resultIndex] : trained) {
     BlockArgument param = unitArgOf(unit);
     if (!param)
@@ -174,26 +215,44 @@ LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
         if (top && top != ret && (!after || after->isBeforeInBlock(top)))
           after = top;
       }
-    if (after)
-      builder.setInsertionPointAfter(after);
+    updates.push_back({unit, param, accum, grad, state, after});
+  }
+
+  // With clipping, every update waits for the global norm at the end and
+  // takes its gradient scale multiplied by the clipping coefficient.
+  Value updateHyper = hyper;
+  if (clip) {
+    builder.setInsertionPoint(ret);
+    updateHyper =
+        buildClippedHyper(builder, ret.getLoc(), updates, hyper, maxGradNorm);
+  }
+
+  // New results: per unit the updated shard, state and accumulator, each
+  // tagged with the argument it overwrites.
+  SmallVector<Value> newResults;
+  SmallVector<unsigned> updatedArgs;
+  for (UnitUpdate &u : updates) {
+    if (clip)
+      builder.setInsertionPoint(ret);
+    else if (u.after)
+      builder.setInsertionPointAfter(u.after);
     else
       builder.setInsertionPointToStart(&body);
-
-    SmallVector<StringRef> frozen = getFrozenParams(unit, grad);
+    SmallVector<StringRef> frozen = getFrozenParams(u.unit, u.grad);
     auto update = UpdateOp::create(
-        builder, grad.getLoc(), unit.getShardType(),
-        SmallVector<Type>(state.size(), unit.getShardType()),
-        unit.getShardType(), kind, unit.getSymName(), param, grad, state, accum,
-        hyper,
+        builder, u.grad.getLoc(), u.unit.getShardType(),
+        SmallVector<Type>(u.state.size(), u.unit.getShardType()),
+        u.unit.getShardType(), kind, u.unit.getSymName(), u.param, u.grad,
+        u.state, u.accum, updateHyper,
         /*nesterov=*/nesterov && momentum, builder.getStrArrayAttr(frozen));
     newResults.push_back(update.getNewParam());
-    updatedArgs.push_back(param.getArgNumber());
-    for (auto [value, arg] : llvm::zip(update.getNewState(), state)) {
+    updatedArgs.push_back(u.param.getArgNumber());
+    for (auto [value, arg] : llvm::zip(update.getNewState(), u.state)) {
       newResults.push_back(value);
       updatedArgs.push_back(cast<BlockArgument>(arg).getArgNumber());
     }
     newResults.push_back(update.getNewAccum());
-    updatedArgs.push_back(accum.getArgNumber());
+    updatedArgs.push_back(u.accum.getArgNumber());
   }
 
   // Gradient results give way to the updated values.

@@ -363,6 +363,39 @@ def Zest_UpdateOp : Zest_Op<"update", [
   }];
 }
 
+def Zest_GlobalGradNormOp : Zest_Op<"global_grad_norm", [
+    AttrSizedOperandSegments,
+    MemoryEffects<[MemRead<Zest_CommResource>, MemWrite<Zest_CommResource>]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the L2 norm of all gradients over all ranks (for clipping)";
+  let description = [{
+    The total norm `torch.nn.utils.clip_grad_norm_` computes: the L2 norm of
+    the gradients of every unit in `units`, each the one `zest.update`
+    applies, `(hyper[ACCUMULATE] != 0 ? accum + grad : grad) *
+    hyper[GRAD_SCALE]`, over the whole model. `grads` and `accums` are the
+    units' reduced gradient shards and accumulators (for a replicated unit,
+    the whole buffer, counted once). The accumulator is read only when
+    `hyper[ACCUMULATE]` is set. A collective: every rank gets the same norm.
+
+    ```mlir
+    %n = zest.global_grad_norm(%g0, %g1) accum(%a0, %a1) hyper(%h)
+        units [@layers.0, @layers.1]
+        : (tensor<132xf32>, tensor<64xf32>, tensor<132xf32>, tensor<64xf32>,
+           tensor<10xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Zest_FlatTensor>:$grads,
+                       Variadic<Zest_FlatTensor>:$accums,
+                       Zest_FlatTensor:$hyper,
+                       FlatSymbolRefArrayAttr:$units);
+  let results = (outs 0DTensorOf<[F32]>:$norm);
+  let assemblyFormat = [{
+    `(` $grads `)` `accum` `(` $accums `)` `hyper` `(` $hyper `)`
+    `units` $units attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {
   let summary = "this process's rank among the data-parallel ranks";
   let description = [{

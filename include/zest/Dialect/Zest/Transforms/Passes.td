@@ -140,6 +140,14 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
     zest-opt --zest-shard-pipeline="world-size=2 leaf-modules=layers.*" \
              --zest-insert-optimizer="optimizer=adamw" m.mlir
     ```
+
+    With `max-grad-norm=M` > 0 the gradients are clipped by their global
+    norm, as `torch.nn.utils.clip_grad_norm_(params, M)` before the step:
+    all updates move to the end of the function, after a
+    `zest.global_grad_norm` of every unit's gradient; the gradient scale
+    the updates receive is multiplied by `min(1, M / (norm + 1e-6))`. Units
+    are then stepped together once backward is done, as FSDP and DeepSpeed
+    do when clipping.
   }];
   let dependentDialects = ["::mlir::zest::ZestDialect"];
   let options = [
@@ -149,6 +157,8 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
            "sgd: keep a momentum buffer (its factor is a hyperparameter)">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
            "sgd with momentum: Nesterov momentum">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "clip gradients to this global L2 norm (0: no clipping)">,
   ];
 }
 
