@@ -31,17 +31,18 @@ shard transformer_block_train.mlir "world-size=4 leaf-classes=Attention,MLP"
 shard mlp_inference.mlir "world-size=2 leaf-classes=Linear"
 
 echo
-echo "=== zestc examples/mlp_train.mlir --world-size=2 --leaf-modules='layers.*'"
-"$ZESTC" examples/mlp_train.mlir -o "$OUT/mlp" --world-size=2 --leaf-modules='layers.*'
-echo "=== mpirun -np 2 $OUT/mlp --steps 20 --optimizer adamw --lr 0.01 --dataset-size 64"
-"${MPIRUN[@]}" "$OUT/mlp" --steps 20 --optimizer adamw --lr 0.01 --dataset-size 64
+echo "=== zestc examples/mlp_train.mlir --world-size=2 --leaf-modules='layers.*' --optimizer=adamw"
+"$ZESTC" examples/mlp_train.mlir -o "$OUT/mlp" --world-size=2 --leaf-modules='layers.*' \
+  --optimizer=adamw
+echo "=== mpirun -np 2 $OUT/mlp --steps 20 --lr 0.01 --dataset-size 64"
+"${MPIRUN[@]}" "$OUT/mlp" --steps 20 --lr 0.01 --dataset-size 64
 
 echo
-echo "=== zestc examples/transformer_block_train.mlir --world-size=2 --leaf-classes=Attention,MLP"
+echo "=== zestc examples/transformer_block_train.mlir --world-size=2 --leaf-classes=Attention,MLP --optimizer=adamw --clip-grad-norm=1"
 "$ZESTC" examples/transformer_block_train.mlir -o "$OUT/block" --world-size=2 \
-  --leaf-classes=Attention,MLP
-echo "=== mpirun -np 2 $OUT/block --steps 20 --optimizer adamw --lr 0.003 --dataset-size 4 --save $OUT/block.ckpt"
-"${MPIRUN[@]}" "$OUT/block" --steps 20 --optimizer adamw --lr 0.003 --dataset-size 4 \
-  --save "$OUT/block.ckpt"
+  --leaf-classes=Attention,MLP --optimizer=adamw --clip-grad-norm=1
+echo "=== mpirun -np 2 $OUT/block --steps 20 --lr 0.003 --lr-schedule cosine --warmup-steps 4 --dataset-size 4 --save $OUT/block.ckpt"
+"${MPIRUN[@]}" "$OUT/block" --steps 20 --lr 0.003 --lr-schedule cosine --warmup-steps 4 \
+  --dataset-size 4 --save "$OUT/block.ckpt"
 "$BUILD_DIR/bin/zest-ckpt" consolidate "$OUT/block.ckpt" "$OUT/block.safetensors"
 echo "consolidated parameters (safetensors, keyed by FQN): $OUT/block.safetensors"
