@@ -155,6 +155,27 @@ void zest_sgemm_batched(int32_t trans_a, int32_t trans_b, int64_t batch,
                         int64_t ldb, int64_t stride_b, float *c, int64_t ldc,
                         int64_t stride_c);
 
+/* Activations of the fused linear kernels. */
+typedef enum {
+  ZEST_ACTIVATION_NONE = 0,
+  ZEST_ACTIVATION_RELU = 1,
+  ZEST_ACTIVATION_GELU_TANH = 2, /* PyTorch GELU(approximate="tanh") */
+  ZEST_ACTIVATION_GELU_ERF = 3,  /* PyTorch GELU() */
+  ZEST_ACTIVATION_SILU = 4
+} zest_activation_t;
+
+/* Linear forward, row-major: Y[M,N] = act(X[M,K] W^T + bias), with W the
+ * [N,K] weight of torch.nn.Linear (w_transposed != 0) or a [K,N] matrix.
+ * `bias` may be null. When `pre` is not null it receives X W^T + bias (the
+ * pre-activation backward needs); it may equal `y` for act = NONE. The
+ * product runs on OpenBLAS in blocks of rows, and bias and activation are
+ * applied to each block right after its product, while it is in cache. */
+void zest_linear_forward(int64_t m, int64_t n, int64_t k, const float *x,
+                         int64_t ldx, const float *w, int64_t ldw,
+                         int32_t w_transposed, const float *bias,
+                         int32_t activation, float *pre, int64_t ldpre,
+                         float *y, int64_t ldy);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,127 @@
+//===- FusedLinear.cpp - Linear layers with fused epilogues ---------------===//
+//
+// A linear layer as one pass over its output: OpenBLAS computes a block of
+// rows, and the bias and the activation are applied to that block before
+// the next one is computed, while it is still in cache (DeepSpeed's fused
+// linear and Inductor's GEMM epilogues do the same). The blocks are large
+// enough that OpenBLAS packs the weight once per block at negligible cost.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest_runtime.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+/// Output elements per block: a quarter of a typical 1 MiB L2 cache.
+constexpr int64_t kBlockElements = 64 * 1024;
+
+/// e^y for y in [-87, 88], within a few ULP: e^y = 2^n e^r with
+/// |r| <= ln2/2 and e^r from its Taylor series to degree 7 (relative error
+/// below 1e-8 there). Plain arithmetic, so the epilogue loops vectorize
+/// (libm's expf/tanhf calls would not).
+inline float expApprox(float y) {
+  y = std::min(88.0f, std::max(-87.0f, y));
+  const float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  float t = y * kLog2e;
+  int32_t n = static_cast<int32_t>(t + std::copysign(0.5f, t));
+  float r = y - float(n) * kLn2;
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+/// tanh(v) = sign(v) (1 - 2 / (e^{2|v|} + 1)); absolute error ~1e-7, which
+/// is what GELU's 0.5 v (1 + tanh(.)) needs. |v| > 9 gives 1 in f32.
+inline float tanhApprox(float v) {
+  float a = std::min(std::fabs(v), 9.0f);
+  float t = 1.0f - 2.0f / (expApprox(2.0f * a) + 1.0f);
+  return std::copysign(t, v);
+}
+
+inline float activate(float v, int32_t activation) {
+  switch (activation) {
+  case ZEST_ACTIVATION_RELU:
+    return std::max(v, 0.0f);
+  case ZEST_ACTIVATION_GELU_TANH: {
+    const float kBeta = 0.7978845608028654f; // sqrt(2 / pi)
+    return 0.5f * v * (1.0f + tanhApprox(kBeta * (v + 0.044715f * v * v * v)));
+  }
+  case ZEST_ACTIVATION_GELU_ERF:
+    return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+  case ZEST_ACTIVATION_SILU:
+    return v / (1.0f + expApprox(-v));
+  default:
+    return v;
+  }
+}
+
+/// Applies `Activation` to a row: one loop per activation, so each
+/// vectorizes.
+template <int32_t Activation>
+inline void activateRow(const float *in, float *out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = activate(in[j], Activation);
+}
+
+/// Compiled for AVX2 + FMA (Haswell and later) and for the baseline, chosen
+/// at load time: the runtime library is built for any x86-64.
+__attribute__((target_clones("arch=haswell", "default"))) void
+activateRow(int32_t activation, const float *in, float *out, int64_t n) {
+  switch (activation) {
+  case ZEST_ACTIVATION_RELU:
+    return activateRow<ZEST_ACTIVATION_RELU>(in, out, n);
+  case ZEST_ACTIVATION_GELU_TANH:
+    return activateRow<ZEST_ACTIVATION_GELU_TANH>(in, out, n);
+  case ZEST_ACTIVATION_GELU_ERF:
+    return activateRow<ZEST_ACTIVATION_GELU_ERF>(in, out, n);
+  case ZEST_ACTIVATION_SILU:
+    return activateRow<ZEST_ACTIVATION_SILU>(in, out, n);
+  default:
+    return activateRow<ZEST_ACTIVATION_NONE>(in, out, n);
+  }
+}
+
+} // namespace
+
+extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
+                                    const float *x, int64_t ldx, const float *w,
+                                    int64_t ldw, int32_t w_transposed,
+                                    const float *bias, int32_t activation,
+                                    float *pre, int64_t ldpre, float *y,
+                                    int64_t ldy) {
+  // The product goes where the pre-activation is kept, or straight to y.
+  float *product = pre ? pre : y;
+  int64_t ldproduct = pre ? ldpre : ldy;
+  int64_t rows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, n));
+  for (int64_t row = 0; row < m; row += rows) {
+    int64_t count = std::min(rows, m - row);
+    float *block = product + row * ldproduct;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                w_transposed ? CblasTrans : CblasNoTrans, count, n, k, 1.0f,
+                x + row * ldx, ldx, w, ldw, 0.0f, block, ldproduct);
+    for (int64_t i = 0; i < count; ++i) {
+      float *p = block + i * ldproduct;
+      float *out = y + (row + i) * ldy;
+      if (bias)
+        for (int64_t j = 0; j < n; ++j)
+          p[j] += bias[j];
+      if (activation != ZEST_ACTIVATION_NONE || p != out)
+        activateRow(activation, p, out, n);
+    }
+  }
+}
