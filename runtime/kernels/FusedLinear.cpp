@@ -72,27 +72,43 @@ inline float activate(float v, int32_t activation) {
 
 /// Applies `Activation` to a row: one loop per activation, so each
 /// vectorizes.
+/// One row of the epilogue in one pass: `pre[j] = product + bias` (kept for
+/// backward; `pre` may be `out`) and `out[j] = act(pre[j])`.
+template <int32_t Activation, bool HasBias>
+inline void epilogueRow(float *pre, const float *bias, float *out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    float v = pre[j];
+    if constexpr (HasBias)
+      v += bias[j];
+    pre[j] = v;
+    out[j] = activate(v, Activation);
+  }
+}
+
 template <int32_t Activation>
-inline void activateRow(const float *in, float *out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    out[j] = activate(in[j], Activation);
+inline void epilogueRow(float *pre, const float *bias, float *out, int64_t n) {
+  if (bias)
+    epilogueRow<Activation, true>(pre, bias, out, n);
+  else
+    epilogueRow<Activation, false>(pre, bias, out, n);
 }
 
 /// Compiled for AVX2 + FMA (Haswell and later) and for the baseline, chosen
 /// at load time: the runtime library is built for any x86-64.
 __attribute__((target_clones("arch=haswell", "default"))) void
-activateRow(int32_t activation, const float *in, float *out, int64_t n) {
+epilogueRow(int32_t activation, float *pre, const float *bias, float *out,
+            int64_t n) {
   switch (activation) {
   case ZEST_ACTIVATION_RELU:
-    return activateRow<ZEST_ACTIVATION_RELU>(in, out, n);
+    return epilogueRow<ZEST_ACTIVATION_RELU>(pre, bias, out, n);
   case ZEST_ACTIVATION_GELU_TANH:
-    return activateRow<ZEST_ACTIVATION_GELU_TANH>(in, out, n);
+    return epilogueRow<ZEST_ACTIVATION_GELU_TANH>(pre, bias, out, n);
   case ZEST_ACTIVATION_GELU_ERF:
-    return activateRow<ZEST_ACTIVATION_GELU_ERF>(in, out, n);
+    return epilogueRow<ZEST_ACTIVATION_GELU_ERF>(pre, bias, out, n);
   case ZEST_ACTIVATION_SILU:
-    return activateRow<ZEST_ACTIVATION_SILU>(in, out, n);
+    return epilogueRow<ZEST_ACTIVATION_SILU>(pre, bias, out, n);
   default:
-    return activateRow<ZEST_ACTIVATION_NONE>(in, out, n);
+    return epilogueRow<ZEST_ACTIVATION_NONE>(pre, bias, out, n);
   }
 }
 
@@ -114,14 +130,10 @@ extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
     cblas_sgemm(CblasRowMajor, CblasNoTrans,
                 w_transposed ? CblasTrans : CblasNoTrans, count, n, k, 1.0f,
                 x + row * ldx, ldx, w, ldw, 0.0f, block, ldproduct);
-    for (int64_t i = 0; i < count; ++i) {
-      float *p = block + i * ldproduct;
-      float *out = y + (row + i) * ldy;
-      if (bias)
-        for (int64_t j = 0; j < n; ++j)
-          p[j] += bias[j];
-      if (activation != ZEST_ACTIVATION_NONE || p != out)
-        activateRow(activation, p, out, n);
-    }
+    if (!bias && activation == ZEST_ACTIVATION_NONE && product == y)
+      continue; // a plain product
+    for (int64_t i = 0; i < count; ++i)
+      epilogueRow(activation, block + i * ldproduct, bias, y + (row + i) * ldy,
+                  n);
   }
 }
