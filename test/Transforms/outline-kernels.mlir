@@ -60,21 +60,36 @@ func.func @step(%flat: memref<16xf32>, %x: memref<4xf32>, %s: f32) {
 
 // -----
 
-// Ops inside regions (the optimizer's scf.if) are outlined too; ops on
-// tensors are not (the pass runs after bufferization).
+// A result-less scf.if holding only computation on buffers (the optimizer's
+// apply / accumulate branches) becomes one kernel, its condition an
+// argument: the entry point keeps no such branch. A branch with anything
+// else (a call) stays, its linalg ops outlined one by one. Ops on tensors
+// are left alone (the pass runs after bufferization).
 // CHECK-LABEL: func.func @nested(
-// CHECK:         scf.if
+// CHECK-SAME:      %[[C:[^:]*]]: i1, %[[M:[^:]*]]: memref<4xf32>
+// CHECK:         %[[MC:.*]] = memref.cast %[[M]]
+// CHECK-NEXT:    call @zest_kernel_0(%[[C]], %[[MC]]) : (i1, memref<4xf32, strided<[1], offset: ?>>) -> ()
+// CHECK-NEXT:    scf.if %[[C]] {
+// CHECK-NEXT:      func.call @effect()
 // CHECK-NEXT:      memref.cast
-// CHECK-NEXT:      call @zest_kernel_0(
+// CHECK-NEXT:      func.call @zest_kernel_1(
 // CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<4xf32>)
+// CHECK:       func.func private @zest_kernel_0(%[[KC:.*]]: i1, %[[KM:.*]]: memref<4xf32, strided<[1], offset: ?>>)
+// CHECK:         scf.if %[[KC]] {
+// CHECK-NEXT:      linalg.fill ins(%{{.*}} : f32) outs(%[[KM]] :
 func.func @nested(%c: i1, %m: memref<4xf32>, %t: tensor<4xf32>) -> tensor<4xf32> {
   %zero = arith.constant 0.0 : f32
   scf.if %c {
     linalg.fill ins(%zero : f32) outs(%m : memref<4xf32>)
   }
+  scf.if %c {
+    func.call @effect() : () -> ()
+    linalg.fill ins(%zero : f32) outs(%m : memref<4xf32>)
+  }
   %r = linalg.fill ins(%zero : f32) outs(%t : tensor<4xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+func.func private @effect()
 
 // -----
 

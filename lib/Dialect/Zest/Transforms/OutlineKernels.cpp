@@ -118,8 +118,8 @@ public:
   KernelOutliner(ModuleOp module) : module(module), symbols(module) {}
 
   /// Replaces `op` by a call to its kernel.
-  void outline(linalg::LinalgOp op) {
-    Operation *target = op.getOperation();
+  void outline(Operation *target) {
+    auto op = dyn_cast<linalg::LinalgOp>(target);
     // Arguments: the op's operands, then the values its body uses from
     // above; constants among them are cloned in instead (a fill of zeros
     // stays a fill of zeros LLVM can turn into memset).
@@ -157,7 +157,7 @@ public:
     // convert-func-to-llvm drops `llvm.noalias` on memref arguments, so the
     // positions of their aligned pointers among the expanded descriptor
     // fields are recorded for zestc to mark after the lowering.
-    if (writesDisjointBuffers(op, args)) {
+    if (op && writesDisjointBuffers(op, args)) {
       SmallVector<int64_t> alignedPointers;
       int64_t position = 0;
       for (Type type : argTypes) {
@@ -217,19 +217,52 @@ private:
   llvm::StringMap<func::FuncOp> kernels;
 };
 
+/// Whether `op` is a result-less `scf.if` (the optimizer's apply and
+/// accumulate branches after bufferization) holding nothing but computation
+/// on buffers: outlined whole, it leaves no branch in the entry point, whose
+/// one large block the lowering to control flow would otherwise split at
+/// every such `if` (quadratic in the size of the step).
+static bool isComputeOnlyIf(Operation *op) {
+  auto branch = dyn_cast<scf::IfOp>(op);
+  if (!branch || branch.getNumResults() != 0)
+    return false;
+  WalkResult result = branch->walk<WalkOrder::PreOrder>([&](Operation *nested) {
+    if (nested == op)
+      return WalkResult::advance();
+    if (isa<linalg::LinalgOp>(nested) &&
+        cast<linalg::LinalgOp>(nested).hasPureBufferSemantics())
+      return WalkResult::skip();
+    if (isa<scf::YieldOp, scf::IfOp, memref::SubViewOp, memref::CastOp,
+            memref::ExpandShapeOp, memref::CollapseShapeOp>(nested) ||
+        nested->hasTrait<OpTrait::ConstantLike>() ||
+        isa<arith::ArithDialect>(nested->getDialect()))
+      return WalkResult::advance();
+    return WalkResult::interrupt();
+  });
+  return !result.wasInterrupted();
+}
+
 struct OutlineKernelsPass
     : public zest::impl::OutlineKernelsPassBase<OutlineKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<linalg::LinalgOp> ops;
+    SmallVector<Operation *> targets;
     for (auto func : module.getOps<func::FuncOp>())
-      func.walk([&](linalg::LinalgOp op) {
-        if (op.hasPureBufferSemantics())
-          ops.push_back(op);
+      func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+        if (isComputeOnlyIf(op)) {
+          targets.push_back(op);
+          return WalkResult::skip();
+        }
+        if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+          if (linalgOp.hasPureBufferSemantics())
+            targets.push_back(op);
+          return WalkResult::skip();
+        }
+        return WalkResult::advance();
       });
     KernelOutliner outliner(module);
-    for (linalg::LinalgOp op : ops)
-      outliner.outline(op);
+    for (Operation *target : targets)
+      outliner.outline(target);
   }
 };
 } // namespace

@@ -264,6 +264,11 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     torch.compile's regional compilation). What stays in the entry point is
     glue: allocations, views, runtime calls and kernel calls.
 
+    A result-less `scf.if` that holds only such ops (the accumulate-or-not
+    branches of an optimizer step) is outlined whole: left in the entry
+    point, each would split its block, and `convert-scf-to-cf` and
+    `convert-func-to-llvm` grow quadratically with the number of blocks.
+
     Values used inside an op's body but defined above it become kernel
     arguments, except constants, which are cloned in (so kernels that differ
     only by a constant stay distinct). Buffer arguments are cast to a
