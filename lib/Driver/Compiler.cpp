@@ -28,9 +28,12 @@ using namespace mlir::zest;
 
 // The lowering, as a textual pipeline so --print-pipeline shows exactly what
 // runs (and any step can be replayed with zest-opt).
+static constexpr const char *kLoweringHead = "zest-lower-optimizer,"
+                                             "convert-zest-to-runtime,";
+// Linear layers are recognized before their activations are approximated
+// (a polynomial tanh is not recognizable) and before bufferization.
+static constexpr const char *kFuseLinear = "zest-fuse-linear,";
 static constexpr const char *kLoweringPipeline =
-    "zest-lower-optimizer,"
-    "convert-zest-to-runtime,"
     "func.func(zest-decompose-aggregates),"
     // bf16 (and f16) arithmetic and math run in f32, rounded back after each
     // op, as PyTorch's CPU kernels do; then the f32 math is approximated.
@@ -88,8 +91,12 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   pm.addPass(createPrepareEntryPointsPass());
 }
 
-void mlir::zest::buildLoweringPipeline(OpPassManager &pm) {
-  if (failed(parsePassPipeline(kLoweringPipeline, pm)))
+void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
+                                       const CompileOptions &options) {
+  std::string pipeline = options.fuseLinear ? kFuseLinear : "";
+  pipeline += kLoweringHead;
+  pipeline += kLoweringPipeline;
+  if (failed(parsePassPipeline(pipeline, pm)))
     llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
                              "parse");
 }
@@ -322,7 +329,7 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   }
 
   PassManager lower(ctx);
-  buildLoweringPipeline(lower);
+  buildLoweringPipeline(lower, options);
   applyDefaultTimingPassManagerCLOptions(lower);
   if (failed(applyPassManagerCLOptions(lower)) || failed(lower.run(module)))
     return failure();

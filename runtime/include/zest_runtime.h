@@ -52,10 +52,10 @@ typedef enum zest_hyper {
   ZEST_HYPER_EPS = 4,          /* AdamW epsilon */
   ZEST_HYPER_STEP_SIZE = 5,    /* AdamW: lr / (1 - beta1^t) */
   ZEST_HYPER_BIAS_CORRECTION2_SQRT = 6, /* AdamW: sqrt(1 - beta2^t) */
-  ZEST_HYPER_GRAD_SCALE = 7,   /* gradients are multiplied by this (1/accum) */
-  ZEST_HYPER_ACCUMULATE = 8,   /* != 0: add the accumulated gradient */
-  ZEST_HYPER_APPLY = 9,        /* != 0: update parameters (last micro-batch);
-                                  0: store the gradient sum for later */
+  ZEST_HYPER_GRAD_SCALE = 7, /* gradients are multiplied by this (1/accum) */
+  ZEST_HYPER_ACCUMULATE = 8, /* != 0: add the accumulated gradient */
+  ZEST_HYPER_APPLY = 9,      /* != 0: update parameters (last micro-batch);
+                                0: store the gradient sum for later */
   ZEST_HYPER_COUNT = 10
 } zest_hyper_t;
 
@@ -175,6 +175,22 @@ void zest_linear_forward(int64_t m, int64_t n, int64_t k, const float *x,
                          int32_t w_transposed, const float *bias,
                          int32_t activation, float *pre, int64_t ldpre,
                          float *y, int64_t ldy);
+
+/* Linear backward for the layer of zest_linear_forward (m rows, n outputs,
+ * k inputs), row-major: g = dy * act'(pre) (dy itself for act = NONE, and
+ * `pre` unused; for RELU the layer's output may stand for `pre`), then
+ *   dx[M,K] = g W   (W [N,K], w_transposed != 0)  or  g W^T  (W [K,N]),
+ *   dw      = g^T x ([N,K], dw_transposed != 0)   or  x^T g  ([K,N]),
+ *   db[N]   = column sums of g.
+ * Any of dx, dw, db may be null (then w, x are not read). Outputs are
+ * overwritten. g is formed once, with db summed in the same pass; the two
+ * products run on OpenBLAS. */
+void zest_linear_backward(int64_t m, int64_t n, int64_t k, const float *dy,
+                          int64_t lddy, const float *pre, int64_t ldpre,
+                          int32_t activation, const float *x, int64_t ldx,
+                          const float *w, int64_t ldw, int32_t w_transposed,
+                          float *dx, int64_t lddx, float *dw, int64_t lddw,
+                          int32_t dw_transposed, float *db);
 
 #ifdef __cplusplus
 }

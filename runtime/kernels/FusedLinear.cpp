@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -112,7 +113,107 @@ epilogueRow(int32_t activation, float *pre, const float *bias, float *out,
   }
 }
 
+/// act'(v), as PyTorch's backward kernels compute it.
+inline float derivative(float v, int32_t activation) {
+  switch (activation) {
+  case ZEST_ACTIVATION_RELU:
+    return v > 0.0f ? 1.0f : 0.0f;
+  case ZEST_ACTIVATION_GELU_TANH: {
+    const float kBeta = 0.7978845608028654f, kKappa = 0.044715f;
+    float t = tanhApprox(kBeta * (v + kKappa * v * v * v));
+    return 0.5f * (1.0f + t) +
+           0.5f * v * (1.0f - t * t) * kBeta * (1.0f + 3.0f * kKappa * v * v);
+  }
+  case ZEST_ACTIVATION_GELU_ERF: {
+    const float kInvSqrt2Pi = 0.3989422804014327f;
+    return 0.5f * (1.0f + std::erf(v * 0.7071067811865476f)) +
+           v * kInvSqrt2Pi * expApprox(-0.5f * v * v);
+  }
+  case ZEST_ACTIVATION_SILU: {
+    float s = 1.0f / (1.0f + expApprox(-v));
+    return s * (1.0f + v * (1.0f - s));
+  }
+  default:
+    return 1.0f;
+  }
+}
+
+/// One row of the backward prologue: `g[j] = dy[j] * act'(pre[j])` and,
+/// when `db` is given, `db[j] += g[j]`.
+template <int32_t Activation>
+inline void gradientRow(const float *dy, const float *pre, float *g, float *db,
+                        int64_t n) {
+  if (db)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = dy[j] * derivative(pre[j], Activation);
+      g[j] = v;
+      db[j] += v;
+    }
+  else
+    for (int64_t j = 0; j < n; ++j)
+      g[j] = dy[j] * derivative(pre[j], Activation);
+}
+
+__attribute__((target_clones("arch=haswell", "default"))) void
+gradientRow(int32_t activation, const float *dy, const float *pre, float *g,
+            float *db, int64_t n) {
+  switch (activation) {
+  case ZEST_ACTIVATION_RELU:
+    return gradientRow<ZEST_ACTIVATION_RELU>(dy, pre, g, db, n);
+  case ZEST_ACTIVATION_GELU_TANH:
+    return gradientRow<ZEST_ACTIVATION_GELU_TANH>(dy, pre, g, db, n);
+  case ZEST_ACTIVATION_GELU_ERF:
+    return gradientRow<ZEST_ACTIVATION_GELU_ERF>(dy, pre, g, db, n);
+  default:
+    return gradientRow<ZEST_ACTIVATION_SILU>(dy, pre, g, db, n);
+  }
+}
+
+__attribute__((target_clones("arch=haswell", "default"))) void
+addRow(const float *row, float *sum, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    sum[j] += row[j];
+}
+
 } // namespace
+
+extern "C" void zest_linear_backward(
+    int64_t m, int64_t n, int64_t k, const float *dy, int64_t lddy,
+    const float *pre, int64_t ldpre, int32_t activation, const float *x,
+    int64_t ldx, const float *w, int64_t ldw, int32_t w_transposed, float *dx,
+    int64_t lddx, float *dw, int64_t lddw, int32_t dw_transposed, float *db) {
+  if (db)
+    std::fill(db, db + n, 0.0f);
+  // g: dy itself, or formed once into a per-thread scratch buffer that is
+  // reused across calls (no allocation per layer).
+  const float *g = dy;
+  int64_t ldg = lddy;
+  if (activation != ZEST_ACTIVATION_NONE) {
+    static thread_local std::vector<float> scratch;
+    if (scratch.size() < static_cast<size_t>(m * n))
+      scratch.resize(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      gradientRow(activation, dy + i * lddy, pre + i * ldpre,
+                  scratch.data() + i * n, db, n);
+    g = scratch.data();
+    ldg = n;
+  } else if (db) {
+    for (int64_t i = 0; i < m; ++i)
+      addRow(dy + i * lddy, db, n);
+  }
+  if (dx && m && k)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                w_transposed ? CblasNoTrans : CblasTrans, m, k, n, 1.0f, g, ldg,
+                w, ldw, 0.0f, dx, lddx);
+  if (dw && k && n) {
+    if (dw_transposed)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, g,
+                  ldg, x, ldx, 0.0f, dw, lddw);
+    else
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1.0f, x,
+                  ldx, g, ldg, 0.0f, dw, lddw);
+  }
+}
 
 extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
                                     const float *x, int64_t ldx, const float *w,

@@ -97,3 +97,37 @@ func.func @not_products(%a: memref<8x16xf32>, %b: memref<32x16xf32>, %c: memref<
   }
   return
 }
+
+// -----
+
+// A fused linear forward: sizes, pointers, leading dimensions, the
+// transpose flag, the activation code (gelu_tanh = 2) and a null pointer for
+// the pre-activation it does not keep.
+// CHECK-LABEL: func.func @linear_forward(
+// CHECK-DAG: %[[M:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 32 : i64
+// CHECK-DAG: %[[K:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[T:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[ACT:.*]] = arith.constant 2 : i32
+// CHECK-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: call @zest_linear_forward(%[[M]], %[[N]], %[[K]], %{{.*}}, %[[K]], %{{.*}}, %[[K]], %[[T]], %{{.*}}, %[[ACT]], %[[NULL]], %{{.*}}, %{{.*}}, %[[N]])
+// CHECK-NOT: zest.linear
+func.func @linear_forward(%x: memref<8x16xf32>, %w: memref<32x16xf32>, %b: memref<32xf32>, %y: memref<8x32xf32>) {
+  zest.linear gelu_tanh transpose_weight ins(%x, %w, %b : memref<8x16xf32>, memref<32x16xf32>, memref<32xf32>) outs(%y : memref<8x32xf32>)
+  return
+}
+
+// -----
+
+// A fused linear backward with a plain weight, writing the input gradient
+// into a column slice (row stride 48) and the weight gradient through a
+// transposed view, which goes through a contiguous copy.
+// CHECK-LABEL: func.func @linear_backward(
+// CHECK-SAME: %[[DW:[^:]*]]: memref<6x8xf32, strided<[1, 6]>>
+// CHECK: %[[COPY:.*]] = memref.alloc() : memref<6x8xf32>
+// CHECK: call @zest_linear_backward(
+// CHECK: memref.copy %[[COPY]], %[[DW]]
+func.func @linear_backward(%dy: memref<4x6xf32>, %pre: memref<4x6xf32>, %x: memref<4x8xf32>, %w: memref<8x6xf32>, %dx: memref<4x8xf32, strided<[48, 1]>>, %dw: memref<6x8xf32, strided<[1, 6]>>, %db: memref<6xf32>) {
+  zest.linear_backward relu transpose_grad_weight grad_output(%dy : memref<4x6xf32>) preactivation(%pre : memref<4x6xf32>) input(%x : memref<4x8xf32>) weight(%w : memref<8x6xf32>) outs(grad_input %dx : memref<4x8xf32, strided<[48, 1]>> grad_weight %dw : memref<6x8xf32, strided<[1, 6]>> grad_bias %db : memref<6xf32>)
+  return
+}

@@ -77,6 +77,12 @@ static cl::opt<double> clipGradNorm(
     cl::desc("Clip gradients to this global L2 norm before each optimizer "
              "step, as torch.nn.utils.clip_grad_norm_ (0: no clipping)"),
     cl::init(0.0), cl::cat(category));
+static cl::opt<bool> fuseLinear(
+    "fuse-linear",
+    cl::desc("Fuse linear layers (product, bias, activation and their "
+             "backward) into OpenBLAS calls with fused epilogues "
+             "(default true; --fuse-linear=false keeps them apart)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -159,6 +165,7 @@ int main(int argc, char **argv) {
   }
   options.emit = emit;
   options.optLevel = optLevel;
+  options.fuseLinear = fuseLinear;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;
@@ -176,7 +183,7 @@ int main(int argc, char **argv) {
     MLIRContext ctx;
     PassManager front(&ctx), lower(&ctx);
     buildFrontPipeline(front, options);
-    buildLoweringPipeline(lower);
+    buildLoweringPipeline(lower, options);
     llvm::outs() << "sharding: ";
     front.printAsTextualPipeline(llvm::outs());
     llvm::outs() << "\nlowering: ";

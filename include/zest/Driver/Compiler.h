@@ -32,6 +32,8 @@ struct CompileOptions {
   EmitKind emit = EmitKind::Executable;
   std::string output;
   int optLevel = 2;
+  /// Rewrite linear layers into fused linear ops (zest-fuse-linear).
+  bool fuseLinear = true;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };
@@ -40,7 +42,7 @@ struct CompileOptions {
 void buildFrontPipeline(OpPassManager &pm, const CompileOptions &options);
 
 /// Adds the lowering of a sharded module to the LLVM dialect to `pm`.
-void buildLoweringPipeline(OpPassManager &pm);
+void buildLoweringPipeline(OpPassManager &pm, const CompileOptions &options);
 
 /// The model descriptor the host driver reads (docs/Runtime.md): units,
 /// parameters and entry-point signatures, one record per line.

@@ -2,6 +2,8 @@
 
 #include "zest/Conversion/Passes.h"
 #include "zest/Conversion/RuntimeCalls.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/Contraction.h"
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/PatternMatch.h"
@@ -17,47 +19,6 @@ using namespace mlir::zest;
 
 namespace {
 
-/// How a product reads its operands: op(A) is A or A^T, op(B) is B or B^T.
-struct GemmLayout {
-  bool transA, transB;
-};
-
-/// Recognizes C[.., m, n] += A[.., m|k, k|m] * B[.., k|n, n|k] over loops
-/// (batch?, m, n, k).
-static std::optional<GemmLayout> matchGemm(linalg::LinalgOp op,
-                                           unsigned batchDims) {
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (maps.size() != 3 || op.getNumLoops() != batchDims + 3)
-    return std::nullopt;
-  MLIRContext *ctx = op.getContext();
-  auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  unsigned m = batchDims, n = batchDims + 1, k = batchDims + 2;
-  auto map = [&](unsigned a, unsigned b) {
-    SmallVector<AffineExpr> results;
-    for (unsigned i = 0; i < batchDims; ++i)
-      results.push_back(dim(i));
-    results.push_back(dim(a));
-    results.push_back(dim(b));
-    return AffineMap::get(batchDims + 3, 0, results, ctx);
-  };
-  if (maps[2] != map(m, n))
-    return std::nullopt;
-  GemmLayout layout;
-  if (maps[0] == map(m, k))
-    layout.transA = false;
-  else if (maps[0] == map(k, m))
-    layout.transA = true;
-  else
-    return std::nullopt;
-  if (maps[1] == map(k, n))
-    layout.transB = false;
-  else if (maps[1] == map(n, k))
-    layout.transB = true;
-  else
-    return std::nullopt;
-  return layout;
-}
-
 /// True if `value` is an f32 memref whose innermost stride is 1.
 static bool hasUnitInnerStride(Value value) {
   auto type = dyn_cast<MemRefType>(value.getType());
@@ -70,50 +31,6 @@ static bool hasUnitInnerStride(Value value) {
   return strides.back() == 1;
 }
 
-/// True if the region computes `acc + a * b` (either order) over the two
-/// inputs: a generic that is a matrix product in disguise.
-static bool isMulAddBody(linalg::GenericOp op) {
-  Block &body = op.getRegion().front();
-  if (body.getNumArguments() != 3 || body.getOperations().size() != 3)
-    return false;
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
-  Value acc = body.getArgument(2);
-  if (!add || (add.getLhs() != acc && add.getRhs() != acc))
-    return false;
-  auto mul = (add.getLhs() == acc ? add.getRhs() : add.getLhs())
-                 .getDefiningOp<arith::MulFOp>();
-  if (!mul)
-    return false;
-  Value a = body.getArgument(0), b = body.getArgument(1);
-  return (mul.getLhs() == a && mul.getRhs() == b) ||
-         (mul.getLhs() == b && mul.getRhs() == a);
-}
-
-/// Batch dimensions of a product BLAS can take: 0 for a matmul, 1 for a
-/// batch matmul or a batched generic contraction; none for anything else.
-static std::optional<unsigned> getBatchDims(linalg::LinalgOp op) {
-  if (isa<linalg::MatmulOp>(op))
-    return 0;
-  if (isa<linalg::BatchMatmulOp>(op))
-    return 1;
-  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-  if (!generic || generic.getNumDpsInputs() != 2 ||
-      generic.getNumDpsInits() != 1 || !isMulAddBody(generic))
-    return std::nullopt;
-  unsigned loops = generic.getNumLoops();
-  if (loops != 3 && loops != 4)
-    return std::nullopt;
-  // Loops are (batch?, m, n, k): all parallel but the last.
-  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
-  for (unsigned i = 0; i + 1 < loops; ++i)
-    if (iterators[i] != utils::IteratorType::parallel)
-      return std::nullopt;
-  if (iterators.back() != utils::IteratorType::reduction)
-    return std::nullopt;
-  return loops - 3;
-}
-
 struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
 
@@ -121,11 +38,11 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
                                 PatternRewriter &rewriter) const override {
     if (!op.hasPureBufferSemantics())
       return rewriter.notifyMatchFailure(op, "not on buffers");
-    std::optional<unsigned> batch = getBatchDims(op);
+    std::optional<unsigned> batch = getGemmBatchDims(op);
     if (!batch)
       return rewriter.notifyMatchFailure(op, "not a product BLAS takes");
     unsigned batchDims = *batch;
-    std::optional<GemmLayout> layout = matchGemm(op, batchDims);
+    std::optional<GemmLayout> layout = getGemmLayout(op, batchDims);
     if (!layout)
       return rewriter.notifyMatchFailure(op, "not a plain product");
     Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1],
@@ -169,11 +86,176 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
+/// True if `value` is a contiguous f32 vector.
+static bool hasUnitStride(Value value) {
+  auto type = dyn_cast<MemRefType>(value.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return type && type.getRank() == 1 && type.getElementType().isF32() &&
+         succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides[0] == 1;
+}
+
+/// The pointer, row stride (leading dimension) and sizes of an optional
+/// row-contiguous matrix or vector; a null pointer and zeros when absent.
+struct RuntimeOperand {
+  Value pointer, ld;
+  SmallVector<Value, 2> sizes;
+};
+
+static RuntimeOperand getRuntimeOperand(OpBuilder &builder, Location loc,
+                                        Value memref) {
+  RuntimeOperand operand;
+  if (!memref) {
+    operand.pointer = LLVM::ZeroOp::create(
+        builder, loc, LLVM::LLVMPointerType::get(builder.getContext()));
+    operand.ld = arith::ConstantIntOp::create(builder, loc, 0, 64);
+    return operand;
+  }
+  operand.pointer = getElementPointer(builder, loc, memref);
+  auto metadata =
+      memref::ExtractStridedMetadataOp::create(builder, loc, memref);
+  for (Value size : metadata.getSizes())
+    operand.sizes.push_back(toI64(builder, loc, size));
+  operand.ld = toI64(builder, loc, metadata.getStrides()[0]);
+  return operand;
+}
+
+static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
+  return arith::ConstantIntOp::create(builder, loc, value, 32);
+}
+
+/// What the kernels take: row-contiguous matrices and contiguous vectors.
+static bool isKernelLayout(Value memref) {
+  return cast<MemRefType>(memref.getType()).getRank() == 1
+             ? hasUnitStride(memref)
+             : hasUnitInnerStride(memref);
+}
+
+/// Operands in a layout the kernels cannot take (a transposed view) go
+/// through a contiguous copy: inputs are copied in before the call,
+/// destinations copied out after it. The deallocation pipeline frees the
+/// copies.
+struct ContiguousOperands {
+  ContiguousOperands(OpBuilder &builder, Location loc)
+      : builder(builder), loc(loc) {}
+
+  Value input(Value memref) {
+    if (!memref || isKernelLayout(memref))
+      return memref;
+    Value copy = allocLike(memref);
+    memref::CopyOp::create(builder, loc, memref, copy);
+    return copy;
+  }
+
+  Value output(Value memref) {
+    if (!memref || isKernelLayout(memref))
+      return memref;
+    Value copy = allocLike(memref);
+    copyOut.emplace_back(copy, memref);
+    return copy;
+  }
+
+  /// Emits the copies out; call after the kernel call.
+  void finish() {
+    for (auto [copy, memref] : copyOut)
+      memref::CopyOp::create(builder, loc, copy, memref);
+  }
+
+private:
+  Value allocLike(Value memref) {
+    auto type = cast<MemRefType>(memref.getType());
+    SmallVector<Value> dynamicSizes;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      if (type.isDynamicDim(i))
+        dynamicSizes.push_back(memref::DimOp::create(builder, loc, memref, i));
+    return memref::AllocOp::create(
+        builder, loc, MemRefType::get(type.getShape(), type.getElementType()),
+        dynamicSizes);
+  }
+
+  OpBuilder &builder;
+  Location loc;
+  SmallVector<std::pair<Value, Value>> copyOut;
+};
+
+/// zest.linear on memrefs -> zest_linear_forward.
+struct LowerLinear : public OpRewritePattern<LinearOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LinearOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumResults() != 0)
+      return rewriter.notifyMatchFailure(op, "not on buffers");
+    Location loc = op.getLoc();
+    ContiguousOperands contiguous(rewriter, loc);
+    auto operand = [&](Value memref) {
+      return getRuntimeOperand(rewriter, loc, memref);
+    };
+    RuntimeOperand x = operand(contiguous.input(op.getInput())),
+                   w = operand(contiguous.input(op.getWeight())),
+                   b = operand(contiguous.input(op.getBias())),
+                   y = operand(contiguous.output(op.getOutput())),
+                   pre = operand(contiguous.output(op.getPreactivation()));
+    callRuntime(
+        rewriter, loc, "zest_linear_forward", {},
+        {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
+         getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
+         getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
+         pre.pointer, pre.ld, y.pointer, y.ld});
+    contiguous.finish();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// zest.linear_backward on memrefs -> zest_linear_backward.
+struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LinearBackwardOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumResults() != 0)
+      return rewriter.notifyMatchFailure(op, "not on buffers");
+    Location loc = op.getLoc();
+    ContiguousOperands contiguous(rewriter, loc);
+    auto input = [&](Value memref) {
+      return getRuntimeOperand(rewriter, loc, contiguous.input(memref));
+    };
+    auto output = [&](Value memref) {
+      return getRuntimeOperand(rewriter, loc, contiguous.output(memref));
+    };
+    RuntimeOperand dy = input(op.getGradOutput()),
+                   pre = input(op.getPreactivation()), x = input(op.getInput()),
+                   w = input(op.getWeight()), dx = output(op.getGradInput()),
+                   dw = output(op.getGradWeight()),
+                   db = output(op.getGradBias());
+    // K: from the input, or the input gradient; unused without both.
+    Value k = x.sizes.empty()
+                  ? (dx.sizes.empty()
+                         ? arith::ConstantIntOp::create(rewriter, loc, 0, 64)
+                               .getResult()
+                         : dx.sizes[1])
+                  : x.sizes[1];
+    callRuntime(
+        rewriter, loc, "zest_linear_backward", {},
+        {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
+         getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
+         x.pointer, x.ld, w.pointer, w.ld,
+         getFlag(rewriter, loc, op.getTransposeWeight()), dx.pointer, dx.ld,
+         dw.pointer, dw.ld, getFlag(rewriter, loc, op.getTransposeGradWeight()),
+         db.pointer});
+    contiguous.finish();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct MatmulToBlasPass
     : public zest::impl::MatmulToBlasPassBase<MatmulToBlasPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<LowerToBlas>(&getContext());
+    patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -339,10 +339,15 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
     llvm::stable_sort(events, [](const Event &a, const Event &b) {
       return a.anchor != b.anchor && a.anchor->isBeforeInBlock(b.anchor);
     });
+    // A producer of several pieces (a fused linear backward: weight and bias
+    // gradients) gets its insertions one after the other.
+    DenseMap<Operation *, Operation *> lastInsertAfter;
     for (Event &event : events) {
       if (event.isInsert) {
-        rewriter.setInsertionPointAfter(event.anchor);
+        Operation *&after = lastInsertAfter[event.anchor];
+        rewriter.setInsertionPointAfter(after ? after : event.anchor);
         flat = insertPiece(rewriter, *event.piece, flat);
+        after = flat.getDefiningOp();
         continue;
       }
       tensor::EmptyOp root = event.piece->root;
@@ -563,8 +568,10 @@ struct ConvertZestToRuntimePass
     if (failed(applyPatternsGreedily(module, std::move(patterns), config)))
       return signalPassFailure();
     // Anything left (an element type the runtime cannot move) is an error.
+    // Fused linear ops are compute, lowered after bufferization.
     WalkResult result = module.walk([](Operation *op) {
-      if (isa<ZestDialect>(op->getDialect()) && !isa<UnitOp>(op)) {
+      if (isa<ZestDialect>(op->getDialect()) &&
+          !isa<UnitOp, LinearOp, LinearBackwardOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "
                           << "i64";

@@ -399,3 +399,83 @@ func.func @norm_unit(%g: tensor<4xf32>, %h: tensor<10xf32>) {
   %n = zest.global_grad_norm(%g) accum(%g) hyper(%h) units [@missing] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @linear_weight_shape(%x: tensor<4x8xf32>, %w: tensor<6x7xf32>, %y: tensor<4x6xf32>) {
+  // expected-error@+1 {{'zest.linear' op weight ([out, in]) has type 'tensor<6x7xf32>'; expected shape 6x8}}
+  %r = zest.linear relu transpose_weight ins(%x, %w : tensor<4x8xf32>, tensor<6x7xf32>) outs(%y : tensor<4x6xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias_shape(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %b: tensor<4xf32>, %y: tensor<4x6xf32>) {
+  // expected-error@+1 {{'zest.linear' op bias has type 'tensor<4xf32>'; expected shape 6}}
+  %r = zest.linear none ins(%x, %w, %b : tensor<4x8xf32>, tensor<8x6xf32>, tensor<4xf32>) outs(%y : tensor<4x6xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @linear_pre_without_activation(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %y: tensor<4x6xf32>) {
+  // expected-error@+1 {{keeps a pre-activation without an activation}}
+  %r:2 = zest.linear none ins(%x, %w : tensor<4x8xf32>, tensor<8x6xf32>) outs(%y, %y : tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>, tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @linear_mixed(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %y: memref<4x6xf32>) {
+  // expected-error@+1 {{mixes tensors and memrefs}}
+  zest.linear none ins(%x, %w : tensor<4x8xf32>, tensor<8x6xf32>) outs(%y : memref<4x6xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_missing_result(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %y: tensor<4x6xf32>) {
+  // expected-error@+1 {{on tensors returns one tensor per destination (1), not 0}}
+  zest.linear none ins(%x, %w : tensor<4x8xf32>, tensor<8x6xf32>) outs(%y : tensor<4x6xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_f16(%x: tensor<4x8xf16>, %w: tensor<8x6xf16>, %y: tensor<4x6xf16>) {
+  // expected-error@+1 {{operand #0 must be 2-D f32 tensor or memref}}
+  %r = zest.linear none ins(%x, %w : tensor<4x8xf16>, tensor<8x6xf16>) outs(%y : tensor<4x6xf16>) -> tensor<4x6xf16>
+  return
+}
+
+// -----
+
+func.func @backward_nothing(%dy: tensor<4x6xf32>) {
+  // expected-error@+1 {{computes no gradient}}
+  zest.linear_backward none grad_output(%dy : tensor<4x6xf32>) outs()
+  return
+}
+
+// -----
+
+func.func @backward_needs_pre(%dy: tensor<4x6xf32>, %db: tensor<6xf32>) {
+  // expected-error@+1 {{takes a preactivation exactly when its activation is not 'none'}}
+  %r = zest.linear_backward gelu_erf grad_output(%dy : tensor<4x6xf32>) outs(grad_bias %db : tensor<6xf32>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @backward_needs_input(%dy: tensor<4x6xf32>, %dw: tensor<6x8xf32>) {
+  // expected-error@+1 {{takes the layer's input exactly when it computes grad_weight}}
+  %r = zest.linear_backward none transpose_grad_weight grad_output(%dy : tensor<4x6xf32>) outs(grad_weight %dw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @backward_grad_weight_shape(%dy: tensor<4x6xf32>, %x: tensor<4x8xf32>, %dw: tensor<6x8xf32>) {
+  // expected-error@+1 {{grad_weight has type 'tensor<6x8xf32>'; expected shape 8x6}}
+  %r = zest.linear_backward none grad_output(%dy : tensor<4x6xf32>) input(%x : tensor<4x8xf32>) outs(grad_weight %dw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  return
+}

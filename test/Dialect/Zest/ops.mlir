@@ -91,3 +91,20 @@ func.func @update(%p: tensor<4xf32>, %g: tensor<4xf32>, %s: tensor<4xf32>, %a: t
   %n = zest.global_grad_norm(%g) accum(%a) hyper(%h) units [@o] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
   return %r : index
 }
+
+// -----
+
+// Fused linear ops, on tensors (they return their destinations) and on
+// memrefs (they write them).
+// CHECK-LABEL: func.func @linear(
+// CHECK: %{{.*}}:2 = zest.linear gelu_tanh transpose_weight ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>) outs(%{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>, tensor<4x6xf32>
+// CHECK: zest.linear none ins(%{{.*}}, %{{.*}} : memref<4x8xf32>, memref<8x6xf32>) outs(%{{.*}} : memref<4x6xf32>)
+// CHECK: %{{.*}}:3 = zest.linear_backward silu transpose_weight transpose_grad_weight grad_output(%{{.*}} : tensor<4x6xf32>) preactivation(%{{.*}} : tensor<4x6xf32>) input(%{{.*}} : tensor<4x8xf32>) weight(%{{.*}} : tensor<6x8xf32>) outs(grad_input %{{.*}} : tensor<4x8xf32> grad_weight %{{.*}} : tensor<6x8xf32> grad_bias %{{.*}} : tensor<6xf32>)
+// CHECK: zest.linear_backward none grad_output(%{{.*}} : memref<4x6xf32>) outs( grad_bias %{{.*}} : memref<6xf32>)
+func.func @linear(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>, %b: tensor<6xf32>, %y: tensor<4x6xf32>, %dx: tensor<4x8xf32>, %xm: memref<4x8xf32>, %wm: memref<8x6xf32>, %ym: memref<4x6xf32>, %dbm: memref<6xf32>) {
+  %r:2 = zest.linear gelu_tanh transpose_weight ins(%x, %w, %b : tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>) outs(%y, %y : tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>, tensor<4x6xf32>
+  zest.linear none ins(%xm, %wm : memref<4x8xf32>, memref<8x6xf32>) outs(%ym : memref<4x6xf32>)
+  %g:3 = zest.linear_backward silu transpose_weight transpose_grad_weight grad_output(%y : tensor<4x6xf32>) preactivation(%r#1 : tensor<4x6xf32>) input(%x : tensor<4x8xf32>) weight(%w : tensor<6x8xf32>) outs(grad_input %dx : tensor<4x8xf32> grad_weight %w : tensor<6x8xf32> grad_bias %b : tensor<6xf32>) -> tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>
+  zest.linear_backward none grad_output(%ym : memref<4x6xf32>) outs(grad_bias %dbm : memref<6xf32>)
+  return
+}

@@ -451,6 +451,181 @@ GlobalGradNormOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Fused linear ops
+//===----------------------------------------------------------------------===//
+
+/// The destinations of a destination-style op: the present ones among
+/// `inits`, which are its last operands in ODS order.
+static MutableOperandRange getTrailingInits(Operation *op,
+                                            ArrayRef<Value> inits) {
+  unsigned count = llvm::count_if(inits, [](Value init) { return init; });
+  return MutableOperandRange(op, op->getNumOperands() - count, count);
+}
+
+/// Reads of the inputs and writes of the destinations, when on memrefs.
+static void getDestinationStyleEffects(
+    DestinationStyleOpInterface op,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (isa<MemRefType>(input->get().getType()))
+      effects.emplace_back(MemoryEffects::Read::get(), input,
+                           SideEffects::DefaultResource::get());
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (isa<MemRefType>(init.get().getType()))
+      effects.emplace_back(MemoryEffects::Write::get(), &init,
+                           SideEffects::DefaultResource::get());
+}
+
+/// Checks that a destination-style op is all tensors (one result per
+/// destination, of its type) or all memrefs (no result).
+static LogicalResult verifyTensorsOrBuffers(Operation *op, ValueRange inits) {
+  bool tensors = isa<RankedTensorType>(op->getOperand(0).getType());
+  for (Value operand : op->getOperands())
+    if (isa<RankedTensorType>(operand.getType()) != tensors)
+      return op->emitOpError()
+             << "mixes tensors and memrefs: operands are all tensors (before "
+                "bufferization) or all memrefs";
+  if (!tensors) {
+    if (op->getNumResults() != 0)
+      return op->emitOpError() << "on memrefs has no results";
+    return success();
+  }
+  if (op->getNumResults() != inits.size())
+    return op->emitOpError() << "on tensors returns one tensor per "
+                             << "destination (" << inits.size() << "), not "
+                             << op->getNumResults();
+  for (auto [init, result] : llvm::zip(inits, op->getResults()))
+    if (init.getType() != result.getType())
+      return op->emitOpError()
+             << "result of type " << result.getType()
+             << " differs from its destination's type " << init.getType();
+  return success();
+}
+
+/// Checks that `value`, called `what`, has `shape` (dynamic sizes match
+/// anything).
+static LogicalResult checkShape(Operation *op, Value value, StringRef what,
+                                ArrayRef<int64_t> shape) {
+  if (!value)
+    return success();
+  auto type = cast<ShapedType>(value.getType());
+  bool ok = type.getRank() == static_cast<int64_t>(shape.size());
+  for (unsigned i = 0; ok && i < shape.size(); ++i)
+    ok = ShapedType::isDynamic(shape[i]) ||
+         ShapedType::isDynamic(type.getDimSize(i)) ||
+         type.getDimSize(i) == shape[i];
+  if (ok)
+    return success();
+  std::string expected;
+  llvm::raw_string_ostream os(expected);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t size) {
+        if (ShapedType::isDynamic(size))
+          os << "?";
+        else
+          os << size;
+      },
+      "x");
+  return op->emitOpError() << what << " has type " << value.getType()
+                           << "; expected shape " << expected;
+}
+
+static int64_t getDim(Value value, unsigned dim) {
+  return value ? cast<ShapedType>(value.getType()).getDimSize(dim)
+               : ShapedType::kDynamic;
+}
+
+MutableOperandRange LinearOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getOutput(), getPreactivation()});
+}
+
+int64_t LinearOp::getM() { return getDim(getInput(), 0); }
+int64_t LinearOp::getN() { return getDim(getOutput(), 1); }
+int64_t LinearOp::getK() { return getDim(getInput(), 1); }
+
+void LinearOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())))
+    return failure();
+  if (getActivation() == Activation::None && getPreactivation())
+    return emitOpError() << "keeps a pre-activation without an activation; "
+                            "drop the second destination";
+  int64_t m = getM(), n = getN(), k = getK();
+  SmallVector<int64_t> weight = {k, n};
+  if (getTransposeWeight())
+    std::swap(weight[0], weight[1]);
+  return success(
+      succeeded(checkShape(*this, getWeight(),
+                           getTransposeWeight() ? "weight ([out, in])"
+                                                : "weight ([in, out])",
+                           weight)) &&
+      succeeded(checkShape(*this, getBias(), "bias", {n})) &&
+      succeeded(checkShape(*this, getOutput(), "output", {m, n})) &&
+      succeeded(
+          checkShape(*this, getPreactivation(), "preactivation", {m, n})));
+}
+
+MutableOperandRange LinearBackwardOp::getDpsInitsMutable() {
+  return getTrailingInits(*this,
+                          {getGradInput(), getGradWeight(), getGradBias()});
+}
+
+int64_t LinearBackwardOp::getM() { return getDim(getGradOutput(), 0); }
+int64_t LinearBackwardOp::getN() { return getDim(getGradOutput(), 1); }
+int64_t LinearBackwardOp::getK() {
+  if (getInput())
+    return getDim(getInput(), 1);
+  if (getGradInput())
+    return getDim(getGradInput(), 1);
+  return ShapedType::kDynamic;
+}
+
+void LinearBackwardOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult LinearBackwardOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())))
+    return failure();
+  if (!getGradInput() && !getGradWeight() && !getGradBias())
+    return emitOpError() << "computes no gradient; give at least one of "
+                            "grad_input, grad_weight, grad_bias";
+  if (bool(getPreactivation()) != (getActivation() != Activation::None))
+    return emitOpError() << "takes a preactivation exactly when its "
+                            "activation is not 'none'";
+  if (bool(getInput()) != bool(getGradWeight()))
+    return emitOpError() << "takes the layer's input exactly when it "
+                            "computes grad_weight";
+  if (bool(getWeight()) != bool(getGradInput()))
+    return emitOpError() << "takes the weight exactly when it computes "
+                            "grad_input";
+  int64_t m = getM(), n = getN(), k = getK();
+  SmallVector<int64_t> weight = {k, n}, gradWeight = {k, n};
+  if (getTransposeWeight())
+    std::swap(weight[0], weight[1]);
+  if (getTransposeGradWeight())
+    std::swap(gradWeight[0], gradWeight[1]);
+  return success(
+      succeeded(
+          checkShape(*this, getPreactivation(), "preactivation", {m, n})) &&
+      succeeded(checkShape(*this, getInput(), "input", {m, k})) &&
+      succeeded(checkShape(*this, getWeight(), "weight", weight)) &&
+      succeeded(checkShape(*this, getGradInput(), "grad_input", {m, k})) &&
+      succeeded(
+          checkShape(*this, getGradWeight(), "grad_weight", gradWeight)) &&
+      succeeded(checkShape(*this, getGradBias(), "grad_bias", {n})));
+}
+
 std::string mlir::zest::getDTypeName(Type type) {
   if (type.isBF16())
     return "BF16";

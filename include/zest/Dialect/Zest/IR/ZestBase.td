@@ -117,6 +117,18 @@ def Zest_OptimizerAttr : I32EnumAttr<"Optimizer", "optimizer of a unit update", 
   let cppNamespace = "::mlir::zest";
 }
 
+// Values match `zest_activation_t` in runtime/include/zest_runtime.h.
+def Zest_ActivationAttr : I32EnumAttr<"Activation",
+                                      "activation of a fused linear op", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Relu", 1, "relu">,
+    I32EnumAttrCase<"GeluTanh", 2, "gelu_tanh">,
+    I32EnumAttrCase<"GeluErf", 3, "gelu_erf">,
+    I32EnumAttrCase<"Silu", 4, "silu">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//

@@ -7,6 +7,7 @@ include "zest/Dialect/Zest/IR/ZestBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 
 class Zest_Op<string mnemonic, list<Trait> traits = []>
     : Op<Zest_Dialect, mnemonic, traits>;
@@ -394,6 +395,133 @@ def Zest_GlobalGradNormOp : Zest_Op<"global_grad_norm", [
     `units` $units attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused linear layers
+//===----------------------------------------------------------------------===//
+
+// f32 matrices and vectors: what the CPU kernels take. Tensors before
+// bufferization, memrefs (with a unit inner stride) after.
+def Zest_F32Matrix : AnyTypeOf<[2DTensorOf<[F32]>, MemRefRankOf<[F32], [2]>],
+                               "2-D f32 tensor or memref">;
+def Zest_F32Vector : AnyTypeOf<[1DTensorOf<[F32]>, MemRefRankOf<[F32], [1]>],
+                               "1-D f32 tensor or memref">;
+
+def Zest_LinearOp : Zest_Op<"linear", [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "a linear layer with its bias and activation, fused";
+  let description = [{
+    `pre = input * W + bias` and `output = activation(pre)`, with `W` the
+    `weight` transposed (`[out, in]`, torch.nn.Linear's layout) when
+    `transpose_weight` is set, or `weight` itself (`[in, out]`). `bias`
+    (`[out]`) is optional. `preactivation`, when given, receives `pre`,
+    which the backward of the activation needs: the layer keeps its
+    pre-activation, never a copy of the weight. Both destinations are only
+    written.
+
+    Destination-passing style like linalg: on tensors the op returns one
+    tensor per destination; after bufferization it writes its memref
+    destinations and has no result. `zest-fuse-linear` creates it from
+    linalg; `zest-matmul-to-blas` lowers it to `zest_linear_forward`
+    (OpenBLAS on blocks of rows, bias and activation applied to each block
+    while it is in cache).
+
+    ```mlir
+    %y, %pre = zest.linear gelu_tanh transpose_weight
+        ins(%x, %w, %b : tensor<128x256xf32>, tensor<1024x256xf32>,
+                         tensor<1024xf32>)
+        outs(%e0, %e1 : tensor<128x1024xf32>, tensor<128x1024xf32>)
+        -> tensor<128x1024xf32>, tensor<128x1024xf32>
+    ```
+  }];
+  let arguments = (ins Zest_ActivationAttr:$activation,
+                       UnitAttr:$transpose_weight,
+                       Zest_F32Matrix:$input, Zest_F32Matrix:$weight,
+                       Optional<Zest_F32Vector>:$bias,
+                       Zest_F32Matrix:$output,
+                       Optional<Zest_F32Matrix>:$preactivation);
+  let results = (outs Variadic<2DTensorOf<[F32]>>:$results);
+  let assemblyFormat = [{
+    $activation (`transpose_weight` $transpose_weight^)?
+    `ins` `(` $input `,` $weight (`,` $bias^)? `:` type($input) `,`
+      type($weight) (`,` type($bias)^)? `)`
+    `outs` `(` $output (`,` $preactivation^)? `:` type($output)
+      (`,` type($preactivation)^)? `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+    /// Rows, columns of the output and the reduced dimension.
+    int64_t getM(), getN(), getK();
+  }];
+}
+
+def Zest_LinearBackwardOp : Zest_Op<"linear_backward", [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "the gradients of a fused linear layer";
+  let description = [{
+    With `g = grad_output * activation'(preactivation)` (or `grad_output`
+    for `none`), the gradients of `zest.linear`:
+
+    * `grad_input = g * W^T`, with `W` as in `zest.linear`: `weight` is
+      `[out, in]` when `transpose_weight` is set, `[in, out]` otherwise;
+    * `grad_weight = g^T * input` (`[out, in]`) when
+      `transpose_grad_weight` is set, else `input^T * g` (`[in, out]`);
+    * `grad_bias = sum of g over rows`.
+
+    Each gradient is optional (at least one is computed); `input` is given
+    exactly when `grad_weight` is, `weight` exactly when `grad_input` is,
+    `preactivation` exactly when the activation is not `none`. For `relu`,
+    the layer's output may stand for its pre-activation (the same sign).
+    `g` is computed once, in blocks of rows, with the bias gradient summed
+    in the same pass; destinations are only written.
+
+    ```mlir
+    %dx, %dw, %db = zest.linear_backward gelu_tanh transpose_weight
+        transpose_grad_weight
+        grad_output(%dy : tensor<128x1024xf32>)
+        preactivation(%pre : tensor<128x1024xf32>)
+        input(%x : tensor<128x256xf32>) weight(%w : tensor<1024x256xf32>)
+        outs(%e0, %e1, %e2 : tensor<128x256xf32>, tensor<1024x256xf32>,
+             tensor<1024xf32>)
+        -> tensor<128x256xf32>, tensor<1024x256xf32>, tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins Zest_ActivationAttr:$activation,
+                       UnitAttr:$transpose_weight,
+                       UnitAttr:$transpose_grad_weight,
+                       Zest_F32Matrix:$grad_output,
+                       Optional<Zest_F32Matrix>:$preactivation,
+                       Optional<Zest_F32Matrix>:$input,
+                       Optional<Zest_F32Matrix>:$weight,
+                       Optional<Zest_F32Matrix>:$grad_input,
+                       Optional<Zest_F32Matrix>:$grad_weight,
+                       Optional<Zest_F32Vector>:$grad_bias);
+  let results = (outs Variadic<RankedTensorOf<[F32]>>:$results);
+  let assemblyFormat = [{
+    $activation (`transpose_weight` $transpose_weight^)?
+    (`transpose_grad_weight` $transpose_grad_weight^)?
+    `grad_output` `(` $grad_output `:` type($grad_output) `)`
+    (`preactivation` `(` $preactivation^ `:` type($preactivation) `)`)?
+    (`input` `(` $input^ `:` type($input) `)`)?
+    (`weight` `(` $weight^ `:` type($weight) `)`)?
+    `outs` `(` (`grad_input` $grad_input^ `:` type($grad_input))?
+      (`grad_weight` $grad_weight^ `:` type($grad_weight))?
+      (`grad_bias` $grad_bias^ `:` type($grad_bias))? `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+    /// Rows, output features and input features of the layer.
+    int64_t getM(), getN(), getK();
+  }];
 }
 
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {

@@ -299,6 +299,39 @@ def SplitOwnedDeallocsPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
+  let summary = "Rewrites linear layers in linalg into fused linear ops";
+  let description = [{
+    Recognizes, on f32 linalg-on-tensors with static shapes, the pieces of a
+    linear layer and replaces them with `zest.linear` and
+    `zest.linear_backward`, which the CPU lowering runs as OpenBLAS products
+    with the elementwise work fused into one blocked pass:
+
+    * forward: a product `x * W^T` or `x * W` (`linalg.matmul` with any
+      indexing maps, or an equivalent generic) starting from zeros or from a
+      broadcast bias, optionally followed by a bias add (`+ b[n]` in an
+      elementwise generic) and an activation. The pre-activation is kept as
+      a second result only when something else reads it (the activation
+      backward).
+    * backward: from one matrix `g`, any of `g * op(W)` (grad_input),
+      `g^T * x` or `x^T * g` (grad_weight) and the column sum of `g`
+      (grad_bias), each starting from zeros; and, when `g` is used by
+      nothing else, the activation backward `g = dy * act'(z)` that
+      produced it. Fused when that saves a pass: two gradients or more, or
+      an activation backward.
+
+    Activations (ReLU, GELU with tanh or erf, SiLU) and their derivatives
+    are recognized by evaluating the elementwise body in double on sample
+    points, so every spelling of the same function matches and a near miss
+    (another constant, a leaky ReLU, a different function) does not. A
+    product with neither bias nor activation, a bf16 or dynamic layer,
+    chains whose values are read in between, and 3-D activations are left
+    to the unfused lowering.
+  }];
+  let dependentDialects = ["::mlir::zest::ZestDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def ReassociateReductionsPass
     : Pass<"zest-reassociate-reductions", "::mlir::func::FuncOp"> {
   let summary = "Marks float sum reductions reassociable so they vectorize";

@@ -1,0 +1,66 @@
+//===- BufferizableOpInterfaceImpl.cpp - Bufferizing Zest ops -------------===//
+//
+// The fused linear ops are destination-style: on tensors they return their
+// destinations, on memrefs they write them. Bufferizing one swaps each
+// operand for its buffer and drops the results, as for linalg.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/BufferizableOpInterfaceImpl.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+#include "mlir/Dialect/Bufferization/IR/DstBufferizableOpInterfaceImpl.h"
+#include "mlir/IR/DialectRegistry.h"
+
+using namespace mlir;
+using namespace mlir::bufferization;
+using namespace mlir::zest;
+
+namespace {
+
+template <typename OpTy>
+struct WriteOnlyDestinationModel
+    : public DstBufferizableOpInterfaceExternalModel<
+          WriteOnlyDestinationModel<OpTy>, OpTy> {
+  /// Destinations are only written: a `tensor.empty` or a slice of a
+  /// gradient buffer can be one without a copy of its old contents.
+  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
+                              const AnalysisState &) const {
+    return !cast<DestinationStyleOpInterface>(op).isDpsInit(&operand);
+  }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto dps = cast<DestinationStyleOpInterface>(op);
+    SmallVector<Value> operands, inits;
+    for (OpOperand &operand : op->getOpOperands()) {
+      FailureOr<Value> buffer =
+          getBuffer(rewriter, operand.get(), options, state);
+      if (failed(buffer))
+        return failure();
+      operands.push_back(*buffer);
+      if (dps.isDpsInit(&operand))
+        inits.push_back(*buffer);
+    }
+    rewriter.setInsertionPoint(op);
+    OperationState bufferState(op->getLoc(), op->getName());
+    bufferState.addOperands(operands);
+    bufferState.propertiesAttr = op->getPropertiesAsAttribute();
+    bufferState.addAttributes(llvm::to_vector(op->getDiscardableAttrs()));
+    rewriter.create(bufferState);
+    replaceOpWithBufferizedValues(rewriter, op, inits);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::zest::registerBufferizableOpInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, ZestDialect *) {
+    LinearOp::attachInterface<WriteOnlyDestinationModel<LinearOp>>(*ctx);
+    LinearBackwardOp::attachInterface<
+        WriteOnlyDestinationModel<LinearBackwardOp>>(*ctx);
+  });
+}

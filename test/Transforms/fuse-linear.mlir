@@ -1,0 +1,358 @@
+// RUN: zest-opt %s -split-input-file -zest-fuse-linear | FileCheck %s
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// torch.nn.Linear + ReLU as torch-mlir writes it: a product into zeros, a
+// bias add, ReLU as compare and select. The pre-activation is not kept:
+// nothing else reads it.
+// CHECK-LABEL: func.func @linear_relu_select(
+// CHECK-SAME: %[[X:.*]]: tensor<8x16xf32>, %[[W:.*]]: tensor<32x16xf32>, %[[B:.*]]: tensor<32xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<8x32xf32>
+// CHECK: %[[Y:.*]] = zest.linear relu transpose_weight ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%[[E]] : tensor<8x32xf32>) -> tensor<8x32xf32>
+// CHECK-NOT: linalg.
+// CHECK: return %[[Y]]
+func.func @linear_relu_select(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %mm = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<8x16xf32>, tensor<32x16xf32>) outs(%z : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %e1 = tensor.empty() : tensor<8x32xf32>
+  %pre = linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b, %mm : tensor<32xf32>, tensor<8x32xf32>) outs(%e1 : tensor<8x32xf32>) {
+  ^bb0(%bv: f32, %v: f32, %o: f32):
+    %s = arith.addf %v, %bv : f32
+    linalg.yield %s : f32
+  } -> tensor<8x32xf32>
+  %e2 = tensor.empty() : tensor<8x32xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%pre : tensor<8x32xf32>) outs(%e2 : tensor<8x32xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %c = arith.cmpf ugt, %v, %zero : f32
+    %r = arith.select %c, %v, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<8x32xf32>
+  return %y : tensor<8x32xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// A plain [in, out] weight, the bias broadcast into the product's
+// destination, GELU (tanh) spelled out; the pre-activation is also returned,
+// so it is kept as a second result.
+// CHECK-LABEL: func.func @plain_weight_gelu_tanh(
+// CHECK: %[[F:.*]]:2 = zest.linear gelu_tanh ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x6xf32>, tensor<6xf32>) outs(%{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>, tensor<4x6xf32>
+// CHECK-NOT: linalg.matmul
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @plain_weight_gelu_tanh(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %b: tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>) {
+  %c = arith.constant 0.7978845608028654 : f32
+  %a = arith.constant 0.044715 : f32
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %bb = linalg.broadcast ins(%b : tensor<6xf32>) outs(%e : tensor<4x6xf32>) dimensions = [0]
+  %pre = linalg.matmul indexing_maps = [#mk, #kn, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<8x6xf32>) outs(%bb : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e2 = tensor.empty() : tensor<4x6xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%pre : tensor<4x6xf32>) outs(%e2 : tensor<4x6xf32>) {
+  ^bb0(%z: f32, %o: f32):
+    %z2 = arith.mulf %z, %z : f32
+    %z3 = arith.mulf %z2, %z : f32
+    %t0 = arith.mulf %z3, %a : f32
+    %t1 = arith.addf %z, %t0 : f32
+    %t2 = arith.mulf %t1, %c : f32
+    %t = math.tanh %t2 : f32
+    %u = arith.addf %t, %one : f32
+    %h = arith.mulf %z, %half : f32
+    %r = arith.mulf %h, %u : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  return %y, %pre : tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// GELU with erf and SiLU as x * sigmoid(x): both recognized; no bias.
+// CHECK-LABEL: func.func @erf_and_silu(
+// CHECK: zest.linear gelu_erf transpose_weight ins(%{{[^,]*}}, %{{[^,]*}} : tensor<4x8xf32>, tensor<6x8xf32>)
+// CHECK: zest.linear silu transpose_weight ins(
+func.func @erf_and_silu(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %half = arith.constant 0.5 : f32
+  %isqrt2 = arith.constant 0.70710678118654752 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p0 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%z : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %y0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p0 : tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.mulf %v, %isqrt2 : f32
+    %f = math.erf %s : f32
+    %g = arith.addf %f, %one : f32
+    %h = arith.mulf %v, %half : f32
+    %r = arith.mulf %h, %g : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p1 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%z1 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %y1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p1 : tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = arith.negf %v : f32
+    %ex = math.exp %n : f32
+    %d = arith.addf %ex, %one : f32
+    %s = arith.divf %one, %d : f32
+    %r = arith.mulf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  return %y0, %y1 : tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (i)>
+
+// Near misses stay as they are: a leaky ReLU, a GELU with another constant,
+// a bias broadcast along the wrong dimension, a product accumulating into
+// something other than zeros, and a plain product (nothing to fuse).
+// CHECK-LABEL: func.func @near_misses(
+// CHECK-NOT: zest.linear
+// CHECK-COUNT-5: linalg.matmul
+// CHECK-NOT: zest.linear
+// CHECK: return
+func.func @near_misses(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>, %bcol: tensor<4xf32>, %acc: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %slope = arith.constant 0.01 : f32
+  %c = arith.constant 0.7978845608028654 : f32
+  %a = arith.constant 0.045 : f32
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p0 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%z0 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %leaky = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p0 : tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.mulf %v, %slope : f32
+    %r = arith.maximumf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p1 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%z1 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %gelu = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p1 : tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%z: f32, %o: f32):
+    %z2 = arith.mulf %z, %z : f32
+    %z3 = arith.mulf %z2, %z : f32
+    %t0 = arith.mulf %z3, %a : f32
+    %t1 = arith.addf %z, %t0 : f32
+    %t2 = arith.mulf %t1, %c : f32
+    %t = math.tanh %t2 : f32
+    %u = arith.addf %t, %one : f32
+    %h = arith.mulf %z, %half : f32
+    %r = arith.mulf %h, %u : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p2 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%z2 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %colbias = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p2, %bcol : tensor<4x6xf32>, tensor<4xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%v: f32, %bv: f32, %o: f32):
+    %s = arith.addf %v, %bv : f32
+    linalg.yield %s : f32
+  } -> tensor<4x6xf32>
+  %p3 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%acc : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %relu3 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p3 : tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.maximumf %v, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %z4 = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p4 = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xf32>, tensor<6x8xf32>) outs(%z4 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %leaky, %gelu, %colbias, %relu3, %p4 : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// The backward of Linear + GELU(tanh): the activation backward, the input,
+// weight and bias gradients of one g become one op; g is not materialized.
+// CHECK-LABEL: func.func @backward_gelu(
+// CHECK-SAME: %[[DY:[^:]*]]: tensor<4x6xf32>, %[[PRE:[^:]*]]: tensor<4x6xf32>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<6x8xf32>
+// CHECK: %[[G:.*]]:3 = zest.linear_backward gelu_tanh transpose_weight transpose_grad_weight grad_output(%[[DY]] : tensor<4x6xf32>) preactivation(%[[PRE]] : tensor<4x6xf32>) input(%[[X]] : tensor<4x8xf32>) weight(%[[W]] : tensor<6x8xf32>) outs(grad_input %{{.*}} : tensor<4x8xf32> grad_weight %{{.*}} : tensor<6x8xf32> grad_bias %{{.*}} : tensor<6xf32>)
+// CHECK-NOT: linalg.
+// CHECK: return %[[G]]#0, %[[G]]#1, %[[G]]#2
+func.func @backward_gelu(%dy: tensor<4x6xf32>, %pre: tensor<4x6xf32>, %x: tensor<4x8xf32>, %w: tensor<6x8xf32>) -> (tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %half = arith.constant 0.5 : f32
+  %c = arith.constant 0.7978845608028654 : f32
+  %a = arith.constant 0.044715 : f32
+  %a3 = arith.constant 0.134145 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %g = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %pre : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%d: f32, %z: f32, %o: f32):
+    %z2 = arith.mulf %z, %z : f32
+    %z3 = arith.mulf %z2, %z : f32
+    %t0 = arith.mulf %z3, %a : f32
+    %t1 = arith.addf %z, %t0 : f32
+    %t2 = arith.mulf %t1, %c : f32
+    %t = math.tanh %t2 : f32
+    %u0 = arith.mulf %z2, %a3 : f32
+    %u1 = arith.addf %u0, %one : f32
+    %u2 = arith.mulf %u1, %c : f32
+    %u3 = arith.mulf %z, %half : f32
+    %tt = arith.mulf %t, %t : f32
+    %s = arith.subf %one, %tt : f32
+    %v0 = arith.mulf %u3, %s : f32
+    %v1 = arith.mulf %v0, %u2 : f32
+    %l0 = arith.addf %t, %one : f32
+    %l = arith.mulf %l0, %half : f32
+    %deriv = arith.addf %l, %v1 : f32
+    %r = arith.mulf %d, %deriv : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %ew = tensor.empty() : tensor<6x8xf32>
+  %zw = linalg.fill ins(%zero : f32) outs(%ew : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dw = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%g, %x : tensor<4x6xf32>, tensor<4x8xf32>) outs(%zw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %eb = tensor.empty() : tensor<6xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%eb : tensor<6xf32>) -> tensor<6xf32>
+  %db = linalg.reduce ins(%g : tensor<4x6xf32>) outs(%zb : tensor<6xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  %ex = tensor.empty() : tensor<4x8xf32>
+  %zx = linalg.fill ins(%zero : f32) outs(%ex : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %dx = linalg.matmul ins(%g, %w : tensor<4x6xf32>, tensor<6x8xf32>) outs(%zx : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %dx, %dw, %db : tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// ReLU backward read from the layer's output, an [in, out] weight (dx uses
+// W^T, dw = x^T g), and the bias gradient as a generic reduction.
+// CHECK-LABEL: func.func @backward_relu_plain(
+// CHECK-SAME: %[[DY:[^:]*]]: tensor<4x6xf32>, %[[Y:[^:]*]]: tensor<4x6xf32>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8x6xf32>
+// CHECK: zest.linear_backward relu grad_output(%[[DY]] : tensor<4x6xf32>) preactivation(%[[Y]] : tensor<4x6xf32>) input(%[[X]] : tensor<4x8xf32>) weight(%[[W]] : tensor<8x6xf32>) outs(grad_input %{{.*}} : tensor<4x8xf32> grad_weight %{{.*}} : tensor<8x6xf32> grad_bias %{{.*}} : tensor<6xf32>)
+// CHECK-NOT: linalg.
+func.func @backward_relu_plain(%dy: tensor<4x6xf32>, %y: tensor<4x6xf32>, %x: tensor<4x8xf32>, %w: tensor<8x6xf32>) -> (tensor<4x8xf32>, tensor<8x6xf32>, tensor<6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %g = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %dy : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%yv: f32, %d: f32, %o: f32):
+    %c = arith.cmpf ole, %yv, %zero : f32
+    %r = arith.select %c, %zero, %d : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %ew = tensor.empty() : tensor<8x6xf32>
+  %zw = linalg.fill ins(%zero : f32) outs(%ew : tensor<8x6xf32>) -> tensor<8x6xf32>
+  %dw = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%x, %g : tensor<4x8xf32>, tensor<4x6xf32>) outs(%zw : tensor<8x6xf32>) -> tensor<8x6xf32>
+  %eb = tensor.empty() : tensor<6xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%eb : tensor<6xf32>) -> tensor<6xf32>
+  %db = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["reduction", "parallel"]}
+      ins(%g : tensor<4x6xf32>) outs(%zb : tensor<6xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<6xf32>
+  %ex = tensor.empty() : tensor<4x8xf32>
+  %zx = linalg.fill ins(%zero : f32) outs(%ex : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %dx = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%g, %w : tensor<4x6xf32>, tensor<8x6xf32>) outs(%zx : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %dx, %dw, %db : tensor<4x8xf32>, tensor<8x6xf32>, tensor<6xf32>
+}
+
+// -----
+
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// g has another user: the activation backward stays (g is needed anyway)
+// and the weight and bias gradients are fused without it. A lone gradient
+// without an activation is a plain product and stays.
+// CHECK-LABEL: func.func @backward_partial(
+// CHECK: %[[G:.*]] = linalg.generic
+// CHECK: zest.linear_backward none transpose_grad_weight grad_output(%[[G]] : tensor<4x6xf32>) input(%{{.*}} : tensor<4x8xf32>) outs( grad_weight %{{.*}} : tensor<6x8xf32> grad_bias %{{.*}} : tensor<6xf32>)
+// CHECK: linalg.matmul
+// CHECK-NOT: zest.linear_backward
+func.func @backward_partial(%dy: tensor<4x6xf32>, %pre: tensor<4x6xf32>, %x: tensor<4x8xf32>, %dy2: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6x8xf32>, tensor<6xf32>, tensor<6x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %g = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %pre : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%d: f32, %z: f32, %o: f32):
+    %c = arith.cmpf ogt, %z, %zero : f32
+    %r = arith.select %c, %d, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<4x6xf32>
+  %ew = tensor.empty() : tensor<6x8xf32>
+  %zw = linalg.fill ins(%zero : f32) outs(%ew : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dw = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%g, %x : tensor<4x6xf32>, tensor<4x8xf32>) outs(%zw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %eb = tensor.empty() : tensor<6xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%eb : tensor<6xf32>) -> tensor<6xf32>
+  %db = linalg.reduce ins(%g : tensor<4x6xf32>) outs(%zb : tensor<6xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  %zw2 = linalg.fill ins(%zero : f32) outs(%ew : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dw2 = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%dy2, %x : tensor<4x6xf32>, tensor<4x8xf32>) outs(%zw2 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %g, %dw, %db, %dw2 : tensor<4x6xf32>, tensor<6x8xf32>, tensor<6xf32>, tensor<6x8xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// bf16 layers are left to the unfused lowering (the kernels are f32).
+// CHECK-LABEL: func.func @bf16_stays(
+// CHECK-NOT: zest.linear
+// CHECK: linalg.matmul
+func.func @bf16_stays(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>, %b: tensor<6xbf16>) -> tensor<4x6xbf16> {
+  %e = tensor.empty() : tensor<4x6xbf16>
+  %bb = linalg.broadcast ins(%b : tensor<6xbf16>) outs(%e : tensor<4x6xbf16>) dimensions = [0]
+  %y = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%bb : tensor<4x6xbf16>) -> tensor<4x6xbf16>
+  return %y : tensor<4x6xbf16>
+}
