@@ -1,8 +1,12 @@
-//===- fused-linear.cpp - zest_linear_forward vs cblas_sgemm --------------===//
+//===- fused-linear.cpp - Fused linear kernels vs cblas_sgemm -------------===//
 //
 // GFLOP/s (2 M N K per call) of the fused linear forward with bias and
 // tanh-GELU, next to bare cblas_sgemm (no epilogue) and to the unfused form
 // (sgemm, then a separate pass for bias and activation), on the same shapes.
+// Then the backward (4 M N K: input and weight gradients) with the GELU
+// backward and the bias gradient, next to the two bare sgemms and to the
+// unfused form (a pass for the activation backward, one for the bias
+// gradient, two sgemms).
 // Medians over repetitions, one thread: run with OPENBLAS_NUM_THREADS=1.
 //   zest-bench-fused-linear [reps]
 //
@@ -79,6 +83,49 @@ int main(int argc, char **argv) {
         y[i] = 0.5f * v *
                (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
       }
+    });
+    char name[32];
+    std::snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m,
+                  (long long)s.n, (long long)s.k);
+    std::printf("%-18s %10.1f %10.1f %10.1f %8.2f %8.2f\n", name,
+                flops / sgemm / 1e9, flops / fused / 1e9, flops / unfused / 1e9,
+                sgemm / fused, unfused / fused);
+  }
+  std::printf("\nbackward (dx, dw, db with tanh-GELU backward)\n");
+  std::printf("%-18s %10s %10s %10s %8s %8s\n", "M x N x K", "2 sgemm", "fused",
+              "unfused", "f/sgemm", "f/unf");
+  for (const Shape &s : shapes) {
+    std::vector<float> x(s.m * s.k), w(s.n * s.k), dy(s.m * s.n),
+        pre(s.m * s.n), g(s.m * s.n), dx(s.m * s.k), dw(s.n * s.k), db(s.n);
+    for (std::vector<float> *v : {&x, &w, &dy, &pre})
+      for (float &e : *v)
+        e = dist(rng);
+    double flops = 4.0 * s.m * s.n * s.k;
+    auto products = [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.k, s.n, 1,
+                  g.data(), s.n, w.data(), s.k, 0, dx.data(), s.k);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.n, s.k, s.m, 1,
+                  g.data(), s.n, x.data(), s.k, 0, dw.data(), s.k);
+    };
+    double sgemm = medianSeconds(reps, products);
+    double fused = medianSeconds(reps, [&] {
+      zest_linear_backward(s.m, s.n, s.k, dy.data(), s.n, pre.data(), s.n,
+                           ZEST_ACTIVATION_GELU_TANH, x.data(), s.k, w.data(),
+                           s.k, 1, dx.data(), s.k, dw.data(), s.k, 1,
+                           db.data());
+    });
+    double unfused = medianSeconds(reps, [&] {
+      const float beta = 0.7978845608f, kappa = 0.044715f;
+      for (int64_t i = 0; i < s.m * s.n; ++i) {
+        float v = pre[i], t = std::tanh(beta * (v + kappa * v * v * v));
+        g[i] = dy[i] * (0.5f * (1 + t) + 0.5f * v * (1 - t * t) * beta *
+                                             (1 + 3 * kappa * v * v));
+      }
+      std::fill(db.begin(), db.end(), 0.0f);
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j)
+          db[j] += g[i * s.n + j];
+      products();
     });
     char name[32];
     std::snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m,

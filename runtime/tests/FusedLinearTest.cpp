@@ -201,6 +201,11 @@ int main() {
              activation <= ZEST_ACTIVATION_SILU; ++activation)
           for (bool keepPre : {false, true})
             check(s, transposed, withBias, activation, keepPre, rng);
+  // An output of more than one row block (8 MiB): 2 blocks and a partial.
+  for (int activation :
+       {int(ZEST_ACTIVATION_NONE), int(ZEST_ACTIVATION_GELU_TANH)})
+    for (bool keepPre : {false, true})
+      check({4500, 1025, 3}, true, true, activation, keepPre, rng);
   for (const Shape &s : shapes)
     for (bool transposed : {true, false})
       for (bool dwTransposed : {true, false})
