@@ -9,6 +9,8 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -22,6 +24,10 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+#include <mutex>
+#include <thread>
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -211,10 +217,15 @@ static LogicalResult addHostInterface(llvm::Module &module,
   return success();
 }
 
-static std::unique_ptr<llvm::TargetMachine>
-createHostTargetMachine(ModuleOp module, std::string &error) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
+static std::unique_ptr<llvm::TargetMachine> createHostTargetMachine(
+    std::string &error,
+    llvm::CodeGenOptLevel level = llvm::CodeGenOptLevel::Default) {
+  // Once: code generation may create target machines from two threads.
+  static std::once_flag initialized;
+  std::call_once(initialized, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
@@ -225,7 +236,7 @@ createHostTargetMachine(ModuleOp module, std::string &error) {
     features.AddFeature(feature, enabled);
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
       triple, llvm::sys::getHostCPUName(), features.getString(),
-      llvm::TargetOptions(), llvm::Reloc::PIC_));
+      llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, level));
 }
 
 /// Writes `path` with `write`, reporting a file that cannot be created; the
@@ -259,8 +270,8 @@ static LogicalResult emitObject(llvm::Module &module,
 
 /// Links `object` with the runtime (and, for executables, the training
 /// driver), MPI and OpenBLAS using the system C++ compiler driver.
-static LogicalResult link(StringRef object, const CompileOptions &options,
-                          Location loc) {
+static LogicalResult link(ArrayRef<std::string> objects,
+                          const CompileOptions &options, Location loc) {
   auto cxx = llvm::sys::findProgramByName("c++");
   if (!cxx)
     cxx = llvm::sys::findProgramByName("g++");
@@ -277,7 +288,7 @@ static LogicalResult link(StringRef object, const CompileOptions &options,
   std::vector<std::string> args = {*cxx, "-o", options.output};
   if (options.emit == EmitKind::Shared)
     args.push_back("-shared");
-  args.push_back(object.str());
+  llvm::append_range(args, objects);
   if (options.emit == EmitKind::Executable)
     args.push_back(std::string(driver));
   // A shared library exports the whole runtime C API (zest_init, ...), even
@@ -301,6 +312,77 @@ static LogicalResult link(StringRef object, const CompileOptions &options,
                                             : error)
                           << ")";
   return success();
+}
+
+/// Moves the glue out of `module` into a module of its own: entry points
+/// (marked `optnone`), their C-interface and host wrappers, and every global
+/// variable. `module` keeps the kernels. Local symbols become hidden
+/// external ones so the two objects link.
+static std::unique_ptr<llvm::Module> splitOffGlue(llvm::Module &module) {
+  unsigned unnamed = 0;
+  for (llvm::GlobalValue &value : module.global_values()) {
+    if (value.isDeclaration() || !value.hasLocalLinkage())
+      continue;
+    if (!value.hasName())
+      value.setName("zest.global." + std::to_string(unnamed++));
+    value.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    value.setVisibility(llvm::GlobalValue::HiddenVisibility);
+  }
+  auto isGlue = [](const llvm::GlobalValue *value) {
+    auto *function = dyn_cast<llvm::Function>(value);
+    if (!function)
+      return true; // global variables: the descriptor, the entry table
+    StringRef name = function->getName();
+    return function->hasFnAttribute(llvm::Attribute::OptimizeNone) ||
+           name.starts_with("_mlir_ciface_") || name.starts_with("zest_entry_");
+  };
+  llvm::ValueToValueMapTy map;
+  std::unique_ptr<llvm::Module> glue =
+      llvm::CloneModule(module, map, [&](const llvm::GlobalValue *value) {
+        return isGlue(value);
+      });
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration() && isGlue(&function))
+      function.deleteBody();
+  for (llvm::GlobalVariable &variable : module.globals())
+    if (variable.hasInitializer()) {
+      variable.setInitializer(nullptr);
+      variable.setComdat(nullptr);
+    }
+  return glue;
+}
+
+/// Emits the object of the module in `bitcode` to `path` at `-O optLevel`,
+/// in an LLVM context of its own (callable from any thread). Returns an error
+/// message, empty on success.
+static std::string emitObjectInNewContext(ArrayRef<char> bitcode, int optLevel,
+                                          StringRef path) {
+  llvm::LLVMContext context;
+  llvm::Expected<std::unique_ptr<llvm::Module>> module = llvm::parseBitcodeFile(
+      llvm::MemoryBufferRef(StringRef(bitcode.data(), bitcode.size()),
+                            "kernels"),
+      context);
+  if (!module)
+    return "cannot reload the kernels: " + llvm::toString(module.takeError());
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine(
+      error, optLevel == 0   ? llvm::CodeGenOptLevel::None
+             : optLevel == 1 ? llvm::CodeGenOptLevel::Less
+             : optLevel == 2 ? llvm::CodeGenOptLevel::Default
+                             : llvm::CodeGenOptLevel::Aggressive);
+  if (!machine)
+    return "no native target: " + error;
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return "cannot write '" + path.str() + "': " + ec.message();
+  llvm::legacy::PassManager pm;
+  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+    return "the target cannot emit object files";
+  pm.run(**module);
+  out.keep();
+  return "";
 }
 
 LogicalResult mlir::zest::compileModel(ModuleOp module,
@@ -393,8 +475,7 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
     return emitError(module.getLoc()) << "an entry point lost its C interface";
 
   std::string error;
-  std::unique_ptr<llvm::TargetMachine> machine =
-      createHostTargetMachine(module, error);
+  std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine(error);
   if (!machine)
     return emitError(module.getLoc()) << "no native target: " << error;
   llvmModule->setDataLayout(machine->createDataLayout());
@@ -423,13 +504,43 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   if (options.emit == EmitKind::Object)
     return emitObject(*llvmModule, *machine, options.output, module.getLoc());
 
-  SmallString<128> object;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("zest-model", "o", object))
-    return emitError(module.getLoc())
-           << "cannot create a temporary object file: " << ec.message();
-  llvm::FileRemover removeObject(object);
-  if (failed(emitObject(*llvmModule, *machine, object, module.getLoc())))
+  // Glue and kernels are compiled apart, at the same time: the glue (entry
+  // points, their wrappers, the descriptor) at -O0, whose fast register
+  // allocation is linear in its size, the kernels at -O N in a thread of
+  // their own.
+  std::unique_ptr<llvm::Module> glue = splitOffGlue(*llvmModule);
+  SmallVector<std::string> objects;
+  SmallVector<llvm::FileRemover> removers;
+  for (int i = 0; i < 2; ++i) {
+    SmallString<128> object;
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("zest-model", "o", object))
+      return emitError(module.getLoc())
+             << "cannot create a temporary object file: " << ec.message();
+    objects.push_back(std::string(object));
+    removers.emplace_back(object);
+  }
+  SmallVector<char, 0> kernelBitcode;
+  {
+    llvm::raw_svector_ostream os(kernelBitcode);
+    llvm::WriteBitcodeToFile(*llvmModule, os);
+  }
+  std::string kernelError;
+  std::thread kernels([&] {
+    kernelError =
+        emitObjectInNewContext(kernelBitcode, options.optLevel, objects[1]);
+  });
+  std::unique_ptr<llvm::TargetMachine> glueMachine =
+      createHostTargetMachine(error, llvm::CodeGenOptLevel::None);
+  LogicalResult glueResult =
+      glueMachine ? emitObject(*glue, *glueMachine, objects[0], module.getLoc())
+                  : failure();
+  kernels.join();
+  if (!glueMachine)
+    return emitError(module.getLoc()) << "no native target: " << error;
+  if (!kernelError.empty())
+    return emitError(module.getLoc()) << kernelError;
+  if (failed(glueResult))
     return failure();
-  return link(object, options, module.getLoc());
+  return link(objects, options, module.getLoc());
 }
