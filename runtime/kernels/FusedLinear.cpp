@@ -239,13 +239,20 @@ extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
   for (int64_t row = 0; row < m; row += rows) {
     int64_t count = std::min(rows, m - row);
     float *block = product + row * ldproduct;
+    // The bias is the product's starting value: OpenBLAS would otherwise
+    // make a pass to zero the output (beta = 0) and the epilogue another to
+    // add it.
+    if (bias)
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(block + i * ldproduct, bias, n * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans,
                 w_transposed ? CblasTrans : CblasNoTrans, count, n, k, 1.0f,
-                x + row * ldx, ldx, w, ldw, 0.0f, block, ldproduct);
-    if (!bias && activation == ZEST_ACTIVATION_NONE && product == y)
-      continue; // a plain product
+                x + row * ldx, ldx, w, ldw, bias ? 1.0f : 0.0f, block,
+                ldproduct);
+    if (activation == ZEST_ACTIVATION_NONE && product == y)
+      continue; // product and bias only
     for (int64_t i = 0; i < count; ++i)
-      epilogueRow(activation, block + i * ldproduct, bias, y + (row + i) * ldy,
-                  n);
+      epilogueRow(activation, block + i * ldproduct, /*bias=*/nullptr,
+                  y + (row + i) * ldy, n);
   }
 }
