@@ -39,6 +39,17 @@ double medianSeconds(int reps, const auto &run) {
   return times[times.size() / 2];
 }
 
+/// One table row: GFLOP/s of each variant and the fused one's ratios.
+void printRow(int64_t m, int64_t n, int64_t k, double flops, double sgemm,
+              double fused, double unfused) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)m, (long long)n,
+                (long long)k);
+  std::printf("%-18s %10.1f %10.1f %10.1f %8.2f %8.2f\n", name,
+              flops / sgemm / 1e9, flops / fused / 1e9, flops / unfused / 1e9,
+              sgemm / fused, unfused / fused);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -84,12 +95,7 @@ int main(int argc, char **argv) {
                (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
       }
     });
-    char name[32];
-    std::snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m,
-                  (long long)s.n, (long long)s.k);
-    std::printf("%-18s %10.1f %10.1f %10.1f %8.2f %8.2f\n", name,
-                flops / sgemm / 1e9, flops / fused / 1e9, flops / unfused / 1e9,
-                sgemm / fused, unfused / fused);
+    printRow(s.m, s.n, s.k, flops, sgemm, fused, unfused);
   }
   std::printf("\nbackward (dx, dw, db with tanh-GELU backward)\n");
   std::printf("%-18s %10s %10s %10s %8s %8s\n", "M x N x K", "2 sgemm", "fused",
@@ -127,12 +133,7 @@ int main(int argc, char **argv) {
           db[j] += g[i * s.n + j];
       products();
     });
-    char name[32];
-    std::snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)s.m,
-                  (long long)s.n, (long long)s.k);
-    std::printf("%-18s %10.1f %10.1f %10.1f %8.2f %8.2f\n", name,
-                flops / sgemm / 1e9, flops / fused / 1e9, flops / unfused / 1e9,
-                sgemm / fused, unfused / fused);
+    printRow(s.m, s.n, s.k, flops, sgemm, fused, unfused);
   }
   return 0;
 }
