@@ -254,18 +254,30 @@ writeOutput(StringRef path, Location loc,
   return success();
 }
 
+/// Writes the object code of `module` to `path`. Returns an error message,
+/// empty on success: no MLIR diagnostics, so any thread may call it.
+static std::string writeObject(llvm::Module &module,
+                               llvm::TargetMachine &machine, StringRef path) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return "cannot write '" + path.str() + "': " + ec.message();
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, out.os(), nullptr,
+                                  llvm::CodeGenFileType::ObjectFile))
+    return "the target cannot emit object files";
+  pm.run(module);
+  out.keep();
+  return "";
+}
+
 static LogicalResult emitObject(llvm::Module &module,
                                 llvm::TargetMachine &machine, StringRef path,
                                 Location loc) {
-  return writeOutput(
-      path, loc, [&](llvm::raw_pwrite_stream &os) -> LogicalResult {
-        llvm::legacy::PassManager pm;
-        if (machine.addPassesToEmitFile(pm, os, nullptr,
-                                        llvm::CodeGenFileType::ObjectFile))
-          return emitError(loc) << "the target cannot emit object files";
-        pm.run(module);
-        return success();
-      });
+  std::string error = writeObject(module, machine, path);
+  if (!error.empty())
+    return emitError(loc) << error;
+  return success();
 }
 
 /// Links `object` with the runtime (and, for executables, the training
@@ -366,23 +378,11 @@ static std::string emitObjectInNewContext(ArrayRef<char> bitcode, int optLevel,
     return "cannot reload the kernels: " + llvm::toString(module.takeError());
   std::string error;
   std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine(
-      error, optLevel == 0   ? llvm::CodeGenOptLevel::None
-             : optLevel == 1 ? llvm::CodeGenOptLevel::Less
-             : optLevel == 2 ? llvm::CodeGenOptLevel::Default
-                             : llvm::CodeGenOptLevel::Aggressive);
+      error, llvm::CodeGenOpt::getLevel(optLevel).value_or(
+                 llvm::CodeGenOptLevel::Default));
   if (!machine)
     return "no native target: " + error;
-  std::error_code ec;
-  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return "cannot write '" + path.str() + "': " + ec.message();
-  llvm::legacy::PassManager pm;
-  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
-                                   llvm::CodeGenFileType::ObjectFile))
-    return "the target cannot emit object files";
-  pm.run(**module);
-  out.keep();
-  return "";
+  return writeObject(**module, *machine, path);
 }
 
 LogicalResult mlir::zest::compileModel(ModuleOp module,

@@ -168,8 +168,8 @@ typedef enum {
  * [N,K] weight of torch.nn.Linear (w_transposed != 0) or a [K,N] matrix.
  * `bias` may be null. When `pre` is not null it receives X W^T + bias (the
  * pre-activation backward needs); it may equal `y` for act = NONE. The
- * product runs on OpenBLAS in blocks of rows, and bias and activation are
- * applied to each block right after its product, while it is in cache. */
+ * product runs on OpenBLAS starting from the broadcast bias, and the
+ * activation is applied in one vectorized pass over the output. */
 void zest_linear_forward(int64_t m, int64_t n, int64_t k, const float *x,
                          int64_t ldx, const float *w, int64_t ldw,
                          int32_t w_transposed, const float *bias,

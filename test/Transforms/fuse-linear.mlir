@@ -356,3 +356,71 @@ func.func @bf16_stays(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>, %b: tensor<6xb
   %y = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%bb : tensor<4x6xbf16>) -> tensor<4x6xbf16>
   return %y : tensor<4x6xbf16>
 }
+
+// -----
+
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// Gradients packed into one flat buffer (what convert-zest-to-runtime
+// builds): the bias gradient's slice is taken after the weight gradient's
+// insertion, so the fused op takes the same slice of the buffer before it
+// (the insertion writes elsewhere). Had it overlapped, nothing would fuse.
+// CHECK-LABEL: func.func @packed_gradients(
+// CHECK: %[[FLAT:.*]] = tensor.empty() : tensor<54xf32>
+// CHECK: %[[DB:.*]] = tensor.extract_slice %[[FLAT]][48] [6] [1]
+// CHECK: %[[G:.*]]:2 = zest.linear_backward none transpose_grad_weight {{.*}} outs( grad_weight %{{.*}} : tensor<6x8xf32> grad_bias %[[DB]] : tensor<6xf32>)
+// CHECK: tensor.insert_slice %{{.*}} into %[[FLAT]][0] [48] [1]
+// CHECK: tensor.insert_slice %[[G]]#1 into %{{.*}}[48] [6] [1]
+func.func @packed_gradients(%g: tensor<4x6xf32>, %x: tensor<4x8xf32>) -> tensor<54xf32> {
+  %zero = arith.constant 0.0 : f32
+  %flat = tensor.empty() : tensor<54xf32>
+  %s = tensor.extract_slice %flat[0] [48] [1] : tensor<54xf32> to tensor<48xf32>
+  %dw0 = tensor.expand_shape %s [[0, 1]] output_shape [6, 8] : tensor<48xf32> into tensor<6x8xf32>
+  %zw = linalg.fill ins(%zero : f32) outs(%dw0 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dw = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%g, %x : tensor<4x6xf32>, tensor<4x8xf32>) outs(%zw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %c = tensor.collapse_shape %dw [[0, 1]] : tensor<6x8xf32> into tensor<48xf32>
+  %f1 = tensor.insert_slice %c into %flat[0] [48] [1] : tensor<48xf32> into tensor<54xf32>
+  %sb = tensor.extract_slice %f1[48] [6] [1] : tensor<54xf32> to tensor<6xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%sb : tensor<6xf32>) -> tensor<6xf32>
+  %db = linalg.reduce ins(%g : tensor<4x6xf32>) outs(%zb : tensor<6xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+    }
+  %f2 = tensor.insert_slice %db into %f1[48] [6] [1] : tensor<6xf32> into tensor<54xf32>
+  return %f2 : tensor<54xf32>
+}
+
+// -----
+
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// The same, but the bias gradient's slice overlaps what was inserted in
+// between: its old contents are not the buffer's, so nothing fuses.
+// CHECK-LABEL: func.func @overlapping_slices(
+// CHECK-NOT: zest.linear_backward
+// CHECK: linalg.matmul
+// CHECK: linalg.reduce
+func.func @overlapping_slices(%g: tensor<4x6xf32>, %x: tensor<4x8xf32>) -> tensor<54xf32> {
+  %zero = arith.constant 0.0 : f32
+  %flat = tensor.empty() : tensor<54xf32>
+  %s = tensor.extract_slice %flat[0] [48] [1] : tensor<54xf32> to tensor<48xf32>
+  %dw0 = tensor.expand_shape %s [[0, 1]] output_shape [6, 8] : tensor<48xf32> into tensor<6x8xf32>
+  %zw = linalg.fill ins(%zero : f32) outs(%dw0 : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dw = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%g, %x : tensor<4x6xf32>, tensor<4x8xf32>) outs(%zw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %c = tensor.collapse_shape %dw [[0, 1]] : tensor<6x8xf32> into tensor<48xf32>
+  %f1 = tensor.insert_slice %c into %flat[0] [48] [1] : tensor<48xf32> into tensor<54xf32>
+  %sb = tensor.extract_slice %f1[44] [6] [1] : tensor<54xf32> to tensor<6xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%sb : tensor<6xf32>) -> tensor<6xf32>
+  %db = linalg.reduce ins(%g : tensor<4x6xf32>) outs(%zb : tensor<6xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+    }
+  %f2 = tensor.insert_slice %db into %f1[44] [6] [1] : tensor<6xf32> into tensor<54xf32>
+  return %f2 : tensor<54xf32>
+}

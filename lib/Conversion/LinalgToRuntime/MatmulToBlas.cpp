@@ -19,10 +19,11 @@ using namespace mlir::zest;
 
 namespace {
 
-/// True if `value` is an f32 memref whose innermost stride is 1.
+/// True if `value` is an f32 memref whose innermost stride is 1: a
+/// row-contiguous matrix, or a contiguous vector.
 static bool hasUnitInnerStride(Value value) {
   auto type = dyn_cast<MemRefType>(value.getType());
-  if (!type || !type.getElementType().isF32() || type.getRank() < 2)
+  if (!type || !type.getElementType().isF32() || type.getRank() < 1)
     return false;
   SmallVector<int64_t> strides;
   int64_t offset;
@@ -86,16 +87,6 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
-/// True if `value` is a contiguous f32 vector.
-static bool hasUnitStride(Value value) {
-  auto type = dyn_cast<MemRefType>(value.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return type && type.getRank() == 1 && type.getElementType().isF32() &&
-         succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides[0] == 1;
-}
-
 /// The pointer, row stride (leading dimension) and sizes of an optional
 /// row-contiguous matrix or vector; a null pointer and zeros when absent.
 struct RuntimeOperand {
@@ -103,57 +94,35 @@ struct RuntimeOperand {
   SmallVector<Value, 2> sizes;
 };
 
-static RuntimeOperand getRuntimeOperand(OpBuilder &builder, Location loc,
-                                        Value memref) {
-  RuntimeOperand operand;
-  if (!memref) {
-    operand.pointer = LLVM::ZeroOp::create(
-        builder, loc, LLVM::LLVMPointerType::get(builder.getContext()));
-    operand.ld = arith::ConstantIntOp::create(builder, loc, 0, 64);
-    return operand;
-  }
-  operand.pointer = getElementPointer(builder, loc, memref);
-  auto metadata =
-      memref::ExtractStridedMetadataOp::create(builder, loc, memref);
-  for (Value size : metadata.getSizes())
-    operand.sizes.push_back(toI64(builder, loc, size));
-  operand.ld = toI64(builder, loc, metadata.getStrides()[0]);
-  return operand;
-}
-
 static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
   return arith::ConstantIntOp::create(builder, loc, value, 32);
 }
 
-/// What the kernels take: row-contiguous matrices and contiguous vectors.
-static bool isKernelLayout(Value memref) {
-  return cast<MemRefType>(memref.getType()).getRank() == 1
-             ? hasUnitStride(memref)
-             : hasUnitInnerStride(memref);
-}
-
-/// Operands in a layout the kernels cannot take (a transposed view) go
-/// through a contiguous copy: inputs are copied in before the call,
-/// destinations copied out after it. The deallocation pipeline frees the
-/// copies.
-struct ContiguousOperands {
-  ContiguousOperands(OpBuilder &builder, Location loc)
+/// The operands of a kernel call. Operands in a layout the kernels cannot
+/// take (a transposed view) go through a contiguous copy: inputs are copied
+/// in before the call, destinations copied out after it (`finish`). The
+/// deallocation pipeline frees the copies.
+class KernelOperands {
+public:
+  KernelOperands(OpBuilder &builder, Location loc)
       : builder(builder), loc(loc) {}
 
-  Value input(Value memref) {
-    if (!memref || isKernelLayout(memref))
-      return memref;
-    Value copy = allocLike(memref);
-    memref::CopyOp::create(builder, loc, memref, copy);
-    return copy;
+  RuntimeOperand input(Value memref) {
+    if (memref && !hasUnitInnerStride(memref)) {
+      Value copy = allocLike(memref);
+      memref::CopyOp::create(builder, loc, memref, copy);
+      memref = copy;
+    }
+    return get(memref);
   }
 
-  Value output(Value memref) {
-    if (!memref || isKernelLayout(memref))
-      return memref;
-    Value copy = allocLike(memref);
-    copyOut.emplace_back(copy, memref);
-    return copy;
+  RuntimeOperand output(Value memref) {
+    if (memref && !hasUnitInnerStride(memref)) {
+      Value copy = allocLike(memref);
+      copyOut.emplace_back(copy, memref);
+      memref = copy;
+    }
+    return get(memref);
   }
 
   /// Emits the copies out; call after the kernel call.
@@ -163,6 +132,23 @@ struct ContiguousOperands {
   }
 
 private:
+  RuntimeOperand get(Value memref) {
+    RuntimeOperand operand;
+    if (!memref) {
+      operand.pointer = LLVM::ZeroOp::create(
+          builder, loc, LLVM::LLVMPointerType::get(builder.getContext()));
+      operand.ld = arith::ConstantIntOp::create(builder, loc, 0, 64);
+      return operand;
+    }
+    operand.pointer = getElementPointer(builder, loc, memref);
+    auto metadata =
+        memref::ExtractStridedMetadataOp::create(builder, loc, memref);
+    for (Value size : metadata.getSizes())
+      operand.sizes.push_back(toI64(builder, loc, size));
+    operand.ld = toI64(builder, loc, metadata.getStrides()[0]);
+    return operand;
+  }
+
   Value allocLike(Value memref) {
     auto type = cast<MemRefType>(memref.getType());
     SmallVector<Value> dynamicSizes;
@@ -188,22 +174,19 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
     if (op->getNumResults() != 0)
       return rewriter.notifyMatchFailure(op, "not on buffers");
     Location loc = op.getLoc();
-    ContiguousOperands contiguous(rewriter, loc);
-    auto operand = [&](Value memref) {
-      return getRuntimeOperand(rewriter, loc, memref);
-    };
-    RuntimeOperand x = operand(contiguous.input(op.getInput())),
-                   w = operand(contiguous.input(op.getWeight())),
-                   b = operand(contiguous.input(op.getBias())),
-                   y = operand(contiguous.output(op.getOutput())),
-                   pre = operand(contiguous.output(op.getPreactivation()));
+    KernelOperands operands(rewriter, loc);
+    RuntimeOperand x = operands.input(op.getInput()),
+                   w = operands.input(op.getWeight()),
+                   b = operands.input(op.getBias()),
+                   y = operands.output(op.getOutput()),
+                   pre = operands.output(op.getPreactivation());
     callRuntime(
         rewriter, loc, "zest_linear_forward", {},
         {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
          getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
          pre.pointer, pre.ld, y.pointer, y.ld});
-    contiguous.finish();
+    operands.finish();
     rewriter.eraseOp(op);
     return success();
   }
@@ -218,25 +201,22 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
     if (op->getNumResults() != 0)
       return rewriter.notifyMatchFailure(op, "not on buffers");
     Location loc = op.getLoc();
-    ContiguousOperands contiguous(rewriter, loc);
-    auto input = [&](Value memref) {
-      return getRuntimeOperand(rewriter, loc, contiguous.input(memref));
-    };
-    auto output = [&](Value memref) {
-      return getRuntimeOperand(rewriter, loc, contiguous.output(memref));
-    };
-    RuntimeOperand dy = input(op.getGradOutput()),
-                   pre = input(op.getPreactivation()), x = input(op.getInput()),
-                   w = input(op.getWeight()), dx = output(op.getGradInput()),
-                   dw = output(op.getGradWeight()),
-                   db = output(op.getGradBias());
+    KernelOperands operands(rewriter, loc);
+    RuntimeOperand dy = operands.input(op.getGradOutput()),
+                   pre = operands.input(op.getPreactivation()),
+                   x = operands.input(op.getInput()),
+                   w = operands.input(op.getWeight()),
+                   dx = operands.output(op.getGradInput()),
+                   dw = operands.output(op.getGradWeight()),
+                   db = operands.output(op.getGradBias());
     // K: from the input, or the input gradient; unused without both.
-    Value k = x.sizes.empty()
-                  ? (dx.sizes.empty()
-                         ? arith::ConstantIntOp::create(rewriter, loc, 0, 64)
-                               .getResult()
-                         : dx.sizes[1])
-                  : x.sizes[1];
+    Value k;
+    if (!x.sizes.empty())
+      k = x.sizes[1];
+    else if (!dx.sizes.empty())
+      k = dx.sizes[1];
+    else
+      k = arith::ConstantIntOp::create(rewriter, loc, 0, 64);
     callRuntime(
         rewriter, loc, "zest_linear_backward", {},
         {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
@@ -245,7 +225,7 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
          getFlag(rewriter, loc, op.getTransposeWeight()), dx.pointer, dx.ld,
          dw.pointer, dw.ld, getFlag(rewriter, loc, op.getTransposeGradWeight()),
          db.pointer});
-    contiguous.finish();
+    operands.finish();
     rewriter.eraseOp(op);
     return success();
   }

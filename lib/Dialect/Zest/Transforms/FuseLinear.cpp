@@ -185,52 +185,53 @@ bool close(double actual, double expected) {
 constexpr Activation kActivations[] = {Activation::Relu, Activation::GeluTanh,
                                        Activation::GeluErf, Activation::Silu};
 
-/// The activation `body` computes of its first argument, if any.
-std::optional<Activation> matchActivation(Block &body) {
+/// The first activation for which `holds(activation, sample)` is true on
+/// every sample.
+std::optional<Activation>
+findActivation(function_ref<bool(Activation, double)> holds) {
   for (Activation activation : kActivations)
-    if (llvm::all_of(kSamples, [&](double x) {
-          std::optional<double> y = evaluate(body, {x, 0.0});
-          return y && close(*y, activate(activation, x));
-        }))
+    if (llvm::all_of(kSamples, [&](double x) { return holds(activation, x); }))
       return activation;
   return std::nullopt;
+}
+
+/// The activation `body` computes of its first argument, if any.
+std::optional<Activation> matchActivation(Block &body) {
+  return findActivation([&](Activation activation, double x) {
+    std::optional<double> y = evaluate(body, {x, 0.0});
+    return y && close(*y, activate(activation, x));
+  });
 }
 
 /// The activation whose backward `body` computes as `f(dy, z) = dy *
 /// act'(z)`, with dy the argument `gradIndex` and z the other one.
 std::optional<Activation> matchActivationBackward(Block &body,
                                                   unsigned gradIndex) {
-  for (Activation activation : kActivations)
-    if (llvm::all_of(kSamples, [&](double z) {
-          for (double dy : {0.37, -1.9}) {
-            double args[3] = {0, 0, 0};
-            args[gradIndex] = dy;
-            args[1 - gradIndex] = z;
-            std::optional<double> value = evaluate(body, args);
-            if (!value || !close(*value, dy * derivative(activation, z)))
-              return false;
-          }
-          return true;
-        }))
-      return activation;
-  return std::nullopt;
+  return findActivation([&](Activation activation, double z) {
+    return llvm::all_of(
+        std::initializer_list<double>{0.37, -1.9}, [&](double dy) {
+          double args[3] = {0, 0, 0};
+          args[gradIndex] = dy;
+          args[1 - gradIndex] = z;
+          std::optional<double> value = evaluate(body, args);
+          return value && close(*value, dy * derivative(activation, z));
+        });
+  });
 }
 
 //===----------------------------------------------------------------------===//
 // Structural helpers
 //===----------------------------------------------------------------------===//
 
-bool isF32Matrix(Value value) {
+/// True if `value` is a statically shaped f32 tensor of rank `rank`.
+bool isStaticF32(Value value, int64_t rank) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && type.getRank() == 2 && type.hasStaticShape() &&
+  return type && type.getRank() == rank && type.hasStaticShape() &&
          type.getElementType().isF32();
 }
 
-bool isF32Vector(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && type.getRank() == 1 && type.hasStaticShape() &&
-         type.getElementType().isF32();
-}
+bool isF32Matrix(Value value) { return isStaticF32(value, 2); }
+bool isF32Vector(Value value) { return isStaticF32(value, 1); }
 
 /// True if `value` is available where `op` runs: defined in an enclosing
 /// block before `op` (or its ancestor there), or a block argument of one.
@@ -611,18 +612,21 @@ private:
     for (Value operand : {dy, pre, uses.input, uses.weight})
       if (operand && !isAvailableAt(operand, anchor))
         return failure();
-    for (Operation *op : replaced)
-      if (failed(
-              getDestinationAt(getZeroFillDestination(
-                                   cast<linalg::LinalgOp>(op).getDpsInits()[0]),
-                               anchor, /*rewriter=*/nullptr)))
+    // Where each gradient was written, checked before anything is created.
+    SmallVector<Value> inits;
+    for (Operation *op : replaced) {
+      inits.push_back(
+          getZeroFillDestination(cast<linalg::LinalgOp>(op).getDpsInits()[0]));
+      if (failed(getDestinationAt(inits.back(), anchor, /*rewriter=*/nullptr)))
         return failure();
+    }
 
     rewriter.setInsertionPoint(anchor);
-    auto destination = [&](linalg::LinalgOp op) -> Value {
-      return op ? *getDestinationAt(getZeroFillDestination(op.getDpsInits()[0]),
-                                    anchor, &rewriter)
-                : Value();
+    DenseMap<Operation *, Value> destinations;
+    for (auto [op, init] : llvm::zip(replaced, inits))
+      destinations[op] = *getDestinationAt(init, anchor, &rewriter);
+    auto destination = [&](linalg::LinalgOp op) {
+      return op ? destinations.lookup(op) : Value();
     };
     Value gradInput = destination(uses.gradInput),
           gradWeight = destination(uses.gradWeight),

@@ -426,8 +426,8 @@ def Zest_LinearOp : Zest_Op<"linear", [
     tensor per destination; after bufferization it writes its memref
     destinations and has no result. `zest-fuse-linear` creates it from
     linalg; `zest-matmul-to-blas` lowers it to `zest_linear_forward`
-    (OpenBLAS on blocks of rows, bias and activation applied to each block
-    while it is in cache).
+    (one OpenBLAS product starting from the broadcast bias, then one
+    vectorized activation pass).
 
     ```mlir
     %y, %pre = zest.linear gelu_tanh transpose_weight
