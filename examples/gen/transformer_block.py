@@ -11,6 +11,9 @@ forward and backward written out in linalg on tensors, MSE loss.
 
 Run `python3 examples/gen/transformer_block.py > examples/transformer_block_train.mlir`
 after changing it; test/Examples/generated-up-to-date.test checks the two agree.
+With --mlp-3d the MLP is written as PyTorch decomposes Linear on a [B, T, D]
+activation: products on the 2-D view, bias add, GELU and their backward on
+3-D tensors.
 """
 import argparse
 import math
@@ -129,12 +132,40 @@ def binop(op):
     return lambda a, b: ([f"%r = {op} {a}, {b} : f32"], "%r")
 
 
-def generate(batch, seq, dim, hidden, layers=1):
+def reshape(e, op, x, from_shape, to_shape):
+    """tensor.collapse_shape / expand_shape between [B*T, C] and [B, T, C]."""
+    v = e.fresh("rs")
+    size = f" output_shape [{', '.join(map(str, to_shape))}]" if op == "expand_shape" else ""
+    e.emit(f"{v} = tensor.{op} {x} [[0, 1], [2]]{size} : {e.ty(from_shape)} into {e.ty(to_shape)}")
+    return v
+
+
+def gelu(z):
+    return ([f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
+             "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
+             "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
+             "%t3 = arith.addf %t, %one : f32", f"%t4 = arith.mulf {z}, %half : f32",
+             "%r = arith.mulf %t4, %t3 : f32"], "%r")
+
+
+def gelu_backward(d, z):
+    return ([f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
+             "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
+             "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
+             "%tt = arith.mulf %t, %t : f32", "%sech2 = arith.subf %one, %tt : f32",
+             "%u0 = arith.mulf %z2, %gelu_3a : f32", "%u1 = arith.addf %u0, %one : f32",
+             "%u2 = arith.mulf %u1, %gelu_c : f32", f"%u3 = arith.mulf {z}, %half : f32",
+             "%u4 = arith.mulf %u3, %sech2 : f32", "%u5 = arith.mulf %u4, %u2 : f32",
+             "%v0 = arith.addf %t, %one : f32", "%v1 = arith.mulf %v0, %half : f32",
+             "%dg = arith.addf %v1, %u5 : f32", f"%r = arith.mulf {d}, %dg : f32"], "%r")
+
+
+def generate(batch, seq, dim, hidden, layers=1, mlp_3d=False):
     B, T, D, F = batch, seq, dim, hidden
     N = B * T
     e = Emitter()
     E = e.emit
-    nd, nf, btt, btd = [N, D], [N, F], [B, T, T], [B, T, D]
+    nd, nf, btt, btd, btf = [N, D], [N, F], [B, T, T], [B, T, D], [B, T, F]
     row = "affine_map<(d0, d1) -> (d0)>"
     col = "affine_map<(d0, d1) -> (d1)>"
     ident2 = "affine_map<(d0, d1) -> (d0, d1)>"
@@ -214,6 +245,7 @@ def generate(batch, seq, dim, hidden, layers=1):
     E(f"%loss_scale = arith.constant {1.0 / (N * D)!r} : f32")
     ident3 = "affine_map<(d0, d1, d2) -> (d0, d1, d2)>"
     red3 = "affine_map<(d0, d1, d2) -> (d0, d1)>"
+    last3 = "affine_map<(d0, d1, d2) -> (d2)>"
 
     def block_forward(pre, x):
         """Returns the block's output and what its backward needs."""
@@ -243,34 +275,34 @@ def generate(batch, seq, dim, hidden, layers=1):
         proj = linear(attn2, D, P("attn.proj.weight"), P("attn.proj.bias"), D)
         h = e.map([(x, nd), (proj, nd)], nd, binop("arith.addf"))
         a2, xhat2, rstd2 = layernorm(h, P("ln2.weight"), P("ln2.bias"))
-        f1 = linear(a2, D, P("mlp.fc1.weight"), P("mlp.fc1.bias"), F)
-        gelu = e.map([(f1, nf)], nf, lambda z: ([
-            f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
-            "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
-            "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
-            "%t3 = arith.addf %t, %one : f32", f"%t4 = arith.mulf {z}, %half : f32",
-            "%r = arith.mulf %t4, %t3 : f32"], "%r"))
-        f2 = linear(gelu, F, P("mlp.fc2.weight"), P("mlp.fc2.bias"), D)
+        if mlp_3d:
+            product = e.matmul(a2, nd, P("mlp.fc1.weight"), [F, D], False, True)
+            f1 = e.map([(reshape(e, "expand_shape", product, nf, btf), btf), (P("mlp.fc1.bias"), [F])],
+                       btf, binop("arith.addf"), [ident3, last3])
+            act = reshape(e, "collapse_shape", e.map([(f1, btf)], btf, gelu), btf, nf)
+        else:
+            f1 = linear(a2, D, P("mlp.fc1.weight"), P("mlp.fc1.bias"), F)
+            act = e.map([(f1, nf)], nf, gelu)
+        f2 = linear(act, F, P("mlp.fc2.weight"), P("mlp.fc2.bias"), D)
         out = e.map([(h, nd), (f2, nd)], nd, binop("arith.addf"))
         return out, dict(a1=a1, xhat1=xhat1, rstd1=rstd1, q=q, k=k, v=v, probs=probs,
-                         attn2=attn2, xhat2=xhat2, rstd2=rstd2, a2=a2, f1=f1, gelu=gelu)
+                         attn2=attn2, xhat2=xhat2, rstd2=rstd2, a2=a2, f1=f1, gelu=act)
 
     def block_backward(pre, saved, dout, need_dx):
         """Returns the block's gradients by parameter name and d(input)."""
         P = lambda name: p[f"{pre}.{name}"]
         S = saved
         dfc2_w, dfc2_b, dgelu = linear_backward(dout, S["gelu"], F, P("mlp.fc2.weight"), D)
-        df1 = e.map([(dgelu, nf), (S["f1"], nf)], nf, lambda d, z: ([
-            f"%z2 = arith.mulf {z}, {z} : f32", f"%z3 = arith.mulf %z2, {z} : f32",
-            "%t0 = arith.mulf %z3, %gelu_a : f32", f"%t1 = arith.addf {z}, %t0 : f32",
-            "%t2 = arith.mulf %t1, %gelu_c : f32", "%t = math.tanh %t2 : f32",
-            "%tt = arith.mulf %t, %t : f32", "%sech2 = arith.subf %one, %tt : f32",
-            "%u0 = arith.mulf %z2, %gelu_3a : f32", "%u1 = arith.addf %u0, %one : f32",
-            "%u2 = arith.mulf %u1, %gelu_c : f32", f"%u3 = arith.mulf {z}, %half : f32",
-            "%u4 = arith.mulf %u3, %sech2 : f32", "%u5 = arith.mulf %u4, %u2 : f32",
-            "%v0 = arith.addf %t, %one : f32", "%v1 = arith.mulf %v0, %half : f32",
-            "%dg = arith.addf %v1, %u5 : f32", f"%r = arith.mulf {d}, %dg : f32"], "%r"))
-        dfc1_w, dfc1_b, da2 = linear_backward(df1, S["a2"], D, P("mlp.fc1.weight"), F)
+        if mlp_3d:
+            df1_3d = e.map([(reshape(e, "expand_shape", dgelu, nf, btf), btf), (S["f1"], btf)],
+                           btf, gelu_backward)
+            df1 = reshape(e, "collapse_shape", df1_3d, btf, nf)
+            dfc1_w = e.matmul(df1, nf, S["a2"], nd, True, False)
+            dfc1_b = e.reduce(df1_3d, btf, [0, 1])
+            da2 = e.matmul(df1, nf, P("mlp.fc1.weight"), [F, D], False, False)
+        else:
+            df1 = e.map([(dgelu, nf), (S["f1"], nf)], nf, gelu_backward)
+            dfc1_w, dfc1_b, da2 = linear_backward(df1, S["a2"], D, P("mlp.fc1.weight"), F)
         dln2_w, dln2_b, dh_ln = layernorm_backward(da2, S["xhat2"], S["rstd2"], P("ln2.weight"))
         dh = e.map([(dout, nd), (dh_ln, nd)], nd, binop("arith.addf"))
         dproj_w, dproj_b, dattn2 = linear_backward(dh, S["attn2"], D, P("attn.proj.weight"), D)
@@ -370,5 +402,7 @@ if __name__ == "__main__":
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--layers", type=int, default=1,
                         help="blocks stacked (parameters layers.<i>.*; 1: block.*)")
+    parser.add_argument("--mlp-3d", action="store_true",
+                        help="MLP bias add, GELU and their backward on [B, T, F] tensors")
     args = parser.parse_args()
-    print(generate(args.batch, args.seq, args.dim, args.hidden, args.layers), end="")
+    print(generate(args.batch, args.seq, args.dim, args.hidden, args.layers, args.mlp_3d), end="")

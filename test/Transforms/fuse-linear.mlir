@@ -424,3 +424,181 @@ func.func @overlapping_slices(%g: tensor<4x6xf32>, %x: tensor<4x8xf32>) -> tenso
   %f2 = tensor.insert_slice %db into %f1[44] [6] [1] : tensor<6xf32> into tensor<54xf32>
   return %f2 : tensor<54xf32>
 }
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id3 = affine_map<(b, s, d) -> (b, s, d)>
+#last = affine_map<(b, s, d) -> (d)>
+
+// PyTorch's decomposition of Linear on a [B, S, K] activation: a 2-D product
+// between reshapes, with the bias add and the activation on the 3-D view.
+// The 3-D ops are flattened to rows and the whole layer fuses.
+// CHECK-LABEL: func.func @linear_3d_between_reshapes(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<2x3x16xf32>, %[[W:[^:]*]]: tensor<32x16xf32>, %[[B:[^:]*]]: tensor<32xf32>
+// CHECK: %[[X2:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]]
+// CHECK: %[[Y:.*]] = zest.linear silu transpose_weight ins(%[[X2]], %[[W]], %[[B]] : tensor<6x16xf32>, tensor<32x16xf32>, tensor<32xf32>)
+// CHECK: %[[Y3:.*]] = tensor.expand_shape %[[Y]] {{\[}}[0, 1], [2]] output_shape [2, 3, 32]
+// CHECK-NOT: linalg.
+// CHECK: return %[[Y3]]
+func.func @linear_3d_between_reshapes(%x: tensor<2x3x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>) -> tensor<2x3x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %x2 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x3x16xf32> into tensor<6x16xf32>
+  %e = tensor.empty() : tensor<6x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<6x32xf32>) -> tensor<6x32xf32>
+  %mm = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x2, %w : tensor<6x16xf32>, tensor<32x16xf32>) outs(%z : tensor<6x32xf32>) -> tensor<6x32xf32>
+  %mm3 = tensor.expand_shape %mm [[0, 1], [2]] output_shape [2, 3, 32] : tensor<6x32xf32> into tensor<2x3x32xf32>
+  %e1 = tensor.empty() : tensor<2x3x32xf32>
+  %pre = linalg.generic {indexing_maps = [#id3, #last, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%mm3, %b : tensor<2x3x32xf32>, tensor<32xf32>) outs(%e1 : tensor<2x3x32xf32>) {
+  ^bb0(%v: f32, %bv: f32, %o: f32):
+    %s = arith.addf %v, %bv : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x32xf32>
+  %e2 = tensor.empty() : tensor<2x3x32xf32>
+  %y = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%pre : tensor<2x3x32xf32>) outs(%e2 : tensor<2x3x32xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = arith.negf %v : f32
+    %ex = math.exp %n : f32
+    %d = arith.addf %ex, %one : f32
+    %r = arith.divf %v, %d : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x32xf32>
+  return %y : tensor<2x3x32xf32>
+}
+
+// -----
+
+#bsk = affine_map<(b, s, n, k) -> (b, s, k)>
+#nk4 = affine_map<(b, s, n, k) -> (n, k)>
+#bsn = affine_map<(b, s, n, k) -> (b, s, n)>
+#id3 = affine_map<(b, s, d) -> (b, s, d)>
+#bkn = affine_map<(b, k, n) -> (b, k, n)>
+#kn3 = affine_map<(b, k, n) -> (k, n)>
+
+// A product over loops (b, s, n, k) with a 2-D weight, the bias broadcast
+// into its destination, and ReLU; and torch-mlir's matmul of a 3-D input
+// with a 2-D weight, a batch matmul with the weight broadcast over B: the
+// broadcast is folded (no B copies of W) and both become rows.
+// CHECK-LABEL: func.func @linear_3d_products(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<2x3x16xf32>, %[[W:[^:]*]]: tensor<32x16xf32>, %[[B:[^:]*]]: tensor<32xf32>, %[[V:[^:]*]]: tensor<16x8xf32>, %[[C:[^:]*]]: tensor<8xf32>
+// CHECK: %[[X2:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]]
+// CHECK: %[[Y:.*]] = zest.linear relu transpose_weight ins(%[[X2]], %[[W]], %[[B]] : tensor<6x16xf32>, tensor<32x16xf32>, tensor<32xf32>)
+// CHECK: %[[X2B:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]]
+// CHECK: %[[U:.*]] = zest.linear none ins(%[[X2B]], %[[V]], %[[C]] : tensor<6x16xf32>, tensor<16x8xf32>, tensor<8xf32>)
+// CHECK-NOT: linalg.
+// CHECK: return
+func.func @linear_3d_products(%x: tensor<2x3x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>, %v: tensor<16x8xf32>, %c: tensor<8xf32>) -> (tensor<2x3x32xf32>, tensor<2x3x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3x32xf32>
+  %bb = linalg.broadcast ins(%b : tensor<32xf32>) outs(%e : tensor<2x3x32xf32>) dimensions = [0, 1]
+  %pre = linalg.generic {indexing_maps = [#bsk, #nk4, #bsn], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<2x3x16xf32>, tensor<32x16xf32>) outs(%bb : tensor<2x3x32xf32>) {
+  ^bb0(%a: f32, %m: f32, %acc: f32):
+    %p = arith.mulf %a, %m : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x32xf32>
+  %e2 = tensor.empty() : tensor<2x3x32xf32>
+  %y = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%pre : tensor<2x3x32xf32>) outs(%e2 : tensor<2x3x32xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x32xf32>
+  %ev = tensor.empty() : tensor<2x16x8xf32>
+  %vb = linalg.generic {indexing_maps = [#kn3, #bkn], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%v : tensor<16x8xf32>) outs(%ev : tensor<2x16x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<2x16x8xf32>
+  %eu = tensor.empty() : tensor<2x3x8xf32>
+  %zu = linalg.fill ins(%zero : f32) outs(%eu : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %mu = linalg.batch_matmul ins(%x, %vb : tensor<2x3x16xf32>, tensor<2x16x8xf32>) outs(%zu : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %e3 = tensor.empty() : tensor<2x3x8xf32>
+  %u = linalg.generic {indexing_maps = [#id3, affine_map<(b, s, d) -> (d)>, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%mu, %c : tensor<2x3x8xf32>, tensor<8xf32>) outs(%e3 : tensor<2x3x8xf32>) {
+  ^bb0(%a: f32, %cv: f32, %o: f32):
+    %s = arith.addf %a, %cv : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x8xf32>
+  return %y, %u : tensor<2x3x32xf32>, tensor<2x3x8xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id3 = affine_map<(b, s, d) -> (b, s, d)>
+#last = affine_map<(b, s, d) -> (d)>
+
+// The backward of a Linear + ReLU over [B, S, D]: the activation backward
+// and the bias gradient (a sum over b and s) on 3-D tensors, the products
+// on the 2-D view of g. All of it becomes one op over rows.
+// CHECK-LABEL: func.func @backward_3d(
+// CHECK-SAME: %[[DY:[^:]*]]: tensor<2x3x6xf32>, %[[PRE:[^:]*]]: tensor<2x3x6xf32>, %[[X:[^:]*]]: tensor<6x8xf32>, %[[W:[^:]*]]: tensor<6x8xf32>
+// CHECK-DAG: %[[DY2:.*]] = tensor.collapse_shape %[[DY]] {{\[}}[0, 1], [2]]
+// CHECK-DAG: %[[PRE2:.*]] = tensor.collapse_shape %[[PRE]] {{\[}}[0, 1], [2]]
+// CHECK: %[[G:.*]]:3 = zest.linear_backward relu transpose_weight transpose_grad_weight grad_output(%[[DY2]] : tensor<6x6xf32>) preactivation(%[[PRE2]] : tensor<6x6xf32>) input(%[[X]] : tensor<6x8xf32>) weight(%[[W]] : tensor<6x8xf32>)
+// CHECK-NOT: linalg.
+// CHECK: return %[[G]]#0, %[[G]]#1, %[[G]]#2
+func.func @backward_3d(%dy: tensor<2x3x6xf32>, %pre: tensor<2x3x6xf32>, %x: tensor<6x8xf32>, %w: tensor<6x8xf32>) -> (tensor<6x8xf32>, tensor<6x8xf32>, tensor<6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3x6xf32>
+  %g = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dy, %pre : tensor<2x3x6xf32>, tensor<2x3x6xf32>) outs(%e : tensor<2x3x6xf32>) {
+  ^bb0(%d: f32, %z: f32, %o: f32):
+    %c = arith.cmpf ogt, %z, %zero : f32
+    %r = arith.select %c, %d, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x6xf32>
+  %g2 = tensor.collapse_shape %g [[0, 1], [2]] : tensor<2x3x6xf32> into tensor<6x6xf32>
+  %ew = tensor.empty() : tensor<6x8xf32>
+  %zw = linalg.fill ins(%zero : f32) outs(%ew : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dw = linalg.matmul indexing_maps = [#km, #kn, #mn] ins(%g2, %x : tensor<6x6xf32>, tensor<6x8xf32>) outs(%zw : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %eb = tensor.empty() : tensor<6xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%eb : tensor<6xf32>) -> tensor<6xf32>
+  %db = linalg.generic {indexing_maps = [#id3, #last], iterator_types = ["reduction", "reduction", "parallel"]}
+      ins(%g : tensor<2x3x6xf32>) outs(%zb : tensor<6xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<6xf32>
+  %ex = tensor.empty() : tensor<6x8xf32>
+  %zx = linalg.fill ins(%zero : f32) outs(%ex : tensor<6x8xf32>) -> tensor<6x8xf32>
+  %dx = linalg.matmul ins(%g2, %w : tensor<6x6xf32>, tensor<6x8xf32>) outs(%zx : tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %dx, %dw, %db : tensor<6x8xf32>, tensor<6x8xf32>, tensor<6xf32>
+}
+
+// -----
+
+#id3 = affine_map<(b, s, d) -> (b, s, d)>
+
+// Attention scores: a batch matmul whose operands are both batched is not
+// a linear layer, and 3-D ops away from 2-D code keep their shapes.
+// CHECK-LABEL: func.func @batched_not_linear(
+// CHECK: linalg.batch_matmul
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel"]
+// CHECK-NOT: zest.linear
+// CHECK-NOT: collapse_shape
+func.func @batched_not_linear(%q: tensor<2x4x8xf32>, %k: tensor<2x8x4xf32>) -> tensor<2x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %s = linalg.batch_matmul ins(%q, %k : tensor<2x4x8xf32>, tensor<2x8x4xf32>) outs(%z : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %e2 = tensor.empty() : tensor<2x4x4xf32>
+  %r = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%s : tensor<2x4x4xf32>) outs(%e2 : tensor<2x4x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x4xf32>
+  return %r : tensor<2x4x4xf32>
+}

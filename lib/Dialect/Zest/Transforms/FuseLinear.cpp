@@ -17,6 +17,7 @@
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -646,6 +647,12 @@ private:
 
 struct FuseLinearPass : public zest::impl::FuseLinearPassBase<FuseLinearPass> {
   void runOnOperation() override {
+    // Layers over N-D activations become matrix code first, so that the
+    // linear patterns below see every layer in one form.
+    RewritePatternSet flatten(&getContext());
+    populateFlattenRowsPatterns(flatten);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(flatten))))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLinearForward, FuseLinearBackward>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -324,11 +324,20 @@ def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
     are recognized by evaluating the elementwise body in double on sample
     points, so every spelling of the same function matches and a near miss
     (another constant, a leaky ReLU, a different function) does not. A
-    product with neither bias nor activation, a bf16 or dynamic layer,
-    chains whose values are read in between, and 3-D activations are left
-    to the unfused lowering.
+    product with neither bias nor activation, a bf16 or dynamic layer, and
+    chains whose values are read in between are left to the unfused
+    lowering.
+
+    Layers over N-D activations (`[B, S, D]`) are first brought to
+    matrices: adjacent row loops that every operand reads contiguously are
+    merged (`tensor.collapse_shape` / `tensor.expand_shape`, views after
+    bufferization) in products over loops `(b, s, n, k)` and in elementwise
+    ops and reductions that read or feed reshaped 2-D values; a batched
+    product with a broadcast weight (torch-mlir's `x[B,S,K] @ W[K,N]`)
+    reads the weight directly instead of B copies of it.
   }];
   let dependentDialects = ["::mlir::zest::ZestDialect",
+                           "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -1,0 +1,17 @@
+//===- Transforms.h - Zest rewrite pattern sets -----------------*- C++ -*-===//
+
+#ifndef ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
+#define ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::zest {
+
+/// Patterns that bring linear layers over N-D activations to matrices:
+/// batched products read a broadcast weight directly, and the row loops of
+/// products, elementwise ops and reductions next to 2-D code are merged.
+void populateFlattenRowsPatterns(RewritePatternSet &patterns);
+
+} // namespace mlir::zest
+
+#endif // ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H

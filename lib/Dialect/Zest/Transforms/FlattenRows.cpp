@@ -1,0 +1,250 @@
+//===- FlattenRows.cpp - Linear layers over N-D activations as matrices ---===//
+//
+// A linear layer applied to a [B, S, D] activation is a matrix product over
+// B*S rows. Importers spell it in several ways: a 2-D product between
+// reshapes with the bias add and activation left on the 3-D view (PyTorch's
+// own decomposition), a batch matmul with the weight broadcast over B
+// (torch-mlir's matmul), or a generic over loops (b, s, n, k). These
+// patterns bring all of them to 2-D so that the linear patterns see one
+// form: row loops that every operand reads contiguously are merged
+// (collapse_shape / expand_shape are views after bufferization), and a
+// broadcast weight is read through the product's indexing map instead of
+// being materialized B times.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// True if `op` is a pure tensor op on static f32 tensors whose indexing
+/// maps are projected permutations.
+bool isStaticF32TensorOp(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics())
+    return false;
+  for (Value operand : op->getOperands()) {
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+      return false;
+  }
+  return llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+    return map.isProjectedPermutation();
+  });
+}
+
+/// The tensor `value` broadcasts (a `linalg.broadcast`, or a generic that
+/// only copies its input into a larger identity-mapped output), with the
+/// map from the broadcast's loops to that tensor; used only once.
+std::optional<std::pair<Value, AffineMap>> matchBroadcast(Value value) {
+  auto op = value.getDefiningOp<linalg::LinalgOp>();
+  if (!op || !value.hasOneUse() || op.getNumDpsInputs() != 1 ||
+      op.getNumDpsInits() != 1 || !isStaticF32TensorOp(op) ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
+    return std::nullopt;
+  if (!isa<linalg::BroadcastOp>(op)) {
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (!generic)
+      return std::nullopt;
+    Block &body = generic.getRegion().front();
+    if (body.getOperations().size() != 1 ||
+        body.getTerminator()->getOperand(0) != body.getArgument(0))
+      return std::nullopt;
+  }
+  OpOperand *input = op.getDpsInputOperand(0);
+  return std::make_pair(input->get(), op.getMatchingIndexingMap(input));
+}
+
+/// A batched product with a broadcast operand, `x[b] * broadcast(W)`,
+/// becomes a generic product that reads `W` directly: one weight, not B
+/// copies of it.
+struct FoldBroadcastIntoProduct
+    : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp product,
+                                PatternRewriter &rewriter) const override {
+    std::optional<unsigned> batchDims = getGemmBatchDims(product);
+    if (!batchDims || *batchDims != 1 || !getGemmLayout(product, 1) ||
+        !isStaticF32TensorOp(product))
+      return rewriter.notifyMatchFailure(product, "not a batched f32 product");
+    SmallVector<Value> inputs = product.getDpsInputs();
+    SmallVector<AffineMap> maps = product.getIndexingMapsArray();
+    bool folded = false;
+    for (unsigned i = 0; i < 2; ++i) {
+      std::optional<std::pair<Value, AffineMap>> broadcast =
+          matchBroadcast(inputs[i]);
+      if (!broadcast)
+        continue;
+      // The broadcast's output map is the identity: its input map composed
+      // with the product's map reads the source from the product's loops.
+      inputs[i] = broadcast->first;
+      maps[i] = broadcast->second.compose(maps[i]);
+      folded = true;
+    }
+    if (!folded)
+      return rewriter.notifyMatchFailure(product, "no broadcast operand");
+    auto generic = linalg::GenericOp::create(
+        rewriter, product.getLoc(), product->getResultTypes(), inputs,
+        product.getDpsInits(), maps, product.getIteratorTypesArray(),
+        [](OpBuilder &b, Location loc, ValueRange args) {
+          Value mul = arith::MulFOp::create(b, loc, args[0], args[1]);
+          Value add = arith::AddFOp::create(b, loc, args[2], mul);
+          linalg::YieldOp::create(b, loc, add);
+        });
+    rewriter.replaceOp(product, generic->getResults());
+    return success();
+  }
+};
+
+/// True if `op` already meets 2-D code: an input is a reshaped value or a
+/// result is reshaped. Only such ops (and batched products) are flattened,
+/// so the rest of the program keeps its shapes.
+bool touchesReshape(linalg::LinalgOp op) {
+  for (Value input : op.getDpsInputs())
+    if (input.getDefiningOp<tensor::ExpandShapeOp>())
+      return true;
+  for (Value result : op->getResults())
+    for (Operation *user : result.getUsers())
+      if (isa<tensor::CollapseShapeOp>(user))
+        return true;
+  return false;
+}
+
+/// Merges runs of adjacent loops of the same kind that every operand reads
+/// contiguously (the rows of a [B, S, D] activation), keeping the loop of
+/// the output's last dimension apart so an elementwise op stays a matrix.
+/// Reductions (`linalg.reduce`) are generalized first: a bias gradient is
+/// a sum over b and s.
+struct FlattenRows : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp linalgOp,
+                                PatternRewriter &rewriter) const override {
+    if (!isa<linalg::GenericOp, linalg::ReduceOp>(linalgOp))
+      return rewriter.notifyMatchFailure(linalgOp, "not a generic or reduce");
+    unsigned loops = linalgOp.getNumLoops();
+    std::optional<unsigned> batchDims = getGemmBatchDims(linalgOp);
+    bool product =
+        batchDims && *batchDims == 1 && isa<linalg::GenericOp>(linalgOp);
+    if (loops < 3 || linalgOp.getNumDpsInits() != 1 ||
+        !isStaticF32TensorOp(linalgOp) ||
+        !(product || touchesReshape(linalgOp)))
+      return rewriter.notifyMatchFailure(linalgOp,
+                                         "not an N-D op next to 2-D code");
+    AffineMap outputMap =
+        linalgOp.getMatchingIndexingMap(linalgOp.getDpsInitOperand(0));
+    std::optional<unsigned> columnLoop;
+    if (outputMap.getNumResults() > 0)
+      columnLoop = outputMap.getDimPosition(outputMap.getNumResults() - 1);
+    SmallVector<AffineMap> maps = linalgOp.getIndexingMapsArray();
+    SmallVector<utils::IteratorType> iterators =
+        linalgOp.getIteratorTypesArray();
+    SmallVector<ReassociationIndices> groups;
+    for (unsigned first = 0; first < loops;) {
+      ReassociationIndices group = {first};
+      for (unsigned next = first + 1;
+           next < loops && next != columnLoop && first != columnLoop &&
+           iterators[next] == iterators[first];
+           ++next) {
+        ReassociationIndices longer = group;
+        longer.push_back(next);
+        if (!linalg::areDimSequencesPreserved(maps, longer))
+          break;
+        group = std::move(longer);
+      }
+      first += group.size();
+      if (group.size() > 1)
+        groups.push_back(std::move(group));
+    }
+    if (groups.empty())
+      return rewriter.notifyMatchFailure(linalgOp, "no rows to merge");
+    auto op = dyn_cast<linalg::GenericOp>(linalgOp.getOperation());
+    if (!op) {
+      FailureOr<linalg::GenericOp> generic =
+          linalg::generalizeNamedOp(rewriter, linalgOp);
+      if (failed(generic))
+        return rewriter.notifyMatchFailure(linalgOp, "cannot generalize");
+      op = *generic;
+    }
+    // The generic form is already a rewrite: collapsing cannot fail for
+    // the groups checked above, and if it did the op would stay valid.
+    FailureOr<linalg::CollapseResult> collapsed =
+        linalg::collapseOpIterationDims(op, groups, rewriter);
+    if (succeeded(collapsed))
+      rewriter.replaceOp(op, collapsed->results);
+    else if (op == linalgOp.getOperation())
+      return rewriter.notifyMatchFailure(op, "could not collapse loops");
+    return success();
+  }
+};
+
+/// collapse_shape(broadcast(v)) -> broadcast(v') when every merged group
+/// is made only of broadcast dimensions or only of `v`'s: a bias broadcast
+/// over [B, S, N] becomes one over [B*S, N].
+struct CollapseBroadcast : public OpRewritePattern<tensor::CollapseShapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::CollapseShapeOp collapse,
+                                PatternRewriter &rewriter) const override {
+    auto broadcast = collapse.getSrc().getDefiningOp<linalg::BroadcastOp>();
+    if (!broadcast || !broadcast->hasOneUse() ||
+        !broadcast.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(collapse, "not a broadcast");
+    ArrayRef<int64_t> dims = broadcast.getDimensions();
+    SmallVector<int64_t> newDims;
+    // The input's dimensions merge as the output's non-broadcast ones do.
+    SmallVector<ReassociationIndices> inputGroups;
+    int64_t inputDim = 0;
+    for (auto [index, group] :
+         llvm::enumerate(collapse.getReassociationIndices())) {
+      unsigned broadcastDims = llvm::count_if(
+          group, [&](int64_t dim) { return llvm::is_contained(dims, dim); });
+      if (broadcastDims == group.size()) {
+        newDims.push_back(index);
+        continue;
+      }
+      if (broadcastDims != 0)
+        return rewriter.notifyMatchFailure(collapse, "mixed group");
+      ReassociationIndices inputGroup;
+      for (size_t i = 0; i < group.size(); ++i)
+        inputGroup.push_back(inputDim++);
+      inputGroups.push_back(std::move(inputGroup));
+    }
+    Location loc = collapse.getLoc();
+    Value input = broadcast.getInput();
+    if (llvm::any_of(inputGroups, [](auto &g) { return g.size() > 1; }))
+      input =
+          tensor::CollapseShapeOp::create(rewriter, loc, input, inputGroups);
+    Value init = tensor::CollapseShapeOp::create(
+        rewriter, loc, broadcast.getInit(), collapse.getReassociationIndices());
+    rewriter.replaceOpWithNewOp<linalg::BroadcastOp>(collapse, input, init,
+                                                     newDims);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::zest::populateFlattenRowsPatterns(RewritePatternSet &patterns) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<FoldBroadcastIntoProduct, FlattenRows, CollapseBroadcast>(ctx);
+  // collapse(expand(x)) -> x, and reshapes of fills and empties, so the
+  // flattened ops meet the 2-D values they came from.
+  tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, ctx);
+  tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, ctx);
+  tensor::EmptyOp::getCanonicalizationPatterns(patterns, ctx);
+  tensor::populateFoldTensorEmptyPatterns(patterns);
+  linalg::FillOp::getCanonicalizationPatterns(patterns, ctx);
+}
