@@ -39,6 +39,10 @@ static constexpr const char *kLoweringHead = "zest-lower-optimizer,"
 // Linear layers are recognized before their activations are approximated
 // (a polynomial tanh is not recognizable) and before bufferization.
 static constexpr const char *kFuseLinear = "zest-fuse-linear,";
+// After the linear layers (which want their activations apart) and before
+// the optimizer is lowered (its in-place update stays one op).
+static constexpr const char *kFuseElementwise =
+    "func.func(zest-fuse-elementwise),";
 static constexpr const char *kLoweringPipeline =
     "func.func(zest-decompose-aggregates),"
     // bf16 (and f16) arithmetic and math run in f32, rounded back after each
@@ -100,6 +104,8 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
 void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
                                        const CompileOptions &options) {
   std::string pipeline = options.fuseLinear ? kFuseLinear : "";
+  if (options.fuseElementwise)
+    pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
   pipeline += kLoweringPipeline;
   if (failed(parsePassPipeline(pipeline, pm)))

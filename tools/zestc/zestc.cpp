@@ -83,6 +83,11 @@ static cl::opt<bool> fuseLinear(
              "backward) into OpenBLAS calls with fused epilogues "
              "(default true; --fuse-linear=false keeps them apart)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> fuseElementwise(
+    "fuse-elementwise",
+    cl::desc("Fuse elementwise ops into the loop nests that read them "
+             "(default true; --fuse-elementwise=false keeps them apart)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -166,6 +171,7 @@ int main(int argc, char **argv) {
   options.emit = emit;
   options.optLevel = optLevel;
   options.fuseLinear = fuseLinear;
+  options.fuseElementwise = fuseElementwise;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;

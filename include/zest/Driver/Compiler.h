@@ -34,6 +34,8 @@ struct CompileOptions {
   int optLevel = 2;
   /// Rewrite linear layers into fused linear ops (zest-fuse-linear).
   bool fuseLinear = true;
+  /// Fuse elementwise producers into their consumers (zest-fuse-elementwise).
+  bool fuseElementwise = true;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };

@@ -341,6 +341,26 @@ def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FuseElementwisePass
+    : Pass<"zest-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Fuses elementwise producers into their linalg consumers";
+  let description = [{
+    On linalg-on-tensors, an elementwise `linalg.generic` (all loops
+    parallel) whose results are read only by one other `linalg.generic` is
+    fused into it: one loop nest, one pass over memory, no temporary tensor.
+    Chains fuse transitively (a layer norm's centering, squaring and sum
+    become one reduction; a GELU backward's inputs one elementwise op).
+
+    Left apart, so that each op keeps the form its own lowering needs:
+    matrix products (they go to BLAS), producers read by anything else
+    (fusing would compute them twice), and producers a consumer reads
+    through a broadcast (each producer element would be recomputed once per
+    consumer iteration that reads it). Runs after `zest-fuse-linear`, which
+    wants activations as separate ops, and before the optimizer is lowered.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def ReassociateReductionsPass
     : Pass<"zest-reassociate-reductions", "::mlir::func::FuncOp"> {
   let summary = "Marks float sum reductions reassociable so they vectorize";

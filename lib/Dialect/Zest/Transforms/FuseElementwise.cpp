@@ -1,0 +1,103 @@
+//===- FuseElementwise.cpp - Elementwise producers into consumers ---------===//
+//
+// Each linalg op becomes its own loop nest and full pass over memory; a chain
+// of elementwise ops writes and re-reads a temporary per link. Upstream's
+// elementwise fusion does the rewrite; this pass decides where it pays off
+// for Zest: never into a matrix product (BLAS needs the plain product), never
+// duplicating a producer's work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_FUSEELEMENTWISEPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// True if fusing the producer of `operand` into its consumer saves a pass
+/// without costing work: an elementwise generic whose results only the
+/// consumer reads, through this operand, each element once, into a consumer
+/// that is not a matrix product.
+bool isProfitable(OpOperand &operand) {
+  auto consumer = cast<linalg::LinalgOp>(operand.getOwner());
+  auto producer = operand.get().getDefiningOp<linalg::GenericOp>();
+  if (!producer || getGemmBatchDims(consumer) ||
+      producer.getNumParallelLoops() != producer.getNumLoops())
+    return false;
+  for (Value result : producer->getResults())
+    for (OpOperand &use : result.getUses())
+      if (&use != &operand)
+        return false;
+  // A broadcasting read would recompute each element many times.
+  return consumer.getMatchingIndexingMap(&operand).isPermutation();
+}
+
+struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (OpOperand &operand : consumer->getOpOperands()) {
+      if (!linalg::areElementwiseOpsFusable(&operand) || !isProfitable(operand))
+        continue;
+      Operation *producer = operand.get().getDefiningOp();
+      FailureOr<linalg::ElementwiseOpFusionResult> fused =
+          linalg::fuseElementwiseOps(rewriter, &operand);
+      if (failed(fused))
+        continue;
+      // Only the consumer read the producer: its results are replaced with
+      // the consumer's, and the producer is dead.
+      for (auto [original, replacement] : fused->replacements)
+        if (original.getDefiningOp() != producer)
+          rewriter.replaceAllUsesWith(original, replacement);
+      rewriter.eraseOp(consumer);
+      rewriter.eraseOp(producer);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(consumer, "no producer to fuse");
+  }
+};
+
+/// A `linalg.reduce` fed by a fusable producer becomes a generic, which the
+/// pattern above then fuses: a sum of squares reads its input once.
+struct GeneralizeReduceWithProducer
+    : public OpRewritePattern<linalg::ReduceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::ReduceOp reduce,
+                                PatternRewriter &rewriter) const override {
+    if (!reduce.hasPureTensorSemantics() ||
+        llvm::none_of(reduce.getDpsInputOperands(),
+                      [](OpOperand *input) { return isProfitable(*input); }))
+      return rewriter.notifyMatchFailure(reduce, "no producer to fuse");
+    if (failed(linalg::generalizeNamedOp(
+            rewriter, cast<linalg::LinalgOp>(reduce.getOperation()))))
+      return rewriter.notifyMatchFailure(reduce, "cannot generalize");
+    return success();
+  }
+};
+
+struct FuseElementwisePass
+    : public zest::impl::FuseElementwisePassBase<FuseElementwisePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseElementwiseProducer, GeneralizeReduceWithProducer>(
+        &getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

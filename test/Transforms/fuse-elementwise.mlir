@@ -1,0 +1,148 @@
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-fuse-elementwise))' | FileCheck %s
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// A chain of elementwise ops becomes one loop nest; the temporaries are gone.
+// CHECK-LABEL: func.func @chain(
+// CHECK-SAME: %[[A:[^:]*]]: tensor<4x8xf32>, %[[B:[^:]*]]: tensor<4x8xf32>
+// CHECK: %[[R:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[A]], %[[B]], %[[B]] : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: arith.subf
+// CHECK: arith.mulf
+// CHECK: math.exp
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @chain(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e0 = tensor.empty() : tensor<4x8xf32>
+  %d = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e0 : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.subf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %m = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%d, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e1 : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    linalg.yield %p : f32
+  } -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m : tensor<4x8xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %x2 = math.exp %x : f32
+    linalg.yield %x2 : f32
+  } -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// A sum of squares (a layer norm's variance): the named reduction becomes a
+// generic that squares as it sums; the squares are never stored.
+// CHECK-LABEL: func.func @sum_of_squares(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>
+// CHECK: %[[R:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%[[X]], %[[X]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK-NOT: linalg.reduce
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @sum_of_squares(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %r = linalg.reduce ins(%sq : tensor<4x8xf32>) outs(%z : tensor<4xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// Left apart: a producer something else also reads (it would be computed
+// twice), a producer read through a broadcast (recomputed per column), a
+// producer read twice by one consumer, and a matrix product (BLAS).
+// CHECK-LABEL: func.func @left_apart(
+// CHECK-COUNT-8: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  // Read by two ops.
+  %shared = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = math.exp %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %u1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%shared : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.negf %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  // Read through a broadcast.
+  %ev = tensor.empty() : tensor<4xf32>
+  %rs = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%v : tensor<4xf32>) outs(%ev : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = math.rsqrt %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %u2 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %rs : tensor<4x8xf32>, tensor<4xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %s: f32, %o: f32):
+    %r = arith.mulf %x, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  // Read twice by one consumer.
+  %tw = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = math.tanh %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %u3 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%tw, %tw : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %r = arith.mulf %x, %y : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  // Into a product.
+  %sc = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.negf %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %mm = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%sc, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%a : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %shared, %u1, %u2, %u3, %mm : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
