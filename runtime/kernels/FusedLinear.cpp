@@ -3,12 +3,12 @@
 // A linear layer as one product and one vectorized pass over its output:
 // OpenBLAS computes a block of rows starting from the broadcast bias, then
 // the activation is applied to that block in a single pass (DeepSpeed's
-// fused linear; Inductor's GEMM epilogues do the same inside the GEMM). OpenBLAS packs the weight again
-// for every call, so blocks are large: cache-sized blocks (64 Ki elements)
-// measured 10-25% slower than one product plus one pass on layer-sized
-// outputs; only outputs beyond a few MiB are split.
-// The backward forms g = dy * act'(pre) once, summing the bias gradient in
-// the same pass, and runs the input and weight gradients as two products.
+// fused linear; Inductor's GEMM epilogues do the same inside the GEMM).
+// OpenBLAS packs the weight again for every call, so blocks are large:
+// cache-sized blocks (64 Ki elements) measured 10-25% slower than one product
+// plus one pass on layer-sized outputs; only outputs beyond a few MiB are
+// split. The backward forms g = dy * act'(pre) once, summing the bias gradient
+// in the same pass, and runs the input and weight gradients as two products.
 //
 //===----------------------------------------------------------------------===//
 
@@ -162,6 +162,49 @@ addRow(const float *row, float *sum, int64_t n) {
     sum[j] += row[j];
 }
 
+/// bf16 (bit patterns) to f32: exact.
+ZEST_ALWAYS_INLINE float widen(uint16_t value) {
+  uint32_t bits = uint32_t(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
+/// f32 to bf16, rounding to nearest even as arith.truncf and PyTorch do; a
+/// NaN stays a (quiet) NaN.
+ZEST_ALWAYS_INLINE uint16_t narrow(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+/// A [rows, cols] bf16 matrix with leading dimension `ld` as a dense f32
+/// one.
+std::vector<float> widenMatrix(const uint16_t *src, int64_t rows, int64_t cols,
+                               int64_t ld) {
+  std::vector<float> dense(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      dense[i * cols + j] = widen(src[i * ld + j]);
+  return dense;
+}
+
+void narrowMatrix(const float *dense, int64_t rows, int64_t cols, uint16_t *dst,
+                  int64_t ld) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      dst[i * ld + j] = narrow(dense[i * cols + j]);
+}
+
+/// Rounds each value to the nearest bf16: what storing it would keep.
+void roundToBF16(std::vector<float> &values) {
+  for (float &v : values)
+    v = widen(narrow(v));
+}
+
 } // namespace
 
 extern "C" void zest_linear_backward(
@@ -230,4 +273,74 @@ extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
     for (int64_t i = 0; i < count; ++i)
       activateRow(activation, block + i * ldproduct, y + (row + i) * ldy, n);
   }
+}
+
+// bf16 storage: f32 products and epilogues on widened copies, each stored
+// tensor rounded once. A stored intermediate (the pre-activation forward, g
+// backward) is rounded before it is used, as when PyTorch materializes it in
+// bf16 between its kernels.
+
+extern "C" void
+zest_linear_forward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                         int64_t ldx, const uint16_t *w, int64_t ldw,
+                         int32_t w_transposed, const uint16_t *bias,
+                         int32_t activation, uint16_t *pre, int64_t ldpre,
+                         uint16_t *y, int64_t ldy) {
+  int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
+  std::vector<float> x32 = widenMatrix(x, m, k, ldx),
+                     w32 = widenMatrix(w, wRows, wCols, ldw),
+                     bias32 = bias ? widenMatrix(bias, 1, n, n)
+                                   : std::vector<float>(),
+                     out(m * n);
+  zest_linear_forward(m, n, k, x32.data(), k, w32.data(), wCols, w_transposed,
+                      bias ? bias32.data() : nullptr, ZEST_ACTIVATION_NONE,
+                      nullptr, 0, out.data(), n);
+  roundToBF16(out);
+  if (pre)
+    narrowMatrix(out.data(), m, n, pre, ldpre);
+  if (activation != ZEST_ACTIVATION_NONE)
+    for (int64_t i = 0; i < m; ++i)
+      activateRow(activation, out.data() + i * n, out.data() + i * n, n);
+  narrowMatrix(out.data(), m, n, y, ldy);
+}
+
+extern "C" void
+zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
+                          int64_t lddy, const uint16_t *pre, int64_t ldpre,
+                          int32_t activation, const uint16_t *x, int64_t ldx,
+                          const uint16_t *w, int64_t ldw, int32_t w_transposed,
+                          uint16_t *dx, int64_t lddx, uint16_t *dw,
+                          int64_t lddw, int32_t dw_transposed, uint16_t *db) {
+  std::vector<float> g = widenMatrix(dy, m, n, lddy);
+  if (activation != ZEST_ACTIVATION_NONE) {
+    std::vector<float> pre32 = widenMatrix(pre, m, n, ldpre);
+    for (int64_t i = 0; i < m; ++i)
+      gradientRow(activation, g.data() + i * n, pre32.data() + i * n,
+                  g.data() + i * n, nullptr, n);
+    roundToBF16(g);
+  }
+  int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
+  int64_t dwRows = dw_transposed ? n : k, dwCols = dw_transposed ? k : n;
+  std::vector<float> w32, x32, dx32, dw32, db32;
+  if (dx) {
+    w32 = widenMatrix(w, wRows, wCols, ldw);
+    dx32.resize(m * k);
+  }
+  if (dw) {
+    x32 = widenMatrix(x, m, k, ldx);
+    dw32.resize(dwRows * dwCols);
+  }
+  if (db)
+    db32.resize(n);
+  zest_linear_backward(m, n, k, g.data(), n, nullptr, 0, ZEST_ACTIVATION_NONE,
+                       x32.data(), k, w32.data(), wCols, w_transposed,
+                       dx ? dx32.data() : nullptr, k,
+                       dw ? dw32.data() : nullptr, dwCols, dw_transposed,
+                       db ? db32.data() : nullptr);
+  if (dx)
+    narrowMatrix(dx32.data(), m, k, dx, lddx);
+  if (dw)
+    narrowMatrix(dw32.data(), dwRows, dwCols, dw, lddw);
+  if (db)
+    narrowMatrix(db32.data(), 1, n, db, n);
 }

@@ -6,7 +6,9 @@
 // weight gradients, each gradient alone and all together. Shapes with odd
 // sizes, one row, and outputs spanning several row blocks; each against a
 // double-precision reference, with an error bound scaled by the magnitudes
-// summed.
+// summed. The same cases again with bf16 storage (the *_bf16 kernels),
+// where the bound adds bf16's unit roundoff for each rounding of a stored
+// tensor: truncating instead of rounding would fail.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +17,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -62,89 +66,149 @@ struct Shape {
   int64_t m, n, k;
 };
 
+/// Storage types: f32, or bf16 as its bit pattern.
+using bf16 = uint16_t;
+
+float toFloat(float v) { return v; }
+float toFloat(bf16 v) {
+  uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// Random values in [lo, hi] representable in `T` (bf16 by truncation: the
+/// inputs only need to be bf16 values).
+template <typename T> T sample(std::mt19937 &rng, float lo, float hi) {
+  float v = std::uniform_real_distribution<float>(lo, hi)(rng);
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bf16(bits >> 16);
+  }
+}
+
+/// Relative error of storing a value once: none for f32, bf16's unit
+/// roundoff (2^-8: 8 significant bits) for bf16, with a margin for the f32
+/// rounding before it.
+template <typename T>
+constexpr double kStoreError = std::is_same_v<T, float> ? 0.0 : 1.01 / 256;
+
+template <typename T>
+constexpr T kPoison = std::is_same_v<T, float> ? T(NAN) : T(0x7fc1);
+
+void forward(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+             const float *w, int64_t ldw, int32_t wt, const float *b,
+             int32_t act, float *pre, int64_t ldpre, float *y, int64_t ldy) {
+  zest_linear_forward(m, n, k, x, ldx, w, ldw, wt, b, act, pre, ldpre, y, ldy);
+}
+void forward(int64_t m, int64_t n, int64_t k, const bf16 *x, int64_t ldx,
+             const bf16 *w, int64_t ldw, int32_t wt, const bf16 *b, int32_t act,
+             bf16 *pre, int64_t ldpre, bf16 *y, int64_t ldy) {
+  zest_linear_forward_bf16(m, n, k, x, ldx, w, ldw, wt, b, act, pre, ldpre, y,
+                           ldy);
+}
+void backward(int64_t m, int64_t n, int64_t k, const float *dy, int64_t lddy,
+              const float *pre, int64_t ldpre, int32_t act, const float *x,
+              int64_t ldx, const float *w, int64_t ldw, int32_t wt, float *dx,
+              int64_t lddx, float *dw, int64_t lddw, int32_t dwt, float *db) {
+  zest_linear_backward(m, n, k, dy, lddy, pre, ldpre, act, x, ldx, w, ldw, wt,
+                       dx, lddx, dw, lddw, dwt, db);
+}
+void backward(int64_t m, int64_t n, int64_t k, const bf16 *dy, int64_t lddy,
+              const bf16 *pre, int64_t ldpre, int32_t act, const bf16 *x,
+              int64_t ldx, const bf16 *w, int64_t ldw, int32_t wt, bf16 *dx,
+              int64_t lddx, bf16 *dw, int64_t lddw, int32_t dwt, bf16 *db) {
+  zest_linear_backward_bf16(m, n, k, dy, lddy, pre, ldpre, act, x, ldx, w, ldw,
+                            wt, dx, lddx, dw, lddw, dwt, db);
+}
+
 int failures = 0, cases = 0;
 
+template <typename T>
 void check(const Shape &s, bool transposed, bool withBias, int activation,
            bool keepPre, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   int64_t ldx = s.k + 3, ldy = s.n + 1; // strides wider than the rows
   int64_t ldw = transposed ? s.k : s.n;
-  std::vector<float> x(s.m * ldx), w((transposed ? s.n : s.k) * ldw), bias(s.n),
-      y(s.m * ldy, NAN), pre(s.m * ldy, NAN);
-  for (float &v : x)
-    v = dist(rng);
-  for (float &v : w)
-    v = dist(rng);
-  for (float &v : bias)
-    v = dist(rng);
-  zest_linear_forward(s.m, s.n, s.k, x.data(), ldx, w.data(), ldw,
-                      transposed ? 1 : 0, withBias ? bias.data() : nullptr,
-                      activation, keepPre ? pre.data() : nullptr, ldy, y.data(),
-                      ldy);
+  std::vector<T> x(s.m * ldx), w((transposed ? s.n : s.k) * ldw), bias(s.n),
+      y(s.m * ldy, kPoison<T>), pre(s.m * ldy, kPoison<T>);
+  for (std::vector<T> *values : {&x, &w, &bias})
+    for (T &v : *values)
+      v = sample<T>(rng, -1.0f, 1.0f);
+  forward(s.m, s.n, s.k, x.data(), ldx, w.data(), ldw, transposed ? 1 : 0,
+          withBias ? bias.data() : nullptr, activation,
+          keepPre ? pre.data() : nullptr, ldy, y.data(), ldy);
   ++cases;
   int bad = 0;
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
-      double sum = withBias ? bias[j] : 0.0, magnitude = std::fabs(sum);
+      double sum = withBias ? toFloat(bias[j]) : 0.0,
+             magnitude = std::fabs(sum);
       for (int64_t l = 0; l < s.k; ++l) {
-        double wv = transposed ? w[j * ldw + l] : w[l * ldw + j];
-        sum += double(x[i * ldx + l]) * wv;
-        magnitude += std::fabs(double(x[i * ldx + l]) * wv);
+        double wv = toFloat(transposed ? w[j * ldw + l] : w[l * ldw + j]);
+        sum += double(toFloat(x[i * ldx + l])) * wv;
+        magnitude += std::fabs(double(toFloat(x[i * ldx + l])) * wv);
       }
-      double bound = 1e-6 * magnitude + 1e-6;
-      double want = activate(sum, activation), got = y[i * ldy + j];
+      // The pre-activation is stored (rounded) once, then the output.
+      double preBound =
+          1e-6 * magnitude + 1e-6 + kStoreError<T> * std::fabs(sum);
+      double want = activate(sum, activation), got = toFloat(y[i * ldy + j]);
       // The activations' slopes are at most ~1.13 (GELU): scale the bound.
-      if (!(std::fabs(want - got) <= 1.2 * bound + 1e-6 * std::fabs(want)))
+      double bound = 1.2 * preBound + 1e-6 * std::fabs(want) +
+                     (activation ? kStoreError<T> * std::fabs(want) : 0.0);
+      if (!(std::fabs(want - got) <= bound))
         ++bad;
-      if (keepPre && !(std::fabs(sum - pre[i * ldy + j]) <= bound))
+      if (keepPre && !(std::fabs(sum - toFloat(pre[i * ldy + j])) <= preBound))
         ++bad;
     }
   if (bad) {
     ++failures;
-    std::printf("FAIL m=%lld n=%lld k=%lld transposed=%d bias=%d act=%d "
+    std::printf("FAIL %s m=%lld n=%lld k=%lld transposed=%d bias=%d act=%d "
                 "pre=%d: %d wrong elements\n",
-                (long long)s.m, (long long)s.n, (long long)s.k, transposed,
-                withBias, activation, keepPre, bad);
+                std::is_same_v<T, float> ? "f32" : "bf16", (long long)s.m,
+                (long long)s.n, (long long)s.k, transposed, withBias,
+                activation, keepPre, bad);
   }
 }
 
 /// Which gradients a backward case computes.
 enum Gradients { kInput = 1, kWeight = 2, kBias = 4 };
 
+template <typename T>
 void checkBackward(const Shape &s, bool transposed, bool dwTransposed,
                    int activation, int gradients, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::uniform_real_distribution<float> preDist(-4.0f, 4.0f);
   int64_t lddy = s.n + 2, ldx = s.k + 1, lddx = s.k + 3;
   int64_t ldw = transposed ? s.k : s.n, lddw = dwTransposed ? s.k + 1 : s.n;
-  std::vector<float> dy(s.m * lddy), pre(s.m * lddy), x(s.m * ldx),
-      w((transposed ? s.n : s.k) * ldw), dx(s.m * lddx, NAN),
-      dw((dwTransposed ? s.n : s.k) * lddw, NAN), db(s.n, NAN);
-  for (float &v : dy)
-    v = dist(rng);
-  for (float &v : pre)
-    v = preDist(rng);
-  for (float &v : x)
-    v = dist(rng);
-  for (float &v : w)
-    v = dist(rng);
+  std::vector<T> dy(s.m * lddy), pre(s.m * lddy), x(s.m * ldx),
+      w((transposed ? s.n : s.k) * ldw), dx(s.m * lddx, kPoison<T>),
+      dw((dwTransposed ? s.n : s.k) * lddw, kPoison<T>), db(s.n, kPoison<T>);
+  for (std::vector<T> *values : {&dy, &x, &w})
+    for (T &v : *values)
+      v = sample<T>(rng, -1.0f, 1.0f);
+  for (T &v : pre)
+    v = sample<T>(rng, -4.0f, 4.0f);
   bool wantDx = gradients & kInput, wantDw = gradients & kWeight,
        wantDb = gradients & kBias;
-  zest_linear_backward(s.m, s.n, s.k, dy.data(), lddy, pre.data(), lddy,
-                       activation, x.data(), ldx, w.data(), ldw, transposed,
-                       wantDx ? dx.data() : nullptr, lddx,
-                       wantDw ? dw.data() : nullptr, lddw, dwTransposed,
-                       wantDb ? db.data() : nullptr);
+  backward(s.m, s.n, s.k, dy.data(), lddy, pre.data(), lddy, activation,
+           x.data(), ldx, w.data(), ldw, transposed,
+           wantDx ? dx.data() : nullptr, lddx, wantDw ? dw.data() : nullptr,
+           lddw, dwTransposed, wantDb ? db.data() : nullptr);
   ++cases;
   std::vector<double> g(s.m * s.n);
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j)
-      g[i * s.n + j] =
-          double(dy[i * lddy + j]) * derivative(pre[i * lddy + j], activation);
+      g[i * s.n + j] = double(toFloat(dy[i * lddy + j])) *
+                       derivative(toFloat(pre[i * lddy + j]), activation);
   int bad = 0;
-  auto expect = [&](double want, double magnitude, float got) {
-    // g carries the approximated derivative's error (~1e-6 relative).
-    if (!(std::fabs(want - got) <= 4e-6 * magnitude + 1e-6))
+  // g carries the approximated derivative's error (~1e-6 relative) and,
+  // when stored (an activation), one rounding; the result one more.
+  double gError = activation ? kStoreError<T> : 0.0;
+  auto expect = [&](double want, double magnitude, T got) {
+    if (!(std::fabs(want - toFloat(got)) <=
+          (4e-6 + gError) * magnitude + kStoreError<T> * std::fabs(want) +
+              1e-6))
       ++bad;
   };
   if (wantDx)
@@ -152,7 +216,7 @@ void checkBackward(const Shape &s, bool transposed, bool dwTransposed,
       for (int64_t l = 0; l < s.k; ++l) {
         double sum = 0, magnitude = 0;
         for (int64_t j = 0; j < s.n; ++j) {
-          double wv = transposed ? w[j * ldw + l] : w[l * ldw + j];
+          double wv = toFloat(transposed ? w[j * ldw + l] : w[l * ldw + j]);
           sum += g[i * s.n + j] * wv;
           magnitude += std::fabs(g[i * s.n + j] * wv);
         }
@@ -163,8 +227,8 @@ void checkBackward(const Shape &s, bool transposed, bool dwTransposed,
       for (int64_t l = 0; l < s.k; ++l) {
         double sum = 0, magnitude = 0;
         for (int64_t i = 0; i < s.m; ++i) {
-          sum += g[i * s.n + j] * x[i * ldx + l];
-          magnitude += std::fabs(g[i * s.n + j] * x[i * ldx + l]);
+          sum += g[i * s.n + j] * toFloat(x[i * ldx + l]);
+          magnitude += std::fabs(g[i * s.n + j] * toFloat(x[i * ldx + l]));
         }
         expect(sum, magnitude,
                dwTransposed ? dw[j * lddw + l] : dw[l * lddw + j]);
@@ -180,41 +244,48 @@ void checkBackward(const Shape &s, bool transposed, bool dwTransposed,
     }
   if (bad) {
     ++failures;
-    std::printf("FAIL backward m=%lld n=%lld k=%lld transposed=%d "
+    std::printf("FAIL %s backward m=%lld n=%lld k=%lld transposed=%d "
                 "dw_transposed=%d act=%d gradients=%d: %d wrong elements\n",
-                (long long)s.m, (long long)s.n, (long long)s.k, transposed,
-                dwTransposed, activation, gradients, bad);
+                std::is_same_v<T, float> ? "f32" : "bf16", (long long)s.m,
+                (long long)s.n, (long long)s.k, transposed, dwTransposed,
+                activation, gradients, bad);
   }
 }
 
-} // namespace
+const Shape kShapes[] = {{1, 1, 1},     {1, 64, 32},    {7, 13, 5},
+                         {33, 65, 127}, {300, 257, 31}, {2, 3, 1000},
+                         {513, 129, 64}};
 
-int main() {
-  std::mt19937 rng(7);
-  const Shape shapes[] = {{1, 1, 1},     {1, 64, 32},    {7, 13, 5},
-                          {33, 65, 127}, {300, 257, 31}, {2, 3, 1000},
-                          {513, 129, 64}};
-  for (const Shape &s : shapes)
+template <typename T> void checkAll(std::mt19937 &rng) {
+  for (const Shape &s : kShapes)
     for (bool transposed : {true, false})
       for (bool withBias : {true, false})
         for (int activation = ZEST_ACTIVATION_NONE;
              activation <= ZEST_ACTIVATION_SILU; ++activation)
           for (bool keepPre : {false, true})
-            check(s, transposed, withBias, activation, keepPre, rng);
-  // An output of more than one row block (8 MiB): 2 blocks and a partial.
-  for (int activation :
-       {int(ZEST_ACTIVATION_NONE), int(ZEST_ACTIVATION_GELU_TANH)})
-    for (bool keepPre : {false, true})
-      check({4500, 1025, 3}, true, true, activation, keepPre, rng);
-  for (const Shape &s : shapes)
+            check<T>(s, transposed, withBias, activation, keepPre, rng);
+  for (const Shape &s : kShapes)
     for (bool transposed : {true, false})
       for (bool dwTransposed : {true, false})
         for (int activation = ZEST_ACTIVATION_NONE;
              activation <= ZEST_ACTIVATION_SILU; ++activation)
           for (int gradients : {int(kInput), int(kWeight), int(kBias),
                                 kInput | kWeight | kBias})
-            checkBackward(s, transposed, dwTransposed, activation, gradients,
-                          rng);
+            checkBackward<T>(s, transposed, dwTransposed, activation, gradients,
+                             rng);
+}
+
+} // namespace
+
+int main() {
+  std::mt19937 rng(7);
+  checkAll<float>(rng);
+  checkAll<bf16>(rng);
+  // An output of more than one row block (8 MiB): 2 blocks and a partial.
+  for (int activation :
+       {int(ZEST_ACTIVATION_NONE), int(ZEST_ACTIVATION_GELU_TANH)})
+    for (bool keepPre : {false, true})
+      check<float>({4500, 1025, 3}, true, true, activation, keepPre, rng);
   // The pre-activation may be the output itself when there is none.
   {
     std::vector<float> x = {1, 2, 3, 4}, w = {1, 0, 0, 1}, b = {0.5f, -1},
