@@ -119,6 +119,19 @@ func.func @linear_forward(%x: memref<8x16xf32>, %w: memref<32x16xf32>, %b: memre
 
 // -----
 
+// bf16 storage calls the bf16 kernels, on the same pointers and strides.
+// CHECK-LABEL: func.func @linear_bf16(
+// CHECK: call @zest_linear_forward_bf16(
+// CHECK: call @zest_linear_backward_bf16(
+// CHECK-NOT: zest.linear
+func.func @linear_bf16(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %b: memref<32xbf16>, %y: memref<8x32xbf16>, %pre: memref<8x32xbf16>, %dx: memref<8x16xbf16>) {
+  zest.linear relu transpose_weight ins(%x, %w, %b : memref<8x16xbf16>, memref<32x16xbf16>, memref<32xbf16>) outs(%y, %pre : memref<8x32xbf16>, memref<8x32xbf16>)
+  zest.linear_backward relu transpose_weight grad_output(%y : memref<8x32xbf16>) preactivation(%pre : memref<8x32xbf16>) weight(%w : memref<32x16xbf16>) outs(grad_input %dx : memref<8x16xbf16>)
+  return
+}
+
+// -----
+
 // A fused linear backward with a plain weight, writing the input gradient
 // into a column slice (row stride 48) and the weight gradient through a
 // transposed view, which goes through a contiguous copy.

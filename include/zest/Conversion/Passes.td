@@ -42,7 +42,8 @@ def ConvertZestToRuntimePass
 }
 
 def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
-  let summary = "Replaces f32 matrix products on memrefs by OpenBLAS calls";
+  let summary = "Replaces matrix products and fused linear ops on memrefs by "
+                "OpenBLAS and fused-kernel calls";
   let description = [{
     After bufferization, rewrites `linalg.matmul` and `linalg.batch_matmul`
     on f32 memrefs whose indexing maps are a plain or transposed product
@@ -50,6 +51,11 @@ def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
     into `zest_sgemm` / `zest_sgemm_batched` calls (`C += op(A) op(B)`, row
     major). Operands must have a unit inner stride; anything else is left to
     the loop lowering.
+
+    `zest.linear` and `zest.linear_backward` on memrefs become calls to
+    `zest_linear_forward` / `zest_linear_backward` (their `_bf16` variants
+    for bf16 layers); an operand the kernels cannot take (a transposed
+    view) goes through a contiguous copy.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

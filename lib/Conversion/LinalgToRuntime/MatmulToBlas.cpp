@@ -1,4 +1,4 @@
-//===- MatmulToBlas.cpp - f32 matrix products to OpenBLAS calls -----------===//
+//===- MatmulToBlas.cpp - Matrix products and linear layers to kernels ----===//
 
 #include "zest/Conversion/Passes.h"
 #include "zest/Conversion/RuntimeCalls.h"
@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::zest {
@@ -19,11 +20,11 @@ using namespace mlir::zest;
 
 namespace {
 
-/// True if `value` is an f32 memref whose innermost stride is 1: a
+/// True if `value` is a memref whose innermost stride is 1: a
 /// row-contiguous matrix, or a contiguous vector.
 static bool hasUnitInnerStride(Value value) {
   auto type = dyn_cast<MemRefType>(value.getType());
-  if (!type || !type.getElementType().isF32() || type.getRank() < 1)
+  if (!type || type.getRank() < 1)
     return false;
   SmallVector<int64_t> strides;
   int64_t offset;
@@ -48,6 +49,10 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
       return rewriter.notifyMatchFailure(op, "not a plain product");
     Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1],
           c = op.getDpsInits()[0];
+    if (!llvm::all_of(op->getOperandTypes(), [](Type type) {
+          return getElementTypeOrSelf(type).isF32();
+        }))
+      return rewriter.notifyMatchFailure(op, "not f32 (sgemm)");
     if (!hasUnitInnerStride(a) || !hasUnitInnerStride(b) ||
         !hasUnitInnerStride(c))
       return rewriter.notifyMatchFailure(op, "operands not row-contiguous");
@@ -93,6 +98,13 @@ struct RuntimeOperand {
   Value pointer, ld;
   SmallVector<Value, 2> sizes;
 };
+
+/// The kernel for a fused linear op's storage type: `name`, or its bf16
+/// variant.
+static std::string getKernelName(Operation *op, StringRef name) {
+  bool bf16 = getElementTypeOrSelf(op->getOperand(0).getType()).isBF16();
+  return (name + (bf16 ? "_bf16" : "")).str();
+}
 
 static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
   return arith::ConstantIntOp::create(builder, loc, value, 32);
@@ -165,7 +177,7 @@ private:
   SmallVector<std::pair<Value, Value>> copyOut;
 };
 
-/// zest.linear on memrefs -> zest_linear_forward.
+/// zest.linear on memrefs -> zest_linear_forward(_bf16).
 struct LowerLinear : public OpRewritePattern<LinearOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -181,7 +193,7 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
                    y = operands.output(op.getOutput()),
                    pre = operands.output(op.getPreactivation());
     callRuntime(
-        rewriter, loc, "zest_linear_forward", {},
+        rewriter, loc, getKernelName(op, "zest_linear_forward"), {},
         {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
          getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
@@ -192,7 +204,7 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
   }
 };
 
-/// zest.linear_backward on memrefs -> zest_linear_backward.
+/// zest.linear_backward on memrefs -> zest_linear_backward(_bf16).
 struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -218,7 +230,7 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
     else
       k = arith::ConstantIntOp::create(rewriter, loc, 0, 64);
     callRuntime(
-        rewriter, loc, "zest_linear_backward", {},
+        rewriter, loc, getKernelName(op, "zest_linear_backward"), {},
         {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
          x.pointer, x.ld, w.pointer, w.ld,

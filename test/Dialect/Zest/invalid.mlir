@@ -402,6 +402,14 @@ func.func @norm_unit(%g: tensor<4xf32>, %h: tensor<10xf32>) {
 
 // -----
 
+func.func @linear_mixed_types(%x: tensor<4x8xbf16>, %w: tensor<6x8xf32>, %y: tensor<4x6xbf16>) {
+  // expected-error@+1 {{'zest.linear' op mixes element types 'bf16' and 'f32'; a fused linear layer stores all its operands in one type}}
+  %r = zest.linear relu transpose_weight ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xf32>) outs(%y : tensor<4x6xbf16>) -> tensor<4x6xbf16>
+  return
+}
+
+// -----
+
 func.func @linear_weight_shape(%x: tensor<4x8xf32>, %w: tensor<6x7xf32>, %y: tensor<4x6xf32>) {
   // expected-error@+1 {{'zest.linear' op weight ([out, in]) has type 'tensor<6x7xf32>'; expected shape 6x8}}
   %r = zest.linear relu transpose_weight ins(%x, %w : tensor<4x8xf32>, tensor<6x7xf32>) outs(%y : tensor<4x6xf32>) -> tensor<4x6xf32>
@@ -443,7 +451,7 @@ func.func @linear_missing_result(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %y: t
 // -----
 
 func.func @linear_f16(%x: tensor<4x8xf16>, %w: tensor<8x6xf16>, %y: tensor<4x6xf16>) {
-  // expected-error@+1 {{operand #0 must be 2-D f32 tensor or memref}}
+  // expected-error@+1 {{operand #0 must be 2-D f32 or bf16 tensor or memref}}
   %r = zest.linear none ins(%x, %w : tensor<4x8xf16>, tensor<8x6xf16>) outs(%y : tensor<4x6xf16>) -> tensor<4x6xf16>
   return
 }

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -504,6 +505,19 @@ static LogicalResult verifyTensorsOrBuffers(Operation *op, ValueRange inits) {
   return success();
 }
 
+/// Checks that a fused linear op stores all its operands in one element
+/// type: the kernels take all-f32 or all-bf16 layers.
+static LogicalResult verifySameElementType(Operation *op) {
+  Type type = getElementTypeOrSelf(op->getOperand(0).getType());
+  for (Value operand : op->getOperands())
+    if (getElementTypeOrSelf(operand.getType()) != type)
+      return op->emitOpError()
+             << "mixes element types " << type << " and "
+             << getElementTypeOrSelf(operand.getType())
+             << "; a fused linear layer stores all its operands in one type";
+  return success();
+}
+
 /// Checks that `value`, called `what`, has `shape` (dynamic sizes match
 /// anything).
 static LogicalResult checkShape(Operation *op, Value value, StringRef what,
@@ -553,7 +567,8 @@ void LinearOp::getEffects(
 }
 
 LogicalResult LinearOp::verify() {
-  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())))
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifySameElementType(*this)))
     return failure();
   if (getActivation() == Activation::None && getPreactivation())
     return emitOpError() << "keeps a pre-activation without an activation; "
@@ -595,7 +610,8 @@ void LinearBackwardOp::getEffects(
 }
 
 LogicalResult LinearBackwardOp::verify() {
-  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())))
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifySameElementType(*this)))
     return failure();
   if (!getGradInput() && !getGradWeight() && !getGradBias())
     return emitOpError() << "computes no gradient; give at least one of "

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -176,11 +177,16 @@ constexpr double kSamples[] = {-7.3,  -4.1,  -2.6,   -1.9,  -1.3, -0.81,
                                -0.46, -0.21, -0.029, 0.031, 0.17, 0.42,
                                0.73,  1.1,   1.55,   2.3,   3.7,  6.1};
 
-/// True if `actual` is `expected` up to float32 constants in the body. The
-/// two GELUs differ by up to 2e-4 and are told apart.
-bool close(double actual, double expected) {
+/// True if `actual` is `expected` up to the precision of the body's
+/// constants: float32 (the two GELUs differ by up to 2e-4 and are told
+/// apart), or bf16, where functions closer than 2^-7 are the same function
+/// once stored.
+bool close(double actual, double expected, Block &body) {
+  bool bf16 =
+      body.getNumArguments() > 0 && body.getArgument(0).getType().isBF16();
+  double tolerance = bf16 ? 1.0 / 128 : 1e-6;
   return std::fabs(actual - expected) <=
-         1e-6 * std::max(1.0, std::fabs(expected));
+         tolerance * std::max(1.0, std::fabs(expected));
 }
 
 constexpr Activation kActivations[] = {Activation::Relu, Activation::GeluTanh,
@@ -200,7 +206,7 @@ findActivation(function_ref<bool(Activation, double)> holds) {
 std::optional<Activation> matchActivation(Block &body) {
   return findActivation([&](Activation activation, double x) {
     std::optional<double> y = evaluate(body, {x, 0.0});
-    return y && close(*y, activate(activation, x));
+    return y && close(*y, activate(activation, x), body);
   });
 }
 
@@ -215,7 +221,7 @@ std::optional<Activation> matchActivationBackward(Block &body,
           args[gradIndex] = dy;
           args[1 - gradIndex] = z;
           std::optional<double> value = evaluate(body, args);
-          return value && close(*value, dy * derivative(activation, z));
+          return value && close(*value, dy * derivative(activation, z), body);
         });
   });
 }
@@ -224,15 +230,31 @@ std::optional<Activation> matchActivationBackward(Block &body,
 // Structural helpers
 //===----------------------------------------------------------------------===//
 
-/// True if `value` is a statically shaped f32 tensor of rank `rank`.
-bool isStaticF32(Value value, int64_t rank) {
+/// True if `value` is a statically shaped tensor of rank `rank` in a type
+/// the kernels store: f32 or bf16.
+bool isStaticLinearType(Value value, int64_t rank) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type && type.getRank() == rank && type.hasStaticShape() &&
-         type.getElementType().isF32();
+         (type.getElementType().isF32() || type.getElementType().isBF16());
 }
 
-bool isF32Matrix(Value value) { return isStaticF32(value, 2); }
-bool isF32Vector(Value value) { return isStaticF32(value, 1); }
+bool isLinearMatrix(Value value) { return isStaticLinearType(value, 2); }
+bool isLinearVector(Value value) { return isStaticLinearType(value, 1); }
+
+/// True if the given values (null ones skipped) share one element type: a
+/// fused layer is all f32 or all bf16.
+bool haveOneElementType(ArrayRef<Value> values) {
+  Type type;
+  for (Value value : values) {
+    if (!value)
+      continue;
+    Type element = getElementTypeOrSelf(value.getType());
+    if (type && element != type)
+      return false;
+    type = element;
+  }
+  return true;
+}
 
 /// True if `value` is available where `op` runs: defined in an enclosing
 /// block before `op` (or its ancestor there), or a block argument of one.
@@ -262,7 +284,7 @@ bool isElementwise2D(linalg::GenericOp op, unsigned numMatrices,
                      Value *rowVector = nullptr) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumLoops() != 2 || op.getNumParallelLoops() != op.getNumLoops() ||
-      !isF32Matrix(op.getResult(0)))
+      !isLinearMatrix(op.getResult(0)))
     return false;
   MLIRContext *ctx = op.getContext();
   AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
@@ -270,9 +292,9 @@ bool isElementwise2D(linalg::GenericOp op, unsigned numMatrices,
   unsigned matrices = 0, vectors = 0;
   for (OpOperand *input : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(input);
-    if (map == identity && isF32Matrix(input->get())) {
+    if (map == identity && isLinearMatrix(input->get())) {
       ++matrices;
-    } else if (rowVector && map == row && isF32Vector(input->get())) {
+    } else if (rowVector && map == row && isLinearVector(input->get())) {
       ++vectors;
       *rowVector = input->get();
     } else {
@@ -309,7 +331,7 @@ Value matchBroadcastBias(Value init) {
   auto broadcast = init.getDefiningOp<linalg::BroadcastOp>();
   if (!broadcast || !init.hasOneUse() ||
       broadcast.getDimensions() != ArrayRef<int64_t>{0} ||
-      !isF32Vector(broadcast.getInput()))
+      !isLinearVector(broadcast.getInput()))
     return nullptr;
   return broadcast.getInput();
 }
@@ -390,8 +412,9 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
       return rewriter.notifyMatchFailure(product, "not a product x * op(W)");
     Value x = product.getDpsInputs()[0], w = product.getDpsInputs()[1];
     Value pre = product->getResult(0);
-    if (!isF32Matrix(x) || !isF32Matrix(w) || !isF32Matrix(pre))
-      return rewriter.notifyMatchFailure(product, "not static f32 matrices");
+    if (!isLinearMatrix(x) || !isLinearMatrix(w) || !isLinearMatrix(pre))
+      return rewriter.notifyMatchFailure(product,
+                                         "not static f32 or bf16 matrices");
 
     Value init = product.getDpsInits()[0];
     Value bias = matchBroadcastBias(init);
@@ -412,7 +435,8 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     for (Operation *user : pre.getUsers()) {
       auto generic = dyn_cast<linalg::GenericOp>(user);
       if (!generic || !isElementwise2D(generic, 1) ||
-          generic.getDpsInputs()[0] != pre)
+          generic.getDpsInputs()[0] != pre ||
+          !haveOneElementType({pre, generic.getResult(0)}))
         continue;
       if (std::optional<Activation> matched =
               matchActivation(generic.getRegion().front())) {
@@ -426,6 +450,8 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
                                          "a plain product: no bias, no "
                                          "activation to fuse");
     Operation *anchor = activationOp ? activationOp.getOperation() : last;
+    if (!haveOneElementType({x, w, bias, pre}))
+      return rewriter.notifyMatchFailure(product, "mixes element types");
     if (bias && !isAvailableAt(bias, anchor))
       return rewriter.notifyMatchFailure(product, "bias defined too late");
     bool keepPre = activationOp && !pre.hasOneUse();
@@ -483,7 +509,7 @@ bool isColumnSum(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp || !linalgOp.hasPureTensorSemantics() ||
       linalgOp.getNumDpsInputs() != 1 || linalgOp.getNumDpsInits() != 1 ||
-      !isF32Vector(linalgOp->getResult(0)) ||
+      !isLinearVector(linalgOp->getResult(0)) ||
       !getZeroFillDestination(linalgOp.getDpsInits()[0]))
     return false;
   if (auto reduce = dyn_cast<linalg::ReduceOp>(op)) {
@@ -524,7 +550,7 @@ BackwardUses classifyUses(Value g) {
       return use.getOperandNumber() == i && linalgOp.getDpsInputs()[1 - i] != g;
     };
     if (layout && zeroInit && linalgOp.hasPureTensorSemantics() &&
-        isF32Matrix(user->getResult(0))) {
+        isLinearMatrix(user->getResult(0))) {
       // grad_input = g * op(B): B is the weight, [out, in] when plain.
       if (!layout->transA && operandIs(0) && !uses.gradInput) {
         uses.gradInput = linalgOp;
@@ -570,7 +596,7 @@ struct FuseLinearBackward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     else if (!layout->transB)
       llvm::append_range(candidates, product.getDpsInputs());
     for (Value g : candidates)
-      if (isF32Matrix(g) && succeeded(fuse(g, rewriter)))
+      if (isLinearMatrix(g) && succeeded(fuse(g, rewriter)))
         return success();
     return rewriter.notifyMatchFailure(product, "no linear backward here");
   }
@@ -595,6 +621,11 @@ private:
           break;
         }
     }
+    if (!haveOneElementType({dy, pre, g})) {
+      activation = Activation::None; // a mixed-type activation stays apart
+      dy = g;
+      pre = nullptr;
+    }
     if (gradients == 0 || (gradients == 1 && activation == Activation::None))
       return failure();
 
@@ -613,6 +644,11 @@ private:
     for (Value operand : {dy, pre, uses.input, uses.weight})
       if (operand && !isAvailableAt(operand, anchor))
         return failure();
+    SmallVector<Value> stored = {dy, pre, uses.input, uses.weight};
+    for (Operation *op : replaced)
+      stored.push_back(op->getResult(0));
+    if (!haveOneElementType(stored))
+      return failure();
     // Where each gradient was written, checked before anything is created.
     SmallVector<Value> inits;
     for (Operation *op : replaced) {

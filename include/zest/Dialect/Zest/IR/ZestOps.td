@@ -401,12 +401,15 @@ def Zest_GlobalGradNormOp : Zest_Op<"global_grad_norm", [
 // Fused linear layers
 //===----------------------------------------------------------------------===//
 
-// f32 matrices and vectors: what the CPU kernels take. Tensors before
-// bufferization, memrefs (with a unit inner stride) after.
-def Zest_F32Matrix : AnyTypeOf<[2DTensorOf<[F32]>, MemRefRankOf<[F32], [2]>],
-                               "2-D f32 tensor or memref">;
-def Zest_F32Vector : AnyTypeOf<[1DTensorOf<[F32]>, MemRefRankOf<[F32], [1]>],
-                               "1-D f32 tensor or memref">;
+// f32 or bf16 matrices and vectors (one type per op, checked by the
+// verifiers): what the CPU kernels take. Tensors before bufferization,
+// memrefs (with a unit inner stride) after.
+def Zest_LinearMatrix
+    : AnyTypeOf<[2DTensorOf<[F32, BF16]>, MemRefRankOf<[F32, BF16], [2]>],
+                "2-D f32 or bf16 tensor or memref">;
+def Zest_LinearVector
+    : AnyTypeOf<[1DTensorOf<[F32, BF16]>, MemRefRankOf<[F32, BF16], [1]>],
+                "1-D f32 or bf16 tensor or memref">;
 
 def Zest_LinearOp : Zest_Op<"linear", [
     AttrSizedOperandSegments,
@@ -439,11 +442,11 @@ def Zest_LinearOp : Zest_Op<"linear", [
   }];
   let arguments = (ins Zest_ActivationAttr:$activation,
                        UnitAttr:$transpose_weight,
-                       Zest_F32Matrix:$input, Zest_F32Matrix:$weight,
-                       Optional<Zest_F32Vector>:$bias,
-                       Zest_F32Matrix:$output,
-                       Optional<Zest_F32Matrix>:$preactivation);
-  let results = (outs Variadic<2DTensorOf<[F32]>>:$results);
+                       Zest_LinearMatrix:$input, Zest_LinearMatrix:$weight,
+                       Optional<Zest_LinearVector>:$bias,
+                       Zest_LinearMatrix:$output,
+                       Optional<Zest_LinearMatrix>:$preactivation);
+  let results = (outs Variadic<2DTensorOf<[F32, BF16]>>:$results);
   let assemblyFormat = [{
     $activation (`transpose_weight` $transpose_weight^)?
     `ins` `(` $input `,` $weight (`,` $bias^)? `:` type($input) `,`
@@ -496,14 +499,14 @@ def Zest_LinearBackwardOp : Zest_Op<"linear_backward", [
   let arguments = (ins Zest_ActivationAttr:$activation,
                        UnitAttr:$transpose_weight,
                        UnitAttr:$transpose_grad_weight,
-                       Zest_F32Matrix:$grad_output,
-                       Optional<Zest_F32Matrix>:$preactivation,
-                       Optional<Zest_F32Matrix>:$input,
-                       Optional<Zest_F32Matrix>:$weight,
-                       Optional<Zest_F32Matrix>:$grad_input,
-                       Optional<Zest_F32Matrix>:$grad_weight,
-                       Optional<Zest_F32Vector>:$grad_bias);
-  let results = (outs Variadic<RankedTensorOf<[F32]>>:$results);
+                       Zest_LinearMatrix:$grad_output,
+                       Optional<Zest_LinearMatrix>:$preactivation,
+                       Optional<Zest_LinearMatrix>:$input,
+                       Optional<Zest_LinearMatrix>:$weight,
+                       Optional<Zest_LinearMatrix>:$grad_input,
+                       Optional<Zest_LinearMatrix>:$grad_weight,
+                       Optional<Zest_LinearVector>:$grad_bias);
+  let results = (outs Variadic<RankedTensorOf<[F32, BF16]>>:$results);
   let assemblyFormat = [{
     $activation (`transpose_weight` $transpose_weight^)?
     (`transpose_grad_weight` $transpose_grad_weight^)?

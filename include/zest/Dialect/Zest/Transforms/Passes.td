@@ -302,7 +302,8 @@ def SplitOwnedDeallocsPass
 def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
   let summary = "Rewrites linear layers in linalg into fused linear ops";
   let description = [{
-    Recognizes, on f32 linalg-on-tensors with static shapes, the pieces of a
+    Recognizes, on f32 or bf16 linalg-on-tensors with static shapes (one
+    element type per layer), the pieces of a
     linear layer and replaces them with `zest.linear` and
     `zest.linear_backward`, which the CPU lowering runs as OpenBLAS products
     with the elementwise work fused into one blocked pass:
@@ -323,8 +324,9 @@ def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
     Activations (ReLU, GELU with tanh or erf, SiLU) and their derivatives
     are recognized by evaluating the elementwise body in double on sample
     points, so every spelling of the same function matches and a near miss
-    (another constant, a leaky ReLU, a different function) does not. A
-    product with neither bias nor activation, a bf16 or dynamic layer, and
+    (another constant, a leaky ReLU, a different function) does not; bodies
+    on bf16 are compared at bf16 precision (2^-7). A product with neither
+    bias nor activation, a dynamic layer, a layer mixing element types, and
     chains whose values are read in between are left to the unfused
     lowering.
 
