@@ -209,8 +209,8 @@ void zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
                                int32_t activation, const uint16_t *x,
                                int64_t ldx, const uint16_t *w, int64_t ldw,
                                int32_t w_transposed, uint16_t *dx, int64_t lddx,
-                               uint16_t *dw, int64_t lddw, int32_t dw_transposed,
-                               uint16_t *db);
+                               uint16_t *dw, int64_t lddw,
+                               int32_t dw_transposed, uint16_t *db);
 
 #ifdef __cplusplus
 }

@@ -94,6 +94,9 @@ template <typename T> T sample(std::mt19937 &rng, float lo, float hi) {
 /// roundoff (2^-8: 8 significant bits) for bf16, with a margin for the f32
 /// rounding before it.
 template <typename T>
+constexpr const char *kTypeName = std::is_same_v<T, float> ? "f32" : "bf16";
+
+template <typename T>
 constexpr double kStoreError = std::is_same_v<T, float> ? 0.0 : 1.01 / 256;
 
 template <typename T>
@@ -167,9 +170,8 @@ void check(const Shape &s, bool transposed, bool withBias, int activation,
     ++failures;
     std::printf("FAIL %s m=%lld n=%lld k=%lld transposed=%d bias=%d act=%d "
                 "pre=%d: %d wrong elements\n",
-                std::is_same_v<T, float> ? "f32" : "bf16", (long long)s.m,
-                (long long)s.n, (long long)s.k, transposed, withBias,
-                activation, keepPre, bad);
+                kTypeName<T>, (long long)s.m, (long long)s.n, (long long)s.k,
+                transposed, withBias, activation, keepPre, bad);
   }
 }
 
@@ -246,9 +248,8 @@ void checkBackward(const Shape &s, bool transposed, bool dwTransposed,
     ++failures;
     std::printf("FAIL %s backward m=%lld n=%lld k=%lld transposed=%d "
                 "dw_transposed=%d act=%d gradients=%d: %d wrong elements\n",
-                std::is_same_v<T, float> ? "f32" : "bf16", (long long)s.m,
-                (long long)s.n, (long long)s.k, transposed, dwTransposed,
-                activation, gradients, bad);
+                kTypeName<T>, (long long)s.m, (long long)s.n, (long long)s.k,
+                transposed, dwTransposed, activation, gradients, bad);
   }
 }
 

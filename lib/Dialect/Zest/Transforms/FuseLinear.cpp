@@ -177,14 +177,19 @@ constexpr double kSamples[] = {-7.3,  -4.1,  -2.6,   -1.9,  -1.3, -0.81,
                                -0.46, -0.21, -0.029, 0.031, 0.17, 0.42,
                                0.73,  1.1,   1.55,   2.3,   3.7,  6.1};
 
-/// True if `actual` is `expected` up to the precision of the body's
-/// constants: float32 (the two GELUs differ by up to 2e-4 and are told
-/// apart), or bf16, where functions closer than 2^-7 are the same function
-/// once stored.
-bool close(double actual, double expected, Block &body) {
+/// The relative precision at which `body` is compared with an activation:
+/// that of its constants, float32 (the two GELUs differ by up to 2e-4 and
+/// are told apart), or bf16, where functions closer than 2^-7 are the same
+/// function once stored.
+double getTolerance(Block &body) {
   bool bf16 =
       body.getNumArguments() > 0 && body.getArgument(0).getType().isBF16();
-  double tolerance = bf16 ? 1.0 / 128 : 1e-6;
+  return bf16 ? 1.0 / 128 : 1e-6;
+}
+
+/// True if `actual` is `expected` up to `tolerance` (relative, absolute
+/// below 1).
+bool close(double actual, double expected, double tolerance) {
   return std::fabs(actual - expected) <=
          tolerance * std::max(1.0, std::fabs(expected));
 }
@@ -204,9 +209,10 @@ findActivation(function_ref<bool(Activation, double)> holds) {
 
 /// The activation `body` computes of its first argument, if any.
 std::optional<Activation> matchActivation(Block &body) {
+  double tolerance = getTolerance(body);
   return findActivation([&](Activation activation, double x) {
     std::optional<double> y = evaluate(body, {x, 0.0});
-    return y && close(*y, activate(activation, x), body);
+    return y && close(*y, activate(activation, x), tolerance);
   });
 }
 
@@ -214,6 +220,7 @@ std::optional<Activation> matchActivation(Block &body) {
 /// act'(z)`, with dy the argument `gradIndex` and z the other one.
 std::optional<Activation> matchActivationBackward(Block &body,
                                                   unsigned gradIndex) {
+  double tolerance = getTolerance(body);
   return findActivation([&](Activation activation, double z) {
     return llvm::all_of(
         std::initializer_list<double>{0.37, -1.9}, [&](double dy) {
@@ -221,7 +228,8 @@ std::optional<Activation> matchActivationBackward(Block &body,
           args[gradIndex] = dy;
           args[1 - gradIndex] = z;
           std::optional<double> value = evaluate(body, args);
-          return value && close(*value, dy * derivative(activation, z), body);
+          return value &&
+                 close(*value, dy * derivative(activation, z), tolerance);
         });
   });
 }
@@ -243,7 +251,7 @@ bool isLinearVector(Value value) { return isStaticLinearType(value, 1); }
 
 /// True if the given values (null ones skipped) share one element type: a
 /// fused layer is all f32 or all bf16.
-bool haveOneElementType(ArrayRef<Value> values) {
+bool haveOneElementType(ValueRange values) {
   Type type;
   for (Value value : values) {
     if (!value)
@@ -610,7 +618,9 @@ private:
     Value dy = g, pre;
     Activation activation = Activation::None;
     auto actBackward = g.getDefiningOp<linalg::GenericOp>();
-    if (actBackward && uses.others == 0 && isElementwise2D(actBackward, 2)) {
+    // One storage type per layer: a mixed-type one stays apart.
+    if (actBackward && uses.others == 0 && isElementwise2D(actBackward, 2) &&
+        haveOneElementType(actBackward->getOperands())) {
       Block &body = actBackward.getRegion().front();
       for (unsigned gradIndex : {0u, 1u})
         if (std::optional<Activation> matched =
@@ -620,11 +630,6 @@ private:
           pre = actBackward.getDpsInputs()[1 - gradIndex];
           break;
         }
-    }
-    if (!haveOneElementType({dy, pre, g})) {
-      activation = Activation::None; // a mixed-type activation stays apart
-      dy = g;
-      pre = nullptr;
     }
     if (gradients == 0 || (gradients == 1 && activation == Activation::None))
       return failure();
