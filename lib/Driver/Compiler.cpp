@@ -73,7 +73,14 @@ static constexpr const char *kLoweringPipeline =
     // Sums in a blocked order LLVM vectorizes.
     "func.func(zest-reassociate-reductions),"
     // Identical loop nests (one per block of a stack) are compiled once.
-    "zest-outline-kernels,"
+    "zest-outline-kernels,";
+// Each distinct kernel is vectorized once (without it, LLVM's loop
+// vectorizer is left to vectorize the scalar loops).
+static constexpr const char *kVectorize = "func.func(zest-vectorize),";
+static constexpr const char *kLoweringTail =
+    // What zest-vectorize leaves (transfers that are not contiguous, ops it
+    // does not vectorize) becomes loops.
+    "convert-vector-to-scf{full-unroll},"
     "convert-linalg-to-loops,"
     "lower-affine,"
     "expand-strided-metadata,"
@@ -81,6 +88,9 @@ static constexpr const char *kLoweringPipeline =
     // Intrinsics first (sqrt, rsqrt, ...), libm for whatever is left.
     "convert-math-to-llvm,"
     "convert-math-to-libm,"
+    // Every vector reduction comes from zest-vectorize, which vectorizes
+    // only reductions whose order may change: combine lanes as a tree.
+    "convert-vector-to-llvm{reassociate-fp-reductions},"
     "finalize-memref-to-llvm{use-generic-functions},"
     // bf16 <-> f32 conversions as integer arithmetic, inlined (LLVM may
     // still form a vector fptrunc to bf16, which calls the runtime's
@@ -90,6 +100,8 @@ static constexpr const char *kLoweringPipeline =
     "convert-index-to-llvm,"
     "convert-cf-to-llvm,"
     "convert-func-to-llvm,"
+    // Padding of vector transfers the vectorizer does not need.
+    "convert-ub-to-llvm,"
     "reconcile-unrealized-casts";
 
 void mlir::zest::buildFrontPipeline(OpPassManager &pm,
@@ -108,6 +120,9 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
     pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
   pipeline += kLoweringPipeline;
+  if (options.vectorize)
+    pipeline += kVectorize;
+  pipeline += kLoweringTail;
   if (failed(parsePassPipeline(pipeline, pm)))
     llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
                              "parse");

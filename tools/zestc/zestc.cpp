@@ -88,6 +88,11 @@ static cl::opt<bool> fuseElementwise(
     cl::desc("Fuse elementwise ops into the loop nests that read them "
              "(default true; --fuse-elementwise=false keeps them apart)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool>
+    vectorize("vectorize",
+              cl::desc("Tile and vectorize loop nests in MLIR (default true; "
+                       "--vectorize=false leaves vectorization to LLVM)"),
+              cl::init(true), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -172,6 +177,7 @@ int main(int argc, char **argv) {
   options.optLevel = optLevel;
   options.fuseLinear = fuseLinear;
   options.fuseElementwise = fuseElementwise;
+  options.vectorize = vectorize;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;

@@ -36,6 +36,8 @@ struct CompileOptions {
   bool fuseLinear = true;
   /// Fuse elementwise producers into their consumers (zest-fuse-elementwise).
   bool fuseElementwise = true;
+  /// Tile and vectorize kernels in MLIR (zest-vectorize).
+  bool vectorize = true;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };

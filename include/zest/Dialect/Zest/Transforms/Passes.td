@@ -386,6 +386,51 @@ def ReassociateReductionsPass
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def VectorizePass : Pass<"zest-vectorize", "::mlir::func::FuncOp"> {
+  let summary = "Tiles and vectorizes linalg ops on buffers (vector dialect)";
+  let description = [{
+    Every structured op on buffers with static loop ranges and numeric
+    operands is vectorized along its innermost loop, as IREE's CPU codegen
+    does:
+
+    1. **Tiles.** The innermost loop is cut into tiles of `unroll` vector
+       registers (`vector-bits` wide: 32 f32 lanes for AVX2); the other
+       loops step by one, parallel loops outside reductions. When the
+       innermost extent is not a whole number of tiles, the op is first
+       split (upstream `splitOp`) into whole tiles and one smaller
+       remainder tile: no masks, no partial vectors in the main loop.
+    2. **Vectorizes** each tile with upstream's linalg vectorizer
+       (`vector.transfer_read`/`write`, elementwise vector arithmetic,
+       `vector.multi_reduction`).
+    3. **Keeps accumulators in registers.** Transfers are folded into their
+       base buffers, unit dimensions dropped, and an accumulator read and
+       written at loop-invariant indices is hoisted out of the reduction
+       loop. A reduction along the innermost loop then carries a whole
+       vector of partial results across the loop and combines its lanes
+       once at the end: a blocked order, with no horizontal reduction per
+       tile.
+
+    An innermost reduction is vectorized only when its order may change:
+    integer and min/max combiners, and float sums and products marked
+    `reassoc` (`zest-reassociate-reductions` marks sums). Ops left alone
+    (dynamic ranges, memref loads in the body, fixed-order float
+    reductions) are lowered to scalar loops as before. Runs after
+    `zest-outline-kernels`, so each distinct kernel is vectorized once.
+  }];
+  let options = [
+    Option<"vectorBits", "vector-bits", "unsigned", /*default=*/"256",
+           "Width of a vector register in bits (256: AVX2)">,
+    Option<"unroll", "unroll", "unsigned", /*default=*/"4",
+           "Vector registers per tile along the innermost loop">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def FreeAfterLastUsePass
     : Pass<"zest-free-after-last-use", "::mlir::func::FuncOp"> {
   let summary = "Moves each buffer's dealloc right after its last use";
