@@ -126,3 +126,25 @@ func.func private @helper(%a: memref<4xf32>, %b: memref<4xf32>) {
   linalg.copy ins(%a : memref<4xf32>) outs(%b : memref<4xf32>)
   return
 }
+
+// -----
+
+// A copy into a column slice (a gradient into its part of a concatenation)
+// is no memcpy: it becomes a linalg.copy kernel. A contiguous copy stays a
+// memref.copy.
+// CHECK-LABEL: func.func @copies(
+// CHECK-SAME:      %[[SRC:.*]]: memref<4x8xf32>, %[[DST:.*]]: memref<4x24xf32>, %[[FLAT:.*]]: memref<64xf32>)
+// CHECK:         %[[COLS:.*]] = memref.subview %[[DST]][0, 8] [4, 8] [1, 1]
+// CHECK:         call @zest_kernel_0(%{{.*}}, %{{.*}})
+// CHECK:         %[[ROWS:.*]] = memref.subview %[[FLAT]][32] [32] [1]
+// CHECK:         memref.copy %{{.*}}, %[[ROWS]]
+// CHECK:       func.func private @zest_kernel_0(
+// CHECK:         linalg.copy
+func.func @copies(%src: memref<4x8xf32>, %dst: memref<4x24xf32>, %flat: memref<64xf32>) {
+  %cols = memref.subview %dst[0, 8] [4, 8] [1, 1] : memref<4x24xf32> to memref<4x8xf32, strided<[24, 1], offset: 8>>
+  memref.copy %src, %cols : memref<4x8xf32> to memref<4x8xf32, strided<[24, 1], offset: 8>>
+  %rows = memref.subview %flat[32] [32] [1] : memref<64xf32> to memref<32xf32, strided<[1], offset: 32>>
+  %v = memref.collapse_shape %src [[0, 1]] : memref<4x8xf32> into memref<32xf32>
+  memref.copy %v, %rows : memref<32xf32> to memref<32xf32, strided<[1], offset: 32>>
+  return
+}

@@ -8,6 +8,7 @@
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -246,6 +247,21 @@ struct OutlineKernelsPass
     : public zest::impl::OutlineKernelsPassBase<OutlineKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // A copy between views that are not both contiguous is no memcpy: it
+    // would lower to the runtime's element-by-element `memrefCopy`. As a
+    // linalg.copy it is a loop nest like any other (outlined, vectorized).
+    module.walk([](memref::CopyOp copy) {
+      auto source = dyn_cast<MemRefType>(copy.getSource().getType());
+      auto target = dyn_cast<MemRefType>(copy.getTarget().getType());
+      if (!source || !target || !source.hasStaticShape() ||
+          (memref::isStaticShapeAndContiguousRowMajor(source) &&
+           memref::isStaticShapeAndContiguousRowMajor(target)))
+        return;
+      OpBuilder builder(copy);
+      linalg::CopyOp::create(builder, copy.getLoc(), copy.getSource(),
+                             copy.getTarget());
+      copy.erase();
+    });
     SmallVector<Operation *> targets;
     for (auto func : module.getOps<func::FuncOp>())
       func.walk<WalkOrder::PreOrder>([&](Operation *op) {

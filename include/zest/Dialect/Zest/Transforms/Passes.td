@@ -275,8 +275,15 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     dynamic offset, so a slice of a flat buffer and a fresh allocation of
     the same shape share a kernel. Kernels get internal linkage and LLVM's
     `noinline`: LLVM would otherwise inline them back and undo the saving.
+
+    A static `memref.copy` between views that are not both contiguous (a
+    gradient copied into a column slice of a concatenation) becomes a
+    `linalg.copy` first and is outlined like any loop nest; left alone it
+    would call the runtime's generic element-by-element copy. Contiguous
+    copies stay `memref.copy` (one `memcpy`).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect"];
 }
