@@ -8,7 +8,7 @@
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_MATMULTOBLASPASS
@@ -248,8 +248,10 @@ struct MatmulToBlasPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+    // Each op is rewritten once into calls no pattern matches: one walk,
+    // linear in the size of the step, instead of the greedy driver's
+    // iterations over the whole (one huge block) entry point.
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };
 
