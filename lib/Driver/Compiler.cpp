@@ -98,6 +98,9 @@ static constexpr const char *kLoweringTail =
     "arith-expand{include-bf16},"
     "convert-arith-to-llvm,"
     "convert-index-to-llvm,"
+    // Function bodies behind a branch, so that signature conversion stays
+    // linear (Passes.td).
+    "func.func(zest-split-entry-block),"
     "convert-cf-to-llvm,"
     "convert-func-to-llvm,"
     // Padding of vector transfers the vectorizer does not need.
