@@ -112,6 +112,10 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   buildShardPipeline(pm, options.shard);
   if (options.optimizer)
     pm.addPass(createInsertOptimizerPass(*options.optimizer));
+  // After the updates exist: they move down with their reduce-scatter's wait.
+  ScheduleCollectivesPassOptions schedule;
+  schedule.prefetch = options.prefetch;
+  pm.addNestedPass<func::FuncOp>(createScheduleCollectivesPass(schedule));
   // The calling convention is fixed before the descriptor describes it.
   pm.addPass(createPrepareEntryPointsPass());
 }

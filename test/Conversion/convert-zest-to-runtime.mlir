@@ -11,16 +11,18 @@ zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
 // CHECK: llvm.mlir.global internal constant @zest.tag.u("u\00")
 
 // A synchronous gather: the shard's buffer and a fresh result buffer go to
-// the runtime as raw pointers; the result comes back as a restrict tensor,
-// marked in the pool as gathered. Views become slices + reshapes.
+// the runtime as raw pointers. The result buffer is marked in the pool as
+// gathered when it is allocated (a prefetched gather holds it while in
+// flight) and comes back as a restrict tensor. Views become slices +
+// reshapes.
 // CHECK-LABEL: func.func @gather(
 // CHECK-SAME:    %[[S:.*]]: tensor<4xf32>
 // CHECK-DAG:   %[[TAG:.*]] = llvm.mlir.addressof @zest.tag.u : !llvm.ptr
 // CHECK-DAG:   %[[SEND:.*]] = bufferization.to_buffer %[[S]] read_only : tensor<4xf32> to memref<4xf32>
 // CHECK-DAG:   %[[RECV:.*]] = memref.alloc() : memref<8xf32>
+// CHECK:       call @zest_pool_mark_gathered(%{{.*}}) : (!llvm.ptr) -> ()
 // CHECK:       %[[REQ:.*]] = call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %[[TAG]]) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
 // CHECK:       call @zest_wait(%[[REQ]]) : (i64) -> ()
-// CHECK:       call @zest_pool_mark_gathered(%{{.*}}) : (!llvm.ptr) -> ()
 // CHECK:       %[[FULL:.*]] = bufferization.to_tensor %[[RECV]] restrict writable : memref<8xf32> to tensor<8xf32>
 // CHECK:       %[[WS:.*]] = tensor.extract_slice %[[FULL]][0] [6] [1] : tensor<8xf32> to tensor<6xf32>
 // CHECK:       %[[W:.*]] = tensor.expand_shape %[[WS]] {{\[}}[0, 1]] output_shape [2, 3] : tensor<6xf32> into tensor<2x3xf32>

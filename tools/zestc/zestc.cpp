@@ -93,6 +93,12 @@ static cl::opt<bool>
               cl::desc("Tile and vectorize loop nests in MLIR (default true; "
                        "--vectorize=false leaves vectorization to LLVM)"),
               cl::init(true), cl::cat(category));
+static cl::opt<unsigned> prefetch(
+    "prefetch",
+    cl::desc("All-gathers in flight ahead of the unit computing, with "
+             "reduce-scatters overlapping the next unit's backward (0: "
+             "synchronous collectives, the default; 1: FSDP's prefetch)"),
+    cl::init(0), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -178,6 +184,7 @@ int main(int argc, char **argv) {
   options.fuseLinear = fuseLinear;
   options.fuseElementwise = fuseElementwise;
   options.vectorize = vectorize;
+  options.prefetch = prefetch;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;

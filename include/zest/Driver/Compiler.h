@@ -38,6 +38,9 @@ struct CompileOptions {
   bool fuseElementwise = true;
   /// Tile and vectorize kernels in MLIR (zest-vectorize).
   bool vectorize = true;
+  /// All-gathers in flight ahead of the unit computing; > 0 also overlaps
+  /// reduce-scatters (zest-schedule-collectives).
+  unsigned prefetch = 0;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };

@@ -88,6 +88,11 @@ startCollective(PatternRewriter &rewriter, Operation *op,
   auto recvType = MemRefType::get(info.resultType.getShape(),
                                   info.resultType.getElementType());
   Value recv = memref::AllocOp::create(rewriter, loc, recvType);
+  // A gathered buffer counts from its allocation: with prefetch it is held
+  // while its gather is in flight.
+  if (info.gathers)
+    callRuntime(rewriter, loc, "zest_pool_mark_gathered", {},
+                getElementPointer(rewriter, loc, recv));
   SmallVector<Value> args = {
       getElementPointer(rewriter, loc, send),
       getElementPointer(rewriter, loc, recv),
@@ -106,11 +111,8 @@ startCollective(PatternRewriter &rewriter, Operation *op,
 /// Waits for `request` and returns the result buffer as a tensor.
 static Value finishCollective(PatternRewriter &rewriter, Location loc,
                               Value request, Value recv,
-                              RankedTensorType resultType, bool gathers) {
+                              RankedTensorType resultType) {
   callRuntime(rewriter, loc, "zest_wait", {}, request);
-  if (gathers)
-    callRuntime(rewriter, loc, "zest_pool_mark_gathered", {},
-                getElementPointer(rewriter, loc, recv));
   return bufferization::ToTensorOp::create(rewriter, loc, resultType, recv,
                                            /*restrict=*/true,
                                            /*writable=*/true);
@@ -174,9 +176,9 @@ struct LowerSyncCollective : public OpRewritePattern<OpTy> {
     auto started = startCollective(rewriter, op, info);
     if (failed(started))
       return failure();
-    rewriter.replaceOp(op, finishCollective(rewriter, op.getLoc(),
-                                            started->first, started->second,
-                                            info.resultType, info.gathers));
+    rewriter.replaceOp(op,
+                       finishCollective(rewriter, op.getLoc(), started->first,
+                                        started->second, info.resultType));
     return success();
   }
 };
@@ -201,9 +203,9 @@ struct LowerAsyncCollective : public OpRewritePattern<WaitOp> {
     if (failed(started))
       return failure();
     rewriter.setInsertionPoint(wait);
-    rewriter.replaceOp(wait, finishCollective(rewriter, wait.getLoc(),
-                                              started->first, started->second,
-                                              info.resultType, info.gathers));
+    rewriter.replaceOp(wait,
+                       finishCollective(rewriter, wait.getLoc(), started->first,
+                                        started->second, info.resultType));
     rewriter.eraseOp(start);
     return success();
   }
@@ -536,9 +538,8 @@ struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
       auto started = startCollective(rewriter, op, info);
       if (failed(started))
         return failure();
-      Value summed =
-          finishCollective(rewriter, loc, started->first, started->second,
-                           vectorType, /*gathers=*/false);
+      Value summed = finishCollective(rewriter, loc, started->first,
+                                      started->second, vectorType);
       Value first = arith::ConstantIndexOp::create(rewriter, loc, 0);
       total = tensor::ExtractOp::create(rewriter, loc, summed, first);
     }

@@ -162,6 +162,42 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def ScheduleCollectivesPass
+    : Pass<"zest-schedule-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Makes collectives asynchronous and places their starts and "
+                "waits";
+  let description = [{
+    With `prefetch` = N > 0, the collectives in a function's body become
+    start/wait pairs placed so that communication overlaps computation:
+
+    * **All-gathers.** The k-th gather of the step (forward gathers, then
+      the backward re-gathers, in program order) waits where it was, and
+      starts right after the wait of the (k-N)-th: while a unit computes,
+      the next N units' gathers are in flight (FSDP's prefetch, N = 1 its
+      default). The first N start at the top of the body, or after their
+      shard is defined if that is later.
+    * **Reduce-scatters** start where they were. Each waits right after
+      the next reduce-scatter starts, so it overlaps the backward pass of
+      the next unit; the unit's optimizer update (and anything else that
+      reads the reduced shard) moves down with the wait. If a reader cannot
+      move (it has effects, or a value of it is needed earlier) the wait
+      stays before the first reader. The last reduce-scatter waits where
+      it started.
+
+    Every rank runs the same program, so every rank issues the same
+    collectives in the same order. Gathered buffers live from their start
+    to their last use: N extra units at a time in the worst case. All-reduces
+    and collectives inside nested regions stay synchronous. With N = 0
+    (the default) nothing changes.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "unsigned", /*default=*/"0",
+           "All-gathers in flight ahead of the unit computing (0: "
+           "synchronous collectives)">,
+  ];
+  let dependentDialects = ["::mlir::zest::ZestDialect"];
+}
+
 def LowerOptimizerPass : Pass<"zest-lower-optimizer", "::mlir::ModuleOp"> {
   let summary = "Expands zest.update into vectorizable linalg on tensors";
   let description = [{

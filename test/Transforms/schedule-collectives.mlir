@@ -1,0 +1,107 @@
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-schedule-collectives{prefetch=1}))' | FileCheck %s
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-schedule-collectives{prefetch=2}))' | FileCheck %s --check-prefix=DEPTH2
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-schedule-collectives))' | FileCheck %s --check-prefix=SYNC
+
+// Three units a, b, c: forward gathers a, b, c; backward reduces c, re-gathers
+// b, reduces b, re-gathers a, reduces a; each reduce-scatter is followed by
+// its unit's update.
+//
+// Prefetch 1: each gather starts when the previous one has arrived (the
+// first at the top), so one gather is in flight while a unit computes. Each
+// reduce-scatter is waited for, with its update, right after the next one
+// starts: c's overlaps b's backward, b's overlaps a's; a's, the last, is
+// waited for at once.
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:      %[[SA:[^:]*]]: tensor<2xf32> {zest.unit = @a}, %[[SB:[^:]*]]: tensor<2xf32> {zest.unit = @b}, %[[SC:[^:]*]]: tensor<2xf32> {zest.unit = @c},
+// CHECK-NEXT:    %[[GA:.*]] = zest.all_gather_start %[[SA]] for @a
+// CHECK-NEXT:    %[[FA:.*]] = zest.wait %[[GA]]
+// CHECK-NEXT:    %[[GB:.*]] = zest.all_gather_start %[[SB]] for @b
+// CHECK-NEXT:    arith.addf %[[FA]], %[[FA]]
+// CHECK-NEXT:    %[[FB:.*]] = zest.wait %[[GB]]
+// CHECK-NEXT:    %[[GC:.*]] = zest.all_gather_start %[[SC]] for @c
+// CHECK-NEXT:    arith.mulf %[[FB]]
+// CHECK-NEXT:    %[[FC:.*]] = zest.wait %[[GC]]
+// CHECK-NEXT:    %[[GB2:.*]] = zest.all_gather_start %[[SB]] for @b
+// CHECK-NEXT:    %[[YC:.*]] = arith.mulf %[[FC]]
+// CHECK-NEXT:    %[[RC:.*]] = zest.reduce_scatter_start avg %[[YC]] for @c
+// CHECK-NEXT:    %[[FB2:.*]] = zest.wait %[[GB2]]
+// CHECK-NEXT:    %[[GA2:.*]] = zest.all_gather_start %[[SA]] for @a
+// CHECK-NEXT:    %[[DB:.*]] = arith.mulf %[[FB2]], %[[YC]]
+// CHECK-NEXT:    %[[RB:.*]] = zest.reduce_scatter_start avg %[[DB]] for @b
+// CHECK-NEXT:    %[[C:.*]] = zest.wait %[[RC]]
+// CHECK-NEXT:    zest.update sgd @c %[[SC]], %[[C]]
+// CHECK-NEXT:    %[[FA2:.*]] = zest.wait %[[GA2]]
+// CHECK-NEXT:    %[[DA:.*]] = arith.mulf %[[FA2]], %[[DB]]
+// CHECK-NEXT:    %[[RA:.*]] = zest.reduce_scatter_start avg %[[DA]] for @a
+// CHECK-NEXT:    %[[B:.*]] = zest.wait %[[RB]]
+// CHECK-NEXT:    zest.update sgd @b %[[SB]], %[[B]]
+// CHECK-NEXT:    %[[A:.*]] = zest.wait %[[RA]]
+// CHECK-NEXT:    zest.update sgd @a %[[SA]], %[[A]]
+// CHECK-NEXT:    return
+
+// Prefetch 2: two gathers ahead.
+// DEPTH2-LABEL: func.func @step(
+// DEPTH2-NEXT:    %[[GA:.*]] = zest.all_gather_start %{{.*}} for @a
+// DEPTH2-NEXT:    %[[GB:.*]] = zest.all_gather_start %{{.*}} for @b
+// DEPTH2-NEXT:    %[[FA:.*]] = zest.wait %[[GA]]
+// DEPTH2-NEXT:    zest.all_gather_start %{{.*}} for @c
+// DEPTH2-NEXT:    arith.addf %[[FA]], %[[FA]]
+// DEPTH2-NEXT:    %[[FB:.*]] = zest.wait %[[GB]]
+// DEPTH2-NEXT:    zest.all_gather_start %{{.*}} for @b
+// DEPTH2:         zest.wait
+// DEPTH2-NEXT:    zest.all_gather_start %{{.*}} for @a
+
+// Prefetch 0 (the default): synchronous collectives, unchanged.
+// SYNC-LABEL: func.func @step(
+// SYNC-NOT:     _start
+// SYNC-COUNT-5: zest.all_gather %
+// SYNC-NOT:     _start
+
+zest.unit @a sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["a.w" : tensor<4xf32> at 0]
+zest.unit @b sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["b.w" : tensor<4xf32> at 0]
+zest.unit @c sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["c.w" : tensor<4xf32> at 0]
+func.func @step(%sa: tensor<2xf32> {zest.unit = @a}, %sb: tensor<2xf32> {zest.unit = @b}, %sc: tensor<2xf32> {zest.unit = @c},
+                %h: tensor<10xf32>, %acca: tensor<2xf32>, %accb: tensor<2xf32>, %accc: tensor<2xf32>)
+    -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %fa = zest.all_gather %sa for @a : tensor<2xf32> -> tensor<4xf32>
+  %ya = arith.addf %fa, %fa : tensor<4xf32>
+  %fb = zest.all_gather %sb for @b : tensor<2xf32> -> tensor<4xf32>
+  %yb = arith.mulf %fb, %ya : tensor<4xf32>
+  %fc = zest.all_gather %sc for @c : tensor<2xf32> -> tensor<4xf32>
+  %yc = arith.mulf %fc, %yb : tensor<4xf32>
+  %rc = zest.reduce_scatter avg %yc for @c : tensor<4xf32> -> tensor<2xf32>
+  %pc, %ac = zest.update sgd @c %sc, %rc accum(%accc) hyper(%h) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<10xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+  %fb2 = zest.all_gather %sb for @b : tensor<2xf32> -> tensor<4xf32>
+  %db = arith.mulf %fb2, %yc : tensor<4xf32>
+  %rb = zest.reduce_scatter avg %db for @b : tensor<4xf32> -> tensor<2xf32>
+  %pb, %ab = zest.update sgd @b %sb, %rb accum(%accb) hyper(%h) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<10xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+  %fa2 = zest.all_gather %sa for @a : tensor<2xf32> -> tensor<4xf32>
+  %da = arith.mulf %fa2, %db : tensor<4xf32>
+  %ra = zest.reduce_scatter avg %da for @a : tensor<4xf32> -> tensor<2xf32>
+  %pa, %aa = zest.update sgd @a %sa, %ra accum(%acca) hyper(%h) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<10xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+  return %pa, %aa, %pb, %ab, %pc, %ac : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// A reduced shard read before the next reduce-scatter starts, by a value the
+// backward needs (here the updated parameter feeds b's gradient): the wait
+// cannot move down and stays before its first reader.
+// CHECK-LABEL: func.func @pinned(
+// CHECK:         %[[RC:.*]] = zest.reduce_scatter_start avg %{{.*}} for @c
+// CHECK-NEXT:    %[[C:.*]] = zest.wait %[[RC]]
+// CHECK-NEXT:    %[[P:.*]], %{{.*}} = zest.update sgd @c %{{.*}}, %[[C]]
+// CHECK:         zest.reduce_scatter_start avg %{{.*}} for @b
+zest.unit @b sharded : f32, world_size = 2, padded_size = 2, shard_size = 1 ["b.w" : tensor<2xf32> at 0]
+zest.unit @c sharded : f32, world_size = 2, padded_size = 2, shard_size = 1 ["c.w" : tensor<2xf32> at 0]
+func.func @pinned(%sb: tensor<1xf32> {zest.unit = @b}, %sc: tensor<1xf32> {zest.unit = @c}, %g: tensor<2xf32>,
+                  %h: tensor<10xf32>, %accc: tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) {
+  %rc = zest.reduce_scatter avg %g for @c : tensor<2xf32> -> tensor<1xf32>
+  %pc, %ac = zest.update sgd @c %sc, %rc accum(%accc) hyper(%h) : (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<10xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  %e = tensor.empty() : tensor<1x2xf32>
+  %wide = linalg.broadcast ins(%pc : tensor<1xf32>) outs(%e : tensor<1x2xf32>) dimensions = [1]
+  %p2 = tensor.collapse_shape %wide [[0, 1]] : tensor<1x2xf32> into tensor<2xf32>
+  %gb = arith.mulf %g, %p2 : tensor<2xf32>
+  %rb = zest.reduce_scatter avg %gb for @b : tensor<2xf32> -> tensor<1xf32>
+  return %pc, %ac, %rb : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+}
