@@ -30,6 +30,8 @@ struct Request {
   std::string tag;
   int64_t bytes;
   double startUs;
+  /// With a modeled link: when the transfer would be complete (0: none).
+  double modeledEndUs;
 };
 
 struct TraceEvent {
@@ -118,6 +120,11 @@ struct Runtime {
   std::mutex comm;
   std::thread progressThread;
   std::atomic<bool> stopProgress{false};
+  /// ZEST_LINK: a modeled link (bytes per microsecond, latency); transfers
+  /// on it are serialized, each done no earlier than its modeled duration
+  /// after it could start.
+  double linkBytesPerUs = 0, linkLatencyUs = 0;
+  double linkBusyUntilUs = 0;
 };
 
 Runtime *runtime = nullptr;
@@ -149,7 +156,15 @@ zest_request_t enqueue(Start start, const char *kind, const char *tag,
   std::lock_guard<std::mutex> lock(rt.comm);
   std::unique_ptr<PendingOp> op = start(*rt.backend);
   zest_request_t id = rt.nextRequest++;
-  rt.requests[id] = {std::move(op), kind, tag ? tag : "", bytes, nowUs()};
+  double now = nowUs();
+  double modeledEndUs = 0;
+  if (rt.linkBytesPerUs > 0) {
+    double begin = std::max(now, rt.linkBusyUntilUs);
+    modeledEndUs = begin + rt.linkLatencyUs + bytesSent / rt.linkBytesPerUs;
+    rt.linkBusyUntilUs = modeledEndUs;
+  }
+  rt.requests[id] = {std::move(op), kind, tag ? tag : "",
+                     bytes,         now,  modeledEndUs};
   rt.pool.counters.bytes_sent += bytesSent;
   rt.pool.counters.collectives += 1;
   return id;
@@ -196,6 +211,17 @@ int zest_init(int *argc, char ***argv) {
   runtime = new Runtime();
   if (const char *timeout = std::getenv("ZEST_TIMEOUT_S"))
     runtime->timeoutSeconds = std::atof(timeout);
+  const char *link = std::getenv("ZEST_LINK");
+  if (link && *link) {
+    double gbPerS = 0, latencyUs = -1;
+    char extra = 0;
+    if (std::sscanf(link, "%lf,%lf%c", &gbPerS, &latencyUs, &extra) != 2 ||
+        !(gbPerS > 0) || !(latencyUs >= 0))
+      fatal(std::string("ZEST_LINK='") + link +
+            "' is not <GB/s>,<latency us> (e.g. ZEST_LINK=2,10)");
+    runtime->linkBytesPerUs = gbPerS * 1e3;
+    runtime->linkLatencyUs = latencyUs;
+  }
   const char *progress = std::getenv("ZEST_PROGRESS");
   bool thread = progress && std::string(progress) == "thread";
   runtime->backend = createMpiBackend(argc, argv, thread);
@@ -298,6 +324,7 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
 
 void zest_wait(zest_request_t id) {
   Runtime &rt = get();
+  double enteredUs = nowUs();
   std::unique_lock<std::mutex> lock(rt.comm);
   auto it = rt.requests.find(id);
   if (it == rt.requests.end())
@@ -320,6 +347,15 @@ void zest_wait(zest_request_t id) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     lock.lock();
   }
+  // A modeled transfer still in flight: sleep (no CPU) until it is done.
+  double remainingUs = request.modeledEndUs - nowUs();
+  if (remainingUs > 0) {
+    lock.unlock();
+    std::this_thread::sleep_for(
+        std::chrono::duration<double, std::micro>(remainingUs));
+    lock.lock();
+  }
+  rt.pool.counters.wait_us += static_cast<int64_t>(nowUs() - enteredUs);
   if (rt.tracing)
     rt.trace.push_back(
         {describe(request), "comm", request.startUs, nowUs(), false});
@@ -378,6 +414,7 @@ void zest_reset_counters(void) {
   c.gathered_peak_bytes = c.gathered_bytes;
   c.bytes_sent = 0;
   c.collectives = 0;
+  c.wait_us = 0;
 }
 
 double zest_now_us(void) { return nowUs(); }

@@ -225,14 +225,17 @@ int main(int argc, char **argv) {
     std::printf("summary: steps %lld, step time %.3f ms, samples/s %.1f, "
                 "peak gathered parameter bytes per rank %lld, bytes sent per "
                 "step per rank %lld, peak pool bytes per rank %lld, peak RSS "
-                "above base bytes per rank %lld\n",
+                "above base bytes per rank %lld, communication wait ms per "
+                "step %.3f\n",
                 static_cast<long long>(options.steps), stepMs,
                 stepMs > 0 ? globalBatch / (stepMs / 1000) : 0.0,
                 static_cast<long long>(counters.gathered_peak_bytes),
                 static_cast<long long>(
                     options.steps ? counters.bytes_sent / options.steps : 0),
                 static_cast<long long>(counters.pool_peak_bytes),
-                static_cast<long long>(peakResidentBytes() - baseRss));
+                static_cast<long long>(peakResidentBytes() - baseRss),
+                options.steps ? counters.wait_us / 1000.0 / options.steps
+                              : 0.0);
   }
   if (!options.save.empty() && training)
     saveCheckpoint(options.save, model, train, startStep + options.steps);

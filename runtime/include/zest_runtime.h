@@ -63,7 +63,10 @@ typedef enum zest_hyper {
 
 /* Initializes the runtime and the backend (MPI_Init). Reads the options
  * ZEST_TIMEOUT_S (seconds a wait may take before all ranks abort, default
- * 300) and ZEST_PROGRESS (poll | thread). Returns 0 on success. */
+ * 300), ZEST_PROGRESS (poll | thread) and ZEST_LINK (<GB/s>,<latency us>: a
+ * modeled link; each collective then completes no earlier than latency +
+ * bytes sent / bandwidth after the link is free, and a wait sleeps, without
+ * using CPU, until it has). Returns 0 on success. */
 int zest_init(int *argc, char ***argv);
 /* Finalizes the backend; the trace is written first if enabled. */
 void zest_finalize(void);
@@ -123,6 +126,7 @@ typedef struct zest_counters {
   int64_t gathered_peak_bytes; /* high-water mark of gathered_bytes */
   int64_t bytes_sent;          /* bytes this rank sent in collectives */
   int64_t collectives;         /* collectives started */
+  int64_t wait_us;             /* microseconds spent blocked in zest_wait */
 } zest_counters_t;
 
 void zest_get_counters(zest_counters_t *counters);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Overlap of communication with computation (zest-schedule-collectives):
+# the 4-layer D=256 transformer stack at W=2, compiled with --prefetch 0, 1
+# and 2, run without and with a modeled link (ZEST_LINK, a bandwidth at
+# which communication takes about as long as the step's computation).
+# Prints medians over alternating runs of the step time and of the time
+# rank 0 spends blocked in waits (exposed communication, plus waiting for
+# the other rank: both ranks share this machine's two cores).
+#   bench/overlap/run.sh [build-dir] [link GB/s,latency us] [runs]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${1:-build}
+LINK=${2:-0.5,10}
+RUNS=${3:-3}
+OUT="$BUILD_DIR/bench/overlap"
+mkdir -p "$OUT"
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+python3 examples/gen/transformer_block.py --layers 4 --dim 256 --hidden 1024 \
+  --batch 4 --seq 32 >"$OUT/model.mlir"
+for p in 0 1 2; do
+  "$BUILD_DIR/bin/zestc" "$OUT/model.mlir" -o "$OUT/p$p" --world-size=2 \
+    --leaf-classes=Block --prefetch=$p
+done
+
+median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+printf "%-16s %9s %12s %12s %14s\n" link prefetch "step ms" "wait ms" \
+  "peak pool MiB"
+for link in none "$LINK"; do
+  for p in 0 1 2; do : >"$OUT/p$p.$link.txt"; done
+  for _ in $(seq "$RUNS"); do
+    for p in 0 1 2; do
+      env=()
+      [ "$link" != none ] && env=(-x "ZEST_LINK=$link")
+      mpirun --oversubscribe "${env[@]}" -np 2 "$OUT/p$p" --steps 10 |
+        grep '^summary:' >>"$OUT/p$p.$link.txt"
+    done
+  done
+  for p in 0 1 2; do
+    f="$OUT/p$p.$link.txt"
+    step=$(sed -E 's/.*step time ([0-9.]+) ms.*/\1/' "$f" | median)
+    wait=$(sed -E 's/.*communication wait ms per step ([0-9.]+).*/\1/' "$f" |
+      median)
+    pool=$(sed -E 's/.*peak pool bytes per rank ([0-9]+).*/\1/' "$f" | median)
+    printf "%-16s %9s %12.2f %12.2f %14.1f\n" "$link" "$p" "$step" "$wait" \
+      "$(bc -l <<<"$pool / 1048576")"
+  done
+done
