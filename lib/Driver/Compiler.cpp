@@ -69,7 +69,10 @@ static constexpr const char *kLoweringPipeline =
     "buffer-deallocation-simplification,bufferization-lower-deallocations,"
     "cse,canonicalize,"
     "func.func(zest-free-after-last-use),"
-    "canonicalize,"
+    "canonicalize,";
+// Every allocation and free of the step is now where it will run:
+// zest-plan-memory replays them here (buildLoweringPipeline).
+static constexpr const char *kLoweringKernels =
     // Sums in a blocked order LLVM vectorizes.
     "func.func(zest-reassociate-reductions),"
     // Identical loop nests (one per block of a stack) are compiled once.
@@ -127,12 +130,20 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
     pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
   pipeline += kLoweringPipeline;
+  auto parse = [&](StringRef text) {
+    if (failed(parsePassPipeline(text.rtrim(','), pm)))
+      llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
+                               "parse");
+  };
+  parse(pipeline);
+  PlanMemoryPassOptions plan;
+  plan.reportJson = options.reportJson;
+  pm.addPass(createPlanMemoryPass(plan));
+  pipeline = kLoweringKernels;
   if (options.vectorize)
     pipeline += kVectorize;
   pipeline += kLoweringTail;
-  if (failed(parsePassPipeline(pipeline, pm)))
-    llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
-                             "parse");
+  parse(pipeline);
 }
 
 /// Drops the `zest.*` argument, result and function attributes: the model

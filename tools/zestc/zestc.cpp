@@ -99,6 +99,11 @@ static cl::opt<unsigned> prefetch(
              "reduce-scatters overlapping the next unit's backward (0: "
              "synchronous collectives, the default; 1: FSDP's prefetch)"),
     cl::init(0), cl::cat(category));
+static cl::opt<std::string> reportJson(
+    "report-json",
+    cl::desc("Write the memory plan (predicted peak pool and gathered bytes "
+             "of each entry point) as JSON"),
+    cl::value_desc("file.json"), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -185,6 +190,7 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise;
   options.vectorize = vectorize;
   options.prefetch = prefetch;
+  options.reportJson = reportJson;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;

@@ -41,6 +41,8 @@ struct CompileOptions {
   /// All-gathers in flight ahead of the unit computing; > 0 also overlaps
   /// reduce-scatters (zest-schedule-collectives).
   unsigned prefetch = 0;
+  /// Where zest-plan-memory writes its JSON report (empty: none).
+  std::string reportJson;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };

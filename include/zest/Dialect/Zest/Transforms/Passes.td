@@ -345,6 +345,38 @@ def SplitEntryBlockPass
   let dependentDialects = ["::mlir::cf::ControlFlowDialect"];
 }
 
+def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Predicts each entry point's peak pool and gathered bytes";
+  let description = [{
+    After bufferization and `zest-free-after-last-use`, every buffer a step
+    allocates has a static size and a known allocation and free point, so
+    its peak memory is known before it runs. This pass replays each public
+    function's body in program order as the runtime's pool will see it:
+    `memref.alloc` adds its size rounded up to the pool's 64-byte buckets,
+    `memref.dealloc` subtracts it; a buffer passed to
+    `zest_pool_mark_gathered` (an all-gather's result) also counts as
+    gathered parameter bytes, unrounded, until it is freed. The highest
+    running sums are the step's `predicted_peak_pool_bytes` and
+    `predicted_peak_gathered_bytes`, which the executable's summary line
+    must match exactly (`peak pool bytes per rank`, `peak gathered
+    parameter bytes per rank`); the report also names the op at which each
+    peak is reached.
+
+    Writes a JSON report to `report-json` (nothing when empty): an object
+    with `functions`, a list with one object per entry point (`name`,
+    `predicted_peak_pool_bytes`, `predicted_peak_gathered_bytes`,
+    `peak_pool_at`, `peak_gathered_at`: the op and location of each peak),
+    and the top-level `predicted_peak_pool_bytes` and
+    `predicted_peak_gathered_bytes`, the largest over the functions. A function that
+    allocates inside nested regions or with dynamic sizes cannot be replayed
+    exactly: it is reported with `null` peaks.
+  }];
+  let options = [
+    Option<"reportJson", "report-json", "std::string", /*default=*/"\"\"",
+           "Where to write the JSON report (- for standard output)">,
+  ];
+}
+
 def SplitOwnedDeallocsPass
     : Pass<"zest-split-owned-deallocs", "::mlir::func::FuncOp"> {
   let summary = "Frees unconditionally owned allocations with plain deallocs";
