@@ -138,6 +138,7 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   parse(pipeline);
   PlanMemoryPassOptions plan;
   plan.reportJson = options.reportJson;
+  plan.reportText = options.reportText;
   pm.addPass(createPlanMemoryPass(plan));
   pipeline = kLoweringKernels;
   if (options.vectorize)

@@ -104,6 +104,11 @@ static cl::opt<std::string> reportJson(
     cl::desc("Write the memory plan (predicted peak pool and gathered bytes "
              "of each entry point) as JSON"),
     cl::value_desc("file.json"), cl::cat(category));
+static cl::opt<bool> reportText(
+    "report",
+    cl::desc("Print the memory plan (predicted peak pool and gathered bytes "
+             "of each entry point)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -191,6 +196,7 @@ int main(int argc, char **argv) {
   options.vectorize = vectorize;
   options.prefetch = prefetch;
   options.reportJson = reportJson;
+  options.reportText = reportText;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;

@@ -43,6 +43,8 @@ struct CompileOptions {
   unsigned prefetch = 0;
   /// Where zest-plan-memory writes its JSON report (empty: none).
   std::string reportJson;
+  /// Print the memory plan as text (zestc --report).
+  bool reportText = false;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };

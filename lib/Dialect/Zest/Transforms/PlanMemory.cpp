@@ -163,9 +163,25 @@ std::string describe(Operation *op) {
 struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
+  static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan) {
+    llvm::raw_ostream &os = llvm::outs();
+    os << "memory plan: " << name << ": ";
+    if (!plan) {
+      os << "not predicted (allocations the plan cannot replay exactly)\n";
+      return;
+    }
+    os << "peak pool bytes per rank " << plan->peakPool;
+    if (plan->peakPoolAt)
+      os << " (" << describe(plan->peakPoolAt) << ")";
+    os << ", peak gathered parameter bytes per rank " << plan->peakGathered;
+    if (plan->peakGatheredAt)
+      os << " (" << describe(plan->peakGatheredAt) << ")";
+    os << "\n";
+  }
+
   void runOnOperation() override {
     markAllAnalysesPreserved();
-    if (reportJson.empty())
+    if (reportJson.empty() && !reportText)
       return;
     ModuleOp module = getOperation();
     llvm::json::Array functions;
@@ -175,6 +191,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       if (func.isExternal() || func.isPrivate())
         continue;
       std::optional<MemoryPlan> plan = planFunction(func);
+      if (reportText)
+        printPlan(func.getSymName(), plan);
       llvm::json::Object entry{{"name", func.getSymName()}};
       if (plan) {
         entry["predicted_peak_pool_bytes"] = plan->peakPool;
@@ -190,6 +208,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       }
       functions.push_back(std::move(entry));
     }
+    if (reportJson.empty())
+      return;
     llvm::json::Object report{{"functions", std::move(functions)}};
     if (allExact) {
       report["predicted_peak_pool_bytes"] = topPool;

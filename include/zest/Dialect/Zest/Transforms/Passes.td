@@ -369,11 +369,14 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     and the top-level `predicted_peak_pool_bytes` and
     `predicted_peak_gathered_bytes`, the largest over the functions. A function that
     allocates inside nested regions or with dynamic sizes cannot be replayed
-    exactly: it is reported with `null` peaks.
+    exactly: it is reported with `null` peaks. With `report`, the same
+    figures are printed as text, one line per entry point.
   }];
   let options = [
     Option<"reportJson", "report-json", "std::string", /*default=*/"\"\"",
            "Where to write the JSON report (- for standard output)">,
+    Option<"reportText", "report", "bool", /*default=*/"false",
+           "Print the plan as text on standard output">,
   ];
 }
 
