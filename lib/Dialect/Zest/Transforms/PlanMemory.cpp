@@ -30,24 +30,22 @@ struct MemoryPlan {
   Operation *peakPoolAt = nullptr, *peakGatheredAt = nullptr;
 };
 
-/// The allocation a pointer or view derives from, through views, pointer
-/// extraction and integer arithmetic on the address; null if none.
+/// The allocation a pointer or view derives from, through views and the
+/// address arithmetic of a runtime call's pointer (aligned pointer + offset,
+/// cast to i64, then to a pointer); null if none.
 memref::AllocOp getAllocation(Value value) {
   while (Operation *def = value.getDefiningOp()) {
     if (auto alloc = dyn_cast<memref::AllocOp>(def))
       return alloc;
-    if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+    if (auto view = dyn_cast<ViewLikeOpInterface>(def))
       value = view.getViewSource();
-      continue;
-    }
-    if (auto pointer = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(def)) {
+    else if (auto pointer =
+                 dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(def))
       value = pointer.getSource();
-      continue;
-    }
-    // inttoptr, index_cast, and the offset addition: follow the address.
-    if (def->getNumOperands() == 0)
+    else if (isa<LLVM::IntToPtrOp, arith::IndexCastOp, arith::AddIOp>(def))
+      value = def->getOperand(0); // the address, not the offset
+    else
       return {};
-    value = def->getOperand(0);
   }
   return {};
 }

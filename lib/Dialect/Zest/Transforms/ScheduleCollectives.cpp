@@ -75,11 +75,12 @@ void scheduleGathers(Block *block, unsigned prefetch) {
   }
 }
 
-/// The ops of `block` that read `value`, transitively, in block order, if
-/// all of them may move down to `point`: without memory effects other than
-/// a `zest.update`'s (whose shard and state only it touches), and with no
-/// result needed before `point` by an op outside the set. Empty otherwise.
-SmallVector<Operation *> getMovableReaders(Value value, Operation *point) {
+/// The ops of `block` before `point` that read `value`, transitively, in
+/// block order; failure if one of them may not move down to `point` (it has
+/// memory effects other than a `zest.update`'s, whose shard and state only
+/// it touches).
+FailureOr<SmallVector<Operation *>> getMovableReaders(Value value,
+                                                      Operation *point) {
   Block *block = point->getBlock();
   llvm::SetVector<Operation *> readers;
   SmallVector<Value> worklist{value};
@@ -92,7 +93,7 @@ SmallVector<Operation *> getMovableReaders(Value value, Operation *point) {
       if (!readers.insert(op))
         continue;
       if (!isa<UpdateOp>(op) && !isMemoryEffectFree(op))
-        return {};
+        return failure();
       llvm::append_range(worklist, op->getResults());
     }
   }
@@ -116,18 +117,12 @@ void scheduleReduceScatters(Block *block) {
     Operation *point = nextStart->getNextNode();
     if (!waits[i]->isBeforeInBlock(nextStart))
       continue;
-    SmallVector<Operation *> readers =
+    FailureOr<SmallVector<Operation *>> readers =
         getMovableReaders(waits[i].getResult(), point);
-    bool blocked =
-        llvm::any_of(waits[i].getResult().getUsers(), [&](Operation *user) {
-          Operation *op = block->findAncestorOpInBlock(*user);
-          return op && op->isBeforeInBlock(point) &&
-                 !llvm::is_contained(readers, op);
-        });
-    if (blocked)
+    if (failed(readers))
       continue; // a reader that cannot move: the wait stays before it
     waits[i]->moveBefore(point);
-    for (Operation *reader : readers)
+    for (Operation *reader : *readers)
       reader->moveBefore(point);
   }
 }

@@ -50,34 +50,21 @@ struct VectorPlan {
   int64_t splitPoint = 0;
 };
 
-/// The combining kind of a reduction whose order may change: integer and
-/// min/max combiners always, float sums and products when marked `reassoc`
+/// True if a reduction by `combiner` may change order: integer and min/max
+/// combiners always, float sums and products when marked `reassoc`
 /// (zest-reassociate-reductions marks sums).
-std::optional<vector::CombiningKind> getReassociableKind(Operation *combiner) {
-  auto reassoc = [](arith::ArithFastMathInterface op) {
-    return bitEnumContainsAll(op.getFastMathFlagsAttr().getValue(),
-                              arith::FastMathFlags::reassoc);
-  };
-  return TypeSwitch<Operation *, std::optional<vector::CombiningKind>>(combiner)
-      .Case([&](arith::AddFOp op) -> std::optional<vector::CombiningKind> {
-        if (reassoc(op))
-          return vector::CombiningKind::ADD;
-        return std::nullopt;
-      })
-      .Case([&](arith::MulFOp op) -> std::optional<vector::CombiningKind> {
-        if (reassoc(op))
-          return vector::CombiningKind::MUL;
-        return std::nullopt;
-      })
-      .Case([](arith::AddIOp) { return vector::CombiningKind::ADD; })
-      .Case([](arith::MulIOp) { return vector::CombiningKind::MUL; })
-      .Case([](arith::MaximumFOp) { return vector::CombiningKind::MAXIMUMF; })
-      .Case([](arith::MinimumFOp) { return vector::CombiningKind::MINIMUMF; })
-      .Case([](arith::MaxNumFOp) { return vector::CombiningKind::MAXNUMF; })
-      .Case([](arith::MinNumFOp) { return vector::CombiningKind::MINNUMF; })
-      .Case([](arith::MaxSIOp) { return vector::CombiningKind::MAXSI; })
-      .Case([](arith::MinSIOp) { return vector::CombiningKind::MINSI; })
-      .Default([](Operation *) { return std::nullopt; });
+bool isReassociable(Operation *combiner) {
+  std::optional<vector::CombiningKind> kind =
+      linalg::getCombinerOpKind(combiner);
+  if (!kind)
+    return false;
+  if (*kind != vector::CombiningKind::ADD &&
+      *kind != vector::CombiningKind::MUL)
+    return true;
+  auto fastmath = dyn_cast<arith::ArithFastMathInterface>(combiner);
+  return !fastmath ||
+         bitEnumContainsAll(fastmath.getFastMathFlagsAttr().getValue(),
+                            arith::FastMathFlags::reassoc);
 }
 
 /// True if every output of `op` is a reduction whose order may change.
@@ -88,7 +75,7 @@ bool hasReassociableReductions(linalg::LinalgOp op) {
   for (unsigned i = 0, e = outs.size(); i < e; ++i) {
     SmallVector<Operation *> combiners;
     if (!matchReduction(outs, i, combiners) || combiners.size() != 1 ||
-        !getReassociableKind(combiners.front()))
+        !isReassociable(combiners.front()))
       return false;
   }
   return true;
@@ -136,9 +123,8 @@ planVectorization(linalg::LinalgOp op, unsigned vectorBits, unsigned unroll) {
     plan.tileSizes.push_back(0);
   } else {
     plan.tileSizes.push_back(tile);
-    plan.splitPoint = extent - extent % tile;
-    if (plan.splitPoint == extent)
-      plan.splitPoint = 0;
+    if (extent % tile != 0)
+      plan.splitPoint = extent - extent % tile;
   }
   // Parallel loops, then reductions, the vector loop last of its kind: an
   // accumulator tile is then invariant in every loop inside its own.
@@ -199,7 +185,15 @@ std::optional<arith::AtomicRMWKind> getAtomicKind(vector::CombiningKind kind,
     return arith::AtomicRMWKind::maxs;
   case vector::CombiningKind::MINSI:
     return arith::AtomicRMWKind::mins;
-  default:
+  case vector::CombiningKind::MAXUI:
+    return arith::AtomicRMWKind::maxu;
+  case vector::CombiningKind::MINUI:
+    return arith::AtomicRMWKind::minu;
+  case vector::CombiningKind::AND:
+    return arith::AtomicRMWKind::andi;
+  case vector::CombiningKind::OR:
+    return arith::AtomicRMWKind::ori;
+  default: // XOR has no identity kind: its lanes combine per tile
     return std::nullopt;
   }
 }
