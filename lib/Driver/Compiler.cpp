@@ -110,6 +110,12 @@ static constexpr const char *kLoweringTail =
     "convert-ub-to-llvm,"
     "reconcile-unrealized-casts";
 
+static void parseBuiltinPipeline(StringRef text, OpPassManager &pm) {
+  if (failed(parsePassPipeline(text.rtrim(','), pm)))
+    llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
+                             "parse");
+}
+
 void mlir::zest::buildFrontPipeline(OpPassManager &pm,
                                     const CompileOptions &options) {
   buildShardPipeline(pm, options.shard);
@@ -118,38 +124,39 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   // After the updates exist: they move down with their reduce-scatter's wait.
   ScheduleCollectivesPassOptions schedule;
   schedule.prefetch = options.prefetch;
-  pm.addNestedPass<func::FuncOp>(createScheduleCollectivesPass(schedule));
+  schedule.strategy = options.strategy;
+  schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
+  pm.addPass(createScheduleCollectivesPass(schedule));
   // The calling convention is fixed before the descriptor describes it.
   pm.addPass(createPrepareEntryPointsPass());
 }
 
-void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
-                                       const CompileOptions &options) {
+void mlir::zest::buildBufferizationPipeline(OpPassManager &pm,
+                                            const CompileOptions &options) {
   std::string pipeline = options.fuseLinear ? kFuseLinear : "";
   if (options.fuseElementwise)
     pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
   pipeline += kLoweringPipeline;
-  auto parse = [&](StringRef text) {
-    if (failed(parsePassPipeline(text.rtrim(','), pm)))
-      llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
-                               "parse");
-  };
-  parse(pipeline);
+  parseBuiltinPipeline(pipeline, pm);
+}
+
+void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
+                                       const CompileOptions &options) {
+  buildBufferizationPipeline(pm, options);
   PlanMemoryPassOptions plan;
   plan.reportJson = options.reportJson;
   plan.reportText = options.reportText;
+  plan.memoryBudget = options.memoryBudget;
   pm.addPass(createPlanMemoryPass(plan));
-  pipeline = kLoweringKernels;
+  std::string pipeline = kLoweringKernels;
   if (options.vectorize)
     pipeline += kVectorize;
   pipeline += kLoweringTail;
-  parse(pipeline);
+  parseBuiltinPipeline(pipeline, pm);
 }
 
-/// Drops the `zest.*` argument, result and function attributes: the model
-/// descriptor has recorded the roles.
-static void stripZestAttributes(func::FuncOp func) {
+void mlir::zest::stripRoleAttributes(func::FuncOp func) {
   // `zest.updated` stays for zest-drop-updated-results.
   auto isZest = [](NamedAttribute attr) {
     return attr.getName().getValue().starts_with("zest.") &&
@@ -447,7 +454,7 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
       updated += bool(func.getResultAttr(i, ZestDialect::kUpdatedAttrName));
     expectedInterfaceArgs[func.getSymName()] =
         func.getNumArguments() + func.getNumResults() - updated;
-    stripZestAttributes(func);
+    stripRoleAttributes(func);
   }
 
   PassManager lower(ctx);

@@ -39,3 +39,78 @@ func.func @dynamic(%n: index) {
   memref.dealloc %a : memref<?xf32>
   return
 }
+
+// -----
+
+// The unit table carries the schedule's decisions; the collectives are the
+// runtime calls in program order, with what a ring moves per rank at W=4:
+// 3 shards for the gather and the reduce-scatter (3 x 8 f32 = 96 bytes),
+// 2 x 3/4 of the buffer for the all-reduce (2 x 3/4 x 8 bytes = 12).
+// CHECK:      "name": "step",
+// CHECK:      "sent_bytes_per_rank": 204
+// CHECK:      "schema": "zest-report/1",
+// CHECK:      "units": [
+// CHECK-NEXT:   {
+// CHECK-NEXT:     "bytes": 128,
+// CHECK-NEXT:     "decision": "keep",
+// CHECK-NEXT:     "dtype": "f32",
+// CHECK-NEXT:     "kind": "sharded",
+// CHECK-NEXT:     "name": "a",
+// CHECK-NEXT:     "numel": 30,
+// CHECK-NEXT:     "parameters": [
+// CHECK-NEXT:       "a.w",
+// CHECK-NEXT:       "a.b"
+// CHECK-NEXT:     ],
+// CHECK-NEXT:     "prefetch": 1,
+// CHECK-NEXT:     "shard_bytes": 32
+// CHECK:          "decision": "replicated",
+// CHECK:          "prefetch": null,
+// CHECK:      "world_size": 4
+// RUN: zest-opt %s -split-input-file -zest-plan-memory="report-json=-" -o /dev/null | FileCheck %s --check-prefix=COLL
+// COLL:      "collectives": [{{$}}
+// COLL-NEXT:   {
+// COLL-NEXT:     "at": "func.call at
+// COLL-NEXT:     "bytes": 32,
+// COLL-NEXT:     "kind": "all_gather",
+// COLL-NEXT:     "received_bytes_per_rank": 96,
+// COLL-NEXT:     "sent_bytes_per_rank": 96,
+// COLL-NEXT:     "unit": "a"
+// COLL:          "kind": "reduce_scatter",
+// COLL:          "sent_bytes_per_rank": 96,
+// COLL:          "bytes": 8,
+// COLL-NEXT:     "kind": "all_reduce",
+// COLL-NEXT:     "received_bytes_per_rank": 12,
+// COLL-NEXT:     "sent_bytes_per_rank": 12,
+// COLL-NEXT:     "unit": "grad-norm"
+zest.unit @a sharded : f32, world_size = 4, padded_size = 32, shard_size = 8 ["a.w" : tensor<5x5xf32> at 0, "a.b" : tensor<5xf32> at 25] {zest.keep, zest.prefetch = 1 : i64}
+zest.unit @r replicated : f32, world_size = 4, padded_size = 2, shard_size = 2 ["r.w" : tensor<2xf32> at 0]
+llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @"zest.tag.grad-norm"("grad-norm\00") {addr_space = 0 : i32}
+func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+func.func private @zest_reduce_scatter_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+func.func private @zest_all_reduce_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+func.func @step(%p: !llvm.ptr) {
+  %tag = llvm.mlir.addressof @zest.tag.a : !llvm.ptr
+  %norm = llvm.mlir.addressof @"zest.tag.grad-norm" : !llvm.ptr
+  %c8 = arith.constant 8 : i64
+  %c2 = arith.constant 2 : i64
+  %f32 = arith.constant 0 : i32
+  %avg = arith.constant 1 : i32
+  %0 = call @zest_all_gather_start(%p, %p, %c8, %f32, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+  %1 = call @zest_reduce_scatter_start(%p, %p, %c8, %f32, %avg, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+  %2 = call @zest_all_reduce_start(%p, %p, %c2, %f32, %avg, %norm) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+  return
+}
+
+// -----
+
+// Over the budget: an error where the peak is reached.
+// RUN: not zest-opt %s -split-input-file -zest-plan-memory="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
+// BUDGET: plan-memory.mlir:30:10: error: @step reaches a predicted peak pool of 320 bytes per rank here, over the memory budget of 100 bytes
+// BUDGET: plan-memory.mlir:37:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
+// BUDGET: plan-memory.mlir:[[@LINE+2]]:{{[0-9]+}}: error: @also_over reaches a predicted peak pool of 192 bytes per rank here, over the memory budget of 100 bytes
+func.func @also_over() {
+  %a = memref.alloc() : memref<40xf32>
+  memref.dealloc %a : memref<40xf32>
+  return
+}

@@ -1,6 +1,8 @@
-// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-schedule-collectives{prefetch=1}))' | FileCheck %s
-// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-schedule-collectives{prefetch=2}))' | FileCheck %s --check-prefix=DEPTH2
-// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-schedule-collectives))' | FileCheck %s --check-prefix=SYNC
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{prefetch=1})' | FileCheck %s
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{prefetch=2})' | FileCheck %s --check-prefix=DEPTH2
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives)' | FileCheck %s --check-prefix=SYNC
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{strategy=shard-grad-op})' | FileCheck %s --check-prefix=KEEP
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{prefetch=1 keep-units=b})' | FileCheck %s --check-prefix=KEEPB
 
 // Three units a, b, c: forward gathers a, b, c; backward reduces c, re-gathers
 // b, reduces b, re-gathers a, reduces a; each reduce-scatter is followed by
@@ -56,6 +58,36 @@
 // SYNC-NOT:     _start
 // SYNC-COUNT-5: zest.all_gather %
 // SYNC-NOT:     _start
+
+// shard-grad-op: every unit is gathered once; backward reads the forward's
+// gathered buffers (b's and a's re-gathers are gone). The decisions are
+// recorded on the units.
+// KEEP-COUNT-3: ] {zest.keep, zest.prefetch = 0 : i64}
+// KEEP-LABEL: func.func @step(
+// KEEP-NEXT:    %[[FA:.*]] = zest.all_gather %{{.*}} for @a
+// KEEP-NEXT:    arith.addf %[[FA]], %[[FA]]
+// KEEP-NEXT:    %[[FB:.*]] = zest.all_gather %{{.*}} for @b
+// KEEP-NEXT:    arith.mulf %[[FB]]
+// KEEP-NEXT:    zest.all_gather %{{.*}} for @c
+// KEEP-NOT:     zest.all_gather
+// KEEP:         arith.mulf %[[FB]], %{{.*}}
+// KEEP-NOT:     zest.all_gather
+// KEEP:         arith.mulf %[[FA]], %{{.*}}
+
+// Only b kept, with prefetch 1: a is still re-gathered, and the prefetch
+// chain runs over the gathers that remain (a, b, c, a again).
+// KEEPB:      "a.w"
+// KEEPB-NEXT: ] {zest.prefetch = 1 : i64}
+// KEEPB:      "b.w"
+// KEEPB-NEXT: ] {zest.keep, zest.prefetch = 1 : i64}
+// KEEPB-LABEL: func.func @step(
+// KEEPB:         zest.all_gather_start %{{.*}} for @a
+// KEEPB:         %[[GB:.*]] = zest.all_gather_start %{{.*}} for @b
+// KEEPB:         %[[FB:.*]] = zest.wait %[[GB]]
+// KEEPB-NEXT:    zest.all_gather_start %{{.*}} for @c
+// KEEPB:         zest.all_gather_start %{{.*}} for @a
+// KEEPB-NOT:     zest.all_gather_start
+// KEEPB:         arith.mulf %[[FB]], %{{.*}}
 
 zest.unit @a sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["a.w" : tensor<4xf32> at 0]
 zest.unit @b sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["b.w" : tensor<4xf32> at 0]

@@ -1,27 +1,100 @@
-"""Checks that zestc's memory plan (--report-json) predicted the peaks an
-executable measured (its summary line) exactly.
+"""Checks zestc's report (--report-json) against its schema (docs/Report.md)
+and against what the executable measured (its summary line): peak pool and
+gathered bytes exactly, the memory budget if there was one, and, given the
+micro-batches per step, the bytes each rank sent per step.
 
-  checkplan.py REPORT.json RUN.log
+  checkplan.py REPORT.json RUN.log [ACCUM]
 """
 import json
 import re
 import sys
 
+INT = int
+OPT_INT = (int, type(None))
+
+# key -> type(s), per object of the schema zest-report/1.
+TOP = {"schema": str, "world_size": INT, "memory_budget_bytes": OPT_INT,
+       "units": list, "functions": list,
+       "predicted_peak_pool_bytes": OPT_INT,
+       "predicted_peak_gathered_bytes": OPT_INT}
+UNIT = {"name": str, "kind": str, "dtype": str, "parameters": list,
+        "numel": INT, "bytes": INT, "shard_bytes": INT, "prefetch": OPT_INT,
+        "decision": str}
+FUNCTION = {"name": str, "collectives": list, "sent_bytes_per_rank": INT,
+            "predicted_peak_pool_bytes": OPT_INT,
+            "predicted_peak_gathered_bytes": OPT_INT}
+COLLECTIVE = {"kind": str, "unit": str, "bytes": INT,
+              "sent_bytes_per_rank": INT, "received_bytes_per_rank": INT,
+              "at": str}
+
+
+def check_object(obj, schema, where):
+    for key, kind in schema.items():
+        if key not in obj:
+            sys.exit(f"checkplan: {where} lacks '{key}'")
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            sys.exit(f"checkplan: {where}.{key} = {value!r} is not {kind}")
+
+
+def check_schema(report):
+    check_object(report, TOP, "report")
+    if report["schema"] != "zest-report/1":
+        sys.exit(f"checkplan: unknown schema {report['schema']}")
+    for unit in report["units"]:
+        check_object(unit, UNIT, "unit")
+        if unit["kind"] not in ("sharded", "replicated"):
+            sys.exit(f"checkplan: unit kind {unit['kind']}")
+        if unit["decision"] not in ("keep", "re-gather", "replicated"):
+            sys.exit(f"checkplan: unit decision {unit['decision']}")
+    for function in report["functions"]:
+        check_object(function, FUNCTION, "function")
+        for collective in function["collectives"]:
+            check_object(collective, COLLECTIVE, "collective")
+            if collective["kind"] not in ("all_gather", "reduce_scatter",
+                                          "all_reduce"):
+                sys.exit(f"checkplan: collective kind {collective['kind']}")
+        total = sum(c["sent_bytes_per_rank"] for c in function["collectives"])
+        if total != function["sent_bytes_per_rank"]:
+            sys.exit("checkplan: sent_bytes_per_rank is not the sum")
+
+
+def measured(log, pattern):
+    return int(re.search(pattern + r" (\d+)", log).group(1))
+
 
 def main():
     report = json.load(open(sys.argv[1]))
     log = open(sys.argv[2]).read()
-    measured = {
-        "predicted_peak_gathered_bytes": int(
-            re.search(r"peak gathered parameter bytes per rank (\d+)", log).group(1)),
-        "predicted_peak_pool_bytes": int(
-            re.search(r"peak pool bytes per rank (\d+)", log).group(1)),
+    check_schema(report)
+    peaks = {
+        "predicted_peak_gathered_bytes":
+            measured(log, "peak gathered parameter bytes per rank"),
+        "predicted_peak_pool_bytes": measured(log, "peak pool bytes per rank"),
     }
-    for key, value in measured.items():
+    for key, value in peaks.items():
         predicted = report[key]
         if predicted != value:
             sys.exit(f"checkplan: {key} {predicted} but measured {value}")
         print(f"{key} {predicted} == measured")
+    budget = report["memory_budget_bytes"]
+    if budget is not None:
+        if report["predicted_peak_pool_bytes"] > budget:
+            sys.exit(f"checkplan: peak over the budget of {budget}")
+        print(f"predicted_peak_pool_bytes <= memory_budget_bytes {budget}")
+    if len(sys.argv) > 3:
+        # The step runs the (one) training function once per micro-batch;
+        # the driver then averages the loss (an f64 all-reduce).
+        accum = int(sys.argv[3])
+        world = report["world_size"]
+        (function,) = report["functions"]
+        predicted = accum * function["sent_bytes_per_rank"] + \
+            2 * 8 * (world - 1) // world
+        sent = measured(log, "bytes sent per step per rank")
+        if predicted != sent:
+            sys.exit(f"checkplan: {predicted} bytes sent per step predicted "
+                     f"but {sent} measured")
+        print(f"bytes sent per step per rank {predicted} == measured")
 
 
 if __name__ == "__main__":

@@ -99,15 +99,27 @@ static cl::opt<unsigned> prefetch(
              "reduce-scatters overlapping the next unit's backward (0: "
              "synchronous collectives, the default; 1: FSDP's prefetch)"),
     cl::init(0), cl::cat(category));
+static cl::opt<std::string> strategy(
+    "strategy",
+    cl::desc("Sharding strategy: full-shard (ZeRO-3: parameters re-gathered "
+             "for backward, the default) or shard-grad-op (ZeRO-2: gathered "
+             "parameters kept from forward to backward)"),
+    cl::init("full-shard"), cl::cat(category));
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Peak pool bytes per rank the step may use (suffixes KiB, MiB, "
+             "GiB): the prefetch depth (up to --prefetch, default 2) and the "
+             "units kept gathered for backward are chosen to fit it"),
+    cl::value_desc("bytes"), cl::cat(category));
 static cl::opt<std::string> reportJson(
     "report-json",
-    cl::desc("Write the memory plan (predicted peak pool and gathered bytes "
-             "of each entry point) as JSON"),
+    cl::desc("Write the report (units and their schedule, collectives, "
+             "predicted peak pool and gathered bytes) as JSON"),
     cl::value_desc("file.json"), cl::cat(category));
 static cl::opt<bool> reportText(
     "report",
-    cl::desc("Print the memory plan (predicted peak pool and gathered bytes "
-             "of each entry point)"),
+    cl::desc("Print the report (units and their schedule, collectives, "
+             "predicted peak pool and gathered bytes)"),
     cl::init(false), cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
@@ -135,6 +147,23 @@ static std::string defaultOutput() {
     return stem.str();
   }
   return "a.out";
+}
+
+/// Bytes from "N", "NKiB", "NMiB" or "NGiB" (N may have a fraction).
+static std::optional<int64_t> parseBytes(StringRef text) {
+  double scale = 1;
+  for (auto [suffix, factor] : {std::pair<StringRef, double>{"KiB", 1024.0},
+                                {"MiB", 1024.0 * 1024},
+                                {"GiB", 1024.0 * 1024 * 1024},
+                                {"B", 1.0}})
+    if (text.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  double value;
+  if (text.trim().getAsDouble(value) || !(value >= 0) || value * scale > 9e18)
+    return std::nullopt;
+  return static_cast<int64_t>(value * scale);
 }
 
 int main(int argc, char **argv) {
@@ -195,6 +224,26 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise;
   options.vectorize = vectorize;
   options.prefetch = prefetch;
+  if (strategy != "full-shard" && strategy != "shard-grad-op") {
+    llvm::errs() << "zestc: error: --strategy expects full-shard or "
+                 << "shard-grad-op, got '" << strategy << "' (no-shard and "
+                 << "hybrid-shard are not implemented yet)\n";
+    return 1;
+  }
+  options.strategy = strategy;
+  if (memoryBudget.getNumOccurrences()) {
+    std::optional<int64_t> budget = parseBytes(memoryBudget);
+    if (!budget || *budget <= 0) {
+      llvm::errs() << "zestc: error: --memory-budget expects a positive "
+                   << "number of bytes, optionally with KiB, MiB or GiB "
+                   << "(e.g. --memory-budget=512MiB), got '" << memoryBudget
+                   << "'\n";
+      return 1;
+    }
+    options.memoryBudget = *budget;
+    if (!prefetch.getNumOccurrences())
+      options.prefetch = 2;
+  }
   options.reportJson = reportJson;
   options.reportText = reportText;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
@@ -240,5 +289,16 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
   if (!module)
     return 1;
+  if (failed(chooseSchedule(*module, options)))
+    return 1;
+  if (options.memoryBudget > 0 && reportText) {
+    llvm::outs() << "schedule under --memory-budget=" << options.memoryBudget
+                 << ": prefetch " << options.prefetch << ", kept units:";
+    for (const std::string &unit : options.keepUnits)
+      llvm::outs() << " " << unit;
+    if (options.keepUnits.empty())
+      llvm::outs() << " none";
+    llvm::outs() << "\n";
+  }
   return failed(compileModel(*module, options, llvm::outs())) ? 1 : 0;
 }

@@ -41,6 +41,15 @@ struct CompileOptions {
   /// All-gathers in flight ahead of the unit computing; > 0 also overlaps
   /// reduce-scatters (zest-schedule-collectives).
   unsigned prefetch = 0;
+  /// full-shard (re-gather in backward) or shard-grad-op (keep every unit
+  /// gathered from forward to backward).
+  std::string strategy = "full-shard";
+  /// Units kept gathered from forward to backward besides the strategy's.
+  std::vector<std::string> keepUnits;
+  /// Peak pool bytes per rank the step may reach (0: no budget). The
+  /// schedule (prefetch depth up to `prefetch`, kept units) is chosen to
+  /// fit it.
+  int64_t memoryBudget = 0;
   /// Where zest-plan-memory writes its JSON report (empty: none).
   std::string reportJson;
   /// Print the memory plan as text (zestc --report).
@@ -54,6 +63,23 @@ void buildFrontPipeline(OpPassManager &pm, const CompileOptions &options);
 
 /// Adds the lowering of a sharded module to the LLVM dialect to `pm`.
 void buildLoweringPipeline(OpPassManager &pm, const CompileOptions &options);
+
+/// Adds the first part of the lowering: up to where every allocation and
+/// free of a step is placed (what zest-plan-memory replays).
+void buildBufferizationPipeline(OpPassManager &pm,
+                                const CompileOptions &options);
+
+/// Drops the `zest.*` argument, result and function attributes of a sharded
+/// entry point before lowering: the model descriptor has recorded the roles.
+void stripRoleAttributes(func::FuncOp func);
+
+/// Picks the schedule under `options.memoryBudget` (zestc --memory-budget)
+/// and stores it in `options` (`prefetch`, `keepUnits`): the deepest
+/// prefetch up to `options.prefetch` that fits, then, greedily, the kept
+/// units that save the most re-gathered bytes. Each candidate is judged by
+/// its exact memory plan (zest-plan-memory) on a copy of `module`. Fails
+/// with a located error when even the leanest schedule exceeds the budget.
+LogicalResult chooseSchedule(ModuleOp module, CompileOptions &options);
 
 /// The model descriptor the host driver reads (docs/Runtime.md): units,
 /// parameters and entry-point signatures, one record per line.

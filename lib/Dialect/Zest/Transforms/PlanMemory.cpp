@@ -5,8 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -23,12 +25,6 @@ namespace {
 
 /// The pool hands out 64-byte buckets (runtime/common/Runtime.cpp).
 constexpr int64_t kPoolBucket = 64;
-
-/// What the pool will hold at the peaks of one function.
-struct MemoryPlan {
-  int64_t peakPool = 0, peakGathered = 0;
-  Operation *peakPoolAt = nullptr, *peakGatheredAt = nullptr;
-};
 
 /// The allocation a pointer or view derives from, through views and the
 /// address arithmetic of a runtime call's pointer (aligned pointer + offset,
@@ -140,13 +136,94 @@ LogicalResult replay(Block &block, Replay &state) {
   return success();
 }
 
-/// Replays `func`'s body; nothing if it cannot be replayed exactly.
-std::optional<MemoryPlan> planFunction(func::FuncOp func) {
+} // namespace
+
+std::optional<MemoryPlan> mlir::zest::planFunctionMemory(func::FuncOp func) {
   Replay state;
   if (!func.getBody().hasOneBlock() ||
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;
   return state.plan;
+}
+
+std::optional<MemoryPlan> mlir::zest::planModuleMemory(ModuleOp module) {
+  MemoryPlan top;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    std::optional<MemoryPlan> plan = planFunctionMemory(func);
+    if (!plan)
+      return std::nullopt;
+    if (plan->peakPool > top.peakPool)
+      top.peakPool = plan->peakPool, top.peakPoolAt = plan->peakPoolAt;
+    if (plan->peakGathered > top.peakGathered)
+      top.peakGathered = plan->peakGathered,
+      top.peakGatheredAt = plan->peakGatheredAt;
+  }
+  return top;
+}
+
+namespace {
+
+/// One collective a step issues, as the runtime will count it.
+struct Collective {
+  StringRef kind; // all_gather, reduce_scatter, all_reduce
+  std::string tag;
+  int64_t bytes = 0; // per rank for gathers and reduce-scatters (the shard)
+  int64_t sentPerRank = 0, receivedPerRank = 0;
+  Operation *at = nullptr;
+};
+
+int64_t getDtypeBytes(int64_t dtype) {
+  switch (dtype) {
+  case 1: // ZEST_F64
+  case 5: // ZEST_I64
+    return 8;
+  case 0: // ZEST_F32
+  case 4: // ZEST_I32
+    return 4;
+  case 2: // ZEST_F16
+  case 3: // ZEST_BF16
+    return 2;
+  default: // ZEST_I8, ZEST_U8
+    return 1;
+  }
+}
+
+/// The collectives `func` starts, in program order (runtime calls
+/// `zest_*_start(send, recv, count, dtype, ..., tag)` as
+/// convert-zest-to-runtime emits them). Each rank sends and receives what a
+/// ring algorithm moves, as the runtime counts `bytes_sent`: W - 1 shards
+/// for gathers and reduce-scatters, 2 (W - 1) / W of the buffer for
+/// all-reduces.
+SmallVector<Collective> getCollectives(func::FuncOp func, int64_t world) {
+  SmallVector<Collective> collectives;
+  func.walk([&](func::CallOp call) {
+    StringRef callee = call.getCallee();
+    if (!callee.consume_front("zest_") || !callee.consume_back("_start") ||
+        call.getNumOperands() < 5)
+      return;
+    std::optional<int64_t> count = getConstantIntValue(call.getOperand(2));
+    std::optional<int64_t> dtype = getConstantIntValue(call.getOperand(3));
+    if (!count || !dtype)
+      return;
+    Collective collective;
+    collective.kind = callee;
+    collective.bytes = *count * getDtypeBytes(*dtype);
+    collective.at = call;
+    if (auto tag =
+            call.getOperands().back().getDefiningOp<LLVM::AddressOfOp>()) {
+      StringRef name = tag.getGlobalName();
+      name.consume_front("zest.tag.");
+      collective.tag = name.str();
+    }
+    collective.sentPerRank = callee == "all_reduce"
+                                 ? 2 * collective.bytes * (world - 1) / world
+                                 : collective.bytes * (world - 1);
+    collective.receivedPerRank = collective.sentPerRank;
+    collectives.push_back(collective);
+  });
+  return collectives;
 }
 
 std::string describe(Operation *op) {
@@ -158,60 +235,190 @@ std::string describe(Operation *op) {
   return text;
 }
 
+StringRef getDecision(UnitOp unit) {
+  if (!unit.isSharded())
+    return "replicated";
+  return unit->hasAttr(ZestDialect::kKeepAttrName) ? "keep" : "re-gather";
+}
+
+std::optional<int64_t> getPrefetch(UnitOp unit) {
+  if (auto depth =
+          unit->getAttrOfType<IntegerAttr>(ZestDialect::kPrefetchAttrName))
+    return depth.getInt();
+  return std::nullopt;
+}
+
+int64_t getElementBytes(UnitOp unit) {
+  return (unit.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// The unit table: layout and the scheduling decisions on each unit.
+llvm::json::Array describeUnits(ModuleOp module) {
+  llvm::json::Array units;
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    llvm::json::Array params;
+    for (auto param : unit.getParams().getAsRange<ParamAttr>())
+      params.push_back(param.getName());
+    std::string dtype;
+    llvm::raw_string_ostream(dtype) << unit.getElementType();
+    std::optional<int64_t> prefetch = getPrefetch(unit);
+    units.push_back(llvm::json::Object{
+        {"name", unit.getSymName()},
+        {"kind", unit.isSharded() ? "sharded" : "replicated"},
+        {"dtype", dtype},
+        {"parameters", std::move(params)},
+        {"numel", unit.getNumElements()},
+        {"bytes", unit.getPaddedSize() * getElementBytes(unit)},
+        {"shard_bytes", unit.getShardSize() * getElementBytes(unit)},
+        {"prefetch", prefetch ? llvm::json::Value(*prefetch) : nullptr},
+        {"decision", getDecision(unit)}});
+  }
+  return units;
+}
+
+void printUnits(ModuleOp module, llvm::raw_ostream &os) {
+  auto units = module.getOps<UnitOp>();
+  if (units.empty())
+    return;
+  os << llvm::formatv("{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n",
+                      "unit", "kind", "params", "bytes", "shard bytes",
+                      "prefetch", "decision");
+  for (UnitOp unit : units) {
+    std::optional<int64_t> prefetch = getPrefetch(unit);
+    os << llvm::formatv(
+        "{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n", unit.getSymName(),
+        unit.isSharded() ? "sharded" : "replicated", unit.getParams().size(),
+        unit.getPaddedSize() * getElementBytes(unit),
+        unit.getShardSize() * getElementBytes(unit),
+        prefetch ? std::to_string(*prefetch) : "-", getDecision(unit));
+  }
+}
+
+llvm::json::Array describeCollectives(ArrayRef<Collective> collectives) {
+  llvm::json::Array list;
+  for (const Collective &collective : collectives)
+    list.push_back(llvm::json::Object{
+        {"kind", collective.kind},
+        {"unit", collective.tag},
+        {"bytes", collective.bytes},
+        {"sent_bytes_per_rank", collective.sentPerRank},
+        {"received_bytes_per_rank", collective.receivedPerRank},
+        {"at", describe(collective.at)}});
+  return list;
+}
+
+int64_t getSentBytes(ArrayRef<Collective> collectives) {
+  int64_t sent = 0;
+  for (const Collective &collective : collectives)
+    sent += collective.sentPerRank;
+  return sent;
+}
+
 struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
-  static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan) {
+  static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan,
+                        ArrayRef<Collective> collectives) {
     llvm::raw_ostream &os = llvm::outs();
     os << "memory plan: " << name << ": ";
     if (!plan) {
       os << "not predicted (allocations the plan cannot replay exactly)\n";
-      return;
+    } else {
+      os << "peak pool bytes per rank " << plan->peakPool;
+      if (plan->peakPoolAt)
+        os << " (" << describe(plan->peakPoolAt) << ")";
+      os << ", peak gathered parameter bytes per rank " << plan->peakGathered;
+      if (plan->peakGatheredAt)
+        os << " (" << describe(plan->peakGatheredAt) << ")";
+      os << "\n";
     }
-    os << "peak pool bytes per rank " << plan->peakPool;
-    if (plan->peakPoolAt)
-      os << " (" << describe(plan->peakPoolAt) << ")";
-    os << ", peak gathered parameter bytes per rank " << plan->peakGathered;
-    if (plan->peakGatheredAt)
-      os << " (" << describe(plan->peakGatheredAt) << ")";
+    llvm::StringMap<int64_t> counts;
+    for (const Collective &collective : collectives)
+      ++counts[collective.kind];
+    os << "collectives: " << name << ": " << collectives.size()
+       << " per call, bytes sent per rank " << getSentBytes(collectives);
+    for (StringRef kind : {"all_gather", "reduce_scatter", "all_reduce"})
+      if (counts.lookup(kind))
+        os << ", " << kind << " " << counts.lookup(kind);
     os << "\n";
+  }
+
+  /// Fails (reported where it happens) if an entry point's predicted peak
+  /// pool exceeds the budget or cannot be predicted.
+  LogicalResult checkBudget(ModuleOp module) {
+    if (memoryBudget <= 0)
+      return success();
+    int64_t budget = memoryBudget;
+    bool ok = true;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || func.isPrivate())
+        continue;
+      std::optional<MemoryPlan> plan = planFunctionMemory(func);
+      if (!plan) {
+        func.emitError() << "cannot hold @" << func.getSymName()
+                         << " to a memory budget of " << budget
+                         << " bytes: its allocations cannot be replayed "
+                         << "exactly (dynamic sizes or frees the plan cannot "
+                         << "follow)";
+        ok = false;
+      } else if (plan->peakPool > budget) {
+        plan->peakPoolAt->emitError()
+            << "@" << func.getSymName() << " reaches a predicted peak pool of "
+            << plan->peakPool << " bytes per rank here, over the memory "
+            << "budget of " << budget << " bytes";
+        ok = false;
+      }
+    }
+    return success(ok);
   }
 
   void runOnOperation() override {
     markAllAnalysesPreserved();
+    ModuleOp module = getOperation();
+    if (failed(checkBudget(module)))
+      return signalPassFailure();
     if (reportJson.empty() && !reportText)
       return;
-    ModuleOp module = getOperation();
+    int64_t world = 1;
+    for (UnitOp unit : module.getOps<UnitOp>())
+      world = unit.getWorldSize();
+    if (reportText)
+      printUnits(module, llvm::outs());
     llvm::json::Array functions;
-    int64_t topPool = 0, topGathered = 0;
-    bool allExact = true;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func.isPrivate())
         continue;
-      std::optional<MemoryPlan> plan = planFunction(func);
+      std::optional<MemoryPlan> plan = planFunctionMemory(func);
+      SmallVector<Collective> collectives = getCollectives(func, world);
       if (reportText)
-        printPlan(func.getSymName(), plan);
-      llvm::json::Object entry{{"name", func.getSymName()}};
+        printPlan(func.getSymName(), plan, collectives);
+      llvm::json::Object entry{
+          {"name", func.getSymName()},
+          {"collectives", describeCollectives(collectives)},
+          {"sent_bytes_per_rank", getSentBytes(collectives)}};
       if (plan) {
         entry["predicted_peak_pool_bytes"] = plan->peakPool;
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
         entry["peak_pool_at"] = describe(plan->peakPoolAt);
         entry["peak_gathered_at"] = describe(plan->peakGatheredAt);
-        topPool = std::max(topPool, plan->peakPool);
-        topGathered = std::max(topGathered, plan->peakGathered);
       } else {
         entry["predicted_peak_pool_bytes"] = nullptr;
         entry["predicted_peak_gathered_bytes"] = nullptr;
-        allExact = false;
       }
       functions.push_back(std::move(entry));
     }
     if (reportJson.empty())
       return;
-    llvm::json::Object report{{"functions", std::move(functions)}};
-    if (allExact) {
-      report["predicted_peak_pool_bytes"] = topPool;
-      report["predicted_peak_gathered_bytes"] = topGathered;
+    llvm::json::Object report{
+        {"schema", "zest-report/1"},
+        {"world_size", world},
+        {"memory_budget_bytes",
+         memoryBudget > 0 ? llvm::json::Value(int64_t(memoryBudget)) : nullptr},
+        {"units", describeUnits(module)},
+        {"functions", std::move(functions)}};
+    if (std::optional<MemoryPlan> top = planModuleMemory(module)) {
+      report["predicted_peak_pool_bytes"] = top->peakPool;
+      report["predicted_peak_gathered_bytes"] = top->peakGathered;
     } else {
       report["predicted_peak_pool_bytes"] = nullptr;
       report["predicted_peak_gathered_bytes"] = nullptr;

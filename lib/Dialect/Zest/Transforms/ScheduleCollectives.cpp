@@ -1,9 +1,10 @@
-//===- ScheduleCollectives.cpp - Asynchronous, prefetched collectives -----===//
+//===- ScheduleCollectives.cpp - Kept units, prefetched collectives -------===//
 //
 // A synchronous collective stalls the step for its whole transfer. Split into
 // start and wait, the transfer can run while other units compute; where the
 // two halves go decides how much overlaps and how much memory the in-flight
-// buffers hold. See Passes.td.
+// buffers hold. A unit kept gathered from forward to backward trades its
+// re-gather for memory. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,17 +128,90 @@ void scheduleReduceScatters(Block *block) {
   }
 }
 
+/// Replaces every gather of a kept unit's shard after the first by the
+/// first one's result: the forward's gathered buffer serves backward too.
+void keepGathered(Block *block, const DenseSet<StringRef> &kept) {
+  DenseMap<std::pair<Value, StringRef>, AllGatherOp> first;
+  for (AllGatherOp gather :
+       llvm::make_early_inc_range(block->getOps<AllGatherOp>())) {
+    if (!kept.contains(gather.getUnit()))
+      continue;
+    auto [it, inserted] =
+        first.try_emplace({gather.getShard(), gather.getUnit()}, gather);
+    if (inserted)
+      continue;
+    gather.getResult().replaceAllUsesWith(it->second.getResult());
+    gather.erase();
+  }
+}
+
 struct ScheduleCollectivesPass
     : public zest::impl::ScheduleCollectivesPassBase<ScheduleCollectivesPass> {
   using Base::Base;
 
+  /// The sharded units to keep gathered; failure (reported) for an unknown
+  /// strategy or a named unit that is not a sharded unit of the module.
+  FailureOr<DenseSet<StringRef>> getKeptUnits(ModuleOp module) {
+    if (strategy != "full-shard" && strategy != "shard-grad-op") {
+      emitError(module.getLoc())
+          << "unknown strategy '" << strategy
+          << "' for zest-schedule-collectives: use full-shard or "
+          << "shard-grad-op";
+      return failure();
+    }
+    DenseSet<StringRef> kept;
+    for (UnitOp unit : module.getOps<UnitOp>())
+      if (strategy == "shard-grad-op" && unit.isSharded())
+        kept.insert(unit.getSymName());
+    for (const std::string &name : keepUnits) {
+      auto unit = module.lookupSymbol<UnitOp>(name);
+      if (!unit || !unit.isSharded()) {
+        emitError(module.getLoc())
+            << "cannot keep '" << name << "' gathered: "
+            << (unit ? "the unit is replicated (never gathered)"
+                     : "the module has no unit of that name");
+        return failure();
+      }
+      kept.insert(unit.getSymName());
+    }
+    return kept;
+  }
+
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (prefetch == 0 || func.isExternal())
-      return;
-    Block *body = &func.getBody().front();
-    scheduleGathers(body, prefetch);
-    scheduleReduceScatters(body);
+    ModuleOp module = getOperation();
+    FailureOr<DenseSet<StringRef>> kept = getKeptUnits(module);
+    if (failed(kept))
+      return signalPassFailure();
+    // Units some function gathers more than once: the re-gathered ones.
+    DenseSet<StringRef> regathered;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      Block *body = &func.getBody().front();
+      keepGathered(body, *kept);
+      llvm::StringMap<int64_t> gathers;
+      for (AllGatherOp gather : body->getOps<AllGatherOp>())
+        ++gathers[gather.getUnit()];
+      for (auto &[unit, count] : gathers)
+        if (count > 1)
+          regathered.insert(module.lookupSymbol<UnitOp>(unit).getSymName());
+      if (prefetch == 0)
+        continue;
+      scheduleGathers(body, prefetch);
+      scheduleReduceScatters(body);
+    }
+    // The decisions, for the report. A unit gathered once for forward and
+    // backward (the last one, whose uses are adjacent) is kept too; so is
+    // every unit of a forward-only function.
+    Builder builder(module.getContext());
+    for (UnitOp unit : module.getOps<UnitOp>()) {
+      if (!unit.isSharded())
+        continue;
+      unit->setAttr(ZestDialect::kPrefetchAttrName,
+                    builder.getI64IntegerAttr(prefetch));
+      if (!regathered.contains(unit.getSymName()))
+        unit->setAttr(ZestDialect::kKeepAttrName, builder.getUnitAttr());
+    }
   }
 };
 } // namespace

@@ -73,6 +73,10 @@ def Zest_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kUpdatedAttrName = "zest.updated";
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "zest.optimizer";
+    // On a sharded `zest.unit`: what zest-schedule-collectives decided (its
+    // gathers' prefetch depth; kept gathered from forward to backward).
+    static constexpr ::llvm::StringLiteral kPrefetchAttrName = "zest.prefetch";
+    static constexpr ::llvm::StringLiteral kKeepAttrName = "zest.keep";
     // On a kernel: positions of the LLVM arguments (aligned pointers of
     // buffer descriptors) that no other argument aliases.
     static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =

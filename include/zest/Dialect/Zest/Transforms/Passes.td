@@ -163,37 +163,59 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
 }
 
 def ScheduleCollectivesPass
-    : Pass<"zest-schedule-collectives", "::mlir::func::FuncOp"> {
-  let summary = "Makes collectives asynchronous and places their starts and "
-                "waits";
+    : Pass<"zest-schedule-collectives", "::mlir::ModuleOp"> {
+  let summary = "Decides which gathered units are kept for backward and "
+                "places the starts and waits of collectives";
   let description = [{
-    With `prefetch` = N > 0, the collectives in a function's body become
-    start/wait pairs placed so that communication overlaps computation:
+    Runs on the sharded step once the optimizer is in (`zest-insert-optimizer`)
+    and decides, for every function body, what happens to each unit's
+    gathered parameters and when each collective runs.
 
-    * **All-gathers.** The k-th gather of the step (forward gathers, then
-      the backward re-gathers, in program order) waits where it was, and
-      starts right after the wait of the (k-N)-th: while a unit computes,
-      the next N units' gathers are in flight (FSDP's prefetch, N = 1 its
-      default). The first N start at the top of the body, or after their
-      shard is defined if that is later.
-    * **Reduce-scatters** start where they were. Each waits right after
-      the next reduce-scatter starts, so it overlaps the backward pass of
-      the next unit; the unit's optimizer update (and anything else that
-      reads the reduced shard) moves down with the wait. If a reader cannot
-      move (it has effects, or a value of it is needed earlier) the wait
-      stays before the first reader. The last reduce-scatter waits where
-      it started.
+    * **Keep or re-gather.** `zest-shard-params` gathers a sharded unit once
+      per use interval: in forward, then again in backward (FULL_SHARD,
+      ZeRO-3). A *kept* unit is gathered once: its later gathers of the same
+      shard are replaced by the first one's result, so the forward's gathered
+      buffer stays alive until the unit's backward is done (SHARD_GRAD_OP,
+      ZeRO-2; DeepCompile's selective unsharding per unit). `strategy=
+      shard-grad-op` keeps every sharded unit; `keep-units=a,b` keeps the
+      units named (what `zestc --memory-budget` picks).
+    * **All-gathers** (with `prefetch` = N > 0). The k-th gather of the
+      step (forward gathers, then the backward re-gathers, in program order)
+      waits where it was, and starts right after the wait of the (k-N)-th:
+      while a unit computes, the next N units' gathers are in flight (FSDP's
+      prefetch, N = 1 its default). The first N start at the top of the
+      body, or after their shard is defined if that is later.
+    * **Reduce-scatters** (with N > 0) start where they were. Each waits
+      right after the next reduce-scatter starts, so it overlaps the backward
+      pass of the next unit; the unit's optimizer update (and anything else
+      that reads the reduced shard) moves down with the wait. If a reader
+      cannot move (it has effects, or a value of it is needed earlier) the
+      wait stays before the first reader. The last reduce-scatter waits
+      where it started.
 
     Every rank runs the same program, so every rank issues the same
-    collectives in the same order. Gathered buffers live from their start
-    to their last use: N extra units at a time in the worst case. All-reduces
-    and collectives inside nested regions stay synchronous. With N = 0
-    (the default) nothing changes.
+    collectives in the same order. Gathered buffers live from their start to
+    their last use: N extra units at a time in the worst case, plus each kept
+    unit from its forward to its backward. All-reduces and collectives inside
+    nested regions stay synchronous. With N = 0 (the default) and nothing
+    kept, nothing changes.
+
+    The decisions are recorded on each sharded `zest.unit` for the report
+    (`zest-plan-memory`): `zest.prefetch` (the depth) and `zest.keep`.
+
+    ```
+    zest-opt --zest-schedule-collectives="prefetch=1 keep-units=layers.3" m.mlir
+    ```
   }];
   let options = [
     Option<"prefetch", "prefetch", "unsigned", /*default=*/"0",
            "All-gathers in flight ahead of the unit computing (0: "
            "synchronous collectives)">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
+           "full-shard (re-gather in backward) or shard-grad-op (keep every "
+           "unit gathered from forward to backward)">,
+    ListOption<"keepUnits", "keep-units", "std::string",
+               "Units kept gathered from forward to backward (by name)">,
   ];
   let dependentDialects = ["::mlir::zest::ZestDialect"];
 }
@@ -362,21 +384,41 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     parameter bytes per rank`); the report also names the op at which each
     peak is reached.
 
-    Writes a JSON report to `report-json` (nothing when empty): an object
-    with `functions`, a list with one object per entry point (`name`,
-    `predicted_peak_pool_bytes`, `predicted_peak_gathered_bytes`,
-    `peak_pool_at`, `peak_gathered_at`: the op and location of each peak),
-    and the top-level `predicted_peak_pool_bytes` and
-    `predicted_peak_gathered_bytes`, the largest over the functions. A function that
-    allocates inside nested regions or with dynamic sizes cannot be replayed
-    exactly: it is reported with `null` peaks. With `report`, the same
-    figures are printed as text, one line per entry point.
+    The same replay is what `zestc --memory-budget` chooses a schedule by;
+    with `memory-budget` > 0 the pass fails if the predicted peak pool
+    exceeds it (or cannot be predicted).
+
+    Writes a JSON report to `report-json` (nothing when empty; the schema,
+    `zest-report/1`, is documented in docs/Report.md):
+
+    * `units`: per unit its `name`, `kind`, `dtype`, `parameters`, `numel`,
+      `bytes` (the padded flat buffer), `shard_bytes`, and what
+      `zest-schedule-collectives` decided: `prefetch` depth and `decision`
+      (`keep`, `re-gather` or `replicated`);
+    * `functions`: per entry point its `predicted_peak_pool_bytes`,
+      `predicted_peak_gathered_bytes`, `peak_pool_at` and `peak_gathered_at`
+      (the op and location of each peak), and its `collectives` in the order
+      every rank issues them (`kind`, `unit`, `bytes`, and the
+      `sent_bytes_per_rank` and `received_bytes_per_rank` of a ring
+      algorithm, as the runtime counts them) with their sum
+      `sent_bytes_per_rank`;
+    * `world_size`, `memory_budget_bytes`, and the top-level
+      `predicted_peak_pool_bytes` and `predicted_peak_gathered_bytes`, the
+      largest over the functions.
+
+    A function that allocates inside nested regions it cannot balance or
+    with dynamic sizes cannot be replayed exactly: it is reported with
+    `null` peaks. With `report`, the unit table, the peaks and a summary of
+    the collectives are printed as text.
   }];
   let options = [
     Option<"reportJson", "report-json", "std::string", /*default=*/"\"\"",
            "Where to write the JSON report (- for standard output)">,
     Option<"reportText", "report", "bool", /*default=*/"false",
            "Print the plan as text on standard output">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Fail if the predicted peak pool bytes per rank exceed this "
+           "(0: no budget)">,
   ];
 }
 

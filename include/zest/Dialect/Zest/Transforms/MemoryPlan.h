@@ -1,0 +1,36 @@
+//===- MemoryPlan.h - Static peak memory of a step --------------*- C++ -*-===//
+//
+// The replay behind zest-plan-memory, for callers that choose a schedule by
+// its predicted peak (zestc --memory-budget).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_DIALECT_ZEST_TRANSFORMS_MEMORYPLAN_H
+#define ZEST_DIALECT_ZEST_TRANSFORMS_MEMORYPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+
+namespace mlir::zest {
+
+/// What the runtime's pool holds at the peaks of one step.
+struct MemoryPlan {
+  int64_t peakPool = 0, peakGathered = 0;
+  /// The ops at which each peak is first reached.
+  Operation *peakPoolAt = nullptr, *peakGatheredAt = nullptr;
+};
+
+/// Replays the allocations and frees of `func` (bufferized, its frees
+/// placed, collectives lowered to runtime calls) in program order; nothing
+/// if they cannot be replayed exactly.
+std::optional<MemoryPlan> planFunctionMemory(func::FuncOp func);
+
+/// The highest peaks over the module's public functions; nothing if one of
+/// them cannot be replayed exactly.
+std::optional<MemoryPlan> planModuleMemory(ModuleOp module);
+
+} // namespace mlir::zest
+
+#endif // ZEST_DIALECT_ZEST_TRANSFORMS_MEMORYPLAN_H

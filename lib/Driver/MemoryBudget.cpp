@@ -1,0 +1,180 @@
+//===- MemoryBudget.cpp - A schedule that fits a memory budget ------------===//
+//
+// Prefetching and keeping units gathered both buy overlap or less traffic
+// with memory. Under a budget, each candidate schedule is compiled up to its
+// memory plan, whose peak is exact, so the choice never overshoots: the
+// budget is decided at compile time instead of by profiling (DeepCompile)
+// or by hand-tuned bucket sizes (FSDP, DeepSpeed).
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
+#include "zest/Driver/Compiler.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// One evaluated schedule.
+struct Candidate {
+  /// Predicted peak pool bytes per rank.
+  int64_t peakPool = 0;
+  /// Per sharded unit: gathers after the first in the busiest function
+  /// (what keeping it saves), bytes of its gathered buffer, and the program
+  /// position of its first gather.
+  struct UnitGathers {
+    int64_t regathers = 0, bytes = 0, firstGather = 0;
+  };
+  llvm::StringMap<UnitGathers> units;
+};
+
+/// Gathers per unit after the front pipeline (collectives not yet lowered).
+llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module) {
+  llvm::StringMap<Candidate::UnitGathers> units;
+  for (UnitOp unit : module.getOps<UnitOp>())
+    if (unit.isSharded())
+      units[unit.getSymName()].bytes =
+          unit.getFlatType().getNumElements() *
+          ((unit.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    llvm::StringMap<int64_t> counts;
+    int64_t position = 0;
+    func.walk([&](Operation *op) {
+      ++position;
+      StringRef unit;
+      if (auto gather = dyn_cast<AllGatherOp>(op))
+        unit = gather.getUnit();
+      else if (auto start = dyn_cast<AllGatherStartOp>(op))
+        unit = start.getUnit();
+      else
+        return;
+      if (counts[unit]++ == 0)
+        units[unit].firstGather = position;
+    });
+    for (auto &[name, count] : counts)
+      units[name].regathers = std::max(units[name].regathers, count - 1);
+  }
+  return units;
+}
+
+/// Compiles a copy of `module` under `options`' schedule up to its memory
+/// plan. Fails if the copy does not compile or its plan is not exact;
+/// diagnostics are dropped (the real compilation reports them).
+FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options) {
+  OwningOpRef<ModuleOp> copy(module.clone());
+  MLIRContext *ctx = module.getContext();
+  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+  PassManager front(ctx);
+  buildFrontPipeline(front, options);
+  if (failed(front.run(*copy)))
+    return failure();
+  Candidate candidate;
+  candidate.units = countGathers(*copy);
+  for (auto func : copy->getOps<func::FuncOp>())
+    stripRoleAttributes(func);
+  PassManager lower(ctx);
+  buildBufferizationPipeline(lower, options);
+  if (failed(lower.run(*copy)))
+    return failure();
+  std::optional<MemoryPlan> plan = planModuleMemory(*copy);
+  if (!plan)
+    return failure();
+  candidate.peakPool = plan->peakPool;
+  return candidate;
+}
+
+} // namespace
+
+LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
+                                         CompileOptions &options) {
+  int64_t budget = options.memoryBudget;
+  if (budget <= 0)
+    return success();
+  // Candidates write no manifest and no report.
+  std::string manifest = options.shard.manifest;
+  std::string reportJson = options.reportJson;
+  bool reportText = options.reportText;
+  options.shard.manifest = "";
+  options.reportJson = "";
+  options.reportText = false;
+  auto restore = llvm::make_scope_exit([&] {
+    options.shard.manifest = manifest;
+    options.reportJson = reportJson;
+    options.reportText = reportText;
+  });
+
+  unsigned maxDepth = options.prefetch;
+  std::vector<std::string> baseKeep = options.keepUnits;
+  auto tryCandidate =
+      [&](unsigned depth,
+          std::vector<std::string> keep) -> FailureOr<Candidate> {
+    options.prefetch = depth;
+    options.keepUnits = std::move(keep);
+    return evaluate(module, options);
+  };
+
+  // The leanest schedule: no prefetch, only the units the user keeps.
+  FailureOr<Candidate> lean = tryCandidate(0, baseKeep);
+  if (failed(lean))
+    return emitError(module.getLoc())
+           << "cannot hold the step to --memory-budget=" << budget
+           << ": its memory plan is not exact (the model does not compile, "
+           << "or allocates with dynamic sizes); compile without the budget "
+           << "to see why";
+  if (lean->peakPool > budget)
+    return emitError(module.getLoc())
+           << "--memory-budget=" << budget << " bytes is infeasible: the "
+           << "leanest schedule (no prefetch, "
+           << (options.strategy == "shard-grad-op" ? "every unit kept"
+                                                   : "every unit re-gathered")
+           << ") peaks at " << lean->peakPool << " pool bytes per rank; "
+           << "the smallest feasible budget is --memory-budget="
+           << lean->peakPool;
+
+  // The deepest prefetch that fits.
+  unsigned depth = 0;
+  for (unsigned d = maxDepth; d > 0 && depth == 0; --d) {
+    FailureOr<Candidate> deeper = tryCandidate(d, baseKeep);
+    if (succeeded(deeper) && deeper->peakPool <= budget)
+      depth = d;
+  }
+
+  // Then keep units, most re-gathered bytes saved first; among equals the
+  // one gathered last in forward, whose kept buffer lives the shortest.
+  SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
+  for (auto &[name, gathers] : lean->units)
+    if (gathers.regathers > 0 && !llvm::is_contained(baseKeep, name.str()))
+      order.push_back({name.str(), gathers});
+  llvm::sort(order, [](const auto &a, const auto &b) {
+    int64_t savedA = a.second.regathers * a.second.bytes;
+    int64_t savedB = b.second.regathers * b.second.bytes;
+    if (savedA != savedB)
+      return savedA > savedB;
+    return a.second.firstGather > b.second.firstGather;
+  });
+  std::vector<std::string> keep = baseKeep;
+  std::vector<std::string> all = baseKeep;
+  for (auto &[name, gathers] : order)
+    all.push_back(name);
+  FailureOr<Candidate> everything = tryCandidate(depth, all);
+  if (succeeded(everything) && everything->peakPool <= budget) {
+    keep = all;
+  } else {
+    for (auto &[name, gathers] : order) {
+      std::vector<std::string> more = keep;
+      more.push_back(name);
+      FailureOr<Candidate> kept = tryCandidate(depth, more);
+      if (succeeded(kept) && kept->peakPool <= budget)
+        keep = std::move(more);
+    }
+  }
+  options.prefetch = depth;
+  options.keepUnits = keep;
+  return success();
+}
