@@ -5,7 +5,9 @@
 # which communication takes about as long as the step's computation).
 # Prints medians over alternating runs of the step time and of the time
 # rank 0 spends blocked in waits (exposed communication, plus waiting for
-# the other rank: both ranks share this machine's two cores).
+# the other rank: both ranks share this machine's two cores), next to what
+# zestc's cost model predicts for the same schedule (--machine=cpu, with
+# --link for the modeled link) and the ratio measured / predicted.
 #   bench/overlap/run.sh [build-dir] [link GB/s,latency us] [runs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,8 +30,17 @@ for p in 0 1 2; do
 done
 
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-printf "%-16s %9s %12s %12s %14s\n" link prefetch "step ms" "wait ms" \
-  "peak pool MiB"
+# The cost model's step and exposed time for prefetch $1 and link $2.
+predict() {
+  local linkopt=()
+  [ "$2" != none ] && linkopt=(--link="$2")
+  "$BUILD_DIR/bin/zestc" "$OUT/model.mlir" -o "$OUT/predict.mlir" --emit=mlir \
+    --world-size=2 --leaf-classes=Block --prefetch="$1" --machine=cpu \
+    "${linkopt[@]}" --report |
+    sed -nE 's/.* ([0-9.]+) ms per call .*exposed ([0-9.]+) ms.*/\1 \2/p'
+}
+printf "%-16s %9s %12s %12s %14s %14s %16s %9s\n" link prefetch "step ms" \
+  "wait ms" "peak pool MiB" "predicted ms" "pred. exposed ms" "measured/predicted"
 for link in none "$LINK"; do
   for p in 0 1 2; do : >"$OUT/p$p.$link.txt"; done
   for _ in $(seq "$RUNS"); do
@@ -46,7 +57,9 @@ for link in none "$LINK"; do
     wait=$(sed -E 's/.*communication wait ms per step ([0-9.]+).*/\1/' "$f" |
       median)
     pool=$(sed -E 's/.*peak pool bytes per rank ([0-9]+).*/\1/' "$f" | median)
-    printf "%-16s %9s %12.2f %12.2f %14.1f\n" "$link" "$p" "$step" "$wait" \
-      "$(bc -l <<<"$pool / 1048576")"
+    read -r pstep pexposed < <(predict "$p" "$link")
+    printf "%-16s %9s %12.2f %12.2f %14.1f %14.2f %16.2f %9.2f\n" "$link" \
+      "$p" "$step" "$wait" "$(bc -l <<<"$pool / 1048576")" "$pstep" \
+      "$pexposed" "$(bc -l <<<"$step / $pstep")"
   done
 done

@@ -148,6 +148,8 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   plan.reportJson = options.reportJson;
   plan.reportText = options.reportText;
   plan.memoryBudget = options.memoryBudget;
+  plan.machine = options.machine;
+  plan.link = options.link;
   pm.addPass(createPlanMemoryPass(plan));
   std::string pipeline = kLoweringKernels;
   if (options.vectorize)

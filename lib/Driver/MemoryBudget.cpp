@@ -2,13 +2,15 @@
 //
 // Prefetching and keeping units gathered both buy overlap or less traffic
 // with memory. Under a budget, each candidate schedule is compiled up to its
-// memory plan, whose peak is exact, so the choice never overshoots: the
+// memory plan, whose peak is exact, so the choice never overshoots, and
+// replayed on the cost model, so the fastest schedule that fits wins: the
 // budget is decided at compile time instead of by profiling (DeepCompile)
 // or by hand-tuned bucket sizes (FSDP, DeepSpeed).
 //
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Driver/Compiler.h"
 
@@ -23,8 +25,10 @@ namespace {
 
 /// One evaluated schedule.
 struct Candidate {
-  /// Predicted peak pool bytes per rank.
+  /// Predicted peak pool bytes per rank, and time of the slowest entry
+  /// point.
   int64_t peakPool = 0;
+  double stepUs = 0;
   /// Per sharded unit: gathers after the first in the busiest function
   /// (what keeping it saves), bytes of its gathered buffer, and the program
   /// position of its first gather.
@@ -66,7 +70,8 @@ llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module) {
 /// Compiles a copy of `module` under `options`' schedule up to its memory
 /// plan. Fails if the copy does not compile or its plan is not exact;
 /// diagnostics are dropped (the real compilation reports them).
-FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options) {
+FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
+                              const MachineModel &machine) {
   OwningOpRef<ModuleOp> copy(module.clone());
   MLIRContext *ctx = module.getContext();
   ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
@@ -86,6 +91,13 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options) {
   if (!plan)
     return failure();
   candidate.peakPool = plan->peakPool;
+  int64_t world = 1;
+  for (UnitOp unit : copy->getOps<UnitOp>())
+    world = unit.getWorldSize();
+  for (auto func : copy->getOps<func::FuncOp>())
+    if (!func.isExternal() && func.isPublic())
+      candidate.stepUs = std::max(
+          candidate.stepUs, estimateStepCost(func, machine, world).stepUs);
   return candidate;
 }
 
@@ -109,6 +121,13 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
     options.reportText = reportText;
   });
 
+  // The machine the candidates are timed on: the report's, else this one.
+  std::string error;
+  std::optional<MachineModel> machine = getMachineModel(
+      options.machine.empty() ? "cpu" : options.machine, options.link, error);
+  if (!machine)
+    return emitError(module.getLoc()) << error;
+
   unsigned maxDepth = options.prefetch;
   std::vector<std::string> baseKeep = options.keepUnits;
   auto tryCandidate =
@@ -116,7 +135,7 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
           std::vector<std::string> keep) -> FailureOr<Candidate> {
     options.prefetch = depth;
     options.keepUnits = std::move(keep);
-    return evaluate(module, options);
+    return evaluate(module, options, *machine);
   };
 
   // The leanest schedule: no prefetch, only the units the user keeps.
@@ -137,16 +156,8 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
            << "the smallest feasible budget is --memory-budget="
            << lean->peakPool;
 
-  // The deepest prefetch that fits.
-  unsigned depth = 0;
-  for (unsigned d = maxDepth; d > 0 && depth == 0; --d) {
-    FailureOr<Candidate> deeper = tryCandidate(d, baseKeep);
-    if (succeeded(deeper) && deeper->peakPool <= budget)
-      depth = d;
-  }
-
-  // Then keep units, most re-gathered bytes saved first; among equals the
-  // one gathered last in forward, whose kept buffer lives the shortest.
+  // Units worth keeping, most re-gathered bytes saved first; among equals
+  // the one gathered last in forward, whose kept buffer lives the shortest.
   SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
   for (auto &[name, gathers] : lean->units)
     if (gathers.regathers > 0 && !llvm::is_contained(baseKeep, name.str()))
@@ -158,23 +169,53 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
       return savedA > savedB;
     return a.second.firstGather > b.second.firstGather;
   });
-  std::vector<std::string> keep = baseKeep;
-  std::vector<std::string> all = baseKeep;
-  for (auto &[name, gathers] : order)
-    all.push_back(name);
-  FailureOr<Candidate> everything = tryCandidate(depth, all);
-  if (succeeded(everything) && everything->peakPool <= budget) {
-    keep = all;
-  } else {
+
+  // At each depth that fits, keep greedily what fits and does not slow the
+  // step; the fastest (then the leanest) of these schedules wins.
+  struct Choice {
+    unsigned depth;
+    std::vector<std::string> keep;
+    Candidate candidate;
+  };
+  std::optional<Choice> best;
+  auto consider = [&](unsigned depth, const std::vector<std::string> &keep,
+                      const Candidate &candidate) {
+    if (!best || candidate.stepUs < best->candidate.stepUs ||
+        (candidate.stepUs == best->candidate.stepUs &&
+         candidate.peakPool < best->candidate.peakPool))
+      best = Choice{depth, keep, candidate};
+  };
+  for (unsigned depth = 0; depth <= maxDepth; ++depth) {
+    FailureOr<Candidate> base =
+        depth == 0 ? lean : tryCandidate(depth, baseKeep);
+    if (failed(base) || base->peakPool > budget)
+      break; // deeper prefetch holds more
+    std::vector<std::string> all = baseKeep;
+    for (auto &[name, gathers] : order)
+      all.push_back(name);
+    FailureOr<Candidate> everything =
+        order.empty() ? base : tryCandidate(depth, all);
+    if (succeeded(everything) && everything->peakPool <= budget &&
+        everything->stepUs <= base->stepUs) {
+      consider(depth, all, *everything);
+      continue;
+    }
+    std::vector<std::string> keep = baseKeep;
+    Candidate current = *base;
     for (auto &[name, gathers] : order) {
       std::vector<std::string> more = keep;
       more.push_back(name);
       FailureOr<Candidate> kept = tryCandidate(depth, more);
-      if (succeeded(kept) && kept->peakPool <= budget)
+      if (succeeded(kept) && kept->peakPool <= budget &&
+          kept->stepUs <= current.stepUs) {
         keep = std::move(more);
+        current = *kept;
+      }
     }
+    consider(depth, keep, current);
   }
-  options.prefetch = depth;
-  options.keepUnits = keep;
+  options.prefetch = best->depth;
+  options.keepUnits = best->keep;
+  options.predictedStepUs = best->candidate.stepUs;
   return success();
 }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Driver/Compiler.h"
 #include "zest/InitAllZest.h"
 
@@ -15,6 +16,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -121,6 +123,16 @@ static cl::opt<bool> reportText(
     cl::desc("Print the report (units and their schedule, collectives, "
              "predicted peak pool and gathered bytes)"),
     cl::init(false), cl::cat(category));
+static cl::opt<std::string> machine(
+    "machine",
+    cl::desc("Predict step time in the report on this machine: cpu (this "
+             "project's CPU) or h100-nvlink (one GPU of an 8 x H100 node)"),
+    cl::cat(category));
+static cl::opt<std::string>
+    link("link",
+         cl::desc("The report's machine with this link instead: <GB/s>,"
+                  "<latency us>, as ZEST_LINK"),
+         cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -246,6 +258,17 @@ int main(int argc, char **argv) {
   }
   options.reportJson = reportJson;
   options.reportText = reportText;
+  options.machine = machine;
+  options.link = link;
+  if (!link.empty() && machine.empty())
+    options.machine = "cpu";
+  if (!options.machine.empty()) {
+    std::string error;
+    if (!getMachineModel(options.machine, options.link, error)) {
+      llvm::errs() << "zestc: error: " << error << "\n";
+      return 1;
+    }
+  }
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   if (!runtimeDir.empty()) {
     options.runtimeDir = runtimeDir;
@@ -298,7 +321,8 @@ int main(int argc, char **argv) {
       llvm::outs() << " " << unit;
     if (options.keepUnits.empty())
       llvm::outs() << " none";
-    llvm::outs() << "\n";
+    llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
+                                  options.predictedStepUs / 1e3);
   }
   return failed(compileModel(*module, options, llvm::outs())) ? 1 : 0;
 }

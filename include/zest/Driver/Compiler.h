@@ -50,10 +50,17 @@ struct CompileOptions {
   /// schedule (prefetch depth up to `prefetch`, kept units) is chosen to
   /// fit it.
   int64_t memoryBudget = 0;
+  /// What chooseSchedule predicted for the schedule it chose (microseconds
+  /// per call of the slowest entry point).
+  double predictedStepUs = 0;
   /// Where zest-plan-memory writes its JSON report (empty: none).
   std::string reportJson;
   /// Print the memory plan as text (zestc --report).
   bool reportText = false;
+  /// Machine the report predicts step time on (cpu, h100-nvlink; empty:
+  /// none), and its link if not the preset's (<GB/s>,<latency us>).
+  std::string machine;
+  std::string link;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };
@@ -74,11 +81,14 @@ void buildBufferizationPipeline(OpPassManager &pm,
 void stripRoleAttributes(func::FuncOp func);
 
 /// Picks the schedule under `options.memoryBudget` (zestc --memory-budget)
-/// and stores it in `options` (`prefetch`, `keepUnits`): the deepest
-/// prefetch up to `options.prefetch` that fits, then, greedily, the kept
-/// units that save the most re-gathered bytes. Each candidate is judged by
-/// its exact memory plan (zest-plan-memory) on a copy of `module`. Fails
-/// with a located error when even the leanest schedule exceeds the budget.
+/// and stores it in `options` (`prefetch`, `keepUnits`): for each prefetch
+/// depth up to `options.prefetch` that fits, the units that save the most
+/// re-gathered bytes are kept greedily while they fit and do not slow the
+/// step; the fastest of these schedules on `options.machine` (default:
+/// cpu) wins. Each candidate is compiled up to its exact memory plan
+/// (zest-plan-memory) and replayed on the cost model (CostModel.h), on a
+/// copy of `module`. Fails with a located error when even the leanest
+/// schedule exceeds the budget.
 LogicalResult chooseSchedule(ModuleOp module, CompileOptions &options);
 
 /// The model descriptor the host driver reads (docs/Runtime.md): units,

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
@@ -165,63 +166,18 @@ std::optional<MemoryPlan> mlir::zest::planModuleMemory(ModuleOp module) {
 
 namespace {
 
-/// One collective a step issues, as the runtime will count it.
-struct Collective {
-  StringRef kind; // all_gather, reduce_scatter, all_reduce
-  std::string tag;
-  int64_t bytes = 0; // per rank for gathers and reduce-scatters (the shard)
-  int64_t sentPerRank = 0, receivedPerRank = 0;
+/// A collective of the step and where it starts.
+struct StartedCollective : Collective {
   Operation *at = nullptr;
 };
 
-int64_t getDtypeBytes(int64_t dtype) {
-  switch (dtype) {
-  case 1: // ZEST_F64
-  case 5: // ZEST_I64
-    return 8;
-  case 0: // ZEST_F32
-  case 4: // ZEST_I32
-    return 4;
-  case 2: // ZEST_F16
-  case 3: // ZEST_BF16
-    return 2;
-  default: // ZEST_I8, ZEST_U8
-    return 1;
-  }
-}
-
-/// The collectives `func` starts, in program order (runtime calls
-/// `zest_*_start(send, recv, count, dtype, ..., tag)` as
-/// convert-zest-to-runtime emits them). Each rank sends and receives what a
-/// ring algorithm moves, as the runtime counts `bytes_sent`: W - 1 shards
-/// for gathers and reduce-scatters, 2 (W - 1) / W of the buffer for
-/// all-reduces.
-SmallVector<Collective> getCollectives(func::FuncOp func, int64_t world) {
-  SmallVector<Collective> collectives;
+/// The collectives `func` starts, in program order.
+SmallVector<StartedCollective> getCollectives(func::FuncOp func,
+                                              int64_t world) {
+  SmallVector<StartedCollective> collectives;
   func.walk([&](func::CallOp call) {
-    StringRef callee = call.getCallee();
-    if (!callee.consume_front("zest_") || !callee.consume_back("_start") ||
-        call.getNumOperands() < 5)
-      return;
-    std::optional<int64_t> count = getConstantIntValue(call.getOperand(2));
-    std::optional<int64_t> dtype = getConstantIntValue(call.getOperand(3));
-    if (!count || !dtype)
-      return;
-    Collective collective;
-    collective.kind = callee;
-    collective.bytes = *count * getDtypeBytes(*dtype);
-    collective.at = call;
-    if (auto tag =
-            call.getOperands().back().getDefiningOp<LLVM::AddressOfOp>()) {
-      StringRef name = tag.getGlobalName();
-      name.consume_front("zest.tag.");
-      collective.tag = name.str();
-    }
-    collective.sentPerRank = callee == "all_reduce"
-                                 ? 2 * collective.bytes * (world - 1) / world
-                                 : collective.bytes * (world - 1);
-    collective.receivedPerRank = collective.sentPerRank;
-    collectives.push_back(collective);
+    if (std::optional<Collective> collective = matchCollective(call, world))
+      collectives.push_back({*collective, call});
   });
   return collectives;
 }
@@ -294,9 +250,9 @@ void printUnits(ModuleOp module, llvm::raw_ostream &os) {
   }
 }
 
-llvm::json::Array describeCollectives(ArrayRef<Collective> collectives) {
+llvm::json::Array describeCollectives(ArrayRef<StartedCollective> collectives) {
   llvm::json::Array list;
-  for (const Collective &collective : collectives)
+  for (const StartedCollective &collective : collectives)
     list.push_back(llvm::json::Object{
         {"kind", collective.kind},
         {"unit", collective.tag},
@@ -307,18 +263,28 @@ llvm::json::Array describeCollectives(ArrayRef<Collective> collectives) {
   return list;
 }
 
-int64_t getSentBytes(ArrayRef<Collective> collectives) {
+int64_t getSentBytes(ArrayRef<StartedCollective> collectives) {
   int64_t sent = 0;
-  for (const Collective &collective : collectives)
+  for (const StartedCollective &collective : collectives)
     sent += collective.sentPerRank;
   return sent;
+}
+
+llvm::json::Value describeMachine(const MachineModel &model) {
+  return llvm::json::Object{{"name", model.name},
+                            {"gemm_gflops", model.gemmFlopsPerUs / 1e3},
+                            {"vector_gflops", model.vectorFlopsPerUs / 1e3},
+                            {"memory_gb_per_s", model.memoryBytesPerUs / 1e3},
+                            {"kernel_overhead_us", model.kernelOverheadUs},
+                            {"link_gb_per_s", model.linkBytesPerUs / 1e3},
+                            {"link_latency_us", model.linkLatencyUs}};
 }
 
 struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
   static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan,
-                        ArrayRef<Collective> collectives) {
+                        ArrayRef<StartedCollective> collectives) {
     llvm::raw_ostream &os = llvm::outs();
     os << "memory plan: " << name << ": ";
     if (!plan) {
@@ -333,7 +299,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       os << "\n";
     }
     llvm::StringMap<int64_t> counts;
-    for (const Collective &collective : collectives)
+    for (const StartedCollective &collective : collectives)
       ++counts[collective.kind];
     os << "collectives: " << name << ": " << collectives.size()
        << " per call, bytes sent per rank " << getSentBytes(collectives);
@@ -372,6 +338,17 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     return success(ok);
   }
 
+  /// The machine to predict time on, if any (failure: reported).
+  FailureOr<std::optional<MachineModel>> getMachine(ModuleOp module) {
+    if (machine.empty())
+      return std::optional<MachineModel>();
+    std::string error;
+    std::optional<MachineModel> model = getMachineModel(machine, link, error);
+    if (!model)
+      return emitError(module.getLoc()) << error;
+    return model;
+  }
+
   void runOnOperation() override {
     markAllAnalysesPreserved();
     ModuleOp module = getOperation();
@@ -379,23 +356,44 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       return signalPassFailure();
     if (reportJson.empty() && !reportText)
       return;
+    FailureOr<std::optional<MachineModel>> model = getMachine(module);
+    if (failed(model))
+      return signalPassFailure();
     int64_t world = 1;
     for (UnitOp unit : module.getOps<UnitOp>())
       world = unit.getWorldSize();
     if (reportText)
       printUnits(module, llvm::outs());
     llvm::json::Array functions;
+    llvm::StringMap<llvm::json::Object> costs;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func.isPrivate())
         continue;
       std::optional<MemoryPlan> plan = planFunctionMemory(func);
-      SmallVector<Collective> collectives = getCollectives(func, world);
+      SmallVector<StartedCollective> collectives = getCollectives(func, world);
       if (reportText)
         printPlan(func.getSymName(), plan, collectives);
+      if (*model) {
+        StepCost cost = estimateStepCost(func, **model, world);
+        if (reportText)
+          llvm::outs() << llvm::formatv(
+              "predicted time on {0}: {1}: {2:f3} ms per call (compute "
+              "{3:f3} ms, communication {4:f3} ms, exposed {5:f3} ms)\n",
+              (*model)->name, func.getSymName(), cost.stepUs / 1e3,
+              cost.computeUs / 1e3, cost.communicationUs / 1e3,
+              cost.exposedUs / 1e3);
+        costs[func.getSymName()] =
+            llvm::json::Object{{"compute_us", cost.computeUs},
+                               {"communication_us", cost.communicationUs},
+                               {"exposed_communication_us", cost.exposedUs},
+                               {"step_us", cost.stepUs}};
+      }
       llvm::json::Object entry{
           {"name", func.getSymName()},
           {"collectives", describeCollectives(collectives)},
           {"sent_bytes_per_rank", getSentBytes(collectives)}};
+      if (*model)
+        entry["cost"] = std::move(costs[func.getSymName()]);
       if (plan) {
         entry["predicted_peak_pool_bytes"] = plan->peakPool;
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
@@ -415,6 +413,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         {"memory_budget_bytes",
          memoryBudget > 0 ? llvm::json::Value(int64_t(memoryBudget)) : nullptr},
         {"units", describeUnits(module)},
+        {"machine", *model ? describeMachine(**model) : nullptr},
         {"functions", std::move(functions)}};
     if (std::optional<MemoryPlan> top = planModuleMemory(module)) {
       report["predicted_peak_pool_bytes"] = top->peakPool;

@@ -402,6 +402,15 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
       `sent_bytes_per_rank` and `received_bytes_per_rank` of a ring
       algorithm, as the runtime counts them) with their sum
       `sent_bytes_per_rank`;
+    * with `machine`, the machine description (`machine`) and per entry
+      point its predicted `cost` in microseconds per call: `compute_us`,
+      `communication_us`, `exposed_communication_us` and `step_us`. The
+      replay (`CostModel.h`) runs kernels one after another on a roofline
+      (2 m n k at the GEMM rate for products, the larger of arithmetic and
+      memory traffic for other kernels, plus a call overhead) and transfers
+      on one link per rank in the order they start, each taking latency +
+      bytes sent / bandwidth; a wait blocks until its transfer is done, as
+      the runtime's modeled link (`ZEST_LINK`) behaves;
     * `world_size`, `memory_budget_bytes`, and the top-level
       `predicted_peak_pool_bytes` and `predicted_peak_gathered_bytes`, the
       largest over the functions.
@@ -419,6 +428,12 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Fail if the predicted peak pool bytes per rank exceed this "
            "(0: no budget)">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "Predict each entry point's time on this machine: cpu or "
+           "h100-nvlink (empty: no prediction)">,
+    Option<"link", "link", "std::string", /*default=*/"\"\"",
+           "The machine's link instead of its preset's: <GB/s>,<latency us> "
+           "(as ZEST_LINK)">,
   ];
 }
 

@@ -1,0 +1,77 @@
+//===- CostModel.h - Predicted step time of a lowered step ------*- C++ -*-===//
+//
+// A step after bufferization is a straight line of kernels (linalg ops on
+// buffers, BLAS calls) and collective starts and waits: replayed on a
+// machine description, it gives the step's compute time, its communication
+// time and how much of that the schedule leaves exposed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_DIALECT_ZEST_TRANSFORMS_COSTMODEL_H
+#define ZEST_DIALECT_ZEST_TRANSFORMS_COSTMODEL_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::zest {
+
+/// One collective a lowered step starts (a `zest_*_start` runtime call), as
+/// the runtime counts it: each rank sends and receives what a ring moves,
+/// W - 1 shards for gathers and reduce-scatters, 2 (W - 1) / W of the
+/// buffer for all-reduces.
+struct Collective {
+  std::string kind;  // all_gather, reduce_scatter, all_reduce
+  std::string tag;   // the unit (or what else the runtime names it)
+  int64_t bytes = 0; // the shard for gathers and reduce-scatters
+  int64_t sentPerRank = 0, receivedPerRank = 0;
+};
+
+/// The collective `call` starts, if it starts one.
+std::optional<Collective> matchCollective(func::CallOp call, int64_t world);
+
+/// What a machine does per microsecond. Presets: `cpu` (one core of this
+/// project's 2-core AMD EPYC VM with OpenBLAS; its link is shared memory)
+/// and `h100-nvlink` (one GPU of an 8 x H100 SXM node, NCCL over NVLink).
+struct MachineModel {
+  std::string name;
+  double gemmFlopsPerUs = 0;   // dense products (BLAS, tensor cores)
+  double vectorFlopsPerUs = 0; // elementwise and reductions
+  double memoryBytesPerUs = 0; // what an elementwise kernel streams
+  double kernelOverheadUs = 0; // per kernel call or launch
+  double linkBytesPerUs = 0;   // per rank, like ZEST_LINK (0: none)
+  double linkLatencyUs = 0;
+  /// Transfers that only progress inside waits (MPI without a progress
+  /// thread, through shared memory): bytes the CPU copies per us once a
+  /// wait is entered. 0: transfers progress on their own (NCCL's stream).
+  double waitCopyBytesPerUs = 0;
+};
+
+/// The preset `name`, nothing if there is none.
+std::optional<MachineModel> lookupMachine(llvm::StringRef name);
+/// The preset `name` with its link replaced by `link` ("<GB/s>,<latency
+/// us>", as ZEST_LINK) unless empty; nothing, with `error` set, if either
+/// is not understood.
+std::optional<MachineModel>
+getMachineModel(llvm::StringRef name, llvm::StringRef link, std::string &error);
+
+/// One call of a step on a machine: compute on one stream, collectives
+/// serialized on one link from their start, each wait blocking until its
+/// transfer is done (the runtime's modeled link, ZEST_LINK) and, where
+/// transfers need the CPU, until the wait has copied it.
+struct StepCost {
+  double computeUs = 0;       // kernels
+  double communicationUs = 0; // transfers, overlapped or not
+  double exposedUs = 0;       // time blocked in waits
+  double stepUs = 0;          // compute + exposed
+};
+
+/// Replays `func` (bufferized, collectives lowered to runtime calls) on
+/// `machine`.
+StepCost estimateStepCost(func::FuncOp func, const MachineModel &machine,
+                          int64_t world);
+
+} // namespace mlir::zest
+
+#endif // ZEST_DIALECT_ZEST_TRANSFORMS_COSTMODEL_H

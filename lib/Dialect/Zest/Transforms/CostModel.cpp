@@ -1,0 +1,270 @@
+//===- CostModel.cpp - Predicted step time of a lowered step --------------===//
+//
+// Kernels cost the larger of their arithmetic and their memory traffic
+// (a roofline) plus a call overhead; products cost 2 m n k at the machine's
+// GEMM rate; transfers cost latency + bytes / bandwidth on one link per
+// rank, in the order they start. The replay mirrors the runtime's modeled
+// link, so on a machine described by the same numbers the two agree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+static int64_t getDtypeBytes(int64_t dtype) {
+  switch (dtype) { // zest_dtype_t (runtime/include/zest_runtime.h)
+  case 1:          // ZEST_F64
+  case 5:          // ZEST_I64
+    return 8;
+  case 0: // ZEST_F32
+  case 4: // ZEST_I32
+    return 4;
+  case 2: // ZEST_F16
+  case 3: // ZEST_BF16
+    return 2;
+  default: // ZEST_I8, ZEST_U8
+    return 1;
+  }
+}
+
+std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
+                                                      int64_t world) {
+  // zest_*_start(send, recv, count, dtype, [reduction,] tag)
+  StringRef kind = call.getCallee();
+  if (!kind.consume_front("zest_") || !kind.consume_back("_start") ||
+      call.getNumOperands() < 5)
+    return std::nullopt;
+  std::optional<int64_t> count = getConstantIntValue(call.getOperand(2));
+  std::optional<int64_t> dtype = getConstantIntValue(call.getOperand(3));
+  if (!count || !dtype)
+    return std::nullopt;
+  Collective collective;
+  collective.kind = kind.str();
+  collective.bytes = *count * getDtypeBytes(*dtype);
+  if (auto tag = call.getOperands().back().getDefiningOp<LLVM::AddressOfOp>()) {
+    StringRef name = tag.getGlobalName();
+    name.consume_front("zest.tag.");
+    collective.tag = name.str();
+  }
+  collective.sentPerRank = kind == "all_reduce"
+                               ? 2 * collective.bytes * (world - 1) / world
+                               : collective.bytes * (world - 1);
+  collective.receivedPerRank = collective.sentPerRank;
+  return collective;
+}
+
+std::optional<MachineModel> mlir::zest::lookupMachine(StringRef name) {
+  // Rates per microsecond: 1 GFLOP/s = 1e3 flop/us, 1 GB/s = 1e3 bytes/us.
+  if (name == "cpu") {
+    // Measured here (bench/overlap): OpenBLAS sgemm on one core at the
+    // step's sizes, AVX2 kernels streaming from caches. No link of its own
+    // (--link adds ZEST_LINK's); Open MPI over shared memory copies ~0.6 GB
+    // per second and rank, inside waits only, with both ranks computing on
+    // the two cores.
+    return MachineModel{"cpu", 90e3, 8e3, 12e3, 0.3, 0, 0, 0.6e3};
+  }
+  if (name == "h100-nvlink") {
+    // One H100 SXM of an 8-GPU NVLink node: ~60% of the TF32 tensor-core
+    // peak (495 TFLOP/s) for f32 products, ~80% of HBM3's 3.35 TB/s for
+    // elementwise kernels, CUDA-core f32 for their arithmetic, a 5 us
+    // launch; NCCL ring bus bandwidth ~370 GB/s with ~15 us latency.
+    return MachineModel{"h100-nvlink", 300e6, 50e6, 2.7e6, 5, 370e3, 15, 0};
+  }
+  return std::nullopt;
+}
+
+std::optional<MachineModel> mlir::zest::getMachineModel(StringRef name,
+                                                        StringRef link,
+                                                        std::string &error) {
+  std::optional<MachineModel> model = lookupMachine(name);
+  if (!model) {
+    error = ("unknown machine '" + name + "': use cpu or h100-nvlink").str();
+    return std::nullopt;
+  }
+  if (link.empty())
+    return model;
+  double gbPerS = 0, latencyUs = -1;
+  auto [bandwidth, latency] = link.split(',');
+  if (bandwidth.trim().getAsDouble(gbPerS) ||
+      latency.trim().getAsDouble(latencyUs) || !(gbPerS > 0) ||
+      !(latencyUs >= 0)) {
+    error =
+        ("link '" + link + "' is not <GB/s>,<latency us> (e.g. 2,10)").str();
+    return std::nullopt;
+  }
+  model->linkBytesPerUs = gbPerS * 1e3;
+  model->linkLatencyUs = latencyUs;
+  model->name += (" with link " + link).str();
+  return model;
+}
+
+namespace {
+
+int64_t getBufferBytes(Value value) {
+  auto type = dyn_cast<MemRefType>(value.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return 0;
+  return type.getNumElements() *
+         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+/// Roofline time of a linalg op on buffers: its iterations times the ops of
+/// its body, or the bytes it reads and writes, whichever takes longer.
+double getLinalgUs(linalg::LinalgOp op, const MachineModel &machine) {
+  double iterations = 1;
+  for (int64_t range : op.getStaticLoopRanges()) {
+    if (ShapedType::isDynamic(range))
+      return machine.kernelOverheadUs;
+    iterations *= range;
+  }
+  double bodyOps = 0;
+  if (Block *body = op.getBlock())
+    bodyOps = std::max<double>(1, body->getOperations().size() - 1);
+  double bytes = 0;
+  for (OpOperand *input : op.getDpsInputOperands())
+    bytes += getBufferBytes(input->get());
+  for (OpOperand &init : op.getDpsInitsMutable())
+    bytes += getBufferBytes(init.get()) *
+             (op.payloadUsesValueFromOperand(&init) ? 2 : 1);
+  return machine.kernelOverheadUs +
+         std::max(iterations * bodyOps / machine.vectorFlopsPerUs,
+                  bytes / machine.memoryBytesPerUs);
+}
+
+double getConstant(func::CallOp call, unsigned index) {
+  if (index >= call.getNumOperands())
+    return 0;
+  return static_cast<double>(
+      getConstantIntValue(call.getOperand(index)).value_or(0));
+}
+
+bool isNull(Value pointer) { return pointer.getDefiningOp<LLVM::ZeroOp>(); }
+
+/// Time of a BLAS or fused linear call; nothing for other callees.
+std::optional<double> getKernelCallUs(func::CallOp call,
+                                      const MachineModel &machine) {
+  StringRef callee = call.getCallee();
+  auto gemm = [&](double m, double n, double k, double products) {
+    return machine.kernelOverheadUs +
+           products * 2 * m * n * k / machine.gemmFlopsPerUs;
+  };
+  // The epilogue of a fused linear layer streams its [m, n] output (and the
+  // pre-activation or gradient next to it) once.
+  auto epilogue = [&](double m, double n) {
+    return 2 * m * n * 4 / machine.memoryBytesPerUs;
+  };
+  if (callee == "zest_sgemm")
+    return gemm(getConstant(call, 2), getConstant(call, 3),
+                getConstant(call, 4), 1);
+  if (callee == "zest_sgemm_batched")
+    return gemm(getConstant(call, 3), getConstant(call, 4),
+                getConstant(call, 5), getConstant(call, 2));
+  double m = getConstant(call, 0), n = getConstant(call, 1),
+         k = getConstant(call, 2);
+  if (callee.starts_with("zest_linear_forward"))
+    return gemm(m, n, k, 1) + epilogue(m, n);
+  if (callee.starts_with("zest_linear_backward")) {
+    // dx and dw are optional (null pointers).
+    double products = 0;
+    for (unsigned index : {13u, 15u})
+      if (index < call.getNumOperands() && !isNull(call.getOperand(index)))
+        ++products;
+    return gemm(m, n, k, products) + epilogue(m, n);
+  }
+  return std::nullopt;
+}
+
+/// The replay's clocks.
+struct Replay {
+  const MachineModel *machine;
+  int64_t world;
+  double now = 0, linkFreeAt = 0;
+  DenseMap<Value, double> doneAt;  // request -> end of its transfer
+  DenseMap<Value, int64_t> copied; // request -> bytes a wait copies
+  StepCost cost;
+
+  void run(Block &block) {
+    for (Operation &op : block)
+      step(op);
+  }
+
+  void compute(double us) {
+    now += us;
+    cost.computeUs += us;
+  }
+
+  void step(Operation &op) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+      return compute(getLinalgUs(linalgOp, *machine));
+    if (auto copy = dyn_cast<memref::CopyOp>(op))
+      return compute(2.0 * getBufferBytes(copy.getSource()) /
+                     machine->memoryBytesPerUs);
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      if (std::optional<double> us = getKernelCallUs(call, *machine))
+        return compute(*us);
+      if (std::optional<Collective> collective = matchCollective(call, world)) {
+        double transfer =
+            collective->sentPerRank == 0 || machine->linkBytesPerUs == 0
+                ? 0
+                : machine->linkLatencyUs +
+                      collective->sentPerRank / machine->linkBytesPerUs;
+        double begin = std::max(now, linkFreeAt);
+        linkFreeAt = begin + transfer;
+        cost.communicationUs += transfer;
+        doneAt[call.getResult(0)] = linkFreeAt;
+        copied[call.getResult(0)] = collective->sentPerRank;
+        return;
+      }
+      if (call.getCallee() == "zest_wait" && call.getNumOperands() == 1) {
+        double done = doneAt.lookup(call.getOperand(0));
+        if (machine->waitCopyBytesPerUs > 0) {
+          double copy =
+              copied.lookup(call.getOperand(0)) / machine->waitCopyBytesPerUs;
+          cost.communicationUs += copy;
+          done = std::max(done, now + copy);
+        }
+        if (done > now) {
+          cost.exposedUs += done - now;
+          now = done;
+        }
+      }
+      return;
+    }
+    // Branches (gradient clipping): the costlier one.
+    if (op.getNumRegions() == 0)
+      return;
+    Replay longest = *this;
+    for (Region &region : op.getRegions()) {
+      if (region.empty())
+        continue;
+      Replay branch = *this;
+      branch.run(region.front());
+      if (branch.now > longest.now)
+        longest = branch;
+    }
+    now = longest.now;
+    linkFreeAt = longest.linkFreeAt;
+    doneAt = longest.doneAt;
+    copied = longest.copied;
+    cost = longest.cost;
+  }
+};
+
+} // namespace
+
+StepCost mlir::zest::estimateStepCost(func::FuncOp func,
+                                      const MachineModel &machine,
+                                      int64_t world) {
+  Replay replay{&machine, world};
+  for (Block &block : func.getBody())
+    replay.run(block);
+  replay.cost.stepUs = replay.now;
+  return replay.cost;
+}
