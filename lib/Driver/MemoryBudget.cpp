@@ -23,6 +23,11 @@ using namespace mlir::zest;
 
 namespace {
 
+/// Up to this many candidate units are kept greedily one by one (one
+/// compilation each); beyond, by bisection over the order (a logarithmic
+/// number).
+constexpr size_t kGreedyUnits = 16;
+
 /// One evaluated schedule.
 struct Candidate {
   /// Predicted peak pool bytes per rank, and time of the slowest entry
@@ -202,14 +207,37 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
     }
     std::vector<std::string> keep = baseKeep;
     Candidate current = *base;
-    for (auto &[name, gathers] : order) {
-      std::vector<std::string> more = keep;
-      more.push_back(name);
-      FailureOr<Candidate> kept = tryCandidate(depth, more);
-      if (succeeded(kept) && kept->peakPool <= budget &&
-          kept->stepUs <= current.stepUs) {
-        keep = std::move(more);
-        current = *kept;
+    auto fits = [&](const FailureOr<Candidate> &kept) {
+      return succeeded(kept) && kept->peakPool <= budget &&
+             kept->stepUs <= current.stepUs;
+    };
+    if (order.size() <= kGreedyUnits) {
+      for (auto &[name, gathers] : order) {
+        std::vector<std::string> more = keep;
+        more.push_back(name);
+        FailureOr<Candidate> kept = tryCandidate(depth, more);
+        if (fits(kept)) {
+          keep = std::move(more);
+          current = *kept;
+        }
+      }
+    } else {
+      // Many units (a deep stack of equal blocks): the longest prefix of
+      // the order that fits, by bisection.
+      size_t low = 0, high = order.size(); // a prefix of `high` does not fit
+      while (low + 1 < high) {
+        size_t mid = (low + high) / 2;
+        std::vector<std::string> prefix = baseKeep;
+        for (size_t i = 0; i < mid; ++i)
+          prefix.push_back(order[i].first);
+        FailureOr<Candidate> kept = tryCandidate(depth, prefix);
+        if (fits(kept)) {
+          low = mid;
+          keep = std::move(prefix);
+          current = *kept;
+        } else {
+          high = mid;
+        }
       }
     }
     consider(depth, keep, current);

@@ -21,8 +21,15 @@ UNIT = {"name": str, "kind": str, "dtype": str, "parameters": list,
         "numel": INT, "bytes": INT, "shard_bytes": INT, "prefetch": OPT_INT,
         "decision": str}
 FUNCTION = {"name": str, "collectives": list, "sent_bytes_per_rank": INT,
+            "argument_bytes": INT,
             "predicted_peak_pool_bytes": OPT_INT,
             "predicted_peak_gathered_bytes": OPT_INT}
+MACHINE = {"name": str, "gemm_gflops": (int, float),
+           "vector_gflops": (int, float), "memory_gb_per_s": (int, float),
+           "kernel_overhead_us": (int, float), "link_gb_per_s": (int, float),
+           "link_latency_us": (int, float)}
+COST = {"compute_us": (int, float), "communication_us": (int, float),
+        "exposed_communication_us": (int, float), "step_us": (int, float)}
 COLLECTIVE = {"kind": str, "unit": str, "bytes": INT,
               "sent_bytes_per_rank": INT, "received_bytes_per_rank": INT,
               "at": str}
@@ -47,8 +54,12 @@ def check_schema(report):
             sys.exit(f"checkplan: unit kind {unit['kind']}")
         if unit["decision"] not in ("keep", "re-gather", "replicated"):
             sys.exit(f"checkplan: unit decision {unit['decision']}")
+    if report.get("machine") is not None:
+        check_object(report["machine"], MACHINE, "machine")
     for function in report["functions"]:
         check_object(function, FUNCTION, "function")
+        if report.get("machine") is not None:
+            check_object(function["cost"], COST, "cost")
         for collective in function["collectives"]:
             check_object(collective, COLLECTIVE, "collective")
             if collective["kind"] not in ("all_gather", "reduce_scatter",

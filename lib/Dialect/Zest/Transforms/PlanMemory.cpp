@@ -263,6 +263,19 @@ llvm::json::Array describeCollectives(ArrayRef<StartedCollective> collectives) {
   return list;
 }
 
+/// Bytes of the entry point's arguments, which the host allocates outside
+/// the pool: unit shards, optimizer state, gradient accumulators, the batch.
+int64_t getArgumentBytes(func::FuncOp func) {
+  int64_t bytes = 0;
+  for (Type type : func.getArgumentTypes())
+    if (auto memref = dyn_cast<MemRefType>(type);
+        memref && memref.hasStaticShape() &&
+        memref.getElementType().isIntOrFloat())
+      bytes += memref.getNumElements() *
+               ((memref.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  return bytes;
+}
+
 int64_t getSentBytes(ArrayRef<StartedCollective> collectives) {
   int64_t sent = 0;
   for (const StartedCollective &collective : collectives)
@@ -284,6 +297,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
   static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan,
+                        int64_t argumentBytes,
                         ArrayRef<StartedCollective> collectives) {
     llvm::raw_ostream &os = llvm::outs();
     os << "memory plan: " << name << ": ";
@@ -296,7 +310,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       os << ", peak gathered parameter bytes per rank " << plan->peakGathered;
       if (plan->peakGatheredAt)
         os << " (" << describe(plan->peakGatheredAt) << ")";
-      os << "\n";
+      os << "; argument bytes per rank " << argumentBytes << "\n";
     }
     llvm::StringMap<int64_t> counts;
     for (const StartedCollective &collective : collectives)
@@ -372,7 +386,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       std::optional<MemoryPlan> plan = planFunctionMemory(func);
       SmallVector<StartedCollective> collectives = getCollectives(func, world);
       if (reportText)
-        printPlan(func.getSymName(), plan, collectives);
+        printPlan(func.getSymName(), plan, getArgumentBytes(func), collectives);
       if (*model) {
         StepCost cost = estimateStepCost(func, **model, world);
         if (reportText)
@@ -391,7 +405,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       llvm::json::Object entry{
           {"name", func.getSymName()},
           {"collectives", describeCollectives(collectives)},
-          {"sent_bytes_per_rank", getSentBytes(collectives)}};
+          {"sent_bytes_per_rank", getSentBytes(collectives)},
+          {"argument_bytes", getArgumentBytes(func)}};
       if (*model)
         entry["cost"] = std::move(costs[func.getSymName()]);
       if (plan) {
