@@ -30,8 +30,10 @@ struct Request {
   std::string tag;
   int64_t bytes;
   double startUs;
-  /// With a modeled link: when the transfer would be complete (0: none).
+  /// With a modeled link: when the transfer would be complete (0: none),
+  /// and when the link started on it.
   double modeledEndUs;
+  double linkBeginUs;
 };
 
 struct TraceEvent {
@@ -157,14 +159,15 @@ zest_request_t enqueue(Start start, const char *kind, const char *tag,
   std::unique_ptr<PendingOp> op = start(*rt.backend);
   zest_request_t id = rt.nextRequest++;
   double now = nowUs();
-  double modeledEndUs = 0;
+  double modeledEndUs = 0, linkBeginUs = now;
   if (rt.linkBytesPerUs > 0) {
-    double begin = std::max(now, rt.linkBusyUntilUs);
-    modeledEndUs = begin + rt.linkLatencyUs + bytesSent / rt.linkBytesPerUs;
+    linkBeginUs = std::max(now, rt.linkBusyUntilUs);
+    modeledEndUs =
+        linkBeginUs + rt.linkLatencyUs + bytesSent / rt.linkBytesPerUs;
     rt.linkBusyUntilUs = modeledEndUs;
   }
-  rt.requests[id] = {std::move(op), kind, tag ? tag : "",
-                     bytes,         now,  modeledEndUs};
+  rt.requests[id] = {std::move(op), kind,         tag ? tag : "", bytes,
+                     now,           modeledEndUs, linkBeginUs};
   rt.pool.counters.bytes_sent += bytesSent;
   rt.pool.counters.collectives += 1;
   return id;
@@ -347,18 +350,27 @@ void zest_wait(zest_request_t id) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     lock.lock();
   }
+  double transferredUs = nowUs();
   // A modeled transfer still in flight: sleep (no CPU) until it is done.
-  double remainingUs = request.modeledEndUs - nowUs();
+  double remainingUs = request.modeledEndUs - transferredUs;
   if (remainingUs > 0) {
     lock.unlock();
     std::this_thread::sleep_for(
         std::chrono::duration<double, std::micro>(remainingUs));
     lock.lock();
   }
-  rt.pool.counters.wait_us += static_cast<int64_t>(nowUs() - enteredUs);
-  if (rt.tracing)
-    rt.trace.push_back(
-        {describe(request), "comm", request.startUs, nowUs(), false});
+  double endUs = nowUs();
+  rt.pool.counters.wait_us += static_cast<int64_t>(endUs - enteredUs);
+  if (rt.tracing) {
+    // The communication track shows the transfer (on the modeled link: from
+    // when the link took it to when it was done); the compute track shows
+    // the time this rank was blocked waiting for it.
+    rt.trace.push_back({describe(request), "comm", request.linkBeginUs,
+                        std::max(transferredUs, request.modeledEndUs), false});
+    if (endUs - enteredUs >= 1)
+      rt.trace.push_back(
+          {"wait for " + describe(request), "wait", enteredUs, endUs, false});
+  }
   rt.requests.erase(it);
 }
 
