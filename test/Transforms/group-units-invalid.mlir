@@ -1,6 +1,8 @@
 // RUN: zest-opt %s -split-input-file -zest-group-units="leaf-modules=blocks.*" -verify-diagnostics=only-expected
 // RUN: not zest-opt %s -split-input-file -zest-group-units="leaf-classes=Block" 2>&1 | FileCheck %s --check-prefix=CLASS
 // RUN: not zest-opt %s -split-input-file -zest-group-units="world-size=0" 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not zest-opt %s -split-input-file -zest-group-units="strategy=ddp" 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// STRATEGY: error: unknown strategy 'ddp': use full-shard, shard-grad-op or no-shard
 // RUN: not zest-opt %s -split-input-file -zest-group-units="min-unit-numel=-5" 2>&1 | FileCheck %s --check-prefix=NUMEL
 // RUN: not zest-opt %s -split-input-file -zest-group-units="ignore=nothing.*" 2>&1 | FileCheck %s --check-prefix=IGNORE
 // RUN: not zest-opt %s -split-input-file -zest-group-units="ignore=layers.0.* leaf-modules=layers.0" 2>&1 | FileCheck %s --check-prefix=CONFLICT

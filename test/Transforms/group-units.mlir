@@ -1,6 +1,7 @@
 // RUN: zest-opt %s -split-input-file -zest-group-units | FileCheck %s --check-prefix=ROOT
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=4 leaf-modules=layers.*" | FileCheck %s --check-prefix=LEAF
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=4 leaf-modules=layers.*,layers.0.mlp" | FileCheck %s --check-prefix=LEAF
+// RUN: zest-opt %s -split-input-file -zest-group-units="world-size=4 leaf-modules=layers.* strategy=no-shard" | FileCheck %s --check-prefix=NOSHARD
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=2 leaf-classes=Block" | FileCheck %s --check-prefix=CLASS
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=3 min-unit-numel=50" | FileCheck %s --check-prefix=SIZE
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=4 ignore=embed.* leaf-modules=layers.*" | FileCheck %s --check-prefix=IGNORE
@@ -33,6 +34,11 @@ module attributes {zest.module_classes = {"layers.0" = "Block", "layers.1" = "Bl
 // Leaf globs: each block is a unit (a nested match, layers.0.mlp, is part of
 // its outermost matching ancestor); the rest is the root unit, padded from
 // 110 to 112 for 4 ranks. Units are ordered by their first parameter.
+// no-shard (DDP): the same units, replicated (no padding, the whole buffer
+// on every rank).
+// NOSHARD:      zest.unit @root replicated : f32, world_size = 4, padded_size = 110, shard_size = 110 [
+// NOSHARD:      zest.unit @layers.0 replicated : f32, world_size = 4, padded_size = 60, shard_size = 60 [
+// NOSHARD:      zest.unit @layers.1 replicated
 // LEAF:      zest.unit @root sharded : f32, world_size = 4, padded_size = 112, shard_size = 28 [
 // LEAF-NEXT:   "embed.weight" : tensor<10x10xf32> at 0,
 // LEAF-NEXT:   "head.weight" : tensor<10xf32> at 100

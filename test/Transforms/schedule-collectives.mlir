@@ -137,3 +137,34 @@ func.func @pinned(%sb: tensor<1xf32> {zest.unit = @b}, %sc: tensor<1xf32> {zest.
   %rb = zest.reduce_scatter avg %gb for @b : tensor<2xf32> -> tensor<1xf32>
   return %pc, %ac, %rb : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 }
+
+// -----
+
+// Replicated units (no-shard, DDP): their gradients' all-reduces are
+// scheduled as reduce-scatters are: each waits, with its unit's update,
+// after the next one starts.
+// CHECK-LABEL: func.func @ddp(
+// CHECK:         %[[RB:.*]] = zest.all_reduce_start avg %{{.*}} for @q
+// CHECK-NEXT:    %[[DA:.*]] = arith.mulf
+// CHECK-NEXT:    %[[RA:.*]] = zest.all_reduce_start avg %[[DA]] for @p
+// CHECK-NEXT:    %[[B:.*]] = zest.wait %[[RB]]
+// CHECK-NEXT:    zest.update sgd @q %{{.*}}, %[[B]]
+// CHECK-NEXT:    %[[A:.*]] = zest.wait %[[RA]]
+// CHECK-NEXT:    zest.update sgd @p %{{.*}}, %[[A]]
+// SYNC-LABEL: func.func @ddp(
+// SYNC-COUNT-2: zest.all_reduce avg
+// (@b, unused, is for the KEEPB run over every chunk.)
+zest.unit @b sharded : f32, world_size = 2, padded_size = 2, shard_size = 1 ["b.w" : tensor<2xf32> at 0]
+zest.unit @p replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 ["p.w" : tensor<2xf32> at 0]
+zest.unit @q replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 ["q.w" : tensor<2xf32> at 0]
+func.func @ddp(%pa: tensor<2xf32> {zest.unit = @p}, %pb: tensor<2xf32> {zest.unit = @q}, %x: tensor<2xf32>,
+               %h: tensor<10xf32>, %acca: tensor<2xf32>, %accb: tensor<2xf32>)
+    -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %db = arith.mulf %pb, %x : tensor<2xf32>
+  %rb = zest.all_reduce avg %db for @q : tensor<2xf32>
+  %nb, %ab = zest.update sgd @q %pb, %rb accum(%accb) hyper(%h) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<10xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+  %da = arith.mulf %pa, %db : tensor<2xf32>
+  %ra = zest.all_reduce avg %da for @p : tensor<2xf32>
+  %na, %aa = zest.update sgd @p %pa, %ra accum(%acca) hyper(%h) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<10xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+  return %na, %aa, %nb, %ab : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}

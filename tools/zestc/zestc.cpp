@@ -104,8 +104,9 @@ static cl::opt<unsigned> prefetch(
 static cl::opt<std::string> strategy(
     "strategy",
     cl::desc("Sharding strategy: full-shard (ZeRO-3: parameters re-gathered "
-             "for backward, the default) or shard-grad-op (ZeRO-2: gathered "
-             "parameters kept from forward to backward)"),
+             "for backward, the default), shard-grad-op (ZeRO-2: gathered "
+             "parameters kept from forward to backward) or no-shard (DDP: "
+             "replicated units, gradients all-reduced)"),
     cl::init("full-shard"), cl::cat(category));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
@@ -236,13 +237,18 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise;
   options.vectorize = vectorize;
   options.prefetch = prefetch;
-  if (strategy != "full-shard" && strategy != "shard-grad-op") {
-    llvm::errs() << "zestc: error: --strategy expects full-shard or "
-                 << "shard-grad-op, got '" << strategy << "' (no-shard and "
-                 << "hybrid-shard are not implemented yet)\n";
+  if (strategy != "full-shard" && strategy != "shard-grad-op" &&
+      strategy != "no-shard") {
+    llvm::errs() << "zestc: error: --strategy expects full-shard, "
+                 << "shard-grad-op or no-shard, got '" << strategy << "'"
+                 << (strategy == "hybrid-shard"
+                         ? " (hybrid-shard is not implemented yet)"
+                         : "")
+                 << "\n";
     return 1;
   }
   options.strategy = strategy;
+  options.shard.strategy = strategy;
   if (memoryBudget.getNumOccurrences()) {
     std::optional<int64_t> budget = parseBytes(memoryBudget);
     if (!budget || *budget <= 0) {

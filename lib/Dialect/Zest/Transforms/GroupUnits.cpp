@@ -65,6 +65,9 @@ private:
   void declareUnits(ModuleOp module);
 
   unsigned addUnit(StringRef name, UnitKind kind) {
+    // no-shard (DDP): every unit keeps its whole buffer on every rank.
+    if (strategy == "no-shard")
+      kind = UnitKind::Replicated;
     plans.push_back({name.str(), kind, {}});
     return plans.size() - 1;
   }
@@ -82,6 +85,11 @@ private:
 } // namespace
 
 LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
+  if (strategy != "full-shard" && strategy != "shard-grad-op" &&
+      strategy != "no-shard")
+    return emitError(module.getLoc())
+           << "unknown strategy '" << strategy
+           << "': use full-shard, shard-grad-op or no-shard";
   if (worldSize < 1)
     return emitError(module.getLoc())
            << "world-size must be at least 1, got " << worldSize.getValue();

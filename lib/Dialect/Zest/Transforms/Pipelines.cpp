@@ -15,6 +15,7 @@ GroupUnitsPassOptions ShardPipelineOptions::getGroupUnitsOptions() const {
   options.leafClasses.assign(leafClasses.begin(), leafClasses.end());
   options.minUnitNumel = minUnitNumel;
   options.ignore.assign(ignore.begin(), ignore.end());
+  options.strategy = strategy;
   return options;
 }
 

@@ -104,15 +104,27 @@ FailureOr<SmallVector<Operation *>> getMovableReaders(Value value,
   return sorted;
 }
 
-/// Each reduce-scatter waits right after the next one starts, with the ops
-/// that read its result.
-void scheduleReduceScatters(Block *block) {
-  SmallVector<ReduceScatterOp> scatters(block->getOps<ReduceScatterOp>());
-  SmallVector<WaitOp> waits;
-  for (ReduceScatterOp scatter : scatters)
-    waits.push_back(splitCollective<ReduceScatterStartOp>(
+/// Splits a synchronous gradient reduction into start and wait.
+WaitOp splitReduction(Operation *op) {
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return splitCollective<ReduceScatterStartOp>(
         scatter, scatter.getReductionAttr(), scatter.getInput(),
-        scatter.getUnitAttr()));
+        scatter.getUnitAttr());
+  auto reduce = cast<AllReduceOp>(op);
+  return splitCollective<AllReduceStartOp>(reduce, reduce.getReductionAttr(),
+                                           reduce.getInput(),
+                                           reduce.getUnitAttr());
+}
+
+/// Each gradient reduction (reduce-scatter, or all-reduce of a replicated
+/// unit) waits right after the next one starts, with the ops that read its
+/// result.
+void scheduleReductions(Block *block) {
+  SmallVector<Operation *> reductions;
+  for (Operation &op : *block)
+    if (isa<ReduceScatterOp, AllReduceOp>(op))
+      reductions.push_back(&op);
+  SmallVector<WaitOp> waits = llvm::map_to_vector(reductions, splitReduction);
   for (unsigned i = 0; i + 1 < waits.size(); ++i) {
     Operation *nextStart = waits[i + 1].getFuture().getDefiningOp();
     Operation *point = nextStart->getNextNode();
@@ -152,11 +164,12 @@ struct ScheduleCollectivesPass
   /// The sharded units to keep gathered; failure (reported) for an unknown
   /// strategy or a named unit that is not a sharded unit of the module.
   FailureOr<DenseSet<StringRef>> getKeptUnits(ModuleOp module) {
-    if (strategy != "full-shard" && strategy != "shard-grad-op") {
+    if (strategy != "full-shard" && strategy != "shard-grad-op" &&
+        strategy != "no-shard") {
       emitError(module.getLoc())
           << "unknown strategy '" << strategy
-          << "' for zest-schedule-collectives: use full-shard or "
-          << "shard-grad-op";
+          << "' for zest-schedule-collectives: use full-shard, "
+          << "shard-grad-op or no-shard";
       return failure();
     }
     DenseSet<StringRef> kept;
@@ -198,7 +211,7 @@ struct ScheduleCollectivesPass
       if (prefetch == 0)
         continue;
       scheduleGathers(body, prefetch);
-      scheduleReduceScatters(body);
+      scheduleReductions(body);
     }
     // The decisions, for the report. A unit gathered once for forward and
     // backward (the last one, whose uses are adjacent) is kept too; so is

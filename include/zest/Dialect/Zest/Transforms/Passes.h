@@ -45,6 +45,11 @@ struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("Write the layout manifest (JSON) to this file")};
+  Option<std::string> strategy{
+      *this, "strategy",
+      llvm::cl::desc("full-shard, shard-grad-op (sharded units) or no-shard "
+                     "(replicated units, DDP)"),
+      llvm::cl::init("full-shard")};
 
   /// The grouping pass options these pipeline options imply.
   GroupUnitsPassOptions getGroupUnitsOptions() const;

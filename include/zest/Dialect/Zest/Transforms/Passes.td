@@ -48,6 +48,11 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
        reach N elements.
     4. Everything else goes to the `root` unit.
 
+    With `strategy=no-shard` (DDP) every unit is replicated: each rank holds
+    its whole buffer and optimizer state, and gradients are all-reduced per
+    unit (no gathers). `full-shard` and `shard-grad-op` shard them (the two
+    differ in `zest-schedule-collectives`).
+
     A unit holds one element type: a unit whose parameters have several is
     split into one unit per element type, named `<unit>[<type>]`.
 
@@ -70,6 +75,9 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
            "Size-based auto-wrap threshold in elements (0 disables it)">,
     ListOption<"ignore", "ignore", "std::string",
                "Parameter FQN globs kept replicated instead of sharded">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
+           "full-shard or shard-grad-op (units sharded) or no-shard (every "
+           "unit replicated, DDP)">,
   ];
 }
 
@@ -185,10 +193,12 @@ def ScheduleCollectivesPass
       while a unit computes, the next N units' gathers are in flight (FSDP's
       prefetch, N = 1 its default). The first N start at the top of the
       body, or after their shard is defined if that is later.
-    * **Reduce-scatters** (with N > 0) start where they were. Each waits
-      right after the next reduce-scatter starts, so it overlaps the backward
-      pass of the next unit; the unit's optimizer update (and anything else
-      that reads the reduced shard) moves down with the wait. If a reader
+    * **Gradient reductions** (with N > 0): reduce-scatters, and the
+      all-reduces of replicated units (no-shard, DDP), start where they
+      were. Each waits right after the next one starts, so it overlaps the
+      backward pass of the next unit; the unit's optimizer update (and
+      anything else that reads the reduced gradient) moves down with the
+      wait. If a reader
       cannot move (it has effects, or a value of it is needed earlier) the
       wait stays before the first reader. The last reduce-scatter waits
       where it started.
@@ -196,8 +206,8 @@ def ScheduleCollectivesPass
     Every rank runs the same program, so every rank issues the same
     collectives in the same order. Gathered buffers live from their start to
     their last use: N extra units at a time in the worst case, plus each kept
-    unit from its forward to its backward. All-reduces and collectives inside
-    nested regions stay synchronous. With N = 0 (the default) and nothing
+    unit from its forward to its backward. Collectives inside nested regions
+    stay synchronous. With N = 0 (the default) and nothing
     kept, nothing changes.
 
     The decisions are recorded on each sharded `zest.unit` for the report
@@ -212,8 +222,9 @@ def ScheduleCollectivesPass
            "All-gathers in flight ahead of the unit computing (0: "
            "synchronous collectives)">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
-           "full-shard (re-gather in backward) or shard-grad-op (keep every "
-           "unit gathered from forward to backward)">,
+           "full-shard (re-gather in backward), shard-grad-op (keep every "
+           "unit gathered from forward to backward) or no-shard (nothing "
+           "to gather)">,
     ListOption<"keepUnits", "keep-units", "std::string",
                "Units kept gathered from forward to backward (by name)">,
   ];
