@@ -147,17 +147,18 @@ int zest_trace_write(const char *path);
 
 /*--- Kernels -------------------------------------------------------------*/
 
-/* Row-major C[M,N] += op(A) op(B), op = transpose when trans_* != 0;
- * lda/ldb/ldc are row strides in elements. */
+/* Row-major C[M,N] += op(A) op(B) (C = op(A) op(B) when accumulate == 0),
+ * op = transpose when trans_* != 0; lda/ldb/ldc are row strides in
+ * elements. */
 void zest_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                 int64_t k, const float *a, int64_t lda, const float *b,
-                int64_t ldb, float *c, int64_t ldc);
+                int64_t ldb, float *c, int64_t ldc, int32_t accumulate);
 /* `batch` independent products; operand i starts at a + i * stride_a. */
 void zest_sgemm_batched(int32_t trans_a, int32_t trans_b, int64_t batch,
                         int64_t m, int64_t n, int64_t k, const float *a,
                         int64_t lda, int64_t stride_a, const float *b,
                         int64_t ldb, int64_t stride_b, float *c, int64_t ldc,
-                        int64_t stride_c);
+                        int64_t stride_c, int32_t accumulate);
 
 /* Activations of the fused linear kernels. */
 typedef enum {

@@ -6,7 +6,7 @@
 // CHECK-LABEL: func.func @nt(
 // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : i32
 // CHECK-DAG: %[[C1:.*]] = arith.constant 1 : i32
-// CHECK: call @zest_sgemm(%[[C0]], %[[C1]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64) -> ()
+// CHECK: call @zest_sgemm(%[[C0]], %[[C1]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C1]]) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32) -> ()
 // CHECK-NOT: linalg.matmul
 func.func @nt(%x: memref<8x16xf32>, %w: memref<32x16xf32>, %y: memref<8x32xf32>) {
   linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
@@ -17,7 +17,7 @@ func.func @nt(%x: memref<8x16xf32>, %w: memref<32x16xf32>, %y: memref<8x32xf32>)
 // C += A^T B (dW = dY^T X) on strided views: the leading dimension is the
 // view's row stride (48), not its width.
 // CHECK-LABEL: func.func @tn_strided(
-// CHECK: call @zest_sgemm(%c1_i32, %c0_i32, %c16_i64, %c16_i64, %c8_i64, %{{.*}}, %c48_i64, %{{.*}}, %c16_i64, %{{.*}}, %c16_i64)
+// CHECK: call @zest_sgemm(%c1_i32, %c0_i32, %c16_i64, %c16_i64, %c8_i64, %{{.*}}, %c48_i64, %{{.*}}, %c16_i64, %{{.*}}, %c16_i64, %c1_i32)
 func.func @tn_strided(%dy: memref<8x16xf32, strided<[48, 1], offset: 16>>, %x: memref<8x16xf32>, %dw: memref<16x16xf32>) {
   linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
       ins(%dy, %x : memref<8x16xf32, strided<[48, 1], offset: 16>>, memref<8x16xf32>) outs(%dw : memref<16x16xf32>)
@@ -29,6 +29,33 @@ func.func @tn_strided(%dy: memref<8x16xf32, strided<[48, 1], offset: 16>>, %x: m
 // CHECK: call @zest_sgemm_batched(%c0_i32, %c0_i32
 func.func @batched(%p: memref<2x4x4xf32>, %v: memref<2x4x16xf32>, %o: memref<2x4x16xf32>) {
   linalg.batch_matmul ins(%p, %v : memref<2x4x4xf32>, memref<2x4x16xf32>) outs(%o : memref<2x4x16xf32>)
+  return
+}
+
+// A product into a buffer just filled with zeros overwrites it (the last
+// argument, accumulate, is 0) and the fill goes; a fill of another value,
+// or a write in between, keeps the accumulation.
+// CHECK-LABEL: func.func @zero_init(
+// CHECK-NOT:     linalg.fill
+// CHECK:         call @zest_sgemm(%c0_i32, %c1_i32, %c8_i64, %c32_i64, %c16_i64, %{{.*}}, %c16_i64, %{{.*}}, %c16_i64, %{{.*}}, %c32_i64, %c0_i32)
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%[[Y2:.*]] : memref<8x32xf32>)
+// CHECK-NEXT:    memref.copy
+// CHECK:         call @zest_sgemm({{.*}}, %c1_i32)
+// CHECK:         linalg.fill
+// CHECK:         call @zest_sgemm({{.*}}, %c1_i32)
+func.func @zero_init(%x: memref<8x16xf32>, %w: memref<32x16xf32>, %y: memref<8x32xf32>, %y2: memref<8x32xf32>, %y3: memref<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<8x32xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : memref<8x16xf32>, memref<32x16xf32>) outs(%y : memref<8x32xf32>)
+  linalg.fill ins(%zero : f32) outs(%y2 : memref<8x32xf32>)
+  memref.copy %y, %y2 : memref<8x32xf32> to memref<8x32xf32>
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : memref<8x16xf32>, memref<32x16xf32>) outs(%y2 : memref<8x32xf32>)
+  linalg.fill ins(%one : f32) outs(%y3 : memref<8x32xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : memref<8x16xf32>, memref<32x16xf32>) outs(%y3 : memref<8x32xf32>)
   return
 }
 

@@ -136,7 +136,7 @@ zest.unit @a sharded : f32, world_size = 2, padded_size = 2000000, shard_size = 
 llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
 func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
 func.func private @zest_wait(i64)
-func.func private @zest_sgemm(i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64)
+func.func private @zest_sgemm(i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32)
 func.func @overlap(%p: !llvm.ptr) {
   %tag = llvm.mlir.addressof @zest.tag.a : !llvm.ptr
   %shard = arith.constant 1000000 : i64
@@ -144,7 +144,7 @@ func.func @overlap(%p: !llvm.ptr) {
   %f32 = arith.constant 0 : i32
   %no = arith.constant 0 : i32
   %0 = call @zest_all_gather_start(%p, %p, %shard, %f32, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
-  call @zest_sgemm(%no, %no, %c1000, %c1000, %c1000, %p, %c1000, %p, %c1000, %p, %c1000) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64) -> ()
+  call @zest_sgemm(%no, %no, %c1000, %c1000, %c1000, %p, %c1000, %p, %c1000, %p, %c1000, %no) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32) -> ()
   call @zest_wait(%0) : (i64) -> ()
   return
 }

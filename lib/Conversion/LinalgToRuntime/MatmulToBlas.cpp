@@ -6,8 +6,10 @@
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 namespace mlir::zest {
@@ -31,6 +33,23 @@ static bool hasUnitInnerStride(Value value) {
   if (failed(type.getStridesAndOffset(strides, offset)))
     return false;
   return strides.back() == 1;
+}
+
+/// The `linalg.fill` of zero that writes all of `c` just before `op`, with
+/// nothing in between that touches memory (only views and constants); null
+/// if there is none. The product can then overwrite `c` instead of adding
+/// to it, and the fill (a whole pass over the output) goes.
+static linalg::FillOp getZeroFillBefore(Operation *op, Value c) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev))
+      return fill.getDpsInits()[0] == c &&
+                     matchPattern(fill.value(), m_AnyZeroFloat())
+                 ? fill
+                 : linalg::FillOp();
+    if (!isMemoryEffectFree(prev))
+      return {};
+  }
+  return {};
 }
 
 struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
@@ -85,9 +104,13 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     args.append({getElementPointer(rewriter, loc, c), ld(metaC)});
     if (batchDims)
       args.push_back(i64(metaC.getStrides()[0]));
+    linalg::FillOp zeroFill = getZeroFillBefore(op, c);
+    args.push_back(i32(!zeroFill)); // accumulate into C
     callRuntime(rewriter, loc, batchDims ? "zest_sgemm_batched" : "zest_sgemm",
                 {}, args);
     rewriter.eraseOp(op);
+    if (zeroFill)
+      rewriter.eraseOp(zeroFill);
     return success();
   }
 };
