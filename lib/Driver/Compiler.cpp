@@ -52,7 +52,9 @@ static constexpr const char *kLoweringPipeline =
     "target-type=f32}),"
     "func.func(zest-approximate-math),"
     // Ops whose destination is a slice of a bigger tensor (gradients packed
-    // into a unit's flat buffer) write there directly instead of being copied.
+    // into a unit's flat buffer, pieces of a concatenation) write there
+    // directly instead of being copied.
+    "func.func(zest-write-slices-in-place),"
     "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"

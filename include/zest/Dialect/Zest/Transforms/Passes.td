@@ -357,6 +357,36 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def WriteSlicesInPlacePass
+    : Pass<"zest-write-slices-in-place", "::mlir::func::FuncOp"> {
+  let summary = "Lets the pieces of a concatenation be computed in their "
+                "slices";
+  let description = [{
+    A concatenation written as `tensor.insert_slice`s into a filled tensor
+    (the q, k and v gradients packed into the qkv gradient, each a
+    `tensor.collapse_shape` of a batched product) bufferizes into a fill of
+    the whole tensor and one copy per piece. Runs before
+    `eliminate-empty-tensors`, which then has each piece's producer write
+    into its slice:
+
+    * a `linalg.fill` that the chain of `insert_slice`s it is the
+      destination of overwrites everywhere (static, disjoint slices whose
+      sizes add up to the whole tensor) is dropped: the chain starts from
+      the fill's destination;
+    * `insert_slice(collapse_shape(x))` into `d`, where each collapsed group
+      of dimensions is inserted whole, becomes
+      `collapse_shape(insert_slice(x) into expand_shape(d))`, so the
+      inserted value is `x` itself and its producer's chain reaches the
+      insertion (consecutive pieces' `expand_shape(collapse_shape)` fold
+      away, and a fill moves through a reshape of its result).
+
+    Slices that overlap or leave a gap, dynamic or strided slices, and
+    collapsed groups the slice cuts are left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SplitEntryBlockPass
     : Pass<"zest-split-entry-block", "::mlir::func::FuncOp"> {
   let summary = "Moves a function's body out of its entry block";
