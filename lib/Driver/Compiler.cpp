@@ -51,10 +51,10 @@ static constexpr const char *kLoweringPipeline =
     "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 "
     "target-type=f32}),"
     "func.func(zest-approximate-math),"
+    // A concatenation's slices overwrite its fill.
+    "func.func(zest-drop-overwritten-fills),"
     // Ops whose destination is a slice of a bigger tensor (gradients packed
-    // into a unit's flat buffer, pieces of a concatenation) write there
-    // directly instead of being copied.
-    "func.func(zest-write-slices-in-place),"
+    // into a unit's flat buffer) write there directly instead of being copied.
     "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
