@@ -145,12 +145,14 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
 
   // The leanest schedule: no prefetch, only the units the user keeps.
   FailureOr<Candidate> lean = tryCandidate(0, baseKeep);
-  if (failed(lean))
-    return emitError(module.getLoc())
-           << "cannot hold the step to --memory-budget=" << budget
-           << ": its memory plan is not exact (the model does not compile, "
-           << "or allocates with dynamic sizes); compile without the budget "
-           << "to see why";
+  if (failed(lean)) {
+    // The model does not compile, or its plan is not exact: the real
+    // compilation reports why (zest-plan-memory refuses a budget it cannot
+    // check), with the schedule as given.
+    options.prefetch = 0;
+    options.keepUnits = baseKeep;
+    return success();
+  }
   if (lean->peakPool > budget)
     return emitError(module.getLoc())
            << "--memory-budget=" << budget << " bytes is infeasible: the "

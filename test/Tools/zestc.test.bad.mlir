@@ -1,4 +1,4 @@
-// Input for zestc.test: a gradient naming no parameter.
+// Input for zestc(-memory-budget).test: a gradient naming no parameter.
 func.func @step(%w: tensor<4xf32> {zest.param = "fc.weight"})
     -> (f32 {zest.loss}, tensor<4xf32> {zest.grad = "fc.bias"}) {
   %c0 = arith.constant 0 : index
