@@ -158,6 +158,7 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
            << "--memory-budget=" << budget << " bytes is infeasible: the "
            << "leanest schedule (no prefetch, "
            << (options.strategy == "shard-grad-op" ? "every unit kept"
+               : options.strategy == "no-shard"    ? "every unit replicated"
                                                    : "every unit re-gathered")
            << ") peaks at " << lean->peakPool << " pool bytes per rank; "
            << "the smallest feasible budget is --memory-budget="
