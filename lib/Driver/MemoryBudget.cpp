@@ -41,10 +41,15 @@ struct Candidate {
     int64_t regathers = 0, bytes = 0, firstGather = 0;
   };
   llvm::StringMap<UnitGathers> units;
+  /// Gathers of the function that gathers most: deeper prefetch than this
+  /// minus one changes nothing.
+  int64_t gathers = 0;
 };
 
-/// Gathers per unit after the front pipeline (collectives not yet lowered).
-llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module) {
+/// Gathers per unit after the front pipeline (collectives not yet lowered),
+/// and the most any function issues.
+llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module,
+                                                     int64_t &mostGathers) {
   llvm::StringMap<Candidate::UnitGathers> units;
   for (UnitOp unit : module.getOps<UnitOp>())
     if (unit.isSharded())
@@ -66,8 +71,12 @@ llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module) {
       if (counts[unit]++ == 0)
         units[unit].firstGather = position;
     });
-    for (auto &[name, count] : counts)
+    int64_t total = 0;
+    for (auto &[name, count] : counts) {
       units[name].regathers = std::max(units[name].regathers, count - 1);
+      total += count;
+    }
+    mostGathers = std::max(mostGathers, total);
   }
   return units;
 }
@@ -85,7 +94,7 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   if (failed(front.run(*copy)))
     return failure();
   Candidate candidate;
-  candidate.units = countGathers(*copy);
+  candidate.units = countGathers(*copy, candidate.gathers);
   for (auto func : copy->getOps<func::FuncOp>())
     stripRoleAttributes(func);
   PassManager lower(ctx);
@@ -163,6 +172,11 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
            << ") peaks at " << lean->peakPool << " pool bytes per rank; "
            << "the smallest feasible budget is --memory-budget="
            << lean->peakPool;
+
+  // Beyond one less than the step's gathers, every depth is the same
+  // schedule.
+  maxDepth =
+      std::min<int64_t>(maxDepth, std::max<int64_t>(lean->gathers - 1, 0));
 
   // Units worth keeping, most re-gathered bytes saved first; among equals
   // the one gathered last in forward, whose kept buffer lives the shortest.
