@@ -126,7 +126,7 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   // After the updates exist: they move down with their reduce-scatter's wait.
   ScheduleCollectivesPassOptions schedule;
   schedule.prefetch = options.prefetch;
-  schedule.strategy = options.strategy;
+  schedule.strategy = options.shard.strategy;
   schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
   pm.addPass(createScheduleCollectivesPass(schedule));
   // The calling convention is fixed before the descriptor describes it.

@@ -17,6 +17,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -54,8 +55,7 @@ llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module,
   for (UnitOp unit : module.getOps<UnitOp>())
     if (unit.isSharded())
       units[unit.getSymName()].bytes =
-          unit.getFlatType().getNumElements() *
-          ((unit.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+          getStaticBufferBytes(unit.getFlatType()).value_or(0);
   for (auto func : module.getOps<func::FuncOp>()) {
     llvm::StringMap<int64_t> counts;
     int64_t position = 0;
@@ -105,9 +105,7 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   if (!plan)
     return failure();
   candidate.peakPool = plan->peakPool;
-  int64_t world = 1;
-  for (UnitOp unit : copy->getOps<UnitOp>())
-    world = unit.getWorldSize();
+  int64_t world = getModuleWorldSize(*copy);
   for (auto func : copy->getOps<func::FuncOp>())
     if (!func.isExternal() && func.isPublic())
       candidate.stepUs = std::max(
@@ -122,18 +120,11 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
   int64_t budget = options.memoryBudget;
   if (budget <= 0)
     return success();
-  // Candidates write no manifest and no report.
+  // Candidates write no manifest (their pipelines stop before the report).
   std::string manifest = options.shard.manifest;
-  std::string reportJson = options.reportJson;
-  bool reportText = options.reportText;
   options.shard.manifest = "";
-  options.reportJson = "";
-  options.reportText = false;
-  auto restore = llvm::make_scope_exit([&] {
-    options.shard.manifest = manifest;
-    options.reportJson = reportJson;
-    options.reportText = reportText;
-  });
+  auto restore =
+      llvm::make_scope_exit([&] { options.shard.manifest = manifest; });
 
   // The machine the candidates are timed on: the report's, else this one.
   std::string error;
@@ -166,9 +157,10 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
     return emitError(module.getLoc())
            << "--memory-budget=" << budget << " bytes is infeasible: the "
            << "leanest schedule (no prefetch, "
-           << (options.strategy == "shard-grad-op" ? "every unit kept"
-               : options.strategy == "no-shard"    ? "every unit replicated"
-                                                   : "every unit re-gathered")
+           << (options.shard.strategy == "shard-grad-op" ? "every unit kept"
+               : options.shard.strategy == "no-shard"
+                   ? "every unit replicated"
+                   : "every unit re-gathered")
            << ") peaks at " << lean->peakPool << " pool bytes per rank; "
            << "the smallest feasible budget is --memory-budget="
            << lean->peakPool;
@@ -207,27 +199,26 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
          candidate.peakPool < best->candidate.peakPool))
       best = Choice{depth, keep, candidate};
   };
+  std::vector<std::string> all = baseKeep;
+  for (auto &[name, gathers] : order)
+    all.push_back(name);
   for (unsigned depth = 0; depth <= maxDepth; ++depth) {
     FailureOr<Candidate> base =
         depth == 0 ? lean : tryCandidate(depth, baseKeep);
     if (failed(base) || base->peakPool > budget)
       break; // deeper prefetch holds more
-    std::vector<std::string> all = baseKeep;
-    for (auto &[name, gathers] : order)
-      all.push_back(name);
-    FailureOr<Candidate> everything =
-        order.empty() ? base : tryCandidate(depth, all);
-    if (succeeded(everything) && everything->peakPool <= budget &&
-        everything->stepUs <= base->stepUs) {
-      consider(depth, all, *everything);
-      continue;
-    }
     std::vector<std::string> keep = baseKeep;
     Candidate current = *base;
     auto fits = [&](const FailureOr<Candidate> &kept) {
       return succeeded(kept) && kept->peakPool <= budget &&
              kept->stepUs <= current.stepUs;
     };
+    FailureOr<Candidate> everything =
+        order.empty() ? base : tryCandidate(depth, all);
+    if (fits(everything)) {
+      consider(depth, all, *everything);
+      continue;
+    }
     if (order.size() <= kGreedyUnits) {
       for (auto &[name, gathers] : order) {
         std::vector<std::string> more = keep;
@@ -261,6 +252,15 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
   }
   options.prefetch = best->depth;
   options.keepUnits = best->keep;
-  options.predictedStepUs = best->candidate.stepUs;
+  if (options.reportText) {
+    llvm::outs() << "schedule under --memory-budget=" << budget << ": prefetch "
+                 << best->depth << ", kept units:";
+    for (const std::string &unit : best->keep)
+      llvm::outs() << " " << unit;
+    if (best->keep.empty())
+      llvm::outs() << " none";
+    llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
+                                  best->candidate.stepUs / 1e3);
+  }
   return success();
 }

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Driver/Compiler.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -37,8 +38,7 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   llvm::raw_string_ostream os(text);
   SmallVector<UnitOp> units(module.getOps<UnitOp>());
   os << "zest-model 1\n";
-  os << "world_size " << (units.empty() ? 1 : units.front().getWorldSize())
-     << "\n";
+  os << "world_size " << getModuleWorldSize(module) << "\n";
   for (UnitOp unit : units) {
     os << "unit " << unit.getSymName() << " "
        << stringifyUnitKind(unit.getKind()) << " "

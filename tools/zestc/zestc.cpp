@@ -16,7 +16,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -237,8 +236,7 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise;
   options.vectorize = vectorize;
   options.prefetch = prefetch;
-  if (strategy != "full-shard" && strategy != "shard-grad-op" &&
-      strategy != "no-shard") {
+  if (!isShardingStrategy(strategy)) {
     llvm::errs() << "zestc: error: --strategy expects full-shard, "
                  << "shard-grad-op or no-shard, got '" << strategy << "'"
                  << (strategy == "hybrid-shard"
@@ -247,7 +245,6 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
-  options.strategy = strategy;
   options.shard.strategy = strategy;
   if (memoryBudget.getNumOccurrences()) {
     std::optional<int64_t> budget = parseBytes(memoryBudget);
@@ -320,15 +317,5 @@ int main(int argc, char **argv) {
     return 1;
   if (failed(chooseSchedule(*module, options)))
     return 1;
-  if (options.memoryBudget > 0 && reportText) {
-    llvm::outs() << "schedule under --memory-budget=" << options.memoryBudget
-                 << ": prefetch " << options.prefetch << ", kept units:";
-    for (const std::string &unit : options.keepUnits)
-      llvm::outs() << " " << unit;
-    if (options.keepUnits.empty())
-      llvm::outs() << " none";
-    llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
-                                  options.predictedStepUs / 1e3);
-  }
   return failed(compileModel(*module, options, llvm::outs())) ? 1 : 0;
 }

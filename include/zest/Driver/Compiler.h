@@ -41,18 +41,13 @@ struct CompileOptions {
   /// All-gathers in flight ahead of the unit computing; > 0 also overlaps
   /// reduce-scatters (zest-schedule-collectives).
   unsigned prefetch = 0;
-  /// full-shard (re-gather in backward) or shard-grad-op (keep every unit
-  /// gathered from forward to backward).
-  std::string strategy = "full-shard";
-  /// Units kept gathered from forward to backward besides the strategy's.
+  /// Units kept gathered from forward to backward besides those of the
+  /// strategy (`shard.strategy`).
   std::vector<std::string> keepUnits;
   /// Peak pool bytes per rank the step may reach (0: no budget). The
   /// schedule (prefetch depth up to `prefetch`, kept units) is chosen to
   /// fit it.
   int64_t memoryBudget = 0;
-  /// What chooseSchedule predicted for the schedule it chose (microseconds
-  /// per call of the slowest entry point).
-  double predictedStepUs = 0;
   /// Where zest-plan-memory writes its JSON report (empty: none).
   std::string reportJson;
   /// Print the memory plan as text (zestc --report).
@@ -87,8 +82,8 @@ void stripRoleAttributes(func::FuncOp func);
 /// step; the fastest of these schedules on `options.machine` (default:
 /// cpu) wins. Each candidate is compiled up to its exact memory plan
 /// (zest-plan-memory) and replayed on the cost model (CostModel.h), on a
-/// copy of `module`. Fails with a located error when even the leanest
-/// schedule exceeds the budget.
+/// copy of `module`. With `options.reportText`, prints the choice. Fails
+/// with a located error when even the leanest schedule exceeds the budget.
 LogicalResult chooseSchedule(ModuleOp module, CompileOptions &options);
 
 /// The model descriptor the host driver reads (docs/Runtime.md): units,

@@ -9,6 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
+#include "zest_runtime.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -18,20 +21,26 @@
 using namespace mlir;
 using namespace mlir::zest;
 
+/// Bytes of an element of the runtime's type `dtype`.
 static int64_t getDtypeBytes(int64_t dtype) {
-  switch (dtype) { // zest_dtype_t (runtime/include/zest_runtime.h)
-  case 1:          // ZEST_F64
-  case 5:          // ZEST_I64
+  switch (dtype) {
+  case ZEST_F64:
+  case ZEST_I64:
     return 8;
-  case 0: // ZEST_F32
-  case 4: // ZEST_I32
+  case ZEST_F32:
+  case ZEST_I32:
     return 4;
-  case 2: // ZEST_F16
-  case 3: // ZEST_BF16
+  case ZEST_F16:
+  case ZEST_BF16:
     return 2;
   default: // ZEST_I8, ZEST_U8
     return 1;
   }
+}
+
+int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
+  auto units = module.getOps<UnitOp>();
+  return units.empty() ? 1 : (*units.begin()).getWorldSize();
 }
 
 std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
@@ -108,11 +117,7 @@ std::optional<MachineModel> mlir::zest::getMachineModel(StringRef name,
 namespace {
 
 int64_t getBufferBytes(Value value) {
-  auto type = dyn_cast<MemRefType>(value.getType());
-  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
-    return 0;
-  return type.getNumElements() *
-         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  return getStaticBufferBytes(value.getType()).value_or(0);
 }
 
 /// Roofline time of a linalg op on buffers: its iterations times the ops of
@@ -186,8 +191,13 @@ struct Replay {
   const MachineModel *machine;
   int64_t world;
   double now = 0, linkFreeAt = 0;
-  DenseMap<Value, double> doneAt;  // request -> end of its transfer
-  DenseMap<Value, int64_t> copied; // request -> bytes a wait copies
+  /// A request's transfer: when the link is done with it, and the bytes a
+  /// wait still copies where transfers need the CPU.
+  struct InFlight {
+    double doneAt = 0;
+    int64_t bytes = 0;
+  };
+  DenseMap<Value, InFlight> inFlight;
   StepCost cost;
 
   void run(Block &block) {
@@ -218,15 +228,14 @@ struct Replay {
         double begin = std::max(now, linkFreeAt);
         linkFreeAt = begin + transfer;
         cost.communicationUs += transfer;
-        doneAt[call.getResult(0)] = linkFreeAt;
-        copied[call.getResult(0)] = collective->sentPerRank;
+        inFlight[call.getResult(0)] = {linkFreeAt, collective->sentPerRank};
         return;
       }
       if (call.getCallee() == "zest_wait" && call.getNumOperands() == 1) {
-        double done = doneAt.lookup(call.getOperand(0));
+        InFlight request = inFlight.lookup(call.getOperand(0));
+        double done = request.doneAt;
         if (machine->waitCopyBytesPerUs > 0) {
-          double copy =
-              copied.lookup(call.getOperand(0)) / machine->waitCopyBytesPerUs;
+          double copy = request.bytes / machine->waitCopyBytesPerUs;
           cost.communicationUs += copy;
           done = std::max(done, now + copy);
         }
@@ -251,8 +260,7 @@ struct Replay {
     }
     now = longest.now;
     linkFreeAt = longest.linkFreeAt;
-    doneAt = longest.doneAt;
-    copied = longest.copied;
+    inFlight = longest.inFlight;
     cost = longest.cost;
   }
 };

@@ -85,8 +85,7 @@ private:
 } // namespace
 
 LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
-  if (strategy != "full-shard" && strategy != "shard-grad-op" &&
-      strategy != "no-shard")
+  if (!isShardingStrategy(strategy))
     return emitError(module.getLoc())
            << "unknown strategy '" << strategy
            << "': use full-shard, shard-grad-op or no-shard";

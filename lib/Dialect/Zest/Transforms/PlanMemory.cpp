@@ -9,7 +9,6 @@
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
-#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -47,20 +46,11 @@ memref::AllocOp getAllocation(Value value) {
   return {};
 }
 
-/// Bytes of a static allocation's elements, or nothing.
-std::optional<int64_t> getBufferBytes(memref::AllocOp alloc) {
-  MemRefType type = alloc.getType();
-  if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return type.getNumElements() * ((bits + 7) / 8);
-}
-
 /// Bytes the pool hands out for `alloc`: finalize-memref-to-llvm asks for
 /// the buffer plus its alignment (to align it by hand), and the pool rounds
 /// requests up to whole buckets.
 std::optional<int64_t> getPoolBytes(memref::AllocOp alloc) {
-  std::optional<int64_t> bytes = getBufferBytes(alloc);
+  std::optional<int64_t> bytes = getStaticBufferBytes(alloc.getType());
   if (!bytes)
     return std::nullopt;
   int64_t requested =
@@ -113,7 +103,7 @@ LogicalResult replay(Block &block, Replay &state) {
       memref::AllocOp alloc = getAllocation(call.getOperand(0));
       if (!alloc || state.gathers.contains(alloc))
         continue;
-      int64_t bytes = getBufferBytes(alloc).value_or(0);
+      int64_t bytes = getStaticBufferBytes(alloc.getType()).value_or(0);
       state.gathers[alloc] = bytes;
       state.gathered += bytes;
       state.raise(call);
@@ -147,19 +137,36 @@ std::optional<MemoryPlan> mlir::zest::planFunctionMemory(func::FuncOp func) {
   return state.plan;
 }
 
+std::optional<int64_t> mlir::zest::getStaticBufferBytes(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape() ||
+      !shaped.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bits = shaped.getElementType().getIntOrFloatBitWidth();
+  return shaped.getNumElements() * ((bits + 7) / 8);
+}
+
+void MemoryPlan::merge(const MemoryPlan &other) {
+  if (other.peakPool > peakPool)
+    peakPool = other.peakPool, peakPoolAt = other.peakPoolAt;
+  if (other.peakGathered > peakGathered)
+    peakGathered = other.peakGathered, peakGatheredAt = other.peakGatheredAt;
+}
+
+/// The entry points a plan covers: public functions with a body.
+static bool isEntryPoint(func::FuncOp func) {
+  return !func.isExternal() && !func.isPrivate();
+}
+
 std::optional<MemoryPlan> mlir::zest::planModuleMemory(ModuleOp module) {
   MemoryPlan top;
   for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal() || func.isPrivate())
+    if (!isEntryPoint(func))
       continue;
     std::optional<MemoryPlan> plan = planFunctionMemory(func);
     if (!plan)
       return std::nullopt;
-    if (plan->peakPool > top.peakPool)
-      top.peakPool = plan->peakPool, top.peakPoolAt = plan->peakPoolAt;
-    if (plan->peakGathered > top.peakGathered)
-      top.peakGathered = plan->peakGathered,
-      top.peakGatheredAt = plan->peakGatheredAt;
+    top.merge(*plan);
   }
   return top;
 }
@@ -204,8 +211,12 @@ std::optional<int64_t> getPrefetch(UnitOp unit) {
   return std::nullopt;
 }
 
-int64_t getElementBytes(UnitOp unit) {
-  return (unit.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+int64_t getUnitBytes(UnitOp unit) {
+  return getStaticBufferBytes(unit.getFlatType()).value_or(0);
+}
+
+int64_t getShardBytes(UnitOp unit) {
+  return getStaticBufferBytes(unit.getShardType()).value_or(0);
 }
 
 /// The unit table: layout and the scheduling decisions on each unit.
@@ -224,8 +235,8 @@ llvm::json::Array describeUnits(ModuleOp module) {
         {"dtype", dtype},
         {"parameters", std::move(params)},
         {"numel", unit.getNumElements()},
-        {"bytes", unit.getPaddedSize() * getElementBytes(unit)},
-        {"shard_bytes", unit.getShardSize() * getElementBytes(unit)},
+        {"bytes", getUnitBytes(unit)},
+        {"shard_bytes", getShardBytes(unit)},
         {"prefetch", prefetch ? llvm::json::Value(*prefetch) : nullptr},
         {"decision", getDecision(unit)}});
   }
@@ -244,8 +255,7 @@ void printUnits(ModuleOp module, llvm::raw_ostream &os) {
     os << llvm::formatv(
         "{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n", unit.getSymName(),
         unit.isSharded() ? "sharded" : "replicated", unit.getParams().size(),
-        unit.getPaddedSize() * getElementBytes(unit),
-        unit.getShardSize() * getElementBytes(unit),
+        getUnitBytes(unit), getShardBytes(unit),
         prefetch ? std::to_string(*prefetch) : "-", getDecision(unit));
   }
 }
@@ -268,11 +278,7 @@ llvm::json::Array describeCollectives(ArrayRef<StartedCollective> collectives) {
 int64_t getArgumentBytes(func::FuncOp func) {
   int64_t bytes = 0;
   for (Type type : func.getArgumentTypes())
-    if (auto memref = dyn_cast<MemRefType>(type);
-        memref && memref.hasStaticShape() &&
-        memref.getElementType().isIntOrFloat())
-      bytes += memref.getNumElements() *
-               ((memref.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+    bytes += getStaticBufferBytes(type).value_or(0);
   return bytes;
 }
 
@@ -292,6 +298,9 @@ llvm::json::Value describeMachine(const MachineModel &model) {
                             {"link_gb_per_s", model.linkBytesPerUs / 1e3},
                             {"link_latency_us", model.linkLatencyUs}};
 }
+
+/// An entry point and its memory plan (none if not exact).
+using EntryPlan = std::pair<func::FuncOp, std::optional<MemoryPlan>>;
 
 struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
@@ -325,15 +334,12 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
 
   /// Fails (reported where it happens) if an entry point's predicted peak
   /// pool exceeds the budget or cannot be predicted.
-  LogicalResult checkBudget(ModuleOp module) {
+  LogicalResult checkBudget(ArrayRef<EntryPlan> plans) {
     if (memoryBudget <= 0)
       return success();
     int64_t budget = memoryBudget;
     bool ok = true;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || func.isPrivate())
-        continue;
-      std::optional<MemoryPlan> plan = planFunctionMemory(func);
+    for (auto [func, plan] : plans) {
       if (!plan) {
         func.emitError() << "cannot hold @" << func.getSymName()
                          << " to a memory budget of " << budget
@@ -366,27 +372,32 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   void runOnOperation() override {
     markAllAnalysesPreserved();
     ModuleOp module = getOperation();
-    if (failed(checkBudget(module)))
+    // Each entry point is replayed once, for the budget and the report.
+    SmallVector<EntryPlan> plans;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (isEntryPoint(func))
+        plans.push_back({func, planFunctionMemory(func)});
+    if (failed(checkBudget(plans)))
       return signalPassFailure();
     if (reportJson.empty() && !reportText)
       return;
     FailureOr<std::optional<MachineModel>> model = getMachine(module);
     if (failed(model))
       return signalPassFailure();
-    int64_t world = 1;
-    for (UnitOp unit : module.getOps<UnitOp>())
-      world = unit.getWorldSize();
+    int64_t world = getModuleWorldSize(module);
     if (reportText)
       printUnits(module, llvm::outs());
     llvm::json::Array functions;
-    llvm::StringMap<llvm::json::Object> costs;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || func.isPrivate())
-        continue;
-      std::optional<MemoryPlan> plan = planFunctionMemory(func);
+    std::optional<MemoryPlan> top = MemoryPlan();
+    for (auto &[func, plan] : plans) {
       SmallVector<StartedCollective> collectives = getCollectives(func, world);
       if (reportText)
         printPlan(func.getSymName(), plan, getArgumentBytes(func), collectives);
+      llvm::json::Object entry{
+          {"name", func.getSymName()},
+          {"collectives", describeCollectives(collectives)},
+          {"sent_bytes_per_rank", getSentBytes(collectives)},
+          {"argument_bytes", getArgumentBytes(func)}};
       if (*model) {
         StepCost cost = estimateStepCost(func, **model, world);
         if (reportText)
@@ -396,27 +407,23 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
               (*model)->name, func.getSymName(), cost.stepUs / 1e3,
               cost.computeUs / 1e3, cost.communicationUs / 1e3,
               cost.exposedUs / 1e3);
-        costs[func.getSymName()] =
+        entry["cost"] =
             llvm::json::Object{{"compute_us", cost.computeUs},
                                {"communication_us", cost.communicationUs},
                                {"exposed_communication_us", cost.exposedUs},
                                {"step_us", cost.stepUs}};
       }
-      llvm::json::Object entry{
-          {"name", func.getSymName()},
-          {"collectives", describeCollectives(collectives)},
-          {"sent_bytes_per_rank", getSentBytes(collectives)},
-          {"argument_bytes", getArgumentBytes(func)}};
-      if (*model)
-        entry["cost"] = std::move(costs[func.getSymName()]);
       if (plan) {
         entry["predicted_peak_pool_bytes"] = plan->peakPool;
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
         entry["peak_pool_at"] = describe(plan->peakPoolAt);
         entry["peak_gathered_at"] = describe(plan->peakGatheredAt);
+        if (top)
+          top->merge(*plan);
       } else {
         entry["predicted_peak_pool_bytes"] = nullptr;
         entry["predicted_peak_gathered_bytes"] = nullptr;
+        top.reset(); // the module's peak is exact only if every one is
       }
       functions.push_back(std::move(entry));
     }
@@ -430,7 +437,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         {"units", describeUnits(module)},
         {"machine", *model ? describeMachine(**model) : nullptr},
         {"functions", std::move(functions)}};
-    if (std::optional<MemoryPlan> top = planModuleMemory(module)) {
+    if (top) {
       report["predicted_peak_pool_bytes"] = top->peakPool;
       report["predicted_peak_gathered_bytes"] = top->peakGathered;
     } else {

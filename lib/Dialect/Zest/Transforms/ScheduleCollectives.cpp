@@ -164,8 +164,7 @@ struct ScheduleCollectivesPass
   /// The sharded units to keep gathered; failure (reported) for an unknown
   /// strategy or a named unit that is not a sharded unit of the module.
   FailureOr<DenseSet<StringRef>> getKeptUnits(ModuleOp module) {
-    if (strategy != "full-shard" && strategy != "shard-grad-op" &&
-        strategy != "no-shard") {
+    if (!isShardingStrategy(strategy)) {
       emitError(module.getLoc())
           << "unknown strategy '" << strategy
           << "' for zest-schedule-collectives: use full-shard, "
@@ -202,12 +201,10 @@ struct ScheduleCollectivesPass
         continue;
       Block *body = &func.getBody().front();
       keepGathered(body, *kept);
-      llvm::StringMap<int64_t> gathers;
+      DenseMap<StringRef, int64_t> gathers; // names held by the ops' attrs
       for (AllGatherOp gather : body->getOps<AllGatherOp>())
-        ++gathers[gather.getUnit()];
-      for (auto &[unit, count] : gathers)
-        if (count > 1)
-          regathered.insert(module.lookupSymbol<UnitOp>(unit).getSymName());
+        if (++gathers[gather.getUnit()] == 2)
+          regathered.insert(gather.getUnit());
       if (prefetch == 0)
         continue;
       scheduleGathers(body, prefetch);

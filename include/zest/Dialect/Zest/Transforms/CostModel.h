@@ -11,6 +11,7 @@
 #define ZEST_DIALECT_ZEST_TRANSFORMS_COSTMODEL_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include <optional>
 #include <string>
@@ -30,6 +31,9 @@ struct Collective {
 
 /// The collective `call` starts, if it starts one.
 std::optional<Collective> matchCollective(func::CallOp call, int64_t world);
+
+/// The ranks the module's units are laid out for (1 without units).
+int64_t getModuleWorldSize(ModuleOp module);
 
 /// What a machine does per microsecond. Presets: `cpu` (one core of this
 /// project's 2-core AMD EPYC VM with OpenBLAS; its link is shared memory)

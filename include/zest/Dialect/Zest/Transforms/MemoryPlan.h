@@ -20,7 +20,14 @@ struct MemoryPlan {
   int64_t peakPool = 0, peakGathered = 0;
   /// The ops at which each peak is first reached.
   Operation *peakPoolAt = nullptr, *peakGatheredAt = nullptr;
+
+  /// Takes the higher of each peak (the plan of several entry points).
+  void merge(const MemoryPlan &other);
 };
+
+/// Bytes of the elements of a statically shaped int or float buffer or
+/// tensor type; nothing for any other type.
+std::optional<int64_t> getStaticBufferBytes(Type type);
 
 /// Replays the allocations and frees of `func` (bufferized, its frees
 /// placed, collectives lowered to runtime calls) in program order; nothing
