@@ -274,20 +274,8 @@ int zest_world_size(void) { return get().backend->worldSize(); }
 void zest_set_timeout(double seconds) { get().timeoutSeconds = seconds; }
 
 int64_t zest_dtype_size(zest_dtype_t dtype) {
-  switch (dtype) {
-  case ZEST_F64:
-  case ZEST_I64:
-    return 8;
-  case ZEST_F32:
-  case ZEST_I32:
-    return 4;
-  case ZEST_F16:
-  case ZEST_BF16:
-    return 2;
-  case ZEST_I8:
-  case ZEST_U8:
-    return 1;
-  }
+  if (int64_t bytes = zest_dtype_bytes(dtype))
+    return bytes;
   fatal("unknown dtype " + std::to_string(int(dtype)));
 }
 

@@ -21,23 +21,6 @@
 using namespace mlir;
 using namespace mlir::zest;
 
-/// Bytes of an element of the runtime's type `dtype`.
-static int64_t getDtypeBytes(int64_t dtype) {
-  switch (dtype) {
-  case ZEST_F64:
-  case ZEST_I64:
-    return 8;
-  case ZEST_F32:
-  case ZEST_I32:
-    return 4;
-  case ZEST_F16:
-  case ZEST_BF16:
-    return 2;
-  default: // ZEST_I8, ZEST_U8
-    return 1;
-  }
-}
-
 int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
   auto units = module.getOps<UnitOp>();
   return units.empty() ? 1 : (*units.begin()).getWorldSize();
@@ -56,7 +39,7 @@ std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
     return std::nullopt;
   Collective collective;
   collective.kind = kind.str();
-  collective.bytes = *count * getDtypeBytes(*dtype);
+  collective.bytes = *count * zest_dtype_bytes(zest_dtype_t(*dtype));
   if (auto tag = call.getOperands().back().getDefiningOp<LLVM::AddressOfOp>()) {
     StringRef name = tag.getGlobalName();
     name.consume_front("zest.tag.");
