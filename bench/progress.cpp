@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
     std::vector<float> shard(count, 1.0f), full(count * world);
     auto gather = [&] {
       return zest_all_gather_start(shard.data(), full.data(), count, ZEST_F32,
-                                   "bench");
+                                   ZEST_GROUP_WORLD, "bench");
     };
     for (int mode = 0; mode < 2; ++mode) {
       long poll = mode ? pollEvery : 0;

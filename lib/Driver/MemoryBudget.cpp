@@ -105,11 +105,11 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   if (!plan)
     return failure();
   candidate.peakPool = plan->peakPool;
-  int64_t world = getModuleWorldSize(*copy);
+  DeviceMesh mesh = getModuleMesh(*copy);
   for (auto func : copy->getOps<func::FuncOp>())
     if (!func.isExternal() && func.isPublic())
-      candidate.stepUs = std::max(
-          candidate.stepUs, estimateStepCost(func, machine, world).stepUs);
+      candidate.stepUs = std::max(candidate.stepUs,
+                                  estimateStepCost(func, machine, mesh).stepUs);
   return candidate;
 }
 

@@ -5,6 +5,7 @@
 //
 //   zest-model 1
 //   world_size <W>
+//   mesh <replicas> <shards>                (hybrid sharding only)
 //   unit <name> <sharded|replicated> <dtype> <numel> <padded> <shard> <n>
 //   param <fqn> <dtype> <offset> <rank> <dim>...        (n per unit)
 //   function <name> <num_args> <num_results>
@@ -38,7 +39,10 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   llvm::raw_string_ostream os(text);
   SmallVector<UnitOp> units(module.getOps<UnitOp>());
   os << "zest-model 1\n";
-  os << "world_size " << getModuleWorldSize(module) << "\n";
+  DeviceMesh mesh = getModuleMesh(module);
+  os << "world_size " << mesh.getWorldSize() << "\n";
+  if (mesh.replicas > 1)
+    os << "mesh " << mesh.replicas << " " << mesh.shards << "\n";
   for (UnitOp unit : units) {
     os << "unit " << unit.getSymName() << " "
        << stringifyUnitKind(unit.getKind()) << " "

@@ -32,17 +32,23 @@ public:
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
 
+  /// Arranges the ranks as a `replicas x shards` mesh (see zest_set_mesh);
+  /// collective: every rank calls it with the same values.
+  virtual void setMesh(int replicas, int shards) = 0;
+  virtual int groupRank(zest_group_t group) const = 0;
+  virtual int groupSize(zest_group_t group) const = 0;
+
+  /// Collectives over `group`; ZEST_AVG divides by its size.
   virtual std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
                                                int64_t count,
-                                               zest_dtype_t dtype) = 0;
-  virtual std::unique_ptr<PendingOp> reduceScatter(const void *send, void *recv,
-                                                   int64_t count,
-                                                   zest_dtype_t dtype,
-                                                   zest_reduction_t op) = 0;
-  virtual std::unique_ptr<PendingOp> allReduce(const void *send, void *recv,
-                                               int64_t count,
                                                zest_dtype_t dtype,
-                                               zest_reduction_t op) = 0;
+                                               zest_group_t group) = 0;
+  virtual std::unique_ptr<PendingOp>
+  reduceScatter(const void *send, void *recv, int64_t count, zest_dtype_t dtype,
+                zest_reduction_t op, zest_group_t group) = 0;
+  virtual std::unique_ptr<PendingOp>
+  allReduce(const void *send, void *recv, int64_t count, zest_dtype_t dtype,
+            zest_reduction_t op, zest_group_t group) = 0;
   virtual std::unique_ptr<PendingOp>
   broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
   virtual std::unique_ptr<PendingOp> barrier() = 0;

@@ -279,38 +279,67 @@ int64_t zest_dtype_size(zest_dtype_t dtype) {
   fatal("unknown dtype " + std::to_string(int(dtype)));
 }
 
+void zest_set_mesh(int replicas, int shards) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.comm);
+  if (!rt.requests.empty())
+    fatal("zest_set_mesh while " + std::to_string(rt.requests.size()) +
+          " collectives are in flight");
+  rt.backend->setMesh(replicas, shards);
+}
+
+int zest_group_rank(zest_group_t group) {
+  return get().backend->groupRank(group);
+}
+
+int zest_group_size(zest_group_t group) {
+  return get().backend->groupSize(group);
+}
+
+/// Bytes one rank sends in a ring collective over `ranks` ranks: a gather or
+/// reduce-scatter moves `ranks - 1` shards of `bytes`, an all-reduce
+/// 2 (ranks - 1) / ranks of its buffer.
+static int64_t ringBytesSent(bool allReduce, int64_t bytes, int64_t ranks) {
+  return allReduce ? 2 * bytes * (ranks - 1) / ranks : bytes * (ranks - 1);
+}
+
 zest_request_t zest_all_gather_start(const void *send, void *recv,
                                      int64_t count, zest_dtype_t dtype,
-                                     const char *tag) {
+                                     zest_group_t group, const char *tag) {
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
+  int ranks = rt.backend->groupSize(group);
   return enqueue(
-      [&](Backend &b) { return b.allGather(send, recv, count, dtype); },
-      "all_gather", tag, bytes * rt.backend->worldSize(),
-      bytes * (rt.backend->worldSize() - 1));
+      [&](Backend &b) { return b.allGather(send, recv, count, dtype, group); },
+      "all_gather", tag, bytes * ranks, ringBytesSent(false, bytes, ranks));
 }
 
 zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
                                          int64_t count, zest_dtype_t dtype,
-                                         zest_reduction_t op, const char *tag) {
+                                         zest_reduction_t op,
+                                         zest_group_t group, const char *tag) {
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
+  int ranks = rt.backend->groupSize(group);
   return enqueue(
-      [&](Backend &b) { return b.reduceScatter(send, recv, count, dtype, op); },
-      "reduce_scatter", tag, bytes * rt.backend->worldSize(),
-      bytes * (rt.backend->worldSize() - 1));
+      [&](Backend &b) {
+        return b.reduceScatter(send, recv, count, dtype, op, group);
+      },
+      "reduce_scatter", tag, bytes * ranks, ringBytesSent(false, bytes, ranks));
 }
 
 zest_request_t zest_all_reduce_start(const void *send, void *recv,
                                      int64_t count, zest_dtype_t dtype,
-                                     zest_reduction_t op, const char *tag) {
+                                     zest_reduction_t op, zest_group_t group,
+                                     const char *tag) {
   Runtime &rt = get();
   int64_t bytes = count * zest_dtype_size(dtype);
-  int world = rt.backend->worldSize();
-  // A ring all-reduce sends 2 (W - 1) / W of the buffer.
+  int ranks = rt.backend->groupSize(group);
   return enqueue(
-      [&](Backend &b) { return b.allReduce(send, recv, count, dtype, op); },
-      "all_reduce", tag, bytes, 2 * bytes * (world - 1) / world);
+      [&](Backend &b) {
+        return b.allReduce(send, recv, count, dtype, op, group);
+      },
+      "all_reduce", tag, bytes, ringBytesSent(true, bytes, ranks));
 }
 
 void zest_wait(zest_request_t id) {

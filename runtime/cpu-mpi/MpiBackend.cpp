@@ -4,7 +4,8 @@
 // MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier) so the runtime can bound every
 // wait with a timeout. Errors are returned (MPI_ERRORS_RETURN) and turned
 // into a message naming the rank, the operation and the sizes, then the job
-// is aborted. Averages are sums divided by the world size on completion.
+// is aborted. Averages are sums divided by the group's size on completion.
+// Hybrid sharding's groups are MPI_Comm_split sub-communicators.
 // 16-bit floats are reduced with user-defined operations (sum in float).
 //
 //===----------------------------------------------------------------------===//
@@ -102,14 +103,14 @@ void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
 class MpiBackend;
 
 /// One non-blocking MPI request, optionally followed by an in-place division
-/// of the result by the world size (ZEST_AVG).
+/// of the result by the group's size (ZEST_AVG).
 class MpiOp : public PendingOp {
 public:
   MpiOp(MpiBackend &backend, MPI_Request request, std::string what,
         void *average = nullptr, int64_t count = 0,
-        zest_dtype_t dtype = ZEST_F32)
+        zest_dtype_t dtype = ZEST_F32, int divisor = 1)
       : backend(backend), request(request), what(std::move(what)),
-        average(average), count(count), dtype(dtype) {}
+        average(average), count(count), dtype(dtype), divisor(divisor) {}
 
   bool test() override;
 
@@ -122,6 +123,7 @@ private:
   void *average;
   int64_t count;
   zest_dtype_t dtype;
+  int divisor;
   bool done = false;
 };
 
@@ -142,6 +144,11 @@ public:
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rankId);
     MPI_Comm_size(comm, &size);
+    groups[ZEST_GROUP_WORLD] = comm;
+    // Until a mesh is set (1 x world) each rank is its own replica group.
+    groups[ZEST_GROUP_SHARD] = comm;
+    MPI_Comm_dup(MPI_COMM_SELF, &groups[ZEST_GROUP_REPLICA]);
+    MPI_Comm_set_errhandler(groups[ZEST_GROUP_REPLICA], MPI_ERRORS_RETURN);
     MPI_Op_create(&sum16<bf16ToFloat, floatToBf16>, /*commute=*/1, &bf16Sum);
     MPI_Op_create(&sum16<f16ToFloat, floatToF16>, /*commute=*/1, &f16Sum);
   }
@@ -151,41 +158,74 @@ public:
   int rank() const override { return rankId; }
   int worldSize() const override { return size; }
 
+  void setMesh(int replicas, int shards) override {
+    if (replicas < 1 || shards < 1 || replicas * shards != size)
+      fatal("mesh " + std::to_string(replicas) + "x" + std::to_string(shards) +
+            " does not cover the world of " + std::to_string(size) + " ranks");
+    freeGroups();
+    // Shard groups are consecutive ranks; replica groups are strided.
+    check(MPI_Comm_split(comm, rankId / shards, rankId,
+                         &groups[ZEST_GROUP_SHARD]),
+          "creating the shard groups");
+    check(MPI_Comm_split(comm, rankId % shards, rankId,
+                         &groups[ZEST_GROUP_REPLICA]),
+          "creating the replica groups");
+    for (zest_group_t group : {ZEST_GROUP_SHARD, ZEST_GROUP_REPLICA})
+      MPI_Comm_set_errhandler(groups[group], MPI_ERRORS_RETURN);
+  }
+
+  int groupRank(zest_group_t group) const override {
+    int value = 0;
+    MPI_Comm_rank(communicator(group), &value);
+    return value;
+  }
+
+  int groupSize(zest_group_t group) const override {
+    int value = 1;
+    MPI_Comm_size(communicator(group), &value);
+    return value;
+  }
+
   std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
-                                       int64_t count,
-                                       zest_dtype_t dtype) override {
+                                       int64_t count, zest_dtype_t dtype,
+                                       zest_group_t group) override {
     std::string what = describe("all_gather", count, dtype);
     MPI_Request request;
     check(MPI_Iallgather(send, toInt(count, what), datatype(dtype), recv,
-                         toInt(count, what), datatype(dtype), comm, &request),
+                         toInt(count, what), datatype(dtype),
+                         communicator(group), &request),
           what);
     return std::make_unique<MpiOp>(*this, request, what);
   }
 
   std::unique_ptr<PendingOp> reduceScatter(const void *send, void *recv,
                                            int64_t count, zest_dtype_t dtype,
-                                           zest_reduction_t op) override {
+                                           zest_reduction_t op,
+                                           zest_group_t group) override {
     std::string what = describe("reduce_scatter", count, dtype);
     MPI_Request request;
     check(MPI_Ireduce_scatter_block(send, recv, toInt(count, what),
-                                    datatype(dtype), sumOp(dtype), comm,
-                                    &request),
+                                    datatype(dtype), sumOp(dtype),
+                                    communicator(group), &request),
           what);
-    return std::make_unique<MpiOp>(
-        *this, request, what, op == ZEST_AVG ? recv : nullptr, count, dtype);
+    return std::make_unique<MpiOp>(*this, request, what,
+                                   op == ZEST_AVG ? recv : nullptr, count,
+                                   dtype, groupSize(group));
   }
 
   std::unique_ptr<PendingOp> allReduce(const void *send, void *recv,
                                        int64_t count, zest_dtype_t dtype,
-                                       zest_reduction_t op) override {
+                                       zest_reduction_t op,
+                                       zest_group_t group) override {
     std::string what = describe("all_reduce", count, dtype);
     MPI_Request request;
     check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv,
                          toInt(count, what), datatype(dtype), sumOp(dtype),
-                         comm, &request),
+                         communicator(group), &request),
           what);
-    return std::make_unique<MpiOp>(
-        *this, request, what, op == ZEST_AVG ? recv : nullptr, count, dtype);
+    return std::make_unique<MpiOp>(*this, request, what,
+                                   op == ZEST_AVG ? recv : nullptr, count,
+                                   dtype, groupSize(group));
   }
 
   std::unique_ptr<PendingOp> broadcast(void *buffer, int64_t count,
@@ -210,6 +250,7 @@ public:
   }
 
   void finalize() override {
+    freeGroups();
     MPI_Op_free(&bf16Sum);
     MPI_Op_free(&f16Sum);
     MPI_Finalize();
@@ -267,7 +308,24 @@ private:
     return MPI_SUM;
   }
 
+  MPI_Comm communicator(zest_group_t group) const {
+    if (group < ZEST_GROUP_WORLD || group > ZEST_GROUP_REPLICA)
+      fatal("unknown communication group " + std::to_string(int(group)));
+    return groups[group];
+  }
+
+  /// Frees the mesh's sub-communicators; the shard group falls back to the
+  /// world until a mesh or the default replica group is set again.
+  void freeGroups() {
+    if (groups[ZEST_GROUP_SHARD] != comm)
+      MPI_Comm_free(&groups[ZEST_GROUP_SHARD]);
+    groups[ZEST_GROUP_SHARD] = comm;
+    if (groups[ZEST_GROUP_REPLICA] != MPI_COMM_NULL)
+      MPI_Comm_free(&groups[ZEST_GROUP_REPLICA]);
+  }
+
   MPI_Comm comm;
+  MPI_Comm groups[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
   int rankId = 0, size = 1;
   bool serialized = false;
   MPI_Op bf16Sum, f16Sum;
@@ -293,28 +351,27 @@ template <typename T> void divideAll(void *data, int64_t count, T divisor) {
 }
 
 void MpiOp::divide() {
-  int world = backend.worldSize();
   auto *half = static_cast<uint16_t *>(average);
   switch (dtype) {
   case ZEST_F32:
-    return divideAll<float>(average, count, float(world));
+    return divideAll<float>(average, count, float(divisor));
   case ZEST_F64:
-    return divideAll<double>(average, count, double(world));
+    return divideAll<double>(average, count, double(divisor));
   case ZEST_I32:
-    return divideAll<int32_t>(average, count, world);
+    return divideAll<int32_t>(average, count, divisor);
   case ZEST_I64:
-    return divideAll<int64_t>(average, count, world);
+    return divideAll<int64_t>(average, count, divisor);
   case ZEST_I8:
-    return divideAll<int8_t>(average, count, int8_t(world));
+    return divideAll<int8_t>(average, count, int8_t(divisor));
   case ZEST_U8:
-    return divideAll<uint8_t>(average, count, uint8_t(world));
+    return divideAll<uint8_t>(average, count, uint8_t(divisor));
   case ZEST_BF16:
     for (int64_t i = 0; i < count; ++i)
-      half[i] = floatToBf16(bf16ToFloat(half[i]) / world);
+      half[i] = floatToBf16(bf16ToFloat(half[i]) / divisor);
     return;
   case ZEST_F16:
     for (int64_t i = 0; i < count; ++i)
-      half[i] = floatToF16(f16ToFloat(half[i]) / world);
+      half[i] = floatToF16(f16ToFloat(half[i]) / divisor);
     return;
   }
 }

@@ -1,8 +1,10 @@
 //===- CheckpointIO.cpp - Sharded checkpoints of the training state -------===//
 //
-// One safetensors file per rank (its shards and optimizer state, named
+// One safetensors file per shard (its unit shards and optimizer state, named
 // "<unit>" and "<unit>.<state>") plus the layout manifest, written
-// crash-safely; docs/Runtime.md describes the format.
+// crash-safely; docs/Runtime.md describes the format. Under hybrid sharding
+// the replicas hold identical shards: the first replica writes them, and
+// every replica reads them, so a checkpoint only knows its shard count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,8 +24,8 @@ using namespace zest;
 /// for errors only some ranks may see (a corrupt file of one rank).
 void zest::agreeOrExit(bool ok, const std::string &message) {
   int32_t local = ok ? 1 : 0, all = 0;
-  zest_wait(
-      zest_all_reduce_start(&local, &all, 1, ZEST_I32, ZEST_SUM, "agree"));
+  zest_wait(zest_all_reduce_start(&local, &all, 1, ZEST_I32, ZEST_SUM,
+                                  ZEST_GROUP_WORLD, "agree"));
   if (all == zest_world_size())
     return;
   if (!ok)
@@ -36,7 +38,7 @@ void zest::agreeOrExit(bool ok, const std::string &message) {
 
 static checkpoint::Manifest toManifest(const ModelInfo &model) {
   checkpoint::Manifest manifest;
-  manifest.worldSize = model.worldSize;
+  manifest.worldSize = model.shards();
   manifest.modelHash = model.layoutHash();
   for (const UnitInfo &unit : model.units) {
     checkpoint::ManifestUnit out{unit.name,
@@ -56,7 +58,8 @@ static checkpoint::Manifest toManifest(const ModelInfo &model) {
 
 void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
                           TrainState &train, int64_t step) {
-  int rank = zest_rank(), world = zest_world_size();
+  int rank = zest_rank(), world = model.shards(), shard = model.shardOf(rank);
+  bool writer = rank < world; // the first replica
   std::string error;
   bool ok = true;
   if (rank == 0) {
@@ -71,7 +74,7 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
   file.metadata = {
       {"format", "zest-checkpoint"},     {"version", "1"},
       {"step", std::to_string(step)},    {"world_size", std::to_string(world)},
-      {"rank", std::to_string(rank)},    {"optimizer", train.optimizer},
+      {"rank", std::to_string(shard)},   {"optimizer", train.optimizer},
       {"model_hash", model.layoutHash()}};
   for (UnitState &state : train.units) {
     int64_t n = int64_t(state.param.size());
@@ -81,8 +84,9 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
       file.tensors.push_back({state.unit->name + "." + name,
                               safetensors::f32Tensor({n}, values.data())});
   }
-  ok = safetensors::write(checkpoint::rankFileName(dir, rank, world), file,
-                          error);
+  if (writer)
+    ok = safetensors::write(checkpoint::rankFileName(dir, shard, world), file,
+                            error);
   if (ok && rank == 0) {
     std::string manifest = toManifest(model).toJson();
     ok = writeFileAtomically(dir + "/manifest.json",
@@ -97,7 +101,7 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
 /// Loads this rank's shards; returns the step the checkpoint was taken at.
 int64_t zest::loadCheckpoint(const std::string &dir, const ModelInfo &model,
                              TrainState &train) {
-  int rank = zest_rank(), world = zest_world_size();
+  int rank = zest_rank(), world = model.shards(), shard = model.shardOf(rank);
   checkpoint::Manifest manifest;
   std::string error;
   bool ok = checkpoint::readManifest(dir + "/manifest.json", manifest, error);
@@ -117,12 +121,14 @@ int64_t zest::loadCheckpoint(const std::string &dir, const ModelInfo &model,
     ok = false;
     error = "checkpoint '" + dir + "' was saved with world size " +
             std::to_string(manifest.worldSize) + " but this run has " +
-            std::to_string(world) + "; convert it with: zest-ckpt reshard " +
-            dir + " <out> --world-size " + std::to_string(world);
+            std::to_string(world) +
+            (model.replicas > 1 ? " shards per replica" : "") +
+            "; convert it with: zest-ckpt reshard " + dir +
+            " <out> --world-size " + std::to_string(world);
   }
   safetensors::File file;
   if (ok)
-    ok = safetensors::read(checkpoint::rankFileName(dir, rank, world), file,
+    ok = safetensors::read(checkpoint::rankFileName(dir, shard, world), file,
                            error);
   int64_t step = 0;
   if (ok) {
@@ -168,11 +174,14 @@ int64_t zest::loadCheckpoint(const std::string &dir, const ModelInfo &model,
                 dir.c_str(), freshStates.front().c_str(),
                 freshStates.size() - 1);
   agreeOrExit(ok, error);
-  // All ranks must resume from the same step.
-  int64_t steps[2] = {step, -step}, extremes[2];
-  zest_wait(
-      zest_all_reduce_start(steps, extremes, 2, ZEST_I64, ZEST_SUM, "agree"));
-  agreeOrExit(extremes[0] == step * world,
+  // All ranks must resume from the same step: the steps' sum and sum of
+  // squares are those of W equal steps only if no step differs (their
+  // variance is zero), which a sum alone cannot tell.
+  int64_t ranks = zest_world_size();
+  int64_t moments[2] = {step, step * step}, sums[2];
+  zest_wait(zest_all_reduce_start(moments, sums, 2, ZEST_I64, ZEST_SUM,
+                                  ZEST_GROUP_WORLD, "agree"));
+  agreeOrExit(sums[0] == step * ranks && sums[1] == step * step * ranks,
               "checkpoint '" + dir +
                   "' mixes steps across ranks (a save was "
                   "interrupted?)");

@@ -100,6 +100,12 @@ ModelInfo zest::parseModelDescriptor(const char *text) {
     in >> record;
     if (record == "world_size") {
       in >> model.worldSize;
+    } else if (record == "mesh") {
+      int shards = 0;
+      in >> model.replicas >> shards;
+      if (model.replicas < 1 || model.replicas * shards != model.worldSize)
+        zest_fatal(1, "this executable's model descriptor has a mesh that "
+                      "does not cover its world; recompile it");
     } else if (record == "unit") {
       UnitInfo unit;
       std::string kind, dtype;

@@ -75,6 +75,11 @@ struct FunctionInfo {
 
 struct ModelInfo {
   int worldSize = 1;
+  /// Hybrid sharding: the ranks form `replicas` groups of shards(); rank r
+  /// holds shard r % shards() (1 x worldSize without).
+  int replicas = 1;
+  int shards() const { return worldSize / replicas; }
+  int shardOf(int rank) const { return rank % shards(); }
   std::vector<UnitInfo> units;
   std::vector<FunctionInfo> functions;
   /// A hash of the parameter layout (names, dtypes, shapes, offsets), the

@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
         " or recompile with zestc --world-size=" + std::to_string(world));
   if (model.functions.empty())
     usageError("the model has no entry point");
+  if (model.replicas > 1)
+    zest_set_mesh(model.replicas, model.shards());
 
   size_t fn = 0;
   if (!options.function.empty()) {
@@ -102,7 +104,7 @@ int main(int argc, char **argv) {
   const FunctionInfo &function = model.functions[fn];
   bool training = function.isTraining();
 
-  TrainState train(model, function, options, rank);
+  TrainState train(model, function, options, model.shardOf(rank));
   int64_t startStep = 0;
   if (!options.load.empty())
     startStep = loadCheckpoint(options.load, model, train);
@@ -195,7 +197,7 @@ int main(int argc, char **argv) {
     if (training) {
       double local = loss / double(options.accum), global = 0;
       zest_wait(zest_all_reduce_start(&local, &global, 1, ZEST_F64, ZEST_AVG,
-                                      "loss"));
+                                      ZEST_GROUP_WORLD, "loss"));
       if (rank == 0)
         std::printf("step %lld loss %.9g\n", static_cast<long long>(step + 1),
                     global);
@@ -215,7 +217,7 @@ int main(int argc, char **argv) {
   if (!training) {
     double global = 0;
     zest_wait(zest_all_reduce_start(&checksum, &global, 1, ZEST_F64, ZEST_SUM,
-                                    "checksum"));
+                                    ZEST_GROUP_WORLD, "checksum"));
     checksum = global;
   }
   if (rank == 0) {

@@ -32,8 +32,20 @@ typedef enum zest_dtype {
   ZEST_U8 = 7    /* U8 */
 } zest_dtype_t;
 
-/* Reductions; ZEST_AVG divides the sum by the world size. */
+/* Reductions; ZEST_AVG divides the sum by the group's size. */
 typedef enum zest_reduction { ZEST_SUM = 0, ZEST_AVG = 1 } zest_reduction_t;
+
+/* The ranks a collective runs over. Ranks form a `replicas x shards` mesh
+ * (zest_set_mesh; 1 x world by default): rank r is shard r % shards of
+ * replica r / shards. A sharded unit is gathered and reduce-scattered over
+ * its SHARD group (the `shards` ranks of its replica, consecutive ranks, so
+ * on a multi-GPU node they share the fast link) and its gradient shard is
+ * all-reduced over its REPLICA group (the ranks holding the same shard). */
+typedef enum zest_group {
+  ZEST_GROUP_WORLD = 0,  /* every rank */
+  ZEST_GROUP_SHARD = 1,  /* the ranks of this rank's replica */
+  ZEST_GROUP_REPLICA = 2 /* the ranks holding this rank's shard */
+} zest_group_t;
 
 /* A pending collective; 0 is never a valid handle. */
 typedef int64_t zest_request_t;
@@ -80,6 +92,15 @@ void zest_fatal(int code, const char *format, ...)
 
 int zest_rank(void);
 int zest_world_size(void);
+/* Arranges the ranks as a `replicas x shards` mesh (hybrid sharding) and
+ * creates the SHARD and REPLICA sub-communicators. Every rank must call it
+ * with the same values, before any collective on those groups and while
+ * none is in flight. Aborts the job unless replicas * shards equals the
+ * world size. */
+void zest_set_mesh(int replicas, int shards);
+/* This rank's index in, and the number of ranks of, `group`. */
+int zest_group_rank(zest_group_t group);
+int zest_group_size(zest_group_t group);
 /* Bytes of one element of `dtype`, 0 for an unknown code (inline: the
  * compiler's cost model counts collective bytes with it too). */
 static inline int64_t zest_dtype_bytes(zest_dtype_t dtype) {
@@ -106,19 +127,23 @@ void zest_set_timeout(double seconds);
 
 /*--- Collectives ---------------------------------------------------------*/
 /* `count` is per rank for gathers and reduce-scatters (the shard size) and
- * the whole buffer for all-reduces. Buffers must not be touched until the
- * request is waited on. `tag` names the unit in traces (may be NULL). Every
- * rank must issue the same collectives in the same order. */
+ * the whole buffer for all-reduces. They run over the ranks of `group`, in
+ * group rank order; ZEST_AVG divides by the group's size. Buffers must not
+ * be touched until the request is waited on. `tag` names the unit in traces
+ * (may be NULL). Every rank of a group must issue the same collectives on
+ * it in the same order. */
 
 zest_request_t zest_all_gather_start(const void *send, void *recv,
                                      int64_t count, zest_dtype_t dtype,
-                                     const char *tag);
+                                     zest_group_t group, const char *tag);
 zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
                                          int64_t count, zest_dtype_t dtype,
-                                         zest_reduction_t op, const char *tag);
+                                         zest_reduction_t op,
+                                         zest_group_t group, const char *tag);
 zest_request_t zest_all_reduce_start(const void *send, void *recv,
                                      int64_t count, zest_dtype_t dtype,
-                                     zest_reduction_t op, const char *tag);
+                                     zest_reduction_t op, zest_group_t group,
+                                     const char *tag);
 /* Blocks until the request completes (or the timeout aborts the job). */
 void zest_wait(zest_request_t request);
 /* Drives pending requests forward without blocking; call from long compute

@@ -43,10 +43,11 @@ float fromBf16(uint16_t half) {
   std::memcpy(&value, &bits, 4);
   return value;
 }
-// Binary16 encodings of small integers 0..8 (exact).
+// Binary16 encodings of small integers 0..10 (exact).
 uint16_t toF16(int value) {
-  static const uint16_t table[] = {0x0000, 0x3c00, 0x4000, 0x4200, 0x4400,
-                                   0x4500, 0x4600, 0x4700, 0x4800};
+  static const uint16_t table[] = {0x0000, 0x3c00, 0x4000, 0x4200,
+                                   0x4400, 0x4500, 0x4600, 0x4700,
+                                   0x4800, 0x4880, 0x4900};
   return table[value];
 }
 
@@ -57,8 +58,8 @@ template <typename T> void testTyped(zest_dtype_t dtype, const char *name) {
   std::vector<T> shard(count), full(count * world);
   for (int64_t i = 0; i < count; ++i)
     shard[i] = T(rank * 100 + i);
-  zest_wait(
-      zest_all_gather_start(shard.data(), full.data(), count, dtype, name));
+  zest_wait(zest_all_gather_start(shard.data(), full.data(), count, dtype,
+                                  ZEST_GROUP_WORLD, name));
   bool ok = true;
   for (int r = 0; r < world; ++r)
     for (int64_t i = 0; i < count; ++i)
@@ -68,7 +69,7 @@ template <typename T> void testTyped(zest_dtype_t dtype, const char *name) {
   // reduce-scatter sum: every rank contributes (rank + 1) everywhere.
   std::vector<T> contribution(count * world, T(rank + 1)), mine(count);
   zest_wait(zest_reduce_scatter_start(contribution.data(), mine.data(), count,
-                                      dtype, ZEST_SUM, name));
+                                      dtype, ZEST_SUM, ZEST_GROUP_WORLD, name));
   T sum = T(world * (world + 1) / 2);
   ok = true;
   for (T v : mine)
@@ -78,7 +79,7 @@ template <typename T> void testTyped(zest_dtype_t dtype, const char *name) {
   // all-reduce average, in place: values 2 * (rank + 1) average to W + 1.
   std::vector<T> values(count, T(2 * (rank + 1)));
   zest_wait(zest_all_reduce_start(values.data(), values.data(), count, dtype,
-                                  ZEST_AVG, name));
+                                  ZEST_AVG, ZEST_GROUP_WORLD, name));
   ok = true;
   for (T v : values)
     ok &= v == T(world + 1);
@@ -94,14 +95,14 @@ void testHalf(zest_dtype_t dtype, const char *name) {
   std::vector<uint16_t> contribution(count * world, encode(rank + 1));
   std::vector<uint16_t> mine(count);
   zest_wait(zest_reduce_scatter_start(contribution.data(), mine.data(), count,
-                                      dtype, ZEST_SUM, name));
+                                      dtype, ZEST_SUM, ZEST_GROUP_WORLD, name));
   bool ok = true;
   for (uint16_t v : mine)
     ok &= v == encode(world * (world + 1) / 2);
   check(ok, std::string("reduce_scatter sum ") + name);
   std::vector<uint16_t> values(count, encode(2 * (rank + 1))), out(count);
   zest_wait(zest_all_reduce_start(values.data(), out.data(), count, dtype,
-                                  ZEST_AVG, name));
+                                  ZEST_AVG, ZEST_GROUP_WORLD, name));
   ok = true;
   for (uint16_t v : out)
     ok &= v == encode(world + 1);
@@ -114,16 +115,64 @@ void testAsyncOverlap() {
   // Two requests in flight at once, waited in reverse order.
   int world = zest_world_size();
   std::vector<float> a(3, 1.0f), b(3, 2.0f), ra(3), rb(3);
-  zest_request_t first =
-      zest_all_reduce_start(a.data(), ra.data(), 3, ZEST_F32, ZEST_SUM, "a");
-  zest_request_t second =
-      zest_all_reduce_start(b.data(), rb.data(), 3, ZEST_F32, ZEST_SUM, "b");
+  zest_request_t first = zest_all_reduce_start(a.data(), ra.data(), 3, ZEST_F32,
+                                               ZEST_SUM, ZEST_GROUP_WORLD, "a");
+  zest_request_t second = zest_all_reduce_start(
+      b.data(), rb.data(), 3, ZEST_F32, ZEST_SUM, ZEST_GROUP_WORLD, "b");
   check(first != 0 && second != 0 && first != second, "request handles");
   zest_progress();
   zest_wait(second);
   zest_wait(first);
   check(ra[0] == float(world) && rb[2] == float(2 * world),
         "two requests in flight");
+}
+
+/// Every `replicas x shards` mesh of the world: group ranks and sizes, a
+/// gather and an averaging reduce-scatter within a replica, an averaging
+/// all-reduce across replicas.
+void testMeshes() {
+  int rank = zest_rank(), world = zest_world_size();
+  for (int replicas = 1; replicas <= world; ++replicas) {
+    if (world % replicas)
+      continue;
+    int shards = world / replicas;
+    std::string mesh = std::to_string(replicas) + "x" + std::to_string(shards);
+    zest_set_mesh(replicas, shards);
+    int replica = rank / shards, shard = rank % shards;
+    check(zest_group_size(ZEST_GROUP_SHARD) == shards &&
+              zest_group_rank(ZEST_GROUP_SHARD) == shard &&
+              zest_group_size(ZEST_GROUP_REPLICA) == replicas &&
+              zest_group_rank(ZEST_GROUP_REPLICA) == replica &&
+              zest_group_size(ZEST_GROUP_WORLD) == world,
+          "group ranks and sizes on mesh " + mesh);
+    // Gather within the replica: shard s of replica q holds q * 10 + s.
+    float mine = float(replica * 10 + shard);
+    std::vector<float> full(shards);
+    zest_wait(zest_all_gather_start(&mine, full.data(), 1, ZEST_F32,
+                                    ZEST_GROUP_SHARD, "mesh"));
+    bool ok = true;
+    for (int s = 0; s < shards; ++s)
+      ok &= full[s] == float(replica * 10 + s);
+    check(ok, "all_gather over the shard group on mesh " + mesh);
+    // Reduce-scatter average within the replica: rank r contributes r.
+    std::vector<float> contribution(shards, float(rank));
+    float reduced = 0;
+    zest_wait(zest_reduce_scatter_start(contribution.data(), &reduced, 1,
+                                        ZEST_F32, ZEST_AVG, ZEST_GROUP_SHARD,
+                                        "mesh"));
+    check(reduced == float(replica * shards) + float(shards - 1) / 2,
+          "reduce_scatter avg over the shard group on mesh " + mesh);
+    // All-reduce average across replicas: the ranks holding shard s.
+    double value = rank, averaged = 0;
+    zest_wait(zest_all_reduce_start(&value, &averaged, 1, ZEST_F64, ZEST_AVG,
+                                    ZEST_GROUP_REPLICA, "mesh"));
+    check(averaged == shard + double(shards) * (replicas - 1) / 2,
+          "all_reduce avg over the replica group on mesh " + mesh);
+  }
+  zest_set_mesh(1, world);
+  check(zest_group_size(ZEST_GROUP_SHARD) == world &&
+            zest_group_size(ZEST_GROUP_REPLICA) == 1,
+        "the flat mesh again");
 }
 
 void testBroadcastBarrier() {
@@ -169,7 +218,7 @@ void testTrace(const char *dir) {
   double start = zest_now_us();
   std::vector<float> x(2, 1.0f), y(2);
   zest_wait(zest_all_reduce_start(x.data(), y.data(), 2, ZEST_F32, ZEST_SUM,
-                                  "traced"));
+                                  ZEST_GROUP_WORLD, "traced"));
   zest_trace_span("work", "compute", start, zest_now_us());
   std::string path =
       std::string(dir) + "/trace." + std::to_string(zest_rank()) + ".json";
@@ -196,14 +245,17 @@ int main(int argc, char **argv) {
   std::string misuse = argc > 1 ? argv[1] : "";
   if (misuse == "wait-twice") {
     std::vector<float> x(1, 1.0f), y(1);
-    zest_request_t r =
-        zest_all_reduce_start(x.data(), y.data(), 1, ZEST_F32, ZEST_SUM, "x");
+    zest_request_t r = zest_all_reduce_start(x.data(), y.data(), 1, ZEST_F32,
+                                             ZEST_SUM, ZEST_GROUP_WORLD, "x");
     zest_wait(r);
     zest_wait(r); // fatal
   } else if (misuse == "never-waited") {
     std::vector<float> x(1, 1.0f), y(1);
-    zest_all_reduce_start(x.data(), y.data(), 1, ZEST_F32, ZEST_SUM, "x");
+    zest_all_reduce_start(x.data(), y.data(), 1, ZEST_F32, ZEST_SUM,
+                          ZEST_GROUP_WORLD, "x");
     zest_finalize(); // fatal
+  } else if (misuse == "bad-mesh") {
+    zest_set_mesh(2, zest_world_size()); // fatal: covers twice the world
   } else if (misuse == "free-foreign") {
     int local = 0;
     zest_pool_free(&local); // fatal
@@ -218,12 +270,13 @@ int main(int argc, char **argv) {
   testHalf(ZEST_BF16, "bf16");
   testHalf(ZEST_F16, "f16");
   testAsyncOverlap();
+  testMeshes();
   testBroadcastBarrier();
   testPool();
   testTrace(argc > 2 ? argv[2] : ".");
   int local[2] = {passed, failed}, total[2] = {0, 0};
-  zest_wait(
-      zest_all_reduce_start(local, total, 2, ZEST_I32, ZEST_SUM, "results"));
+  zest_wait(zest_all_reduce_start(local, total, 2, ZEST_I32, ZEST_SUM,
+                                  ZEST_GROUP_WORLD, "results"));
   if (zest_rank() == 0)
     std::printf("%d passed, %d failed\n", total[0], total[1]);
   zest_finalize();

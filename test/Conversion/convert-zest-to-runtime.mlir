@@ -21,7 +21,7 @@ zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
 // CHECK-DAG:   %[[SEND:.*]] = bufferization.to_buffer %[[S]] read_only : tensor<4xf32> to memref<4xf32>
 // CHECK-DAG:   %[[RECV:.*]] = memref.alloc() : memref<8xf32>
 // CHECK:       call @zest_pool_mark_gathered(%{{.*}}) : (!llvm.ptr) -> ()
-// CHECK:       %[[REQ:.*]] = call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %[[TAG]]) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+// CHECK:       %[[REQ:.*]] = call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %[[TAG]]) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
 // CHECK:       call @zest_wait(%[[REQ]]) : (i64) -> ()
 // CHECK:       %[[FULL:.*]] = bufferization.to_tensor %[[RECV]] restrict writable : memref<8xf32> to tensor<8xf32>
 // CHECK:       %[[WS:.*]] = tensor.extract_slice %[[FULL]][0] [6] [1] : tensor<8xf32> to tensor<6xf32>
@@ -58,7 +58,7 @@ func.func @gather(%s: tensor<4xf32>) -> (tensor<2x3xf32>, tensor<f32>) {
 // CHECK:       %[[I:.*]] = tensor.insert_slice %[[F]] into %[[Z]][0] [6] [1] : tensor<6xf32> into tensor<8xf32>
 // CHECK:       bufferization.to_buffer %[[I]] read_only
 // CHECK:       memref.alloc() : memref<4xf32>
-// CHECK:       call @zest_reduce_scatter_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+// CHECK:       call @zest_reduce_scatter_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
 // CHECK:       call @zest_wait
 // CHECK-NOT:   zest_pool_mark_gathered
 // CHECK:       return
@@ -117,19 +117,20 @@ func.func @async(%s: tensor<4xf32>, %x: f32) -> (tensor<8xf32>, f32) {
 }
 
 // The runtime functions are declared once.
-// CHECK-DAG: func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+// CHECK-DAG: func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
 // CHECK-DAG: func.func private @zest_wait(i64)
 // CHECK-DAG: func.func private @zest_pool_mark_gathered(!llvm.ptr)
 
 // -----
 
-// Replicated units all-reduce the full buffer; integers use their dtype code
-// (I64 = 5) and the sum reduction (0).
+// Replicated units all-reduce the full buffer over every rank (group 0,
+// ZEST_GROUP_WORLD); integers use their dtype code (I64 = 5) and the sum
+// reduction (0).
 zest.unit @r replicated : i64, world_size = 2, padded_size = 3, shard_size = 3 [
   "r.count" : tensor<3xi64> at 0
 ]
 // CHECK-LABEL: func.func @reduce(
-// CHECK: call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c3_i64, %c5_i32, %c0_i32, %{{.*}})
+// CHECK: call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c3_i64, %c5_i32, %c0_i32, %c0_i32, %{{.*}})
 func.func @reduce(%x: tensor<3xi64>) -> tensor<3xi64> {
   %r = zest.all_reduce sum %x for @r : tensor<3xi64>
   return %r : tensor<3xi64>
@@ -205,7 +206,7 @@ zest.unit @r replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 [
 // CHECK:           linalg.generic {{.*}} ins(%[[RG]], %[[RA]] : tensor<2xf32>, tensor<2xf32>)
 // CHECK:         arith.divf %{{.*}}, %{{.*}} : f32
 // CHECK:         tensor.from_elements %{{.*}} : tensor<1xf32>
-// CHECK:         call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c1_i64, %c0_i32, %c0_i32, %{{.*}})
+// CHECK:         call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c1_i64, %c0_i32, %c0_i32, %c0_i32, %{{.*}})
 // CHECK:         call @zest_wait
 // CHECK:         %[[T:.*]] = tensor.extract
 // CHECK:         %[[N:.*]] = math.sqrt %[[T]] : f32
@@ -213,4 +214,55 @@ zest.unit @r replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 [
 func.func @grad_norm(%g: tensor<4xf32>, %a: tensor<4xf32>, %rg: tensor<2xf32>, %ra: tensor<2xf32>, %h: tensor<10xf32>) -> tensor<f32> {
   %n = zest.global_grad_norm(%g, %rg) accum(%a, %ra) hyper(%h) units [@s, @r] : (tensor<4xf32>, tensor<2xf32>, tensor<4xf32>, tensor<2xf32>, tensor<10xf32>) -> tensor<f32>
   return %n : tensor<f32>
+}
+
+// -----
+
+// Hybrid sharding (2 replicas of 2 shards): gathers and reduce-scatters run
+// in the shard group (1), the gradient shard's all-reduce across replicas in
+// the replica group (2), a replicated unit's all-reduce over every rank (0).
+zest.unit @h sharded : f32, world_size = 2, replicas = 2, padded_size = 8, shard_size = 4 [
+  "h.w" : tensor<8xf32> at 0
+]
+zest.unit @hr replicated : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 2 [
+  "hr.b" : tensor<2xf32> at 0
+]
+// CHECK-LABEL: func.func @hybrid(
+// CHECK:       call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %{{.*}})
+// CHECK:       call @zest_reduce_scatter_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %c1_i32, %{{.*}})
+// CHECK:       call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %c2_i32, %{{.*}})
+// CHECK:       call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c2_i64, %c0_i32, %c1_i32, %c0_i32, %{{.*}})
+func.func @hybrid(%s: tensor<4xf32>, %g: tensor<8xf32>, %r: tensor<2xf32>)
+    -> (tensor<8xf32>, tensor<4xf32>, tensor<2xf32>) {
+  %full = zest.all_gather %s for @h : tensor<4xf32> -> tensor<8xf32>
+  %gs = zest.reduce_scatter avg %g for @h : tensor<8xf32> -> tensor<4xf32>
+  %f = zest.all_reduce_start avg %gs for @h across_replicas : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  %ga = zest.wait %f : !zest.future<tensor<4xf32>>
+  %gr = zest.all_reduce avg %r for @hr : tensor<2xf32>
+  return %full, %ga, %gr : tensor<8xf32>, tensor<4xf32>, tensor<2xf32>
+}
+
+// -----
+
+// One shard per replica (a 2 x 1 mesh, DDP through hybrid sharding): the
+// gather and reduce-scatter are identities, the all-reduce across the two
+// replicas is not. The global norm counts each shard once: its sum of
+// squares is divided by the replicas holding it.
+zest.unit @d sharded : f32, world_size = 1, replicas = 2, padded_size = 4, shard_size = 4 [
+  "d.w" : tensor<4xf32> at 0
+]
+// CHECK-LABEL: func.func @one_shard_per_replica(
+// CHECK:       %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NOT:   zest_all_gather_start
+// CHECK-NOT:   zest_reduce_scatter_start
+// CHECK:       call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c4_i64, %c0_i32, %c1_i32, %c2_i32, %{{.*}})
+// CHECK:       arith.divf %{{.*}}, %[[TWO]] : f32
+// CHECK:       call @zest_all_reduce_start(%{{.*}}, %{{.*}}, %c1_i64, %c0_i32, %c0_i32, %c0_i32, %{{.*}})
+func.func @one_shard_per_replica(%s: tensor<4xf32>, %g: tensor<4xf32>, %a: tensor<4xf32>, %h: tensor<10xf32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<f32>) {
+  %full = zest.all_gather %s for @d : tensor<4xf32> -> tensor<4xf32>
+  %gs = zest.reduce_scatter avg %g for @d : tensor<4xf32> -> tensor<4xf32>
+  %ga = zest.all_reduce avg %gs for @d across_replicas : tensor<4xf32>
+  %n = zest.global_grad_norm(%ga) accum(%a) hyper(%h) units [@d] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
+  return %full, %ga, %n : tensor<4xf32>, tensor<4xf32>, tensor<f32>
 }

@@ -2,13 +2,18 @@
 // RUN: not zest-opt %s -split-input-file -zest-group-units="leaf-classes=Block" 2>&1 | FileCheck %s --check-prefix=CLASS
 // RUN: not zest-opt %s -split-input-file -zest-group-units="world-size=0" 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not zest-opt %s -split-input-file -zest-group-units="strategy=ddp" 2>&1 | FileCheck %s --check-prefix=STRATEGY
-// STRATEGY: error: unknown strategy 'ddp': use full-shard, shard-grad-op or no-shard
+// STRATEGY: error: unknown strategy 'ddp': use full-shard, shard-grad-op, no-shard or hybrid-shard
 // RUN: not zest-opt %s -split-input-file -zest-group-units="min-unit-numel=-5" 2>&1 | FileCheck %s --check-prefix=NUMEL
 // RUN: not zest-opt %s -split-input-file -zest-group-units="ignore=nothing.*" 2>&1 | FileCheck %s --check-prefix=IGNORE
 // RUN: not zest-opt %s -split-input-file -zest-group-units="ignore=layers.0.* leaf-modules=layers.0" 2>&1 | FileCheck %s --check-prefix=CONFLICT
 // RUN: not zest-opt %s -split-input-file -zest-group-units="leaf-modules=layers.[" 2>&1 | FileCheck %s --check-prefix=GLOB
 
+// RUN: not zest-opt %s -split-input-file -zest-group-units="world-size=4 replicas=3 strategy=hybrid-shard" 2>&1 | FileCheck %s --check-prefix=REPLICAS
+// RUN: not zest-opt %s -split-input-file -zest-group-units="world-size=4 replicas=2" 2>&1 | FileCheck %s --check-prefix=NOTHYBRID
+
 // WORLD: error: world-size must be at least 1, got 0
+// REPLICAS: error: replicas=3 must be a positive divisor of world-size=4
+// NOTHYBRID: error: replicas=2 needs strategy=hybrid-shard (got full-shard)
 // NUMEL: error: min-unit-numel must be non-negative, got -5
 // IGNORE: error: no parameter matches 'nothing.*' (ignore)
 // CONFLICT: error: conflicting options: leaf module 'layers.0' is chosen as a unit but all its parameters are ignored

@@ -5,6 +5,7 @@
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=2 leaf-classes=Block" | FileCheck %s --check-prefix=CLASS
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=3 min-unit-numel=50" | FileCheck %s --check-prefix=SIZE
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=4 ignore=embed.* leaf-modules=layers.*" | FileCheck %s --check-prefix=IGNORE
+// RUN: zest-opt %s -split-input-file -zest-group-units="world-size=6 replicas=2 strategy=hybrid-shard ignore=embed.* leaf-modules=layers.*" | FileCheck %s --check-prefix=HYBRID
 
 // A small decoder: embed (100), two blocks of attn (30) + mlp (30), head (10).
 module attributes {zest.module_classes = {"layers.0" = "Block", "layers.1" = "Block", "layers.0.mlp" = "MLP", "layers.1.mlp" = "MLP"}} {
@@ -76,3 +77,11 @@ module attributes {zest.module_classes = {"layers.0" = "Block", "layers.1" = "Bl
 // IGNORE:      zest.unit @root sharded : f32, world_size = 4, padded_size = 12, shard_size = 3 [
 // IGNORE-NEXT:   "head.weight" : tensor<10xf32> at 0
 // IGNORE-NOT:  zest.unit
+
+// hybrid-shard on 6 ranks as 2 replicas x 3 shards: units are laid out for
+// the 3 ranks of a replica (110 -> 12 for the root here, 60 -> 20 shards per
+// block) and carry the replicas; the ignored unit is replicated on all.
+// HYBRID:      zest.unit @ignored replicated : f32, world_size = 3, replicas = 2, padded_size = 100, shard_size = 100 [
+// HYBRID:      zest.unit @layers.0 sharded : f32, world_size = 3, replicas = 2, padded_size = 60, shard_size = 20 [
+// HYBRID:      zest.unit @layers.1 sharded : f32, world_size = 3, replicas = 2, padded_size = 60, shard_size = 20 [
+// HYBRID:      zest.unit @root sharded : f32, world_size = 3, replicas = 2, padded_size = 12, shard_size = 4 [

@@ -71,6 +71,7 @@ func.func @dynamic(%n: index) {
 // COLL-NEXT:   {
 // COLL-NEXT:     "at": "func.call at
 // COLL-NEXT:     "bytes": 32,
+// COLL-NEXT:     "group": "shard",
 // COLL-NEXT:     "kind": "all_gather",
 // COLL-NEXT:     "received_bytes_per_rank": 96,
 // COLL-NEXT:     "sent_bytes_per_rank": 96,
@@ -78,6 +79,7 @@ func.func @dynamic(%n: index) {
 // COLL:          "kind": "reduce_scatter",
 // COLL:          "sent_bytes_per_rank": 96,
 // COLL:          "bytes": 8,
+// COLL-NEXT:     "group": "world",
 // COLL-NEXT:     "kind": "all_reduce",
 // COLL-NEXT:     "received_bytes_per_rank": 12,
 // COLL-NEXT:     "sent_bytes_per_rank": 12,
@@ -86,9 +88,9 @@ zest.unit @a sharded : f32, world_size = 4, padded_size = 32, shard_size = 8 ["a
 zest.unit @r replicated : f32, world_size = 4, padded_size = 2, shard_size = 2 ["r.w" : tensor<2xf32> at 0]
 llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
 llvm.mlir.global internal constant @"zest.tag.grad-norm"("grad-norm\00") {addr_space = 0 : i32}
-func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
-func.func private @zest_reduce_scatter_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
-func.func private @zest_all_reduce_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+func.func private @zest_reduce_scatter_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+func.func private @zest_all_reduce_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
 func.func @step(%p: !llvm.ptr) {
   %tag = llvm.mlir.addressof @zest.tag.a : !llvm.ptr
   %norm = llvm.mlir.addressof @"zest.tag.grad-norm" : !llvm.ptr
@@ -96,9 +98,62 @@ func.func @step(%p: !llvm.ptr) {
   %c2 = arith.constant 2 : i64
   %f32 = arith.constant 0 : i32
   %avg = arith.constant 1 : i32
-  %0 = call @zest_all_gather_start(%p, %p, %c8, %f32, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
-  %1 = call @zest_reduce_scatter_start(%p, %p, %c8, %f32, %avg, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
-  %2 = call @zest_all_reduce_start(%p, %p, %c2, %f32, %avg, %norm) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+  %world = arith.constant 0 : i32
+  %shards = arith.constant 1 : i32
+  %0 = call @zest_all_gather_start(%p, %p, %c8, %f32, %shards, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+  %1 = call @zest_reduce_scatter_start(%p, %p, %c8, %f32, %avg, %shards, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+  %2 = call @zest_all_reduce_start(%p, %p, %c2, %f32, %avg, %world, %norm) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+  return
+}
+
+// -----
+
+// A hybrid mesh of 2 replicas x 2 shards: the gather and the reduce-scatter
+// run over the 2 ranks of a replica (1 shard of 32 bytes each), the
+// gradient shard's all-reduce over the 2 replicas (2 x 1/2 x 32 bytes), the
+// norm's over all 4 ranks (2 x 3/4 x 8 bytes): 108 bytes in all.
+// RUN: zest-opt %s -split-input-file -zest-plan-memory="report-json=-" -o /dev/null | FileCheck %s --check-prefix=MESH
+// The report before this one is the flat mesh of 4 shards.
+// MESH:        "shards": 4
+// MESH:      "collectives": [{{$}}
+// MESH:          "group": "shard",
+// MESH-NEXT:     "kind": "all_gather",
+// MESH-NEXT:     "received_bytes_per_rank": 32,
+// MESH:          "group": "shard",
+// MESH-NEXT:     "kind": "reduce_scatter",
+// MESH-NEXT:     "received_bytes_per_rank": 32,
+// MESH:          "group": "replica",
+// MESH-NEXT:     "kind": "all_reduce",
+// MESH-NEXT:     "received_bytes_per_rank": 32,
+// MESH:          "group": "world",
+// MESH-NEXT:     "kind": "all_reduce",
+// MESH-NEXT:     "received_bytes_per_rank": 12,
+// MESH:      "sent_bytes_per_rank": 108
+// MESH:      "mesh": {
+// MESH-NEXT:   "replicas": 2,
+// MESH-NEXT:   "shards": 2
+// MESH-NEXT: },
+// MESH:      "world_size": 4
+zest.unit @a sharded : f32, world_size = 2, replicas = 2, padded_size = 16, shard_size = 8 ["a.w" : tensor<16xf32> at 0]
+llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @"zest.tag.grad-norm"("grad-norm\00") {addr_space = 0 : i32}
+func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+func.func private @zest_reduce_scatter_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+func.func private @zest_all_reduce_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+func.func @step(%p: !llvm.ptr) {
+  %tag = llvm.mlir.addressof @zest.tag.a : !llvm.ptr
+  %norm = llvm.mlir.addressof @"zest.tag.grad-norm" : !llvm.ptr
+  %c8 = arith.constant 8 : i64
+  %c2 = arith.constant 2 : i64
+  %f32 = arith.constant 0 : i32
+  %avg = arith.constant 1 : i32
+  %world = arith.constant 0 : i32
+  %shards = arith.constant 1 : i32
+  %replicas = arith.constant 2 : i32
+  %0 = call @zest_all_gather_start(%p, %p, %c8, %f32, %shards, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+  %1 = call @zest_reduce_scatter_start(%p, %p, %c8, %f32, %avg, %shards, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+  %2 = call @zest_all_reduce_start(%p, %p, %c8, %f32, %avg, %replicas, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+  %3 = call @zest_all_reduce_start(%p, %p, %c2, %f32, %avg, %world, %norm) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
   return
 }
 
@@ -134,7 +189,7 @@ func.func @also_over() {
 // COSTTEXT: predicted time on h100-nvlink: overlap: 0.026 ms per call (compute 0.012 ms, communication 0.026 ms, exposed 0.014 ms)
 zest.unit @a sharded : f32, world_size = 2, padded_size = 2000000, shard_size = 1000000 ["a.w" : tensor<2000000xf32> at 0]
 llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
-func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
 func.func private @zest_wait(i64)
 func.func private @zest_sgemm(i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32)
 func.func @overlap(%p: !llvm.ptr) {
@@ -143,7 +198,8 @@ func.func @overlap(%p: !llvm.ptr) {
   %c1000 = arith.constant 1000 : i64
   %f32 = arith.constant 0 : i32
   %no = arith.constant 0 : i32
-  %0 = call @zest_all_gather_start(%p, %p, %shard, %f32, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, !llvm.ptr) -> i64
+  %shards = arith.constant 1 : i32
+  %0 = call @zest_all_gather_start(%p, %p, %shard, %f32, %shards, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
   call @zest_sgemm(%no, %no, %c1000, %c1000, %c1000, %p, %c1000, %p, %c1000, %p, %c1000, %no) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32) -> ()
   call @zest_wait(%0) : (i64) -> ()
   return

@@ -3,7 +3,7 @@
 // RUN: not zest-opt %s -pass-pipeline='builtin.module(zest-schedule-collectives{keep-units=a,r})' 2>&1 | FileCheck %s --check-prefix=REPLICATED
 
 // Options of zest-schedule-collectives that name nothing it can do.
-// STRATEGY: error: unknown strategy 'no-such' for zest-schedule-collectives: use full-shard, shard-grad-op or no-shard
+// STRATEGY: error: unknown strategy 'no-such' for zest-schedule-collectives: use full-shard, shard-grad-op, no-shard or hybrid-shard
 // UNKNOWN: error: cannot keep 'd' gathered: the module has no unit of that name
 // REPLICATED: error: cannot keep 'r' gathered: the unit is replicated (never gathered)
 

@@ -168,3 +168,51 @@ func.func @ddp(%pa: tensor<2xf32> {zest.unit = @p}, %pb: tensor<2xf32> {zest.uni
   %na, %aa = zest.update sgd @p %pa, %ra accum(%acca) hyper(%h) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<10xf32>) -> (tensor<2xf32>, tensor<2xf32>)
   return %na, %aa, %nb, %ab : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Hybrid sharding: each reduce-scatter is followed by the all-reduce of its
+// shard across replicas, which reads it. With prefetch, c's reduce-scatter
+// waits after b's starts, and c's all-reduce across replicas starts right
+// there; it waits, with c's update, after the next reduction (a's
+// reduce-scatter) starts, so each transfer overlaps one unit's backward.
+// CHECK-LABEL: func.func @hybrid(
+// CHECK:         %[[RC:.*]] = zest.reduce_scatter_start avg %{{.*}} for @c
+// CHECK-NEXT:    %[[DB:.*]] = arith.mulf
+// CHECK-NEXT:    %[[RB:.*]] = zest.reduce_scatter_start avg %[[DB]] for @b
+// CHECK-NEXT:    %[[C:.*]] = zest.wait %[[RC]]
+// CHECK-NEXT:    %[[XC:.*]] = zest.all_reduce_start avg %[[C]] for @c across_replicas
+// CHECK-NEXT:    %[[DA:.*]] = arith.mulf
+// CHECK-NEXT:    %[[RA:.*]] = zest.reduce_scatter_start avg %[[DA]] for @a
+// CHECK-NEXT:    %[[C2:.*]] = zest.wait %[[XC]]
+// CHECK-NEXT:    zest.update sgd @c %{{.*}}, %[[C2]]
+// CHECK-NEXT:    %[[B:.*]] = zest.wait %[[RB]]
+// CHECK-NEXT:    %[[XB:.*]] = zest.all_reduce_start avg %[[B]] for @b across_replicas
+// CHECK-NEXT:    %[[B2:.*]] = zest.wait %[[XB]]
+// CHECK-NEXT:    zest.update sgd @b %{{.*}}, %[[B2]]
+// CHECK-NEXT:    %[[A:.*]] = zest.wait %[[RA]]
+// CHECK-NEXT:    %[[XA:.*]] = zest.all_reduce_start avg %[[A]] for @a across_replicas
+// CHECK-NEXT:    %[[A2:.*]] = zest.wait %[[XA]]
+// CHECK-NEXT:    zest.update sgd @a %{{.*}}, %[[A2]]
+// CHECK-NEXT:    return
+// SYNC-LABEL: func.func @hybrid(
+// SYNC-COUNT-3: zest.all_reduce avg %{{.*}} across_replicas
+zest.unit @a sharded : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 1 ["a.w" : tensor<2xf32> at 0]
+zest.unit @b sharded : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 1 ["b.w" : tensor<2xf32> at 0]
+zest.unit @c sharded : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 1 ["c.w" : tensor<2xf32> at 0]
+func.func @hybrid(%sa: tensor<1xf32> {zest.unit = @a}, %sb: tensor<1xf32> {zest.unit = @b}, %sc: tensor<1xf32> {zest.unit = @c},
+                  %g: tensor<2xf32>, %h: tensor<10xf32>, %acca: tensor<1xf32>, %accb: tensor<1xf32>, %accc: tensor<1xf32>)
+    -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) {
+  %rc = zest.reduce_scatter avg %g for @c : tensor<2xf32> -> tensor<1xf32>
+  %xc = zest.all_reduce avg %rc for @c across_replicas : tensor<1xf32>
+  %pc, %ac = zest.update sgd @c %sc, %xc accum(%accc) hyper(%h) : (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<10xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  %db = arith.mulf %g, %g : tensor<2xf32>
+  %rb = zest.reduce_scatter avg %db for @b : tensor<2xf32> -> tensor<1xf32>
+  %xb = zest.all_reduce avg %rb for @b across_replicas : tensor<1xf32>
+  %pb, %ab = zest.update sgd @b %sb, %xb accum(%accb) hyper(%h) : (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<10xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  %da = arith.mulf %db, %g : tensor<2xf32>
+  %ra = zest.reduce_scatter avg %da for @a : tensor<2xf32> -> tensor<1xf32>
+  %xa = zest.all_reduce avg %ra for @a across_replicas : tensor<1xf32>
+  %pa, %aa = zest.update sgd @a %sa, %xa accum(%acca) hyper(%h) : (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<10xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  return %pa, %aa, %pb, %ab, %pc, %ac : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+}

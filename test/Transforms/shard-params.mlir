@@ -201,3 +201,36 @@ func.func @eval(%c: tensor<2xf32> {zest.param = "c.w"}, %b: tensor<2xf32> {zest.
   %s = arith.addf %b, %c : tensor<2xf32>
   return %s : tensor<2xf32>
 }
+
+// -----
+
+// Hybrid sharding (2 replicas of 2 shards): the gradient is reduce-scattered
+// within the replica, then the shard is all-reduced across the replicas;
+// the replicated unit's gradient is all-reduced once, over every rank.
+
+zest.unit @h sharded : f32, world_size = 2, replicas = 2, padded_size = 4, shard_size = 2 [
+  "h.w" : tensor<4xf32> at 0
+]
+zest.unit @rep replicated : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 2 [
+  "rep.b" : tensor<2xf32> at 0
+]
+
+// CHECK-LABEL: func.func @hybrid(
+// CHECK-SAME:    -> (f32 {zest.loss}, tensor<2xf32> {zest.unit_grad = @h}, tensor<2xf32> {zest.unit_grad = @rep})
+func.func @hybrid(%w: tensor<4xf32> {zest.param = "h.w"},
+                  %b: tensor<2xf32> {zest.param = "rep.b"}, %l: f32)
+    -> (f32 {zest.loss}, tensor<4xf32> {zest.grad = "h.w"}, tensor<2xf32> {zest.grad = "rep.b"}) {
+  // CHECK:      zest.all_gather %{{.*}} for @h : tensor<2xf32> -> tensor<4xf32>
+  // CHECK:      %[[GW:.*]] = arith.mulf
+  %gw = arith.mulf %w, %w : tensor<4xf32>
+  // CHECK-NEXT: %[[FW:.*]] = zest.flatten @h ["h.w"] (%[[GW]])
+  // CHECK-NEXT: %[[RW:.*]] = zest.reduce_scatter avg %[[FW]] for @h : tensor<4xf32> -> tensor<2xf32>
+  // CHECK-NEXT: %[[AW:.*]] = zest.all_reduce avg %[[RW]] for @h across_replicas : tensor<2xf32>
+  // CHECK:      %[[GB:.*]] = arith.addf
+  %gb = arith.addf %b, %b : tensor<2xf32>
+  // CHECK-NEXT: %[[FB:.*]] = zest.flatten @rep ["rep.b"] (%[[GB]])
+  // CHECK-NEXT: %[[AB:.*]] = zest.all_reduce avg %[[FB]] for @rep : tensor<2xf32>
+  // CHECK-NOT:  across_replicas
+  // CHECK:      return %{{.*}}, %[[AW]], %[[AB]]
+  return %l, %gw, %gb : f32, tensor<4xf32>, tensor<2xf32>
+}

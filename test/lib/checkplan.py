@@ -13,8 +13,8 @@ INT = int
 OPT_INT = (int, type(None))
 
 # key -> type(s), per object of the schema zest-report/1.
-TOP = {"schema": str, "world_size": INT, "memory_budget_bytes": OPT_INT,
-       "units": list, "functions": list,
+TOP = {"schema": str, "world_size": INT, "mesh": dict,
+       "memory_budget_bytes": OPT_INT, "units": list, "functions": list,
        "predicted_peak_pool_bytes": OPT_INT,
        "predicted_peak_gathered_bytes": OPT_INT}
 UNIT = {"name": str, "kind": str, "dtype": str, "parameters": list,
@@ -30,7 +30,8 @@ MACHINE = {"name": str, "gemm_gflops": (int, float),
            "link_latency_us": (int, float)}
 COST = {"compute_us": (int, float), "communication_us": (int, float),
         "exposed_communication_us": (int, float), "step_us": (int, float)}
-COLLECTIVE = {"kind": str, "unit": str, "bytes": INT,
+MESH = {"replicas": INT, "shards": INT}
+COLLECTIVE = {"kind": str, "unit": str, "group": str, "bytes": INT,
               "sent_bytes_per_rank": INT, "received_bytes_per_rank": INT,
               "at": str}
 
@@ -48,6 +49,10 @@ def check_schema(report):
     check_object(report, TOP, "report")
     if report["schema"] != "zest-report/1":
         sys.exit(f"checkplan: unknown schema {report['schema']}")
+    mesh = report["mesh"]
+    check_object(mesh, MESH, "mesh")
+    if mesh["replicas"] * mesh["shards"] != report["world_size"]:
+        sys.exit("checkplan: the mesh does not cover the world")
     for unit in report["units"]:
         check_object(unit, UNIT, "unit")
         if unit["kind"] not in ("sharded", "replicated"):
@@ -65,6 +70,8 @@ def check_schema(report):
             if collective["kind"] not in ("all_gather", "reduce_scatter",
                                           "all_reduce"):
                 sys.exit(f"checkplan: collective kind {collective['kind']}")
+            if collective["group"] not in ("world", "shard", "replica"):
+                sys.exit(f"checkplan: collective group {collective['group']}")
         total = sum(c["sent_bytes_per_rank"] for c in function["collectives"])
         if total != function["sent_bytes_per_rank"]:
             sys.exit("checkplan: sent_bytes_per_rank is not the sum")

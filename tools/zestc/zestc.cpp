@@ -104,9 +104,16 @@ static cl::opt<std::string> strategy(
     "strategy",
     cl::desc("Sharding strategy: full-shard (ZeRO-3: parameters re-gathered "
              "for backward, the default), shard-grad-op (ZeRO-2: gathered "
-             "parameters kept from forward to backward) or no-shard (DDP: "
-             "replicated units, gradients all-reduced)"),
+             "parameters kept from forward to backward), no-shard (DDP: "
+             "replicated units, gradients all-reduced) or hybrid-shard "
+             "(HSDP: full-shard within groups of ranks, gradient shards "
+             "all-reduced across groups; needs --mesh)"),
     cl::init("full-shard"), cl::cat(category));
+static cl::opt<std::string>
+    mesh("mesh",
+         cl::desc("hybrid-shard: RxS arranges R * S ranks as R replica "
+                  "groups of S consecutive ranks that shard each unit"),
+         cl::value_desc("RxS"), cl::cat(category));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("Peak pool bytes per rank the step may use (suffixes KiB, MiB, "
@@ -178,6 +185,37 @@ static std::optional<int64_t> parseBytes(StringRef text) {
   return static_cast<int64_t>(value * scale);
 }
 
+/// --mesh=RxS with --strategy=hybrid-shard: R replica groups of S ranks
+/// (--world-size, if given, must be R * S).
+static LogicalResult applyMesh(ShardPipelineOptions &shard) {
+  bool hybrid = strategy == "hybrid-shard";
+  if (!hybrid && mesh.getNumOccurrences()) {
+    llvm::errs() << "zestc: error: --mesh needs --strategy=hybrid-shard\n";
+    return failure();
+  }
+  if (!hybrid)
+    return success();
+  long long replicas = 0, shards = 0;
+  char extra = 0;
+  if (std::sscanf(mesh.c_str(), "%lldx%lld%c", &replicas, &shards, &extra) !=
+          2 ||
+      replicas < 1 || shards < 1) {
+    llvm::errs() << "zestc: error: --strategy=hybrid-shard needs "
+                 << "--mesh=RxS (R replica groups of S ranks, e.g. --mesh=2x4 "
+                 << "for 8 ranks), got '" << mesh << "'\n";
+    return failure();
+  }
+  if (worldSize.getNumOccurrences() && worldSize != replicas * shards) {
+    llvm::errs() << "zestc: error: --mesh=" << mesh << " has "
+                 << replicas * shards << " ranks but --world-size=" << worldSize
+                 << "\n";
+    return failure();
+  }
+  shard.worldSize = replicas * shards;
+  shard.replicas = replicas;
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllZestPasses();
@@ -238,14 +276,13 @@ int main(int argc, char **argv) {
   options.prefetch = prefetch;
   if (!isShardingStrategy(strategy)) {
     llvm::errs() << "zestc: error: --strategy expects full-shard, "
-                 << "shard-grad-op or no-shard, got '" << strategy << "'"
-                 << (strategy == "hybrid-shard"
-                         ? " (hybrid-shard is not implemented yet)"
-                         : "")
-                 << "\n";
+                 << "shard-grad-op, no-shard or hybrid-shard, got '" << strategy
+                 << "'\n";
     return 1;
   }
   options.shard.strategy = strategy;
+  if (failed(applyMesh(options.shard)))
+    return 1;
   if (memoryBudget.getNumOccurrences()) {
     std::optional<int64_t> budget = parseBytes(memoryBudget);
     if (!budget || *budget <= 0) {

@@ -69,6 +69,9 @@ struct CollectiveInfo {
   int64_t count;
   std::optional<Reduction> reduction;
   bool gathers;
+  /// The ranks it runs over, and how many they are.
+  zest_group_t group;
+  int64_t groupSize;
 };
 
 /// Starts the collective: returns the request handle and the result buffer.
@@ -101,6 +104,7 @@ startCollective(PatternRewriter &rewriter, Operation *op,
   if (info.reduction)
     args.push_back(arith::ConstantIntOp::create(
         rewriter, loc, static_cast<int64_t>(*info.reduction), 32));
+  args.push_back(arith::ConstantIntOp::create(rewriter, loc, info.group, 32));
   args.push_back(getUnitTag(rewriter, loc, info.unit));
   Value request =
       callRuntime(rewriter, loc, info.startFn, rewriter.getI64Type(), args)
@@ -123,7 +127,13 @@ static CollectiveInfo getInfo(Operation *op) {
   if (auto future = dyn_cast<FutureType>(resultType))
     resultType = future.getValueType();
   auto result = cast<RankedTensorType>(resultType);
-  // Synchronous and asynchronous forms share their accessors.
+  auto unitOf = [&](auto collective) {
+    return SymbolTable::lookupNearestSymbolFrom<UnitOp>(
+        collective, collective.getUnitAttr());
+  };
+  // Synchronous and asynchronous forms share their accessors. Gathers and
+  // reduce-scatters run within a replica group (the whole world without
+  // hybrid sharding), replicated units' all-reduces over every rank.
   return llvm::TypeSwitch<Operation *, CollectiveInfo>(op)
       .Case<AllGatherOp, AllGatherStartOp>([&](auto gather) {
         return CollectiveInfo{"zest_all_gather_start",
@@ -132,7 +142,9 @@ static CollectiveInfo getInfo(Operation *op) {
                               gather.getUnit(),
                               gather.getShard().getType().getNumElements(),
                               std::nullopt,
-                              /*gathers=*/true};
+                              /*gathers=*/true,
+                              ZEST_GROUP_SHARD,
+                              unitOf(gather).getWorldSize()};
       })
       .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto scatter) {
         return CollectiveInfo{"zest_reduce_scatter_start",
@@ -141,25 +153,24 @@ static CollectiveInfo getInfo(Operation *op) {
                               scatter.getUnit(),
                               result.getNumElements(),
                               scatter.getReduction(),
-                              /*gathers=*/false};
+                              /*gathers=*/false,
+                              ZEST_GROUP_SHARD,
+                              unitOf(scatter).getWorldSize()};
       })
       .Case<AllReduceOp, AllReduceStartOp>([&](auto reduce) {
-        return CollectiveInfo{"zest_all_reduce_start",
-                              reduce.getInput(),
-                              result,
-                              reduce.getUnit(),
-                              result.getNumElements(),
-                              reduce.getReduction(),
-                              /*gathers=*/false};
+        UnitOp unit = unitOf(reduce);
+        bool acrossReplicas = reduce.getAcrossReplicas();
+        return CollectiveInfo{
+            "zest_all_reduce_start",
+            reduce.getInput(),
+            result,
+            reduce.getUnit(),
+            result.getNumElements(),
+            reduce.getReduction(),
+            /*gathers=*/false,
+            acrossReplicas ? ZEST_GROUP_REPLICA : ZEST_GROUP_WORLD,
+            acrossReplicas ? unit.getNumReplicas() : unit.getNumRanks()};
       });
-}
-
-/// True if the collective's unit spans one rank: gathering, reducing and
-/// averaging over one rank return the input itself (shard == full buffer).
-static bool isSingleRank(Operation *op, StringRef unitName) {
-  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(
-      op, FlatSymbolRefAttr::get(op->getContext(), unitName));
-  return unit && unit.getWorldSize() == 1;
 }
 
 /// Synchronous collectives: start and wait in place.
@@ -169,7 +180,8 @@ struct LowerSyncCollective : public OpRewritePattern<OpTy> {
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     CollectiveInfo info = getInfo(op);
-    if (isSingleRank(op, info.unit)) {
+    // Over one rank a collective returns its input (shard == full buffer).
+    if (info.groupSize == 1) {
       rewriter.replaceOp(op, info.input);
       return success();
     }
@@ -193,7 +205,7 @@ struct LowerAsyncCollective : public OpRewritePattern<WaitOp> {
     if (!start)
       return rewriter.notifyMatchFailure(wait, "future is not a start op");
     CollectiveInfo info = getInfo(start);
-    if (isSingleRank(start, info.unit)) {
+    if (info.groupSize == 1) {
       rewriter.replaceOp(wait, info.input);
       rewriter.eraseOp(start);
       return success();
@@ -482,8 +494,9 @@ static Value buildSumOfSquares(OpBuilder &builder, Location loc, Value grad,
 
 /// The global gradient norm: per unit the sum of squares of the gradient
 /// the update applies (the accumulator is read only when accumulating),
-/// a replicated unit's divided by the world size since every rank holds it
-/// whole, summed over ranks, then the square root.
+/// divided by the number of ranks holding the same values (a replicated
+/// unit's world, a sharded unit's replicas under hybrid sharding), summed
+/// over ranks, then the square root.
 struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(GlobalGradNormOp op,
@@ -507,7 +520,7 @@ struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
          llvm::zip(op.getUnits().getAsRange<FlatSymbolRefAttr>(), op.getGrads(),
                    op.getAccums())) {
       auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
-      world = std::max<int64_t>(world, unit.getWorldSize());
+      world = std::max<int64_t>(world, unit.getNumRanks());
       auto branch = scf::IfOp::create(
           rewriter, loc, accumulate,
           [&](OpBuilder &b, Location l) {
@@ -519,22 +532,28 @@ struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
                                  buildSumOfSquares(b, l, grad, Value(), scale));
           });
       Value partial = branch.getResult(0);
-      if (unit.getKind() == UnitKind::Replicated && unit.getWorldSize() > 1)
+      int64_t copies =
+          unit.isSharded() ? unit.getNumReplicas() : unit.getNumRanks();
+      if (copies > 1)
         partial = arith::DivFOp::create(
             rewriter, loc, partial,
             arith::ConstantOp::create(
-                rewriter, loc,
-                rewriter.getF32FloatAttr(double(unit.getWorldSize()))));
+                rewriter, loc, rewriter.getF32FloatAttr(double(copies))));
       total = arith::AddFOp::create(rewriter, loc, total, partial);
     }
     if (world > 1) {
       auto vectorType = RankedTensorType::get({1}, f32);
       Value local =
           tensor::FromElementsOp::create(rewriter, loc, vectorType, total);
-      CollectiveInfo info{
-          "zest_all_reduce_start", local, vectorType, "grad-norm", 1,
-          Reduction::Sum,
-          /*gathers=*/false};
+      CollectiveInfo info{"zest_all_reduce_start",
+                          local,
+                          vectorType,
+                          "grad-norm",
+                          1,
+                          Reduction::Sum,
+                          /*gathers=*/false,
+                          ZEST_GROUP_WORLD,
+                          world};
       auto started = startCollective(rewriter, op, info);
       if (failed(started))
         return failure();

@@ -487,3 +487,44 @@ func.func @backward_grad_weight_shape(%dy: tensor<4x6xf32>, %x: tensor<4x8xf32>,
   %r = zest.linear_backward none grad_output(%dy : tensor<4x6xf32>) input(%x : tensor<4x8xf32>) outs(grad_weight %dw : tensor<6x8xf32>) -> tensor<6x8xf32>
   return
 }
+
+// -----
+
+// expected-error@+1 {{'zest.unit' op attribute 'replicas' failed to satisfy constraint}}
+zest.unit @u sharded : f32, world_size = 2, replicas = 0, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{across_replicas requires a unit with replicas > 1, but @u has one copy}}
+  %0 = zest.all_reduce avg %s for @u across_replicas : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+zest.unit @r replicated : f32, world_size = 2, replicas = 2, padded_size = 8, shard_size = 8 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{requires a sharded unit, but @r is replicated}}
+  %0 = zest.all_reduce avg %s for @r across_replicas : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, replicas = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%g: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{operand must be 'tensor<4xf32>' for unit @u (sharded, world_size = 2), got 'tensor<8xf32>'}}
+  %0 = zest.all_reduce_start avg %g for @u across_replicas : tensor<8xf32> -> !zest.future<tensor<8xf32>>
+  %1 = zest.wait %0 : !zest.future<tensor<8xf32>>
+  return %1 : tensor<8xf32>
+}

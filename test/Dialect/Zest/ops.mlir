@@ -108,3 +108,21 @@ func.func @linear(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>, %b: tensor<6xf32>, %
   zest.linear_backward none grad_output(%ym : memref<4x6xf32>) outs(grad_bias %dbm : memref<6xf32>)
   return
 }
+
+// -----
+
+// Hybrid sharding: a unit laid out for 2 shards in each of 3 replicas, and
+// the all-reduce of its gradient shard across the replicas.
+// CHECK-LABEL: zest.unit @h sharded : f32, world_size = 2, replicas = 3, padded_size = 8, shard_size = 4 [
+zest.unit @h sharded : f32, world_size = 2, replicas = 3, padded_size = 8, shard_size = 4 [
+  "h.w" : tensor<8xf32> at 0
+]
+// CHECK-LABEL: func.func @across_replicas
+func.func @across_replicas(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // CHECK: zest.all_reduce avg %{{.*}} for @h across_replicas : tensor<4xf32>
+  %a = zest.all_reduce avg %g for @h across_replicas : tensor<4xf32>
+  // CHECK: zest.all_reduce_start avg %{{.*}} for @h across_replicas : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  %f = zest.all_reduce_start avg %g for @h across_replicas : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  %b = zest.wait %f : !zest.future<tensor<4xf32>>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}

@@ -99,12 +99,18 @@ static Type collectiveValueType(Value result) {
 }
 
 namespace {
-enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
+enum class CollectiveKind {
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  ReplicaAllReduce
+};
 } // namespace
 
 /// Verifies a collective's operand and result against its unit. Gathers and
 /// reduce-scatters move between the shard and the full buffer of a sharded
-/// unit; all-reduces keep the full buffer of a replicated unit.
+/// unit; all-reduces keep the full buffer of a replicated unit, or across
+/// replicas the shard of a sharded unit that has replicas.
 static LogicalResult verifyCollective(Operation *op,
                                       SymbolTableCollection &symbolTables,
                                       FlatSymbolRefAttr unitRef,
@@ -119,9 +125,17 @@ static LogicalResult verifyCollective(Operation *op,
            << "requires a " << (wantSharded ? "sharded" : "replicated")
            << " unit, but @" << unit.getSymName() << " is "
            << stringifyUnitKind(unit.getKind());
+  if (kind == CollectiveKind::ReplicaAllReduce && unit.getNumReplicas() == 1)
+    return op->emitOpError()
+           << "across_replicas requires a unit with replicas > 1, but @"
+           << unit.getSymName() << " has one copy";
   Type shard = unit.getShardType(), flat = unit.getFlatType();
-  Type expectedIn = kind == CollectiveKind::AllGather ? shard : flat;
-  Type expectedOut = kind == CollectiveKind::ReduceScatter ? shard : flat;
+  bool inShard = kind == CollectiveKind::AllGather ||
+                 kind == CollectiveKind::ReplicaAllReduce;
+  bool outShard = kind == CollectiveKind::ReduceScatter ||
+                  kind == CollectiveKind::ReplicaAllReduce;
+  Type expectedIn = inShard ? shard : flat;
+  Type expectedOut = outShard ? shard : flat;
   if (failed(checkUnitType(op, unit, "operand", input.getType(), expectedIn)))
     return failure();
   return checkUnitType(op, unit, "result", collectiveValueType(result),
@@ -289,11 +303,23 @@ ZEST_DEFINE_COLLECTIVE_VERIFIERS(ReduceScatterOp, ReduceScatter, getInput(),
                                  getResult())
 ZEST_DEFINE_COLLECTIVE_VERIFIERS(ReduceScatterStartOp, ReduceScatter,
                                  getInput(), getFuture())
-ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllReduceOp, AllReduce, getInput(),
-                                 getResult())
-ZEST_DEFINE_COLLECTIVE_VERIFIERS(AllReduceStartOp, AllReduce, getInput(),
-                                 getFuture())
 #undef ZEST_DEFINE_COLLECTIVE_VERIFIERS
+
+#define ZEST_DEFINE_ALL_REDUCE_VERIFIERS(OP, RESULT)                           \
+  LogicalResult OP::verify() {                                                 \
+    return verifyCollectiveLocal(*this, getInput(), RESULT);                   \
+  }                                                                            \
+  LogicalResult OP::verifySymbolUses(SymbolTableCollection &symbolTables) {    \
+    return verifyCollective(*this, symbolTables, getUnitAttr(),                \
+                            getAcrossReplicas()                                \
+                                ? CollectiveKind::ReplicaAllReduce             \
+                                : CollectiveKind::AllReduce,                   \
+                            getInput(), RESULT);                               \
+  }
+
+ZEST_DEFINE_ALL_REDUCE_VERIFIERS(AllReduceOp, getResult())
+ZEST_DEFINE_ALL_REDUCE_VERIFIERS(AllReduceStartOp, getFuture())
+#undef ZEST_DEFINE_ALL_REDUCE_VERIFIERS
 
 LogicalResult WaitOp::verify() {
   Operation *producer = getFuture().getDefiningOp();

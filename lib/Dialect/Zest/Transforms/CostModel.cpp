@@ -21,24 +21,50 @@
 using namespace mlir;
 using namespace mlir::zest;
 
-int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
+int64_t DeviceMesh::getGroupSize(int64_t group) const {
+  switch (group) {
+  case ZEST_GROUP_WORLD:
+    return getWorldSize();
+  case ZEST_GROUP_SHARD:
+    return shards;
+  case ZEST_GROUP_REPLICA:
+    return replicas;
+  }
+  return 0;
+}
+
+DeviceMesh mlir::zest::getModuleMesh(ModuleOp module) {
   auto units = module.getOps<UnitOp>();
-  return units.empty() ? 1 : (*units.begin()).getWorldSize();
+  if (units.empty())
+    return {};
+  UnitOp unit = *units.begin();
+  return {unit.getNumReplicas(), unit.getWorldSize()};
+}
+
+int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
+  return getModuleMesh(module).getWorldSize();
 }
 
 std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
-                                                      int64_t world) {
-  // zest_*_start(send, recv, count, dtype, [reduction,] tag)
+                                                      const DeviceMesh &mesh) {
+  // zest_*_start(send, recv, count, dtype, [reduction,] group, tag)
   StringRef kind = call.getCallee();
+  unsigned numOperands = call.getNumOperands();
   if (!kind.consume_front("zest_") || !kind.consume_back("_start") ||
-      call.getNumOperands() < 5)
+      numOperands < 6)
     return std::nullopt;
   std::optional<int64_t> count = getConstantIntValue(call.getOperand(2));
   std::optional<int64_t> dtype = getConstantIntValue(call.getOperand(3));
-  if (!count || !dtype)
+  std::optional<int64_t> group =
+      getConstantIntValue(call.getOperand(numOperands - 2));
+  int64_t ranks = group ? mesh.getGroupSize(*group) : 0;
+  if (!count || !dtype || ranks < 1)
     return std::nullopt;
   Collective collective;
   collective.kind = kind.str();
+  collective.group = *group == ZEST_GROUP_SHARD     ? "shard"
+                     : *group == ZEST_GROUP_REPLICA ? "replica"
+                                                    : "world";
   collective.bytes = *count * zest_dtype_bytes(zest_dtype_t(*dtype));
   if (auto tag = call.getOperands().back().getDefiningOp<LLVM::AddressOfOp>()) {
     StringRef name = tag.getGlobalName();
@@ -46,8 +72,8 @@ std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
     collective.tag = name.str();
   }
   collective.sentPerRank = kind == "all_reduce"
-                               ? 2 * collective.bytes * (world - 1) / world
-                               : collective.bytes * (world - 1);
+                               ? 2 * collective.bytes * (ranks - 1) / ranks
+                               : collective.bytes * (ranks - 1);
   collective.receivedPerRank = collective.sentPerRank;
   return collective;
 }
@@ -172,7 +198,7 @@ std::optional<double> getKernelCallUs(func::CallOp call,
 /// The replay's clocks.
 struct Replay {
   const MachineModel *machine;
-  int64_t world;
+  DeviceMesh mesh;
   double now = 0, linkFreeAt = 0;
   /// A request's transfer: when the link is done with it, and the bytes a
   /// wait still copies where transfers need the CPU.
@@ -202,7 +228,7 @@ struct Replay {
     if (auto call = dyn_cast<func::CallOp>(op)) {
       if (std::optional<double> us = getKernelCallUs(call, *machine))
         return compute(*us);
-      if (std::optional<Collective> collective = matchCollective(call, world)) {
+      if (std::optional<Collective> collective = matchCollective(call, mesh)) {
         double transfer =
             collective->sentPerRank == 0 || machine->linkBytesPerUs == 0
                 ? 0
@@ -252,8 +278,8 @@ struct Replay {
 
 StepCost mlir::zest::estimateStepCost(func::FuncOp func,
                                       const MachineModel &machine,
-                                      int64_t world) {
-  Replay replay{&machine, world};
+                                      const DeviceMesh &mesh) {
+  Replay replay{&machine, mesh};
   for (Block &block : func.getBody())
     replay.run(block);
   replay.cost.stepUs = replay.now;

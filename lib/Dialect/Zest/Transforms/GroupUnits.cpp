@@ -88,10 +88,19 @@ LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
   if (!isShardingStrategy(strategy))
     return emitError(module.getLoc())
            << "unknown strategy '" << strategy
-           << "': use full-shard, shard-grad-op or no-shard";
+           << "': use full-shard, shard-grad-op, no-shard or hybrid-shard";
   if (worldSize < 1)
     return emitError(module.getLoc())
            << "world-size must be at least 1, got " << worldSize.getValue();
+  if (replicas < 1 || worldSize % replicas != 0)
+    return emitError(module.getLoc())
+           << "replicas=" << replicas.getValue()
+           << " must be a positive divisor of world-size="
+           << worldSize.getValue();
+  if (replicas > 1 && strategy != "hybrid-shard")
+    return emitError(module.getLoc())
+           << "replicas=" << replicas.getValue()
+           << " needs strategy=hybrid-shard (got " << strategy << ")";
   if (minUnitNumel < 0)
     return emitError(module.getLoc())
            << "min-unit-numel must be non-negative, got "
@@ -294,14 +303,17 @@ void GroupUnitsPass::declareUnits(ModuleOp module) {
             ParamAttr::get(ctx, info.fqn.getValue(), info.type, offset));
         offset += info.type.getNumElements();
       }
+      // Hybrid sharding lays a unit out for the ranks of one replica group.
+      int64_t shards = worldSize / replicas;
       bool sharded = plan.kind == UnitKind::Sharded;
       int64_t padded =
-          sharded ? llvm::divideCeil(offset, worldSize) * worldSize : offset;
-      int64_t shard = sharded ? padded / worldSize : padded;
+          sharded ? llvm::divideCeil(offset, shards) * shards : offset;
+      int64_t shard = sharded ? padded / shards : padded;
       Location loc = contract.params.begin()[params.front()].second.loc;
-      UnitOp::create(builder, loc, uniqueName(base, taken), plan.kind,
-                     elementType, worldSize, padded, shard,
-                     builder.getArrayAttr(entries));
+      UnitOp::create(
+          builder, loc, uniqueName(base, taken), plan.kind, elementType, shards,
+          replicas > 1 ? builder.getI64IntegerAttr(replicas) : IntegerAttr(),
+          padded, shard, builder.getArrayAttr(entries));
     }
   }
 }

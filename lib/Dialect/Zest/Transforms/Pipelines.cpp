@@ -16,6 +16,7 @@ GroupUnitsPassOptions ShardPipelineOptions::getGroupUnitsOptions() const {
   options.minUnitNumel = minUnitNumel;
   options.ignore.assign(ignore.begin(), ignore.end());
   options.strategy = strategy;
+  options.replicas = replicas;
   return options;
 }
 

@@ -180,10 +180,10 @@ struct StartedCollective : Collective {
 
 /// The collectives `func` starts, in program order.
 SmallVector<StartedCollective> getCollectives(func::FuncOp func,
-                                              int64_t world) {
+                                              const DeviceMesh &mesh) {
   SmallVector<StartedCollective> collectives;
   func.walk([&](func::CallOp call) {
-    if (std::optional<Collective> collective = matchCollective(call, world))
+    if (std::optional<Collective> collective = matchCollective(call, mesh))
       collectives.push_back({*collective, call});
   });
   return collectives;
@@ -266,6 +266,7 @@ llvm::json::Array describeCollectives(ArrayRef<StartedCollective> collectives) {
     list.push_back(llvm::json::Object{
         {"kind", collective.kind},
         {"unit", collective.tag},
+        {"group", collective.group},
         {"bytes", collective.bytes},
         {"sent_bytes_per_rank", collective.sentPerRank},
         {"received_bytes_per_rank", collective.receivedPerRank},
@@ -384,13 +385,13 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     FailureOr<std::optional<MachineModel>> model = getMachine(module);
     if (failed(model))
       return signalPassFailure();
-    int64_t world = getModuleWorldSize(module);
+    DeviceMesh mesh = getModuleMesh(module);
     if (reportText)
       printUnits(module, llvm::outs());
     llvm::json::Array functions;
     std::optional<MemoryPlan> top = MemoryPlan();
     for (auto &[func, plan] : plans) {
-      SmallVector<StartedCollective> collectives = getCollectives(func, world);
+      SmallVector<StartedCollective> collectives = getCollectives(func, mesh);
       if (reportText)
         printPlan(func.getSymName(), plan, getArgumentBytes(func), collectives);
       llvm::json::Object entry{
@@ -399,7 +400,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
           {"sent_bytes_per_rank", getSentBytes(collectives)},
           {"argument_bytes", getArgumentBytes(func)}};
       if (*model) {
-        StepCost cost = estimateStepCost(func, **model, world);
+        StepCost cost = estimateStepCost(func, **model, mesh);
         if (reportText)
           llvm::outs() << llvm::formatv(
               "predicted time on {0}: {1}: {2:f3} ms per call (compute "
@@ -431,7 +432,9 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       return;
     llvm::json::Object report{
         {"schema", "zest-report/1"},
-        {"world_size", world},
+        {"world_size", mesh.getWorldSize()},
+        {"mesh", llvm::json::Object{{"replicas", mesh.replicas},
+                                    {"shards", mesh.shards}}},
         {"memory_budget_bytes",
          memoryBudget > 0 ? llvm::json::Value(int64_t(memoryBudget)) : nullptr},
         {"units", describeUnits(module)},

@@ -76,10 +76,20 @@ void scheduleGathers(Block *block, unsigned prefetch) {
   }
 }
 
+/// True for the two halves of a hybrid-sharding all-reduce across replicas.
+/// They may move with the gradient shard they reduce: the replica group's
+/// collectives keep their order, and every rank moves them alike.
+bool isReplicaReduction(Operation *op) {
+  if (auto wait = dyn_cast<WaitOp>(op))
+    op = wait.getFuture().getDefiningOp();
+  auto start = dyn_cast_or_null<AllReduceStartOp>(op);
+  return start && start.getAcrossReplicas();
+}
+
 /// The ops of `block` before `point` that read `value`, transitively, in
 /// block order; failure if one of them may not move down to `point` (it has
 /// memory effects other than a `zest.update`'s, whose shard and state only
-/// it touches).
+/// it touches, or a reduction across replicas').
 FailureOr<SmallVector<Operation *>> getMovableReaders(Value value,
                                                       Operation *point) {
   Block *block = point->getBlock();
@@ -93,7 +103,8 @@ FailureOr<SmallVector<Operation *>> getMovableReaders(Value value,
         continue; // already after the point
       if (!readers.insert(op))
         continue;
-      if (!isa<UpdateOp>(op) && !isMemoryEffectFree(op))
+      if (!isa<UpdateOp>(op) && !isReplicaReduction(op) &&
+          !isMemoryEffectFree(op))
         return failure();
       llvm::append_range(worklist, op->getResults());
     }
@@ -111,32 +122,53 @@ WaitOp splitReduction(Operation *op) {
         scatter, scatter.getReductionAttr(), scatter.getInput(),
         scatter.getUnitAttr());
   auto reduce = cast<AllReduceOp>(op);
-  return splitCollective<AllReduceStartOp>(reduce, reduce.getReductionAttr(),
-                                           reduce.getInput(),
-                                           reduce.getUnitAttr());
+  return splitCollective<AllReduceStartOp>(
+      reduce, reduce.getReductionAttr(), reduce.getInput(),
+      reduce.getUnitAttr(), reduce.getAcrossReplicasAttr());
+}
+
+/// Moves `wait` and the ops that read its result (transitively) to right
+/// after `start`, unless one of them cannot move.
+void waitAfter(WaitOp wait, Operation *start) {
+  Operation *point = start->getNextNode();
+  if (!wait->isBeforeInBlock(start))
+    return;
+  FailureOr<SmallVector<Operation *>> readers =
+      getMovableReaders(wait.getResult(), point);
+  if (failed(readers))
+    return; // a reader that cannot move: the wait stays before it
+  wait->moveBefore(point);
+  for (Operation *reader : *readers)
+    reader->moveBefore(point);
 }
 
 /// Each gradient reduction (reduce-scatter, or all-reduce of a replicated
 /// unit) waits right after the next one starts, with the ops that read its
-/// result.
+/// result. Under hybrid sharding a reduce-scatter's readers include its
+/// all-reduce across replicas, which therefore starts after the next unit's
+/// reduce-scatter; each of those then waits right after the next gradient
+/// reduction that starts after it.
 void scheduleReductions(Block *block) {
-  SmallVector<Operation *> reductions;
-  for (Operation &op : *block)
-    if (isa<ReduceScatterOp, AllReduceOp>(op))
+  SmallVector<Operation *> reductions, acrossReplicas;
+  for (Operation &op : *block) {
+    auto reduce = dyn_cast<AllReduceOp>(op);
+    if (reduce && reduce.getAcrossReplicas())
+      acrossReplicas.push_back(&op);
+    else if (isa<ReduceScatterOp, AllReduceOp>(op))
       reductions.push_back(&op);
+  }
   SmallVector<WaitOp> waits = llvm::map_to_vector(reductions, splitReduction);
-  for (unsigned i = 0; i + 1 < waits.size(); ++i) {
-    Operation *nextStart = waits[i + 1].getFuture().getDefiningOp();
-    Operation *point = nextStart->getNextNode();
-    if (!waits[i]->isBeforeInBlock(nextStart))
-      continue;
-    FailureOr<SmallVector<Operation *>> readers =
-        getMovableReaders(waits[i].getResult(), point);
-    if (failed(readers))
-      continue; // a reader that cannot move: the wait stays before it
-    waits[i]->moveBefore(point);
-    for (Operation *reader : *readers)
-      reader->moveBefore(point);
+  SmallVector<WaitOp> replicaWaits =
+      llvm::map_to_vector(acrossReplicas, splitReduction);
+  for (unsigned i = 0; i + 1 < waits.size(); ++i)
+    waitAfter(waits[i], waits[i + 1].getFuture().getDefiningOp());
+  for (WaitOp wait : replicaWaits) {
+    Operation *start = wait.getFuture().getDefiningOp();
+    auto next = llvm::find_if(waits, [&](WaitOp other) {
+      return start->isBeforeInBlock(other.getFuture().getDefiningOp());
+    });
+    if (next != waits.end())
+      waitAfter(wait, next->getFuture().getDefiningOp());
   }
 }
 
@@ -168,7 +200,7 @@ struct ScheduleCollectivesPass
       emitError(module.getLoc())
           << "unknown strategy '" << strategy
           << "' for zest-schedule-collectives: use full-shard, "
-          << "shard-grad-op or no-shard";
+          << "shard-grad-op, no-shard or hybrid-shard";
       return failure();
     }
     DenseSet<StringRef> kept;

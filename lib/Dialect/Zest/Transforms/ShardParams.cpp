@@ -248,6 +248,12 @@ void FunctionSharder::reduceGradients() {
     else
       reduced = AllReduceOp::create(builder, loc, unit.getFlatType(),
                                     Reduction::Avg, flat, unit.getSymName());
+    // Hybrid sharding: every replica group reduced its own micro-batches;
+    // the shards' mean over the groups is the mean over all ranks.
+    if (unit.isSharded() && unit.getNumReplicas() > 1)
+      reduced = AllReduceOp::create(
+          builder, loc, unit.getShardType(), Reduction::Avg,
+          reduced->getResult(0), unit.getSymName(), /*across_replicas=*/true);
     anchor = reduced;
     results.push_back(reduced->getResult(0));
     resultTypes.push_back(reduced->getResult(0).getType());
@@ -294,9 +300,9 @@ void ShardParamsPass::runOnOperation() {
   SmallVector<UnitOp> units(module.getOps<UnitOp>());
   llvm::StringMap<UnitOp> unitOfParam;
   for (UnitOp unit : units) {
-    if (worldSize != 0 && unit.getWorldSize() != worldSize) {
+    if (worldSize != 0 && unit.getNumRanks() != worldSize) {
       unit.emitError() << "conflicting world size: unit @" << unit.getSymName()
-                       << " is laid out for " << unit.getWorldSize()
+                       << " is laid out for " << unit.getNumRanks()
                        << " ranks but world-size=" << worldSize.getValue()
                        << "; group again with world-size="
                        << worldSize.getValue();

@@ -42,6 +42,13 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     * `replicated`: every rank holds the whole buffer (ignored parameters,
       NO_SHARD); `shard_size == padded_size`.
 
+    With `replicas = R` (hybrid sharding, HSDP) the job runs `R` copies of
+    this layout on `R * world_size` ranks arranged as an `R x world_size`
+    mesh: rank `q * world_size + r` holds shard `r` of replica `q`. Gathers
+    and reduce-scatters run within a replica; a sharded unit's gradient
+    shard is then all-reduced across the replicas (`zest.all_reduce ...
+    across_replicas`), a replicated unit's gradient over all ranks.
+
     ```mlir
     zest.unit @layers.0 sharded : f32, world_size = 4,
         padded_size = 528, shard_size = 132 [
@@ -54,12 +61,14 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
                        Zest_UnitKindAttr:$kind,
                        TypeAttr:$element_type,
                        ConfinedAttr<I64Attr, [IntMinValue<1>]>:$world_size,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>
+                           :$replicas,
                        ConfinedAttr<I64Attr, [IntMinValue<0>]>:$padded_size,
                        ConfinedAttr<I64Attr, [IntMinValue<0>]>:$shard_size,
                        Zest_ParamArrayAttr:$params);
   let assemblyFormat = [{
     $sym_name $kind `:` $element_type `,` `world_size` `=` $world_size `,`
-    `padded_size` `=` $padded_size `,` `shard_size` `=` $shard_size
+    (`replicas` `=` $replicas^ `,`)? `padded_size` `=` $padded_size `,` `shard_size` `=` $shard_size
     custom<UnitParams>($params) attr-dict
   }];
   let hasVerifier = 1;
@@ -73,6 +82,10 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     /// The type of one rank's part: tensor<shard_size x element_type>.
     ::mlir::RankedTensorType getShardType();
     bool isSharded() { return getKind() == UnitKind::Sharded; }
+    /// Copies of the layout (hybrid sharding's replica groups), 1 without.
+    int64_t getNumReplicas() { return getReplicas().value_or(1); }
+    /// Ranks the job runs on: world_size ranks per replica.
+    int64_t getNumRanks() { return getWorldSize() * getNumReplicas(); }
   }];
 }
 
@@ -186,15 +199,22 @@ def Zest_AllReduceOp : Zest_CollectiveOp<"all_reduce", [
     Sums or averages the full flat buffers of all ranks elementwise; every
     rank receives the whole result. Used for replicated units.
 
+    With `across_replicas` (hybrid sharding) the operand is the reduced
+    gradient shard of a sharded unit with `replicas` > 1, and the reduction
+    runs over the ranks holding the same shard, one per replica.
+
     ```mlir
     %g = zest.all_reduce avg %gfull for @ignored : tensor<64xf32>
+    %s = zest.all_reduce avg %gshard for @layers.0 across_replicas
+        : tensor<132xf32>
     ```
   }];
   let arguments = (ins Zest_ReductionAttr:$reduction, Zest_FlatTensor:$input,
-                       FlatSymbolRefAttr:$unit);
+                       FlatSymbolRefAttr:$unit, UnitAttr:$across_replicas);
   let results = (outs Zest_FlatTensor:$result);
   let assemblyFormat = [{
-    $reduction $input `for` $unit attr-dict `:` type($input)
+    $reduction $input `for` $unit (`across_replicas` $across_replicas^)?
+    attr-dict `:` type($input)
   }];
 }
 
@@ -246,11 +266,11 @@ def Zest_AllReduceStartOp : Zest_CollectiveOp<"all_reduce_start"> {
     ```
   }];
   let arguments = (ins Zest_ReductionAttr:$reduction, Zest_FlatTensor:$input,
-                       FlatSymbolRefAttr:$unit);
+                       FlatSymbolRefAttr:$unit, UnitAttr:$across_replicas);
   let results = (outs Zest_Future:$future);
   let assemblyFormat = [{
-    $reduction $input `for` $unit attr-dict `:` type($input) `->`
-    type($future)
+    $reduction $input `for` $unit (`across_replicas` $across_replicas^)?
+    attr-dict `:` type($input) `->` type($future)
   }];
 }
 

@@ -18,19 +18,33 @@
 
 namespace mlir::zest {
 
+/// The ranks of a job: `replicas x shards` (hybrid sharding's mesh; one
+/// replica otherwise), as the runtime's zest_set_mesh arranges them.
+struct DeviceMesh {
+  int64_t replicas = 1, shards = 1;
+  int64_t getWorldSize() const { return replicas * shards; }
+  /// The ranks of a runtime group (`zest_group_t`); 0 for an unknown one.
+  int64_t getGroupSize(int64_t group) const;
+};
+
+/// The mesh the module's units are laid out for (1 x 1 without units).
+DeviceMesh getModuleMesh(ModuleOp module);
+
 /// One collective a lowered step starts (a `zest_*_start` runtime call), as
-/// the runtime counts it: each rank sends and receives what a ring moves,
-/// W - 1 shards for gathers and reduce-scatters, 2 (W - 1) / W of the
-/// buffer for all-reduces.
+/// the runtime counts it: each rank sends and receives what a ring over the
+/// collective's G ranks moves, G - 1 shards for gathers and reduce-scatters,
+/// 2 (G - 1) / G of the buffer for all-reduces.
 struct Collective {
   std::string kind;  // all_gather, reduce_scatter, all_reduce
   std::string tag;   // the unit (or what else the runtime names it)
+  std::string group; // world, shard or replica (zest_group_t)
   int64_t bytes = 0; // the shard for gathers and reduce-scatters
   int64_t sentPerRank = 0, receivedPerRank = 0;
 };
 
 /// The collective `call` starts, if it starts one.
-std::optional<Collective> matchCollective(func::CallOp call, int64_t world);
+std::optional<Collective> matchCollective(func::CallOp call,
+                                          const DeviceMesh &mesh);
 
 /// The ranks the module's units are laid out for (1 without units).
 int64_t getModuleWorldSize(ModuleOp module);
@@ -74,7 +88,7 @@ struct StepCost {
 /// Replays `func` (bufferized, collectives lowered to runtime calls) on
 /// `machine`.
 StepCost estimateStepCost(func::FuncOp func, const MachineModel &machine,
-                          int64_t world);
+                          const DeviceMesh &mesh);
 
 } // namespace mlir::zest
 

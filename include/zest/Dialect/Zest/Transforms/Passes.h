@@ -28,7 +28,8 @@ namespace mlir::zest {
 /// no-shard (the `strategy` of zest-group-units and
 /// zest-schedule-collectives, zestc --strategy).
 inline bool isShardingStrategy(llvm::StringRef name) {
-  return name == "full-shard" || name == "shard-grad-op" || name == "no-shard";
+  return name == "full-shard" || name == "shard-grad-op" ||
+         name == "no-shard" || name == "hybrid-shard";
 }
 
 /// Options of the `zest-shard-pipeline`: contract check, unit grouping,
@@ -54,9 +55,14 @@ struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
       llvm::cl::desc("Write the layout manifest (JSON) to this file")};
   Option<std::string> strategy{
       *this, "strategy",
-      llvm::cl::desc("full-shard, shard-grad-op (sharded units) or no-shard "
-                     "(replicated units, DDP)"),
+      llvm::cl::desc("full-shard, shard-grad-op, hybrid-shard (sharded "
+                     "units) or no-shard (replicated units, DDP)"),
       llvm::cl::init("full-shard")};
+  Option<int64_t> replicas{
+      *this, "replicas",
+      llvm::cl::desc("hybrid-shard: replica groups the world-size ranks form "
+                     "(shards within each)"),
+      llvm::cl::init(1)};
 
   /// The grouping pass options these pipeline options imply.
   GroupUnitsPassOptions getGroupUnitsOptions() const;

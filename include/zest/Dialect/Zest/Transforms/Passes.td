@@ -53,6 +53,12 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
     unit (no gathers). `full-shard` and `shard-grad-op` shard them (the two
     differ in `zest-schedule-collectives`).
 
+    With `strategy=hybrid-shard replicas=R` (HSDP) the `world-size` ranks
+    form an `R x S` mesh (`S = world-size / R`): units are sharded over the
+    `S` ranks of each replica group and carry `replicas = R`, so
+    `zest-shard-params` adds the all-reduce of each gradient shard across
+    the replicas. `replicas` > 1 with another strategy is an error.
+
     A unit holds one element type: a unit whose parameters have several is
     split into one unit per element type, named `<unit>[<type>]`.
 
@@ -76,8 +82,11 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
     ListOption<"ignore", "ignore", "std::string",
                "Parameter FQN globs kept replicated instead of sharded">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
-           "full-shard or shard-grad-op (units sharded) or no-shard (every "
-           "unit replicated, DDP)">,
+           "full-shard, shard-grad-op or hybrid-shard (units sharded) or "
+           "no-shard (every unit replicated, DDP)">,
+    Option<"replicas", "replicas", "int64_t", /*default=*/"1",
+           "hybrid-shard: number of replica groups (a divisor of world-size); "
+           "units are sharded within each">,
   ];
 }
 
@@ -101,12 +110,15 @@ def ShardParamsPass : Pass<"zest-shard-params", "::mlir::ModuleOp"> {
     * Gradients: right after the last gradient of a unit is computed, its
       gradients are packed with `zest.flatten` (zeros for frozen parameters
       and padding) and reduce-scattered with averaging (sharded units) or
-      all-reduced (replicated units).
+      all-reduced (replicated units). A sharded unit with `replicas` > 1
+      (hybrid sharding) then all-reduces its gradient shard across the
+      replicas (`across_replicas`): the two averages make the mean over all
+      ranks.
 
     Non-parameter arguments (data) and other results (loss, outputs) keep
     their order; unit arguments come first, unit gradients last.
-    `world-size` defaults to the units' layout; a different value is an
-    error.
+    `world-size` (all ranks, replicas included) defaults to the units'
+    layout; a different value is an error.
   }];
   let dependentDialects = ["::mlir::zest::ZestDialect"];
   let options = [
@@ -202,6 +214,11 @@ def ScheduleCollectivesPass
       cannot move (it has effects, or a value of it is needed earlier) the
       wait stays before the first reader. The last reduce-scatter waits
       where it started.
+    * **Across replicas** (hybrid sharding, N > 0): a gradient shard's
+      all-reduce across replicas reads the reduce-scatter's result, so it
+      moves down with that wait and starts right after the next unit's
+      reduce-scatter; it then waits right after the next gradient reduction
+      that starts after it, with the update that reads it.
 
     Every rank runs the same program, so every rank issues the same
     collectives in the same order. Gathered buffers live from their start to
@@ -222,9 +239,9 @@ def ScheduleCollectivesPass
            "All-gathers in flight ahead of the unit computing (0: "
            "synchronous collectives)">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
-           "full-shard (re-gather in backward), shard-grad-op (keep every "
-           "unit gathered from forward to backward) or no-shard (nothing "
-           "to gather)">,
+           "full-shard or hybrid-shard (re-gather in backward), "
+           "shard-grad-op (keep every unit gathered from forward to "
+           "backward) or no-shard (nothing to gather)">,
     ListOption<"keepUnits", "keep-units", "std::string",
                "Units kept gathered from forward to backward (by name)">,
   ];
