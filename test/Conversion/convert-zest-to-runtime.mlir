@@ -174,9 +174,10 @@ func.func @single_rank(%s: tensor<4xf32>, %g: tensor<4xf32>, %r: tensor<2xi16>)
 
 // -----
 
-// zest.rank asks the runtime.
+// zest.rank asks the runtime for the rank in the shard group (1), which is
+// the world rank unless the mesh is hybrid.
 // CHECK-LABEL: func.func @rank(
-// CHECK:       %[[R:.*]] = call @zest_rank() : () -> i32
+// CHECK:       %[[R:.*]] = call @zest_group_rank(%c1_i32) : (i32) -> i32
 // CHECK:       arith.index_cast %[[R]] : i32 to index
 func.func @rank() -> index {
   %r = zest.rank : index

@@ -86,3 +86,27 @@ func.func @forward(%s: tensor<4xf32> {zest.unit = @a}) -> tensor<8xf32> {
   %full = zest.all_gather %s for @a : tensor<4xf32> -> tensor<8xf32>
   return %full : tensor<8xf32>
 }
+
+// -----
+
+// Hybrid sharding: the gradient is the all-reduce across replicas of the
+// reduce-scatter; parameters its flatten does not name are still frozen.
+// CHECK-LABEL: func.func @hybrid_frozen(
+// CHECK:         %[[X:.*]] = zest.all_reduce avg %{{.*}} for @h across_replicas
+// CHECK:         zest.update sgd @h %{{.*}}, %[[X]] accum(%{{.*}}) hyper(%{{.*}}) {frozen = ["h.b"]}
+// Clipping builds arith and tensor ops into a function that had none (the
+// pass loads their dialects).
+// CLIP-LABEL: func.func @hybrid_frozen(
+// CLIP:         zest.global_grad_norm
+// CLIP:         arith.minimumf
+zest.unit @h sharded : f32, world_size = 2, replicas = 2, padded_size = 8, shard_size = 4 [
+  "h.w" : tensor<6xf32> at 0,
+  "h.b" : tensor<2xf32> at 6
+]
+func.func @hybrid_frozen(%s: tensor<4xf32> {zest.unit = @h}, %dw: tensor<6xf32>, %l: f32)
+    -> (f32 {zest.loss}, tensor<4xf32> {zest.unit_grad = @h}) {
+  %f = zest.flatten @h ["h.w"] (%dw) : tensor<6xf32> -> tensor<8xf32>
+  %r = zest.reduce_scatter avg %f for @h : tensor<8xf32> -> tensor<4xf32>
+  %x = zest.all_reduce avg %r for @h across_replicas : tensor<4xf32>
+  return %l, %x : f32, tensor<4xf32>
+}

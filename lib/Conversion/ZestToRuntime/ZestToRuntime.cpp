@@ -435,13 +435,17 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
   }
 };
 
-/// The rank, from the runtime (the same program runs on every rank).
+/// The shard index, from the runtime (the same program runs on every rank):
+/// the rank within the shard group, the world rank without hybrid sharding.
 struct LowerRank : public OpRewritePattern<RankOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(RankOp op,
                                 PatternRewriter &rewriter) const override {
-    Value rank = callRuntime(rewriter, op.getLoc(), "zest_rank",
-                             rewriter.getI32Type(), {})
+    Location loc = op.getLoc();
+    Value group =
+        arith::ConstantIntOp::create(rewriter, loc, ZEST_GROUP_SHARD, 32);
+    Value rank = callRuntime(rewriter, loc, "zest_group_rank",
+                             rewriter.getI32Type(), group)
                      .getResult(0);
     rewriter.replaceOpWithNewOp<arith::IndexCastOp>(op, rewriter.getIndexType(),
                                                     rank);

@@ -43,6 +43,11 @@ static llvm::SetVector<Value> getAliases(BlockArgument arg) {
 /// to cover every parameter.
 static SmallVector<StringRef> getFrozenParams(UnitOp unit, Value grad) {
   Operation *reduce = grad.getDefiningOp();
+  // Hybrid sharding: past the all-reduce across replicas to the
+  // reduce-scatter of the flat gradient.
+  if (auto acrossReplicas = dyn_cast_or_null<AllReduceOp>(reduce))
+    if (acrossReplicas.getAcrossReplicas())
+      reduce = acrossReplicas.getInput().getDefiningOp();
   FlattenOp flatten;
   if (isa_and_nonnull<ReduceScatterOp, AllReduceOp>(reduce))
     flatten = reduce->getOperand(0).getDefiningOp<FlattenOp>();

@@ -548,10 +548,11 @@ def Zest_LinearBackwardOp : Zest_Op<"linear_backward", [
 }
 
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {
-  let summary = "this process's rank among the data-parallel ranks";
+  let summary = "the index of the shard this process holds";
   let description = [{
     The rank `r` whose shard (`[r * shard_size, (r + 1) * shard_size)` of
-    every sharded unit) this process holds.
+    every sharded unit) this process holds: its rank, or under hybrid
+    sharding its rank within its replica group.
 
     ```mlir
     %r = zest.rank : index

@@ -169,7 +169,10 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
     are then stepped together once backward is done, as FSDP and DeepSpeed
     do when clipping.
   }];
-  let dependentDialects = ["::mlir::zest::ZestDialect"];
+  // Clipping computes the coefficient with arith and tensor ops.
+  let dependentDialects = ["::mlir::zest::ZestDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
            "sgd or adamw">,
