@@ -10,8 +10,10 @@
 //   param <fqn> <dtype> <offset> <rank> <dim>...        (n per unit)
 //   function <name> <num_args> <num_results>
 //   optimizer sgd|adamw                               (training steps only)
+//   accumulate_for <name>          (no-sync: accumulates for that step)
 //   arg unit <unit> | arg data <dtype> <rank> <dim>...
 //   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
+//   arg grad_sum <unit>
 //   result loss|output <dtype> <rank> <dim>... | result grad <unit>
 //
 // Results updated in place (`zest.updated`) are not results of the compiled
@@ -70,6 +72,9 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
     if (auto optimizer =
             func->getAttrOfType<StringAttr>(ZestDialect::kOptimizerAttrName))
       os << "optimizer " << optimizer.getValue() << "\n";
+    if (auto step = func->getAttrOfType<FlatSymbolRefAttr>(
+            ZestDialect::kAccumulateForAttrName))
+      os << "accumulate_for " << step.getValue() << "\n";
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kUnitArgAttrName)) {
@@ -85,6 +90,11 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
       if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kGradAccumAttrName)) {
         os << "arg accum " << unit.getValue() << "\n";
+        continue;
+      }
+      if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
+              i, ZestDialect::kGradSumAttrName)) {
+        os << "arg grad_sum " << unit.getValue() << "\n";
         continue;
       }
       if (func.getArgAttr(i, ZestDialect::kHyperAttrName)) {

@@ -134,6 +134,8 @@ ModelInfo zest::parseModelDescriptor(const char *text) {
       model.functions.push_back(function);
     } else if (record == "optimizer") {
       in >> model.functions.back().optimizer;
+    } else if (record == "accumulate_for") {
+      in >> model.functions.back().accumulateFor;
     } else if (record == "arg") {
       std::string kind;
       in >> kind;
@@ -147,16 +149,18 @@ ModelInfo zest::parseModelDescriptor(const char *text) {
         in >> count;
         arg.spec = {DType::parse("F32"), {count}};
       } else {
-        arg.kind = kind == "unit"    ? ArgInfo::Unit
-                   : kind == "state" ? ArgInfo::State
-                                     : ArgInfo::Accum;
+        arg.kind = kind == "unit"       ? ArgInfo::Unit
+                   : kind == "state"    ? ArgInfo::State
+                   : kind == "grad_sum" ? ArgInfo::GradSum
+                                        : ArgInfo::Accum;
         std::string name;
         in >> name;
         if (arg.kind == ArgInfo::State)
           in >> arg.state;
         arg.unit = findUnit(model, name);
         const UnitInfo &unit = model.units[arg.unit];
-        arg.spec = {unit.dtype, {unit.shard}};
+        arg.spec = {unit.dtype,
+                    {arg.kind == ArgInfo::GradSum ? unit.padded : unit.shard}};
       }
       model.functions.back().args.push_back(arg);
     } else if (record == "result") {

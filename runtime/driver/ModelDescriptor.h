@@ -50,10 +50,12 @@ struct UnitInfo {
 struct ArgInfo {
   /// Data: per-rank input. Unit: this rank's shard. State: optimizer state
   /// of `unit` named `state`. Accum: gradient accumulator of `unit`. Hyper:
-  /// the zest_hyper_t vector. Unit, state and accum are updated in place by
-  /// training steps with an optimizer.
-  enum Kind { Data, Unit, State, Accum, Hyper } kind;
-  int unit = -1; // Unit, State, Accum
+  /// the zest_hyper_t vector. GradSum: the unreduced flat gradient of `unit`
+  /// summed over micro-batches (no-sync). Unit, state and accum are updated
+  /// in place by training steps with an optimizer, grad sums by both entry
+  /// points of a no-sync step.
+  enum Kind { Data, Unit, State, Accum, Hyper, GradSum } kind;
+  int unit = -1; // Unit, State, Accum, GradSum
   std::string state;
   TensorSpec spec;
 };
@@ -68,6 +70,8 @@ struct FunctionInfo {
   std::string name;
   /// The optimizer compiled into this training step, or empty.
   std::string optimizer;
+  /// No-sync: the training step this entry point accumulates for, or empty.
+  std::string accumulateFor;
   std::vector<ArgInfo> args;
   std::vector<ResultInfo> results;
   bool isTraining() const;

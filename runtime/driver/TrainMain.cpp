@@ -21,6 +21,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -66,6 +67,61 @@ int64_t peakResidentBytes() {
   return int64_t(usage.ru_maxrss) * 1024;
 }
 
+/// One compiled entry point with host buffers for its arguments and results:
+/// unit, state and accumulator arguments are the host's training state,
+/// which the step updates in place; data and hyperparameters are refilled
+/// before every call.
+struct EntryCall {
+  EntryCall(size_t index, const FunctionInfo &function, TrainState &train)
+      : index(index), function(&function) {
+    for (const ArgInfo &arg : function.args) {
+      if (arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper)
+        args.emplace_back(arg.spec);
+      else
+        args.emplace_back(arg.spec, train.storage(arg));
+      if (arg.kind == ArgInfo::Hyper)
+        hyper = args.back().f32();
+    }
+    for (const ResultInfo &result : function.results)
+      results.emplace_back(result.spec);
+    for (Buffer &buffer : args)
+      descriptors.push_back(buffer.descriptor.data());
+    for (Buffer &buffer : results)
+      descriptors.push_back(buffer.descriptor.data());
+  }
+  EntryCall(const EntryCall &) = delete;
+
+  void call() { zest_model_entries[index](descriptors.data()); }
+
+  size_t index;
+  const FunctionInfo *function;
+  std::vector<Buffer> args, results;
+  std::vector<void *> descriptors;
+  float *hyper = nullptr;
+};
+
+/// The no-sync companion of training step `step` (its accumulate-only entry
+/// point), or none. Its data arguments must sit where the step's do, so one
+/// DataSource fills both.
+std::optional<size_t> findAccumulateEntry(const ModelInfo &model,
+                                          const FunctionInfo &step) {
+  for (size_t i = 0; i < model.functions.size(); ++i) {
+    const FunctionInfo &entry = model.functions[i];
+    if (entry.accumulateFor != step.name)
+      continue;
+    for (size_t a = 0; a < step.args.size(); ++a) {
+      bool data = step.args[a].kind == ArgInfo::Data;
+      if (data &&
+          (a >= entry.args.size() || entry.args[a].kind != ArgInfo::Data ||
+           entry.args[a].spec.shape != step.args[a].spec.shape))
+        usageError("entry point '" + entry.name + "' does not take '" +
+                   step.name + "''s data arguments; recompile the model");
+    }
+    return i;
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -96,9 +152,14 @@ int main(int argc, char **argv) {
         fn = i;
     if (fn == model.functions.size())
       usageError("no entry point named '" + options.function + "'");
+    if (!model.functions[fn].accumulateFor.empty())
+      usageError("entry point '" + options.function +
+                 "' only accumulates gradients for '" +
+                 model.functions[fn].accumulateFor + "'; run that one");
   } else {
     for (size_t i = model.functions.size(); i-- > 0;)
-      if (model.functions[i].isTraining())
+      if (model.functions[i].isTraining() &&
+          model.functions[i].accumulateFor.empty())
         fn = i;
   }
   const FunctionInfo &function = model.functions[fn];
@@ -109,27 +170,12 @@ int main(int argc, char **argv) {
   if (!options.load.empty())
     startStep = loadCheckpoint(options.load, model, train);
 
-  // Unit, state and accumulator arguments describe the host's buffers: the
-  // compiled step updates them in place. Data and hyperparameters are
-  // refilled before every micro-batch.
-  std::vector<Buffer> args, results;
-  for (const ArgInfo &arg : function.args) {
-    if (arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper)
-      args.emplace_back(arg.spec);
-    else
-      args.emplace_back(arg.spec, train.storage(arg));
-  }
-  for (const ResultInfo &result : function.results)
-    results.emplace_back(result.spec);
-  std::vector<void *> descriptors;
-  for (Buffer &buffer : args)
-    descriptors.push_back(buffer.descriptor.data());
-  for (Buffer &buffer : results)
-    descriptors.push_back(buffer.descriptor.data());
-  float *hyper = nullptr;
-  for (size_t i = 0; i < function.args.size(); ++i)
-    if (function.args[i].kind == ArgInfo::Hyper)
-      hyper = args[i].f32();
+  // With no-sync every micro-batch but the last only accumulates gradients
+  // (no reduction, no update), through the step's companion entry point.
+  EntryCall stepCall(fn, function, train);
+  std::optional<EntryCall> accumulateCall;
+  if (std::optional<size_t> index = findAccumulateEntry(model, function))
+    accumulateCall.emplace(*index, model.functions[*index], train);
   DataSource data(options, function);
   int64_t micro = data.microBatch();
   int64_t globalBatch = int64_t(world) * options.accum * micro;
@@ -172,17 +218,21 @@ int main(int argc, char **argv) {
     double stepStart = zest_now_us();
     double loss = 0;
     for (int64_t a = 0; a < options.accum; ++a) {
-      data.fill(args, step * globalBatch +
-                          (int64_t(rank) * options.accum + a) * micro);
-      if (hyper)
-        train.fillHyper(hyper, step, a);
+      bool accumulateOnly = accumulateCall && a + 1 < options.accum;
+      EntryCall &entry = accumulateOnly ? *accumulateCall : stepCall;
+      std::vector<Buffer> &results = entry.results;
+      data.fill(entry.args, step * globalBatch +
+                                (int64_t(rank) * options.accum + a) * micro);
+      if (entry.hyper)
+        train.fillHyper(entry.hyper, step, a);
       double computeStart = zest_now_us();
-      zest_model_entries[fn](descriptors.data());
-      zest_trace_span(training ? "step (forward, backward, optimizer)"
-                               : "forward",
+      entry.call();
+      zest_trace_span(accumulateOnly ? "forward, backward (no sync)"
+                      : training     ? "step (forward, backward, optimizer)"
+                                     : "forward",
                       "compute", computeStart, zest_now_us());
-      for (size_t r = 0; r < function.results.size(); ++r) {
-        const ResultInfo &result = function.results[r];
+      for (size_t r = 0; r < entry.function->results.size(); ++r) {
+        const ResultInfo &result = entry.function->results[r];
         if (result.kind == ResultInfo::Loss) {
           loss += readFloat(results[r], 0);
         } else if (!training) {

@@ -57,6 +57,9 @@ TrainState::TrainState(const ModelInfo &model, const FunctionInfo &function,
       hasMomentumBuffer |= arg.state == "momentum_buffer";
     } else if (arg.kind == ArgInfo::Accum && options.accum > 1) {
       units[arg.unit].accum.assign(arg.spec.numel(), 0.0f);
+    } else if (arg.kind == ArgInfo::GradSum) {
+      // Written by every call (the first micro-batch stores, later add).
+      units[arg.unit].gradSum.assign(arg.spec.numel(), 0.0f);
     }
   }
   if (options.momentum >= 0 && training && !hasMomentumBuffer &&
@@ -79,6 +82,8 @@ void *TrainState::storage(const ArgInfo &arg) {
     // Without accumulation the step never touches the accumulator (the
     // accumulate and store paths are off), so it needs no memory.
     return unit.accum.empty() ? nullptr : unit.accum.data();
+  case ArgInfo::GradSum:
+    return unit.gradSum.data();
   default:
     return nullptr;
   }

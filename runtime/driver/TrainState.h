@@ -26,6 +26,9 @@ struct UnitState {
   std::vector<std::pair<std::string, std::vector<float>>> states;
   /// Sum of the gradient shards of earlier micro-batches (--accum > 1 only).
   std::vector<float> accum;
+  /// No-sync: the unreduced flat gradient summed over the step's
+  /// micro-batches (the whole padded unit).
+  std::vector<float> gradSum;
 
   std::vector<float> *findState(const std::string &name);
 };

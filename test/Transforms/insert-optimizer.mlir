@@ -2,6 +2,29 @@
 // RUN: zest-opt %s -split-input-file --zest-insert-optimizer="optimizer=adamw" | FileCheck %s --check-prefix=ADAMW
 // RUN: zest-opt %s -split-input-file --zest-insert-optimizer="optimizer=sgd momentum nesterov" | FileCheck %s --check-prefix=NESTEROV
 // RUN: zest-opt %s -split-input-file --zest-insert-optimizer="max-grad-norm=1.5" | FileCheck %s --check-prefix=CLIP
+// RUN: zest-opt %s -split-input-file --zest-insert-optimizer="no-sync" | FileCheck %s --check-prefix=NOSYNC
+
+// no-sync: @step gets the companion @step_accumulate, which sums each
+// unit's flat gradient (the flatten's result, or the replicated unit's) into
+// its zest.grad_sum argument (stored on the first micro-batch, added after)
+// and neither reduces nor updates; @step adds its gradient to the sum,
+// reduces the sum once and updates without a shard accumulator.
+// NOSYNC-LABEL: func.func @step_accumulate(
+// NOSYNC-SAME:    %{{[^:]*}}: tensor<10xf32> {zest.hyper}, %[[SA:[^:]*]]: tensor<8xf32> {zest.grad_sum = @a}, %[[SR:[^:]*]]: tensor<2xf32> {zest.grad_sum = @r})
+// NOSYNC-SAME:    -> (tensor<f32> {zest.loss}, tensor<8xf32> {zest.updated = 4 : i64}, tensor<2xf32> {zest.updated = 5 : i64}) attributes {zest.accumulate_for = @step}
+// NOSYNC:         %[[ACCUMULATE:.*]] = arith.cmpf une
+// NOSYNC:         %[[F:.*]] = zest.flatten @a
+// NOSYNC-NEXT:    %[[A:.*]] = linalg.generic {{.*}} ins(%[[F]] : tensor<8xf32>) outs(%[[SA]] : tensor<8xf32>)
+// NOSYNC:           arith.select %[[ACCUMULATE]]
+// NOSYNC-NOT:     zest.reduce_scatter
+// NOSYNC-NOT:     zest.all_reduce
+// NOSYNC-NOT:     zest.update
+// NOSYNC:         return %{{.*}}, %[[A]], %{{.*}} : tensor<f32>, tensor<8xf32>, tensor<2xf32>
+// NOSYNC-LABEL: func.func @step(
+// NOSYNC-SAME:    %{{[^:]*}}: tensor<10xf32> {zest.hyper}, %[[GA:[^:]*]]: tensor<8xf32> {zest.grad_sum = @a}, %{{[^:]*}}: tensor<2xf32> {zest.grad_sum = @r})
+// NOSYNC:         %[[SUM:.*]] = linalg.generic {{.*}} outs(%[[GA]] : tensor<8xf32>)
+// NOSYNC:         %[[RED:.*]] = zest.reduce_scatter avg %[[SUM]] for @a
+// NOSYNC:         zest.update sgd @a %{{.*}}, %[[RED]] hyper(%{{.*}}) {frozen = ["a.b"]} : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<4xf32>
 
 // Each unit's update comes right after its gradient is reduced AND after the
 // last read of its shard or of a view of its gathered buffer (%late reads

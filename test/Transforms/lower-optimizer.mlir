@@ -111,3 +111,21 @@ func.func @nesterov(%p: tensor<4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>, %ac
       : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %np, %nb, %na : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Without an accumulator (no-sync: the gradient already sums the step's
+// micro-batches) the update always steps: one generic, no branch on the
+// accumulate or apply flags.
+zest.unit @n sharded : f32, world_size = 1, padded_size = 4, shard_size = 4 [
+  "n.w" : tensor<4xf32> at 0
+]
+// CHECK-LABEL: func.func @no_accumulator(
+// CHECK-NOT:     scf.if
+// CHECK:         %[[P:.*]] = linalg.generic
+// CHECK-NOT:     scf.if
+// CHECK:         return %[[P]]
+func.func @no_accumulator(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<10xf32>) -> tensor<4xf32> {
+  %p1 = zest.update sgd @n %p, %g hyper(%h) : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<4xf32>
+  return %p1 : tensor<4xf32>
+}

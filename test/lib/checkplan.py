@@ -21,7 +21,7 @@ UNIT = {"name": str, "kind": str, "dtype": str, "parameters": list,
         "numel": INT, "bytes": INT, "shard_bytes": INT, "prefetch": OPT_INT,
         "decision": str}
 FUNCTION = {"name": str, "collectives": list, "sent_bytes_per_rank": INT,
-            "argument_bytes": INT,
+            "argument_bytes": INT, "accumulate_for": (str, type(None)),
             "predicted_peak_pool_bytes": OPT_INT,
             "predicted_peak_gathered_bytes": OPT_INT}
 MACHINE = {"name": str, "gemm_gflops": (int, float),
@@ -105,8 +105,12 @@ def main():
         # the driver then averages the loss (an f64 all-reduce).
         accum = int(sys.argv[3])
         world = report["world_size"]
-        (function,) = report["functions"]
-        predicted = accum * function["sent_bytes_per_rank"] + \
+        # With no-sync, all micro-batches but the last run the step's
+        # accumulate entry point.
+        per_call = {f["accumulate_for"] is not None: f["sent_bytes_per_rank"]
+                    for f in report["functions"]}
+        step = per_call[False]
+        predicted = step + (accum - 1) * per_call.get(True, step) + \
             2 * 8 * (world - 1) // world
         sent = measured(log, "bytes sent per step per rank")
         if predicted != sent:

@@ -78,6 +78,12 @@ static cl::opt<double> clipGradNorm(
     cl::desc("Clip gradients to this global L2 norm before each optimizer "
              "step, as torch.nn.utils.clip_grad_norm_ (0: no clipping)"),
     cl::init(0.0), cl::cat(category));
+static cl::opt<bool> noSync(
+    "no-sync",
+    cl::desc("Gradient accumulation without a reduce per micro-batch (FSDP's "
+             "no_sync): each rank keeps every unit's full gradient summed "
+             "over the micro-batches of --accum and reduces it once per step"),
+    cl::init(false), cl::cat(category));
 static cl::opt<bool> fuseLinear(
     "fuse-linear",
     cl::desc("Fuse linear layers (product, bias, activation and their "
@@ -244,6 +250,7 @@ int main(int argc, char **argv) {
     options.optimizer->momentum = momentum;
     options.optimizer->nesterov = nesterov;
     options.optimizer->maxGradNorm = clipGradNorm;
+    options.optimizer->noSync = noSync;
   } else {
     llvm::errs() << "zestc: error: --optimizer expects sgd, adamw or none, "
                  << "got '" << optimizer << "'\n";
@@ -257,6 +264,11 @@ int main(int argc, char **argv) {
   if (!(clipGradNorm >= 0)) {
     llvm::errs() << "zestc: error: --clip-grad-norm must be positive (0 "
                  << "disables clipping), got " << clipGradNorm << "\n";
+    return 1;
+  }
+  if (noSync && optimizer == "none") {
+    llvm::errs() << "zestc: error: --no-sync needs an optimizer "
+                 << "(--optimizer=sgd or adamw)\n";
     return 1;
   }
   if (clipGradNorm > 0 && optimizer == "none") {

@@ -63,11 +63,14 @@ struct PrepareEntryPointsPass
       // unit shards of forward-only functions) is the host's, read only.
       bool updates = func->hasAttr(ZestDialect::kOptimizerAttrName);
       for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+        // Gradient sums (no-sync) are also summed into by the accumulate
+        // entry points, which have no optimizer.
         bool inPlace =
-            updates &&
-            (func.getArgAttr(i, ZestDialect::kUnitArgAttrName) ||
-             func.getArgAttr(i, ZestDialect::kOptimizerStateAttrName) ||
-             func.getArgAttr(i, ZestDialect::kGradAccumAttrName));
+            func.getArgAttr(i, ZestDialect::kGradSumAttrName) ||
+            (updates &&
+             (func.getArgAttr(i, ZestDialect::kUnitArgAttrName) ||
+              func.getArgAttr(i, ZestDialect::kOptimizerStateAttrName) ||
+              func.getArgAttr(i, ZestDialect::kGradAccumAttrName)));
         func.setArgAttr(i, "bufferization.writable",
                         builder.getBoolAttr(inPlace));
       }

@@ -520,22 +520,29 @@ struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
     Value scale = hyperAt(ZEST_HYPER_GRAD_SCALE);
     Value total = zero;
     int64_t world = 1;
-    for (auto [ref, grad, accum] :
-         llvm::zip(op.getUnits().getAsRange<FlatSymbolRefAttr>(), op.getGrads(),
-                   op.getAccums())) {
+    for (auto [index, ref, grad] : llvm::enumerate(
+             op.getUnits().getAsRange<FlatSymbolRefAttr>(), op.getGrads())) {
       auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
       world = std::max<int64_t>(world, unit.getNumRanks());
-      auto branch = scf::IfOp::create(
-          rewriter, loc, accumulate,
-          [&](OpBuilder &b, Location l) {
-            scf::YieldOp::create(b, l,
-                                 buildSumOfSquares(b, l, grad, accum, scale));
-          },
-          [&](OpBuilder &b, Location l) {
-            scf::YieldOp::create(b, l,
-                                 buildSumOfSquares(b, l, grad, Value(), scale));
-          });
-      Value partial = branch.getResult(0);
+      // Without accumulators (no_sync) the gradient is the whole sum.
+      Value partial;
+      if (op.getAccums().empty()) {
+        partial = buildSumOfSquares(rewriter, loc, grad, Value(), scale);
+      } else {
+        Value accum = op.getAccums()[index];
+        partial =
+            scf::IfOp::create(
+                rewriter, loc, accumulate,
+                [&](OpBuilder &b, Location l) {
+                  scf::YieldOp::create(
+                      b, l, buildSumOfSquares(b, l, grad, accum, scale));
+                },
+                [&](OpBuilder &b, Location l) {
+                  scf::YieldOp::create(
+                      b, l, buildSumOfSquares(b, l, grad, Value(), scale));
+                })
+                .getResult(0);
+      }
       int64_t copies =
           unit.isSharded() ? unit.getNumReplicas() : unit.getNumRanks();
       if (copies > 1)

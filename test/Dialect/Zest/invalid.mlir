@@ -368,7 +368,7 @@ zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
   "o.w" : tensor<6xf32> at 0
 ]
 func.func @norm_counts(%g: tensor<4xf32>, %h: tensor<10xf32>) {
-  // expected-error@+1 {{takes one gradient and one accumulator per unit: 1 units, 2 gradients, 1 accumulators}}
+  // expected-error@+1 {{takes one gradient and one accumulator (or none) per unit: 1 units, 2 gradients, 1 accumulators}}
   %n = zest.global_grad_norm(%g, %g) accum(%g) hyper(%h) units [@o] : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
   return
 }

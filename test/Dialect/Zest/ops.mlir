@@ -79,16 +79,21 @@ zest.unit @o sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
 ]
 // CHECK-LABEL: func.func @update(
 // CHECK: %{{.*}}, %{{.*}} = zest.update sgd @o %{{.*}}, %{{.*}} accum(%{{.*}}) hyper(%{{.*}}) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>)
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = zest.update sgd @o %{{.*}}, %{{.*}} state(%{{.*}}) accum(%{{.*}}) hyper(%{{.*}}) {frozen = ["o.w"], nesterov}
-// CHECK: %{{.*}}, %{{.*}}:2, %{{.*}} = zest.update adamw @o %{{.*}}, %{{.*}} state(%{{.*}}, %{{.*}}) accum(%{{.*}}) hyper(%{{.*}})
+// CHECK: %{{.*}}, %{{.*}}:2 = zest.update sgd @o %{{.*}}, %{{.*}} state(%{{.*}}) accum(%{{.*}}) hyper(%{{.*}}) {frozen = ["o.w"], nesterov}
+// CHECK: %{{.*}}, %{{.*}}:3 = zest.update adamw @o %{{.*}}, %{{.*}} state(%{{.*}}, %{{.*}}) accum(%{{.*}}) hyper(%{{.*}})
+// Without an accumulator (no-sync): no accumulator result either.
+// CHECK: %{{.*}}:2 = zest.update adamw @o %{{.*}}, %{{.*}} state(%{{.*}}, %{{.*}}) hyper(%{{.*}}) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
 // CHECK: zest.rank : index
 // CHECK: zest.global_grad_norm(%{{.*}}) accum(%{{.*}}) hyper(%{{.*}}) units [@o] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
+// CHECK: zest.global_grad_norm(%{{.*}}) accum() hyper(%{{.*}}) units [@o] : (tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
 func.func @update(%p: tensor<4xf32>, %g: tensor<4xf32>, %s: tensor<4xf32>, %a: tensor<4xf32>, %h: tensor<10xf32>) -> index {
   %p1, %a1 = zest.update sgd @o %p, %g accum(%a) hyper(%h) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   %p2, %s2, %a2 = zest.update sgd @o %p, %g state(%s) accum(%a) hyper(%h) {frozen = ["o.w"], nesterov} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   %p3, %s3:2, %a3 = zest.update adamw @o %p, %g state(%s, %s) accum(%a) hyper(%h) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %p4, %s4:2 = zest.update adamw @o %p, %g state(%s, %s) hyper(%h) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   %r = zest.rank : index
   %n = zest.global_grad_norm(%g) accum(%a) hyper(%h) units [@o] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
+  %n2 = zest.global_grad_norm(%g) accum() hyper(%h) units [@o] : (tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
   return %r : index
 }
 

@@ -406,17 +406,21 @@ LogicalResult UpdateOp::verify() {
                          << ", got " << numStates;
   if (getNesterov() && (optimizer != Optimizer::SGD || numStates != 1))
     return emitOpError() << "nesterov requires sgd with a momentum buffer";
-  if (getNewState().size() != numStates)
-    return emitOpError() << "has " << numStates << " state operands but "
-                         << getNewState().size() << " state results";
+  size_t numValues = numStates + (getAccum() ? 1 : 0);
+  if (getNewValues().size() != numValues)
+    return emitOpError() << "has " << numStates << " state operands"
+                         << (getAccum() ? " and an accumulator" : "") << " but "
+                         << getNewValues().size()
+                         << " state and accumulator results";
   auto hyperType = cast<RankedTensorType>(getHyper().getType());
   if (!hyperType.getElementType().isF32() ||
       hyperType.getNumElements() != ZEST_HYPER_COUNT)
     return emitOpError() << "hyperparameters must be tensor<"
                          << int64_t(ZEST_HYPER_COUNT) << "xf32>, got "
                          << hyperType;
-  SmallVector<Value> flat = {getGrad(), getNewParam(), getAccum(),
-                             getNewAccum()};
+  SmallVector<Value> flat = {getGrad(), getNewParam()};
+  if (getAccum())
+    llvm::append_range(flat, ValueRange{getAccum(), getNewAccum()});
   llvm::append_range(flat, getState());
   llvm::append_range(flat, getNewState());
   for (Value value : flat)
@@ -443,9 +447,10 @@ LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
 
 LogicalResult GlobalGradNormOp::verify() {
   size_t numUnits = getUnits().size();
-  if (getGrads().size() != numUnits || getAccums().size() != numUnits)
-    return emitOpError() << "takes one gradient and one accumulator per "
-                         << "unit: " << numUnits << " units, "
+  if (getGrads().size() != numUnits ||
+      (getAccums().size() != numUnits && !getAccums().empty()))
+    return emitOpError() << "takes one gradient and one accumulator (or "
+                         << "none) per unit: " << numUnits << " units, "
                          << getGrads().size() << " gradients, "
                          << getAccums().size() << " accumulators";
   auto hyperType = cast<RankedTensorType>(getHyper().getType());
@@ -459,9 +464,8 @@ LogicalResult GlobalGradNormOp::verify() {
 
 LogicalResult
 GlobalGradNormOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
-  for (auto [ref, grad, accum] :
-       llvm::zip(getUnits().getAsRange<FlatSymbolRefAttr>(), getGrads(),
-                 getAccums())) {
+  for (auto [index, ref, grad] : llvm::enumerate(
+           getUnits().getAsRange<FlatSymbolRefAttr>(), getGrads())) {
     UnitOp unit = lookupUnit(*this, symbolTables, ref);
     if (!unit)
       return failure();
@@ -471,8 +475,10 @@ GlobalGradNormOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
                            << " parameters; gradient norms are of f32 units";
     if (failed(checkUnitType(*this, unit, "gradient operand", grad.getType(),
                              unit.getShardType())) ||
-        failed(checkUnitType(*this, unit, "accumulator operand",
-                             accum.getType(), unit.getShardType())))
+        (!getAccums().empty() &&
+         failed(checkUnitType(*this, unit, "accumulator operand",
+                              getAccums()[index].getType(),
+                              unit.getShardType()))))
       return failure();
   }
   return success();

@@ -238,6 +238,9 @@ SmallVector<Value> UpdateLowering::build() {
   }
   if (!frozen.empty())
     base = maskBase();
+  // No accumulator: the gradient sums every micro-batch; always step.
+  if (!op.getAccum())
+    return buildStep(/*withAccum=*/false);
   SmallVector<Value> stepOuts = {op.getParam()};
   llvm::append_range(stepOuts, op.getState());
   // Both branches yield (param, state..., accum).

@@ -300,6 +300,14 @@ llvm::json::Value describeMachine(const MachineModel &model) {
                             {"link_latency_us", model.linkLatencyUs}};
 }
 
+/// The training step a no-sync accumulate entry point serves, or null.
+llvm::json::Value accumulateFor(func::FuncOp func) {
+  if (auto step = func->getAttrOfType<FlatSymbolRefAttr>(
+          ZestDialect::kAccumulateForAttrName))
+    return step.getValue();
+  return nullptr;
+}
+
 /// An entry point and its memory plan (none if not exact).
 using EntryPlan = std::pair<func::FuncOp, std::optional<MemoryPlan>>;
 
@@ -398,7 +406,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
           {"name", func.getSymName()},
           {"collectives", describeCollectives(collectives)},
           {"sent_bytes_per_rank", getSentBytes(collectives)},
-          {"argument_bytes", getArgumentBytes(func)}};
+          {"argument_bytes", getArgumentBytes(func)},
+          {"accumulate_for", accumulateFor(func)}};
       if (*model) {
         StepCost cost = estimateStepCost(func, **model, mesh);
         if (reportText)

@@ -69,6 +69,12 @@ def Zest_Dialect : Dialect {
         "zest.optimizer_state";
     static constexpr ::llvm::StringLiteral kGradAccumAttrName =
         "zest.grad_accum";
+    // Gradient accumulation without a reduce per micro-batch (no_sync): a
+    // unit's full flat gradient summed over the micro-batches so far, and
+    // the accumulate-only entry point of a training step.
+    static constexpr ::llvm::StringLiteral kGradSumAttrName = "zest.grad_sum";
+    static constexpr ::llvm::StringLiteral kAccumulateForAttrName =
+        "zest.accumulate_for";
     static constexpr ::llvm::StringLiteral kHyperAttrName = "zest.hyper";
     static constexpr ::llvm::StringLiteral kUpdatedAttrName = "zest.updated";
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =

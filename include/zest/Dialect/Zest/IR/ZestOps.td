@@ -323,7 +323,8 @@ def Zest_ReleaseOp : Zest_Op<"release", [
 //===----------------------------------------------------------------------===//
 
 def Zest_UpdateOp : Zest_Op<"update", [
-    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    Pure, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "applies the optimizer to a unit's local shard";
   let description = [{
     One optimizer step on the part of unit `unit` this rank owns (ZeRO's
@@ -338,6 +339,11 @@ def Zest_UpdateOp : Zest_Op<"update", [
     * `hyper[APPLY] != 0`: the parameters and state take one step with
       gradient `g * hyper[GRAD_SCALE]`; `new_accum` is `accum`.
     * otherwise: `new_accum` is `g`; parameters and state are unchanged.
+
+    Without `accum` (and `new_accum`), the gradient already sums every
+    micro-batch (gradient accumulation without a reduce per micro-batch):
+    the step always applies, with `g = grad`, and the accumulate and apply
+    flags are not read.
 
     The step follows `torch.optim` exactly:
     `sgd` (with `b = hyper[BETA1]` when a momentum buffer is given):
@@ -362,16 +368,18 @@ def Zest_UpdateOp : Zest_Op<"update", [
   let arguments = (ins Zest_OptimizerAttr:$optimizer, FlatSymbolRefAttr:$unit,
                        Zest_FlatTensor:$param, Zest_FlatTensor:$grad,
                        Variadic<Zest_FlatTensor>:$state,
-                       Zest_FlatTensor:$accum,
+                       Optional<Zest_FlatTensor>:$accum,
                        Zest_FlatTensor:$hyper,
                        UnitAttr:$nesterov,
                        DefaultValuedAttr<StrArrayAttr, "{}">:$frozen);
+  // The new state, then the new accumulator if there is one (one variadic
+  // group, so the results need no segment sizes; getNewState and
+  // getNewAccum split it).
   let results = (outs Zest_FlatTensor:$new_param,
-                      Variadic<Zest_FlatTensor>:$new_state,
-                      Zest_FlatTensor:$new_accum);
+                      Variadic<Zest_FlatTensor>:$new_values);
   let assemblyFormat = [{
     $optimizer $unit $param `,` $grad (`state` `(` $state^ `)`)?
-    `accum` `(` $accum `)` `hyper` `(` $hyper `)` attr-dict `:`
+    (`accum` `(` $accum^ `)`)? `hyper` `(` $hyper `)` attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -381,6 +389,14 @@ def Zest_UpdateOp : Zest_Op<"update", [
     /// Names of the state buffers, as in torch.optim's state_dict.
     static ::llvm::SmallVector<::llvm::StringRef>
     getStateNames(Optimizer optimizer, bool momentum);
+    /// The updated optimizer state (one result per state operand).
+    ::mlir::ResultRange getNewState() {
+      return getNewValues().take_front(getState().size());
+    }
+    /// The updated accumulator; null without one.
+    ::mlir::Value getNewAccum() {
+      return getAccum() ? getNewValues().back() : ::mlir::Value();
+    }
   }];
 }
 
@@ -396,7 +412,9 @@ def Zest_GlobalGradNormOp : Zest_Op<"global_grad_norm", [
     hyper[GRAD_SCALE]`, over the whole model. `grads` and `accums` are the
     units' reduced gradient shards and accumulators (for a replicated unit,
     the whole buffer, counted once). The accumulator is read only when
-    `hyper[ACCUMULATE]` is set. A collective: every rank gets the same norm.
+    `hyper[ACCUMULATE]` is set; without accumulators (no_sync: the gradient
+    already sums the micro-batches) the norm is of `grad * GRAD_SCALE`. A
+    collective: every rank gets the same norm.
 
     ```mlir
     %n = zest.global_grad_norm(%g0, %g1) accum(%a0, %a1) hyper(%h)

@@ -168,10 +168,24 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
     the updates receive is multiplied by `min(1, M / (norm + 1e-6))`. Units
     are then stepped together once backward is done, as FSDP and DeepSpeed
     do when clipping.
+
+    With `no-sync` (FSDP's `no_sync()`, gradient accumulation that reduces
+    once per step instead of once per micro-batch), every unit keeps its
+    full flat gradient summed over the micro-batches in an argument
+    `zest.grad_sum = @u` of the unit's padded flat type (a whole unit per
+    rank: the memory traded for communication), and each training step
+    `@f` gets a companion entry point `@f_accumulate`
+    (`zest.accumulate_for = @f`): the same forward and backward with
+    `grad_sum = ACCUMULATE ? grad_sum + g : g` instead of the gradient's
+    reductions and updates, so it communicates only to gather parameters.
+    The host calls it for every micro-batch but the last, then `@f`, which
+    adds its own gradient to the sum, reduces that once and updates with
+    `zest.update`s that take no shard accumulator.
   }];
-  // Clipping computes the coefficient with arith and tensor ops.
+  // Clipping and no-sync build arith, tensor and linalg ops.
   let dependentDialects = ["::mlir::zest::ZestDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -182,6 +196,9 @@ def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
            "sgd with momentum: Nesterov momentum">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "clip gradients to this global L2 norm (0: no clipping)">,
+    Option<"noSync", "no-sync", "bool", /*default=*/"false",
+           "accumulate full gradients over micro-batches and reduce once per "
+           "step (adds the <step>_accumulate entry points)">,
   ];
 }
 
