@@ -7,10 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 OUT="$BUILD_DIR/bench"
 mkdir -p "$OUT"
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+source bench/common.sh
 
 run() {
   local model=$1 policy=$2 global=$3

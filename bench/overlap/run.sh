@@ -16,11 +16,7 @@ LINK=${2:-0.5,10}
 RUNS=${3:-3}
 OUT="$BUILD_DIR/bench/overlap"
 mkdir -p "$OUT"
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+source bench/common.sh
 
 python3 examples/gen/transformer_block.py --layers 4 --dim 256 --hidden 1024 \
   --batch 4 --seq 32 >"$OUT/model.mlir"
@@ -29,7 +25,6 @@ for p in 0 1 2; do
     --leaf-classes=Block --prefetch=$p
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # The cost model's step and exposed time for prefetch $1 and link $2.
 predict() {
   local linkopt=()

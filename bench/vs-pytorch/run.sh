@@ -13,11 +13,7 @@ OUT="$BUILD_DIR/bench/vs-pytorch"
 mkdir -p "$OUT"
 scripts/setup-venv.sh >/dev/null
 PY=.venv/bin/python
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+source bench/common.sh
 ZESTC="$BUILD_DIR/bin/zestc"
 CKPT="$BUILD_DIR/bin/zest-ckpt"
 

@@ -128,6 +128,7 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   schedule.prefetch = options.prefetch;
   schedule.strategy = options.shard.strategy;
   schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
+  schedule.bucketBytes = options.bucketBytes;
   pm.addPass(createScheduleCollectivesPass(schedule));
   // The calling convention is fixed before the descriptor describes it.
   pm.addPass(createPrepareEntryPointsPass());
@@ -479,8 +480,9 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
     func->removeAttr(ZestDialect::kNoAliasPointersAttrName);
   });
   // Units are compile-time metadata; the descriptor carries them on.
-  for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
-    unit.erase();
+  for (Operation &op : llvm::make_early_inc_range(module.getOps()))
+    if (isa<UnitOp, BucketOp>(op))
+      op.erase();
   // Anything not in the LLVM dialect now is an op the lowering does not
   // handle: name it where the model wrote it.
   WalkResult leftover = module.walk([](Operation *op) {

@@ -61,15 +61,17 @@ llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module,
     int64_t position = 0;
     func.walk([&](Operation *op) {
       ++position;
-      StringRef unit;
+      FlatSymbolRefAttr ref;
       if (auto gather = dyn_cast<AllGatherOp>(op))
-        unit = gather.getUnit();
+        ref = gather.getUnitAttr();
       else if (auto start = dyn_cast<AllGatherStartOp>(op))
-        unit = start.getUnit();
+        ref = start.getUnitAttr();
       else
         return;
-      if (counts[unit]++ == 0)
-        units[unit].firstGather = position;
+      // A bucket gathers each of its units.
+      for (UnitOp unit : lookupCollectiveLayout(op, ref)->units)
+        if (counts[unit.getSymName()]++ == 0)
+          units[unit.getSymName()].firstGather = position;
     });
     int64_t total = 0;
     for (auto &[name, count] : counts) {

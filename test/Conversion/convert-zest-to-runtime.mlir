@@ -267,3 +267,47 @@ func.func @one_shard_per_replica(%s: tensor<4xf32>, %g: tensor<4xf32>, %a: tenso
   %n = zest.global_grad_norm(%ga) accum(%a) hyper(%h) units [@d] : (tensor<4xf32>, tensor<4xf32>, tensor<10xf32>) -> tensor<f32>
   return %full, %ga, %n : tensor<4xf32>, tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// Buckets: the packed shards are insertions into [pieces x n] rows; the
+// gathered bucket is copied out member by member into buffers marked
+// gathered (each a strided column block of the rows); a reduced bucket's
+// shards (one piece) are views of its result.
+zest.unit @n sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 [
+  "n.w" : tensor<4xf32> at 0
+]
+zest.unit @m sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "m.w" : tensor<8xf32> at 0
+]
+zest.bucket @nm [@n, @m]
+// CHECK-LABEL: func.func @bucket(
+// CHECK-SAME:      %[[SN:[^:]*]]: tensor<2xf32>, %[[SM:[^:]*]]: tensor<4xf32>
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<1x6xf32>
+// CHECK:         %[[IN:.*]] = tensor.insert_slice %{{.*}} into %[[E]][0, 0] [1, 2] [1, 1] : tensor<1x2xf32> into tensor<1x6xf32>
+// CHECK:         tensor.insert_slice %{{.*}} into %[[IN]][0, 2] [1, 4] [1, 1] : tensor<1x4xf32> into tensor<1x6xf32>
+// CHECK:         call @zest_all_gather_start(
+// CHECK:         %[[ROWS:.*]] = memref.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [2, 6] : memref<12xf32> into memref<2x6xf32>
+// CHECK:         %[[FN:.*]] = memref.alloc() : memref<4xf32>
+// CHECK:         call @zest_pool_mark_gathered(
+// CHECK:         %[[COLN:.*]] = memref.subview %[[ROWS]][0, 0] [2, 2] [1, 1]
+// CHECK:         %[[DN:.*]] = memref.expand_shape %[[FN]]
+// CHECK:         memref.copy %[[COLN]], %[[DN]]
+// CHECK:         %[[FM:.*]] = memref.alloc() : memref<8xf32>
+// CHECK:         call @zest_pool_mark_gathered(
+// CHECK:         memref.subview %[[ROWS]][0, 2] [2, 4] [1, 1]
+// CHECK:         memref.copy
+// CHECK:         call @zest_reduce_scatter_start(
+// CHECK:         %[[R:.*]] = bufferization.to_tensor %{{.*}} restrict writable : memref<6xf32>
+// CHECK:         %[[RROWS:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0, 1]] output_shape [1, 6]
+// CHECK:         tensor.extract_slice %[[RROWS]][0, 0] [1, 2] [1, 1]
+// CHECK:         tensor.extract_slice %[[RROWS]][0, 2] [1, 4] [1, 1]
+func.func @bucket(%sn: tensor<2xf32>, %sm: tensor<4xf32>, %gn: tensor<4xf32>, %gm: tensor<8xf32>) -> (tensor<4xf32>, tensor<8xf32>, tensor<2xf32>, tensor<4xf32>) {
+  %p = zest.pack %sn, %sm pieces 1 : tensor<2xf32>, tensor<4xf32> -> tensor<6xf32>
+  %g = zest.all_gather %p for @nm : tensor<6xf32> -> tensor<12xf32>
+  %fn, %fm = zest.unpack %g pieces 2 : tensor<12xf32> -> tensor<4xf32>, tensor<8xf32>
+  %q = zest.pack %gn, %gm pieces 2 : tensor<4xf32>, tensor<8xf32> -> tensor<12xf32>
+  %r = zest.reduce_scatter avg %q for @nm : tensor<12xf32> -> tensor<6xf32>
+  %rn, %rm = zest.unpack %r pieces 1 : tensor<6xf32> -> tensor<2xf32>, tensor<4xf32>
+  return %fn, %fm, %rn, %rm : tensor<4xf32>, tensor<8xf32>, tensor<2xf32>, tensor<4xf32>
+}

@@ -3,6 +3,8 @@
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives)' | FileCheck %s --check-prefix=SYNC
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{strategy=shard-grad-op})' | FileCheck %s --check-prefix=KEEP
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{prefetch=1 keep-units=b})' | FileCheck %s --check-prefix=KEEPB
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{bucket-bytes=32})' | FileCheck %s --check-prefix=BUCKET
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{bucket-bytes=32 prefetch=1})' | FileCheck %s --check-prefix=BUCKETP
 
 // Three units a, b, c: forward gathers a, b, c; backward reduces c, re-gathers
 // b, reduces b, re-gathers a, reduces a; each reduce-scatter is followed by
@@ -89,6 +91,60 @@
 // KEEPB-NOT:     zest.all_gather_start
 // KEEPB:         arith.mulf %[[FB]], %{{.*}}
 
+// Buckets of at most 32 bytes: two of these 16-byte units per collective.
+// The forward gathers a and b together where a's gather was, then c with
+// the backward re-gather of b (b's shard exists from the start); a's
+// re-gather has no partner. c's and b's gradients are reduce-scattered
+// together where b's was, the rank-r piece of both next to each other
+// (pieces 2), and c's update moves down after it. The bucket of [@c, @b]
+// serves the gather and the reduce-scatter.
+// BUCKET:      zest.bucket @bucket0 [@a, @b]
+// BUCKET-NEXT: zest.bucket @bucket1 [@c, @b]
+// BUCKET-LABEL: func.func @step(
+// BUCKET-SAME:      %[[SA:[^:]*]]: tensor<2xf32> {zest.unit = @a}, %[[SB:[^:]*]]: tensor<2xf32> {zest.unit = @b}, %[[SC:[^:]*]]: tensor<2xf32> {zest.unit = @c},
+// BUCKET-NEXT:    %[[P0:.*]] = zest.pack %[[SA]], %[[SB]] pieces 1 : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+// BUCKET-NEXT:    %[[G0:.*]] = zest.all_gather %[[P0]] for @bucket0 : tensor<4xf32> -> tensor<8xf32>
+// BUCKET-NEXT:    %[[U0:.*]]:2 = zest.unpack %[[G0]] pieces 2 : tensor<8xf32> -> tensor<4xf32>, tensor<4xf32>
+// BUCKET-NEXT:    %[[YA:.*]] = arith.addf %[[U0]]#0, %[[U0]]#0
+// BUCKET-NEXT:    %[[YB:.*]] = arith.mulf %[[U0]]#1, %[[YA]]
+// BUCKET-NEXT:    %[[P1:.*]] = zest.pack %[[SC]], %[[SB]] pieces 1
+// BUCKET-NEXT:    %[[G1:.*]] = zest.all_gather %[[P1]] for @bucket1
+// BUCKET-NEXT:    %[[U1:.*]]:2 = zest.unpack %[[G1]] pieces 2
+// BUCKET-NEXT:    %[[YC:.*]] = arith.mulf %[[U1]]#0, %[[YB]]
+// BUCKET-NEXT:    %[[DB:.*]] = arith.mulf %[[U1]]#1, %[[YC]]
+// BUCKET-NEXT:    %[[P2:.*]] = zest.pack %[[YC]], %[[DB]] pieces 2 : tensor<4xf32>, tensor<4xf32> -> tensor<8xf32>
+// BUCKET-NEXT:    %[[R:.*]] = zest.reduce_scatter avg %[[P2]] for @bucket1 : tensor<8xf32> -> tensor<4xf32>
+// BUCKET-NEXT:    %[[S:.*]]:2 = zest.unpack %[[R]] pieces 1 : tensor<4xf32> -> tensor<2xf32>, tensor<2xf32>
+// BUCKET-NEXT:    zest.update sgd @c %[[SC]], %[[S]]#0
+// BUCKET-NEXT:    zest.update sgd @b %[[SB]], %[[S]]#1
+// BUCKET-NEXT:    %[[FA2:.*]] = zest.all_gather %[[SA]] for @a
+// BUCKET-NEXT:    %[[DA:.*]] = arith.mulf %[[FA2]], %[[DB]]
+// BUCKET-NEXT:    zest.reduce_scatter avg %[[DA]] for @a
+// BUCKET-NEXT:    zest.update sgd @a
+
+// With prefetch 1 a bucket is one collective: its shards are packed where
+// its gather starts, right after the previous wait.
+// BUCKETP-LABEL: func.func @step(
+// BUCKETP-NEXT:    %[[P0:.*]] = zest.pack
+// BUCKETP-NEXT:    %[[G0:.*]] = zest.all_gather_start %[[P0]] for @bucket0
+// BUCKETP-NEXT:    %[[W0:.*]] = zest.wait %[[G0]]
+// BUCKETP-NEXT:    %[[P1:.*]] = zest.pack
+// BUCKETP-NEXT:    %[[G1:.*]] = zest.all_gather_start %[[P1]] for @bucket1
+// BUCKETP-NEXT:    zest.unpack %[[W0]] pieces 2
+// BUCKETP:         %[[W1:.*]] = zest.wait %[[G1]]
+// BUCKETP-NEXT:    %[[GA:.*]] = zest.all_gather_start %{{.*}} for @a
+// BUCKETP-NEXT:    zest.unpack %[[W1]] pieces 2
+// BUCKETP:         %[[R:.*]] = zest.reduce_scatter_start avg %{{.*}} for @bucket1
+// BUCKETP-NEXT:    zest.wait %[[GA]]
+// BUCKETP-NEXT:    arith.mulf
+// BUCKETP-NEXT:    %[[RA:.*]] = zest.reduce_scatter_start avg %{{.*}} for @a
+// BUCKETP-NEXT:    %[[WR:.*]] = zest.wait %[[R]]
+// BUCKETP-NEXT:    zest.unpack %[[WR]] pieces 1
+// BUCKETP-NEXT:    zest.update sgd @c
+// BUCKETP-NEXT:    zest.update sgd @b
+// BUCKETP-NEXT:    zest.wait %[[RA]]
+// BUCKETP-NEXT:    zest.update sgd @a
+
 zest.unit @a sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["a.w" : tensor<4xf32> at 0]
 zest.unit @b sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["b.w" : tensor<4xf32> at 0]
 zest.unit @c sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 ["c.w" : tensor<4xf32> at 0]
@@ -124,6 +180,12 @@ func.func @step(%sa: tensor<2xf32> {zest.unit = @a}, %sb: tensor<2xf32> {zest.un
 // CHECK-NEXT:    %[[C:.*]] = zest.wait %[[RC]]
 // CHECK-NEXT:    %[[P:.*]], %{{.*}} = zest.update sgd @c %{{.*}}, %[[C]]
 // CHECK:         zest.reduce_scatter_start avg %{{.*}} for @b
+// Nor can c's and b's reduce-scatters share a bucket: b's gradient needs
+// c's update, which would have to wait for b's reduction.
+// BUCKET-LABEL: func.func @pinned(
+// BUCKET-NOT:     zest.pack
+// BUCKET:         zest.reduce_scatter avg %{{.*}} for @c
+// BUCKET:         zest.reduce_scatter avg %{{.*}} for @b
 zest.unit @b sharded : f32, world_size = 2, padded_size = 2, shard_size = 1 ["b.w" : tensor<2xf32> at 0]
 zest.unit @c sharded : f32, world_size = 2, padded_size = 2, shard_size = 1 ["c.w" : tensor<2xf32> at 0]
 func.func @pinned(%sb: tensor<1xf32> {zest.unit = @b}, %sc: tensor<1xf32> {zest.unit = @c}, %g: tensor<2xf32>,
@@ -154,6 +216,15 @@ func.func @pinned(%sb: tensor<1xf32> {zest.unit = @b}, %sc: tensor<1xf32> {zest.
 // SYNC-LABEL: func.func @ddp(
 // SYNC-COUNT-2: zest.all_reduce avg
 // (@b, unused, is for the KEEPB run over every chunk.)
+// Buckets of replicated units' gradients (DDP's gradient buckets): one
+// all-reduce of both, where the second one was; q's update follows it.
+// BUCKET:      zest.bucket @bucket0 [@q, @p]
+// BUCKET-LABEL: func.func @ddp(
+// BUCKET:         %[[P:.*]] = zest.pack %{{.*}}, %{{.*}} pieces 1 : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+// BUCKET-NEXT:    %[[R:.*]] = zest.all_reduce avg %[[P]] for @bucket0 : tensor<4xf32>
+// BUCKET-NEXT:    %[[U:.*]]:2 = zest.unpack %[[R]] pieces 1
+// BUCKET-NEXT:    zest.update sgd @q %{{.*}}, %[[U]]#0
+// BUCKET-NEXT:    zest.update sgd @p %{{.*}}, %[[U]]#1
 zest.unit @b sharded : f32, world_size = 2, padded_size = 2, shard_size = 1 ["b.w" : tensor<2xf32> at 0]
 zest.unit @p replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 ["p.w" : tensor<2xf32> at 0]
 zest.unit @q replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 ["q.w" : tensor<2xf32> at 0]
@@ -197,6 +268,20 @@ func.func @ddp(%pa: tensor<2xf32> {zest.unit = @p}, %pb: tensor<2xf32> {zest.uni
 // CHECK-NEXT:    return
 // SYNC-LABEL: func.func @hybrid(
 // SYNC-COUNT-3: zest.all_reduce avg %{{.*}} across_replicas
+// Hybrid buckets: the three reduce-scatters become one where a's was (each
+// member's rank-r piece together: pieces 2), then the all-reduces across
+// replicas, which read its shards, follow one another and become one too;
+// its operand is the reduce-scatter's result itself (packing what was just
+// unpacked), and the updates read its unpacked shards.
+// BUCKET:      zest.bucket @bucket0 [@c, @b, @a]
+// BUCKET-LABEL: func.func @hybrid(
+// BUCKET:         %[[P:.*]] = zest.pack %{{.*}}, %{{.*}}, %{{.*}} pieces 2 : tensor<2xf32>, tensor<2xf32>, tensor<2xf32> -> tensor<6xf32>
+// BUCKET-NEXT:    %[[RS:.*]] = zest.reduce_scatter avg %[[P]] for @bucket0 : tensor<6xf32> -> tensor<3xf32>
+// BUCKET-NEXT:    %[[X:.*]] = zest.all_reduce avg %[[RS]] for @bucket0 across_replicas : tensor<3xf32>
+// BUCKET-NEXT:    %[[U:.*]]:3 = zest.unpack %[[X]] pieces 1
+// BUCKET-NEXT:    zest.update sgd @c %{{.*}}, %[[U]]#0
+// BUCKET-NEXT:    zest.update sgd @b %{{.*}}, %[[U]]#1
+// BUCKET-NEXT:    zest.update sgd @a %{{.*}}, %[[U]]#2
 zest.unit @a sharded : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 1 ["a.w" : tensor<2xf32> at 0]
 zest.unit @b sharded : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 1 ["b.w" : tensor<2xf32> at 0]
 zest.unit @c sharded : f32, world_size = 2, replicas = 2, padded_size = 2, shard_size = 1 ["c.w" : tensor<2xf32> at 0]

@@ -31,7 +31,8 @@ MACHINE = {"name": str, "gemm_gflops": (int, float),
 COST = {"compute_us": (int, float), "communication_us": (int, float),
         "exposed_communication_us": (int, float), "step_us": (int, float)}
 MESH = {"replicas": INT, "shards": INT}
-COLLECTIVE = {"kind": str, "unit": str, "group": str, "bytes": INT,
+COLLECTIVE = {"kind": str, "unit": str, "units": list, "group": str,
+              "bytes": INT,
               "sent_bytes_per_rank": INT, "received_bytes_per_rank": INT,
               "at": str}
 
@@ -72,6 +73,13 @@ def check_schema(report):
                 sys.exit(f"checkplan: collective kind {collective['kind']}")
             if collective["group"] not in ("world", "shard", "replica"):
                 sys.exit(f"checkplan: collective group {collective['group']}")
+            names = {unit["name"] for unit in report["units"]}
+            if not set(collective["units"]) <= names:
+                sys.exit(f"checkplan: collective units {collective['units']}")
+            # A unit's own collective names it; a bucket lists 2 or more.
+            if collective["units"] not in ([], [collective["unit"]]) and \
+                    len(collective["units"]) < 2:
+                sys.exit(f"checkplan: bucket {collective['unit']} units")
         total = sum(c["sent_bytes_per_rank"] for c in function["collectives"])
         if total != function["sent_bytes_per_rank"]:
             sys.exit("checkplan: sent_bytes_per_rank is not the sum")

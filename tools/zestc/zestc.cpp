@@ -126,6 +126,12 @@ static cl::opt<std::string> memoryBudget(
              "GiB): the prefetch depth (up to --prefetch, default 2) and the "
              "units kept gathered for backward are chosen to fit it"),
     cl::value_desc("bytes"), cl::cat(category));
+static cl::opt<std::string> bucketBytes(
+    "bucket-bytes",
+    cl::desc("Merge consecutive collectives of several units into one while "
+             "their buffers add up to at most this many bytes (suffixes KiB, "
+             "MiB, GiB; default 0: one collective per unit)"),
+    cl::value_desc("bytes"), cl::cat(category));
 static cl::opt<std::string> reportJson(
     "report-json",
     cl::desc("Write the report (units and their schedule, collectives, "
@@ -295,6 +301,16 @@ int main(int argc, char **argv) {
   options.shard.strategy = strategy;
   if (failed(applyMesh(options.shard)))
     return 1;
+  if (bucketBytes.getNumOccurrences()) {
+    std::optional<int64_t> bytes = parseBytes(bucketBytes);
+    if (!bytes || *bytes < 0) {
+      llvm::errs() << "zestc: error: --bucket-bytes expects a number of "
+                   << "bytes, optionally with KiB, MiB or GiB (e.g. "
+                   << "--bucket-bytes=4MiB), got '" << bucketBytes << "'\n";
+      return 1;
+    }
+    options.bucketBytes = *bytes;
+  }
   if (memoryBudget.getNumOccurrences()) {
     std::optional<int64_t> budget = parseBytes(memoryBudget);
     if (!budget || *budget <= 0) {

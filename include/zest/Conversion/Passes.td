@@ -22,6 +22,10 @@ def ConvertZestToRuntimePass
       Synchronous ops wait at once; `*_start` / `zest.wait` pairs wait at the
       `zest.wait`. Gathered buffers are marked in the runtime pool so their
       peak is reported.
+    * A bucket's `zest.pack` becomes insertions into a `[pieces x n]`
+      tensor and `zest.unpack` extractions from one (views for one piece).
+      Unpacking a gathered bucket copies each member into a fresh buffer
+      marked gathered, as an unbucketed gather's is.
     * `zest.release` is dropped: ownership-based deallocation frees every
       buffer after its last use, which the release verifier guarantees is no
       later than the release.

@@ -44,6 +44,9 @@ struct CompileOptions {
   /// Units kept gathered from forward to backward besides those of the
   /// strategy (`shard.strategy`).
   std::vector<std::string> keepUnits;
+  /// Collectives of several units merged while their buffers add up to at
+  /// most this many bytes (0: one collective per unit).
+  int64_t bucketBytes = 0;
   /// Peak pool bytes per rank the step may reach (0: no budget). The
   /// schedule (prefetch depth up to `prefetch`, kept units) is chosen to
   /// fit it.

@@ -127,9 +127,9 @@ static CollectiveInfo getInfo(Operation *op) {
   if (auto future = dyn_cast<FutureType>(resultType))
     resultType = future.getValueType();
   auto result = cast<RankedTensorType>(resultType);
-  auto unitOf = [&](auto collective) {
-    return SymbolTable::lookupNearestSymbolFrom<UnitOp>(
-        collective, collective.getUnitAttr());
+  // A unit's or a bucket's layout (the verifier resolved it).
+  auto layoutOf = [&](auto collective) {
+    return *lookupCollectiveLayout(collective, collective.getUnitAttr());
   };
   // Synchronous and asynchronous forms share their accessors. Gathers and
   // reduce-scatters run within a replica group (the whole world without
@@ -144,7 +144,7 @@ static CollectiveInfo getInfo(Operation *op) {
                               std::nullopt,
                               /*gathers=*/true,
                               ZEST_GROUP_SHARD,
-                              unitOf(gather).getWorldSize()};
+                              layoutOf(gather).worldSize};
       })
       .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto scatter) {
         return CollectiveInfo{"zest_reduce_scatter_start",
@@ -155,10 +155,10 @@ static CollectiveInfo getInfo(Operation *op) {
                               scatter.getReduction(),
                               /*gathers=*/false,
                               ZEST_GROUP_SHARD,
-                              unitOf(scatter).getWorldSize()};
+                              layoutOf(scatter).worldSize};
       })
       .Case<AllReduceOp, AllReduceStartOp>([&](auto reduce) {
-        UnitOp unit = unitOf(reduce);
+        CollectiveLayout layout = layoutOf(reduce);
         bool acrossReplicas = reduce.getAcrossReplicas();
         return CollectiveInfo{
             "zest_all_reduce_start",
@@ -169,7 +169,7 @@ static CollectiveInfo getInfo(Operation *op) {
             reduce.getReduction(),
             /*gathers=*/false,
             acrossReplicas ? ZEST_GROUP_REPLICA : ZEST_GROUP_WORLD,
-            acrossReplicas ? unit.getNumReplicas() : unit.getNumRanks()};
+            acrossReplicas ? layout.replicas : layout.getNumRanks()};
       });
 }
 
@@ -255,6 +255,143 @@ struct LowerUnflatten : public OpRewritePattern<UnflattenOp> {
     return tensor::ExpandShapeOp::create(builder, loc, type, flat, {all});
   }
 };
+
+/// The column where each part of a packed bucket starts when the bucket is
+/// seen as `pieces` rows: row `p` holds piece `p` of every part in turn.
+static SmallVector<int64_t> getPartColumns(TypeRange parts, int64_t pieces) {
+  SmallVector<int64_t> columns;
+  int64_t column = 0;
+  for (Type part : parts) {
+    columns.push_back(column);
+    column += cast<RankedTensorType>(part).getNumElements() / pieces;
+  }
+  return columns;
+}
+
+/// The 2-D type of `pieces` rows of a flat buffer of `type`.
+static RankedTensorType getRowsType(Type type, int64_t pieces) {
+  auto flat = cast<RankedTensorType>(type);
+  return RankedTensorType::get({pieces, flat.getNumElements() / pieces},
+                               flat.getElementType());
+}
+
+/// Where a part of `width` columns starting at `column` lies in `pieces`
+/// rows: offsets, sizes and strides of the slice (or subview).
+struct ColumnBlock {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  ColumnBlock(OpBuilder &builder, int64_t pieces, int64_t column, int64_t width)
+      : offsets{builder.getIndexAttr(0), builder.getIndexAttr(column)},
+        sizes{builder.getIndexAttr(pieces), builder.getIndexAttr(width)},
+        strides{builder.getIndexAttr(1), builder.getIndexAttr(1)} {}
+};
+
+/// zest.pack: each part written into its columns of the rows. Parts
+/// computed into an empty tensor of their own are computed in place once
+/// empty tensors are eliminated.
+struct LowerPack : public OpRewritePattern<PackOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(PackOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    int64_t pieces = op.getPieces();
+    RankedTensorType rowsType = getRowsType(op.getType(), pieces);
+    Value rows = tensor::EmptyOp::create(rewriter, loc, rowsType.getShape(),
+                                         rowsType.getElementType());
+    for (auto [input, column] :
+         llvm::zip(op.getInputs(),
+                   getPartColumns(op.getInputs().getTypes(), pieces))) {
+      RankedTensorType partType = getRowsType(input.getType(), pieces);
+      Value part =
+          tensor::ExpandShapeOp::create(rewriter, loc, partType, input,
+                                        ArrayRef<ReassociationIndices>{{0, 1}});
+      ColumnBlock block(rewriter, pieces, column, partType.getDimSize(1));
+      rows = tensor::InsertSliceOp::create(
+          rewriter, loc, part, rows, block.offsets, block.sizes, block.strides);
+    }
+    rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
+        op, op.getType(), rows, ArrayRef<ReassociationIndices>{{0, 1}});
+    return success();
+  }
+};
+
+/// zest.unpack of a buffer that is not gathered: each part read from its
+/// columns of the rows. One piece (a reduced bucket's shards) gives views.
+struct LowerUnpack : public OpRewritePattern<UnpackOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(UnpackOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    int64_t pieces = op.getPieces();
+    Value rows = tensor::ExpandShapeOp::create(
+        rewriter, loc, getRowsType(op.getInput().getType(), pieces),
+        op.getInput(), ArrayRef<ReassociationIndices>{{0, 1}});
+    SmallVector<Value> results;
+    for (auto [result, column] :
+         llvm::zip(op.getResults(),
+                   getPartColumns(op.getResults().getTypes(), pieces))) {
+      RankedTensorType partType = getRowsType(result.getType(), pieces);
+      ColumnBlock block(rewriter, pieces, column, partType.getDimSize(1));
+      Value part = tensor::ExtractSliceOp::create(rewriter, loc, partType, rows,
+                                                  block.offsets, block.sizes,
+                                                  block.strides);
+      results.push_back(tensor::CollapseShapeOp::create(
+          rewriter, loc, result.getType(), part,
+          ArrayRef<ReassociationIndices>{{0, 1}}));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// Whether `value` is what an all-gather returns (the synchronous form, or
+/// the wait of the asynchronous one).
+static bool isGathered(Value value) {
+  if (value.getDefiningOp<AllGatherOp>())
+    return true;
+  auto wait = value.getDefiningOp<WaitOp>();
+  return wait && wait.getFuture().getDefiningOp<AllGatherStartOp>();
+}
+
+/// zest.unpack of a gathered bucket: each member copied out into a buffer of
+/// its own, which counts as gathered parameters from its allocation, like
+/// the buffer of an unbucketed gather. Runs before the collectives are
+/// lowered, while the gather is still recognizable.
+static void lowerGatheredUnpack(UnpackOp op) {
+  OpBuilder builder(op);
+  Location loc = op.getLoc();
+  int64_t pieces = op.getPieces();
+  auto inType = cast<RankedTensorType>(op.getInput().getType());
+  Type elementType = inType.getElementType();
+  Value input = bufferization::ToBufferOp::create(
+      builder, loc, MemRefType::get(inType.getShape(), elementType),
+      op.getInput(), /*read_only=*/true);
+  RankedTensorType rowsType = getRowsType(inType, pieces);
+  Value rows = memref::ExpandShapeOp::create(
+      builder, loc, MemRefType::get(rowsType.getShape(), elementType), input,
+      ArrayRef<ReassociationIndices>{{0, 1}});
+  SmallVector<Value> results;
+  for (auto [result, column] :
+       llvm::zip(op.getResults(),
+                 getPartColumns(op.getResults().getTypes(), pieces))) {
+    auto type = cast<RankedTensorType>(result.getType());
+    Value full = memref::AllocOp::create(
+        builder, loc, MemRefType::get(type.getShape(), elementType));
+    callRuntime(builder, loc, "zest_pool_mark_gathered", {},
+                getElementPointer(builder, loc, full));
+    int64_t width = type.getNumElements() / pieces;
+    ColumnBlock block(builder, pieces, column, width);
+    Value source = memref::SubViewOp::create(builder, loc, rows, block.offsets,
+                                             block.sizes, block.strides);
+    Value target = memref::ExpandShapeOp::create(
+        builder, loc, MemRefType::get({pieces, width}, elementType), full,
+        ArrayRef<ReassociationIndices>{{0, 1}});
+    memref::CopyOp::create(builder, loc, source, target);
+    results.push_back(bufferization::ToTensorOp::create(
+        builder, loc, type, full, /*restrict=*/true, /*writable=*/true));
+  }
+  op->replaceAllUsesWith(results);
+  op->erase();
+}
 
 /// The empty tensor whose buffer `value` is computed in, through the inits
 /// of destination-style producers (a matmul into a fill of an empty tensor).
@@ -585,13 +722,17 @@ struct ConvertZestToRuntimePass
           ConvertZestToRuntimePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    module.walk([](UnpackOp op) {
+      if (isGathered(op.getInput()))
+        lowerGatheredUnpack(op);
+    });
     RewritePatternSet patterns(&getContext());
     // Releases first, so no release keeps a gathered tensor alive.
     patterns.add<DropRelease>(&getContext(), /*benefit=*/2);
-    patterns.add<LowerSyncCollective<AllGatherOp>,
-                 LowerSyncCollective<ReduceScatterOp>,
-                 LowerSyncCollective<AllReduceOp>, LowerAsyncCollective,
-                 LowerUnflatten, LowerFlatten, LowerRank, LowerGlobalGradNorm>(
+    patterns.add<
+        LowerSyncCollective<AllGatherOp>, LowerSyncCollective<ReduceScatterOp>,
+        LowerSyncCollective<AllReduceOp>, LowerAsyncCollective, LowerUnflatten,
+        LowerFlatten, LowerPack, LowerUnpack, LowerRank, LowerGlobalGradNorm>(
         &getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
@@ -602,7 +743,7 @@ struct ConvertZestToRuntimePass
     // Fused linear ops are compute, lowered after bufferization.
     WalkResult result = module.walk([](Operation *op) {
       if (isa<ZestDialect>(op->getDialect()) &&
-          !isa<UnitOp, LinearOp, LinearBackwardOp>(op)) {
+          !isa<UnitOp, BucketOp, LinearOp, LinearBackwardOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "
                           << "i64";

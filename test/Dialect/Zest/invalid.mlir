@@ -100,7 +100,7 @@ func.func @f(%s: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @f(%s: tensor<4xf32>) -> tensor<8xf32> {
-  // expected-error@+1 {{refers to @missing, which is not a zest.unit declaration}}
+  // expected-error@+1 {{refers to @missing, which is not a zest.unit or a valid zest.bucket declaration}}
   %0 = zest.all_gather %s for @missing : tensor<4xf32> -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
@@ -527,4 +527,89 @@ func.func @f(%g: tensor<8xf32>) -> tensor<8xf32> {
   %0 = zest.all_reduce_start avg %g for @u across_replicas : tensor<8xf32> -> !zest.future<tensor<8xf32>>
   %1 = zest.wait %0 : !zest.future<tensor<8xf32>>
   return %1 : tensor<8xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+// expected-error@+1 {{cannot pack its units: @v is not a zest.unit declaration}}
+zest.bucket @b [@u, @v]
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+// expected-error@+1 {{cannot pack its units: a bucket holds at least two units}}
+zest.bucket @b [@u]
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+// expected-error@+1 {{cannot pack its units: @u is listed twice}}
+zest.bucket @b [@u, @u]
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+zest.unit @v sharded : f32, world_size = 4, padded_size = 8, shard_size = 2 [
+  "b" : tensor<8xf32> at 0
+]
+// expected-error@+1 {{cannot pack its units: @v differs from @u in kind, element type, world_size or replicas}}
+zest.bucket @b [@u, @v]
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+zest.unit @v sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 [
+  "b" : tensor<4xf32> at 0
+]
+zest.bucket @b [@u, @v]
+func.func @f(%s: tensor<4xf32>) -> tensor<12xf32> {
+  // expected-error@+1 {{operand must be 'tensor<6xf32>' for bucket @b (sharded, world_size = 2), got 'tensor<4xf32>'}}
+  %0 = zest.all_gather %s for @b : tensor<4xf32> -> tensor<12xf32>
+  return %0 : tensor<12xf32>
+}
+
+// -----
+
+zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "a" : tensor<8xf32> at 0
+]
+func.func @f(%s: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{refers to @nowhere, which is not a zest.unit or a valid zest.bucket declaration}}
+  %0 = zest.all_gather %s for @nowhere : tensor<4xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%a: tensor<3xf32>, %b: tensor<4xf32>) -> tensor<7xf32> {
+  // expected-error@+1 {{'tensor<3xf32>' does not split into 2 equal pieces}}
+  %0 = zest.pack %a, %b pieces 2 : tensor<3xf32>, tensor<4xf32> -> tensor<7xf32>
+  return %0 : tensor<7xf32>
+}
+
+// -----
+
+func.func @f(%a: tensor<2xf32>, %b: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{the packed buffer 'tensor<8xf32>' must hold exactly the 6 elements of its 2 parts}}
+  %0 = zest.pack %a, %b pieces 2 : tensor<2xf32>, tensor<4xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%p: tensor<6xf32>) -> (tensor<2xf32>, tensor<4xi32>) {
+  // expected-error@+1 {{packs 'tensor<4xi32>' into 'tensor<6xf32>': every buffer must have the same element type}}
+  %0:2 = zest.unpack %p pieces 1 : tensor<6xf32> -> tensor<2xf32>, tensor<4xi32>
+  return %0#0, %0#1 : tensor<2xf32>, tensor<4xi32>
 }

@@ -131,3 +131,32 @@ func.func @across_replicas(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) 
   %b = zest.wait %f : !zest.future<tensor<4xf32>>
   return %a, %b : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A bucket of two units, gathered and reduce-scattered as one: packed
+// shards, one collective each, unpacked per member.
+zest.unit @n sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 [
+  "n.w" : tensor<4xf32> at 0
+]
+zest.unit @m sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "m.w" : tensor<8xf32> at 0
+]
+// CHECK: zest.bucket @nm [@n, @m]
+zest.bucket @nm [@n, @m]
+// CHECK-LABEL: func.func @bucket
+func.func @bucket(%sn: tensor<2xf32>, %sm: tensor<4xf32>, %gn: tensor<4xf32>, %gm: tensor<8xf32>) -> (tensor<4xf32>, tensor<8xf32>, tensor<2xf32>, tensor<4xf32>) {
+  // CHECK: %[[P:.*]] = zest.pack %{{.*}}, %{{.*}} pieces 1 : tensor<2xf32>, tensor<4xf32> -> tensor<6xf32>
+  // CHECK: %[[G:.*]] = zest.all_gather %[[P]] for @nm : tensor<6xf32> -> tensor<12xf32>
+  // CHECK: zest.unpack %[[G]] pieces 2 : tensor<12xf32> -> tensor<4xf32>, tensor<8xf32>
+  %p = zest.pack %sn, %sm pieces 1 : tensor<2xf32>, tensor<4xf32> -> tensor<6xf32>
+  %g = zest.all_gather %p for @nm : tensor<6xf32> -> tensor<12xf32>
+  %fn, %fm = zest.unpack %g pieces 2 : tensor<12xf32> -> tensor<4xf32>, tensor<8xf32>
+  // CHECK: zest.pack %{{.*}}, %{{.*}} pieces 2 : tensor<4xf32>, tensor<8xf32> -> tensor<12xf32>
+  // CHECK: zest.reduce_scatter_start avg %{{.*}} for @nm : tensor<12xf32> -> !zest.future<tensor<6xf32>>
+  %q = zest.pack %gn, %gm pieces 2 : tensor<4xf32>, tensor<8xf32> -> tensor<12xf32>
+  %f = zest.reduce_scatter_start avg %q for @nm : tensor<12xf32> -> !zest.future<tensor<6xf32>>
+  %r = zest.wait %f : !zest.future<tensor<6xf32>>
+  %rn, %rm = zest.unpack %r pieces 1 : tensor<6xf32> -> tensor<2xf32>, tensor<4xf32>
+  return %fn, %fm, %rn, %rm : tensor<4xf32>, tensor<8xf32>, tensor<2xf32>, tensor<4xf32>
+}

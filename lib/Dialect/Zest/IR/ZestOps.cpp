@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -77,17 +78,97 @@ static UnitOp lookupUnit(Operation *op, SymbolTableCollection &symbolTables,
   return unit;
 }
 
-/// Checks that `actual` is the type `expected` that unit `unit` prescribes
-/// for the operand or result called `what`.
-static LogicalResult checkUnitType(Operation *op, UnitOp unit, StringRef what,
-                                   Type actual, Type expected) {
+/// The layout of one unit, as a collective sees it.
+static CollectiveLayout getUnitLayout(UnitOp unit) {
+  CollectiveLayout layout;
+  layout.name = unit.getSymName();
+  layout.sharded = unit.isSharded();
+  layout.worldSize = unit.getWorldSize();
+  layout.replicas = unit.getNumReplicas();
+  layout.shardType = unit.getShardType();
+  layout.flatType = unit.getFlatType();
+  layout.units.push_back(unit);
+  return layout;
+}
+
+/// Checks that `actual` is the type `expected` that `layout` (a unit's or a
+/// bucket's) prescribes for the operand or result called `what`.
+static LogicalResult checkLayoutType(Operation *op,
+                                     const CollectiveLayout &layout,
+                                     StringRef what, Type actual,
+                                     Type expected) {
   if (actual == expected)
     return success();
-  return op->emitOpError() << what << " must be " << expected << " for unit @"
-                           << unit.getSymName() << " ("
-                           << stringifyUnitKind(unit.getKind())
-                           << ", world_size = " << unit.getWorldSize()
-                           << "), got " << actual;
+  return op->emitOpError() << what << " must be " << expected << " for "
+                           << (layout.units.size() == 1 ? "unit" : "bucket")
+                           << " @" << layout.name << " ("
+                           << (layout.sharded ? "sharded" : "replicated")
+                           << ", world_size = " << layout.worldSize << "), got "
+                           << actual;
+}
+
+static LogicalResult checkUnitType(Operation *op, UnitOp unit, StringRef what,
+                                   Type actual, Type expected) {
+  return checkLayoutType(op, getUnitLayout(unit), what, actual, expected);
+}
+
+/// Why the members of `bucket` cannot be packed together, or "" if they
+/// can; `units` receives the members found.
+static std::string getBucketMembers(BucketOp bucket,
+                                    SymbolTableCollection *symbolTables,
+                                    SmallVectorImpl<UnitOp> &units) {
+  llvm::SmallDenseSet<Attribute> seen;
+  for (auto ref : bucket.getUnits().getAsRange<FlatSymbolRefAttr>()) {
+    auto unit = symbolTables
+                    ? symbolTables->lookupNearestSymbolFrom<UnitOp>(bucket, ref)
+                    : SymbolTable::lookupNearestSymbolFrom<UnitOp>(bucket, ref);
+    if (!unit)
+      return ("@" + ref.getValue() + " is not a zest.unit declaration").str();
+    if (!seen.insert(ref).second)
+      return ("@" + ref.getValue() + " is listed twice").str();
+    if (!units.empty()) {
+      UnitOp first = units.front();
+      if (unit.getKind() != first.getKind() ||
+          unit.getElementType() != first.getElementType() ||
+          unit.getWorldSize() != first.getWorldSize() ||
+          unit.getNumReplicas() != first.getNumReplicas())
+        return ("@" + ref.getValue() + " differs from @" + first.getSymName() +
+                " in kind, element type, world_size or replicas")
+            .str();
+    }
+    units.push_back(unit);
+  }
+  if (units.size() < 2)
+    return "a bucket holds at least two units";
+  return "";
+}
+
+std::optional<CollectiveLayout>
+mlir::zest::lookupCollectiveLayout(Operation *from, FlatSymbolRefAttr ref,
+                                   SymbolTableCollection *symbolTables) {
+  Operation *symbol = symbolTables
+                          ? symbolTables->lookupNearestSymbolFrom(from, ref)
+                          : SymbolTable::lookupNearestSymbolFrom(from, ref);
+  if (auto unit = dyn_cast_or_null<UnitOp>(symbol))
+    return getUnitLayout(unit);
+  auto bucket = dyn_cast_or_null<BucketOp>(symbol);
+  if (!bucket)
+    return std::nullopt;
+  SmallVector<UnitOp> units;
+  if (!getBucketMembers(bucket, symbolTables, units).empty())
+    return std::nullopt;
+  CollectiveLayout layout = getUnitLayout(units.front());
+  layout.name = bucket.getSymName();
+  int64_t shard = 0, flat = 0;
+  for (UnitOp unit : units) {
+    shard += unit.getShardSize();
+    flat += unit.getPaddedSize();
+  }
+  Type elementType = units.front().getElementType();
+  layout.shardType = RankedTensorType::get({shard}, elementType);
+  layout.flatType = RankedTensorType::get({flat}, elementType);
+  layout.units = std::move(units);
+  return layout;
 }
 
 /// The tensor a collective produces: its result, or the value type of its
@@ -116,30 +197,34 @@ static LogicalResult verifyCollective(Operation *op,
                                       FlatSymbolRefAttr unitRef,
                                       CollectiveKind kind, Value input,
                                       Value result) {
-  UnitOp unit = lookupUnit(op, symbolTables, unitRef);
-  if (!unit)
-    return failure();
+  std::optional<CollectiveLayout> layout =
+      lookupCollectiveLayout(op, unitRef, &symbolTables);
+  if (!layout)
+    return op->emitOpError()
+           << "refers to " << unitRef
+           << ", which is not a zest.unit or a valid zest.bucket declaration";
   bool wantSharded = kind != CollectiveKind::AllReduce;
-  if (unit.isSharded() != wantSharded)
+  if (layout->sharded != wantSharded)
     return op->emitOpError()
            << "requires a " << (wantSharded ? "sharded" : "replicated")
-           << " unit, but @" << unit.getSymName() << " is "
-           << stringifyUnitKind(unit.getKind());
-  if (kind == CollectiveKind::ReplicaAllReduce && unit.getNumReplicas() == 1)
+           << " unit, but @" << layout->name << " is "
+           << (layout->sharded ? "sharded" : "replicated");
+  if (kind == CollectiveKind::ReplicaAllReduce && layout->replicas == 1)
     return op->emitOpError()
            << "across_replicas requires a unit with replicas > 1, but @"
-           << unit.getSymName() << " has one copy";
-  Type shard = unit.getShardType(), flat = unit.getFlatType();
+           << layout->name << " has one copy";
+  Type shard = layout->shardType, flat = layout->flatType;
   bool inShard = kind == CollectiveKind::AllGather ||
                  kind == CollectiveKind::ReplicaAllReduce;
   bool outShard = kind == CollectiveKind::ReduceScatter ||
                   kind == CollectiveKind::ReplicaAllReduce;
   Type expectedIn = inShard ? shard : flat;
   Type expectedOut = outShard ? shard : flat;
-  if (failed(checkUnitType(op, unit, "operand", input.getType(), expectedIn)))
+  if (failed(
+          checkLayoutType(op, *layout, "operand", input.getType(), expectedIn)))
     return failure();
-  return checkUnitType(op, unit, "result", collectiveValueType(result),
-                       expectedOut);
+  return checkLayoutType(op, *layout, "result", collectiveValueType(result),
+                         expectedOut);
 }
 
 /// Local checks shared by all collectives: element types are preserved and
@@ -221,6 +306,60 @@ LogicalResult UnitOp::verify() {
     return emitOpError() << "parameters end at element " << end
                          << ", past padded_size (" << getPaddedSize() << ")";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BucketOp, PackOp, UnpackOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  SmallVector<UnitOp> units;
+  std::string problem = getBucketMembers(*this, &symbolTables, units);
+  if (!problem.empty())
+    return emitOpError() << "cannot pack its units: " << problem;
+  return success();
+}
+
+/// Checks that `packed` holds the `parts` piece by piece: each part splits
+/// into `pieces` equal parts, all of the packed element type, and their
+/// sizes add up to the packed size.
+static LogicalResult verifyPacking(Operation *op, Value packed, TypeRange parts,
+                                   int64_t pieces) {
+  auto packedType = cast<RankedTensorType>(packed.getType());
+  int64_t total = 0;
+  for (Type part : parts) {
+    auto type = cast<RankedTensorType>(part);
+    if (type.getElementType() != packedType.getElementType())
+      return op->emitOpError()
+             << "packs " << type << " into " << packedType
+             << ": every buffer must have the same element type";
+    if (type.getNumElements() % pieces != 0)
+      return op->emitOpError()
+             << type << " does not split into " << pieces << " equal pieces";
+    total += type.getNumElements();
+  }
+  if (parts.empty() || total != packedType.getNumElements())
+    return op->emitOpError()
+           << "the packed buffer " << packedType << " must hold exactly the "
+           << total << " elements of its " << parts.size() << " parts";
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  return verifyPacking(*this, getResult(), getInputs().getTypes(), getPieces());
+}
+
+OpFoldResult PackOp::fold(FoldAdaptor) {
+  auto unpack = getInputs().front().getDefiningOp<UnpackOp>();
+  if (!unpack || unpack.getPieces() != getPieces() ||
+      unpack.getInput().getType() != getType() ||
+      ValueRange(unpack.getResults()) != getInputs())
+    return {};
+  return unpack.getInput();
+}
+
+LogicalResult UnpackOp::verify() {
+  return verifyPacking(*this, getInput(), getResults().getTypes(), getPieces());
 }
 
 //===----------------------------------------------------------------------===//

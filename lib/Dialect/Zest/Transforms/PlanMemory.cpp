@@ -258,14 +258,36 @@ void printUnits(ModuleOp module, llvm::raw_ostream &os) {
         getUnitBytes(unit), getShardBytes(unit),
         prefetch ? std::to_string(*prefetch) : "-", getDecision(unit));
   }
+  for (BucketOp bucket : module.getOps<BucketOp>()) {
+    os << "bucket " << bucket.getSymName() << ":";
+    llvm::interleave(
+        bucket.getUnits().getAsRange<FlatSymbolRefAttr>(), os,
+        [&](FlatSymbolRefAttr ref) { os << " " << ref.getValue(); }, ",");
+    os << "\n";
+  }
 }
 
-llvm::json::Array describeCollectives(ArrayRef<StartedCollective> collectives) {
+/// The units a collective's tag names: the unit, a bucket's members, or
+/// none (the gradient norm's all-reduce).
+llvm::json::Array getTaggedUnits(ModuleOp module, StringRef tag) {
+  llvm::json::Array units;
+  Operation *symbol = module.lookupSymbol(tag);
+  if (auto bucket = dyn_cast_or_null<BucketOp>(symbol))
+    for (auto ref : bucket.getUnits().getAsRange<FlatSymbolRefAttr>())
+      units.push_back(ref.getValue().str());
+  else if (isa_and_nonnull<UnitOp>(symbol))
+    units.push_back(tag.str());
+  return units;
+}
+
+llvm::json::Array describeCollectives(ModuleOp module,
+                                      ArrayRef<StartedCollective> collectives) {
   llvm::json::Array list;
   for (const StartedCollective &collective : collectives)
     list.push_back(llvm::json::Object{
         {"kind", collective.kind},
         {"unit", collective.tag},
+        {"units", getTaggedUnits(module, collective.tag)},
         {"group", collective.group},
         {"bytes", collective.bytes},
         {"sent_bytes_per_rank", collective.sentPerRank},
@@ -404,7 +426,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         printPlan(func.getSymName(), plan, getArgumentBytes(func), collectives);
       llvm::json::Object entry{
           {"name", func.getSymName()},
-          {"collectives", describeCollectives(collectives)},
+          {"collectives", describeCollectives(module, collectives)},
           {"sent_bytes_per_rank", getSentBytes(collectives)},
           {"argument_bytes", getArgumentBytes(func)},
           {"accumulate_for", accumulateFor(func)}};

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CollectiveScheduling.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -62,36 +63,46 @@ void scheduleGathers(Block *block, unsigned prefetch) {
   Operation *previous = nullptr;
   for (auto [index, wait] : llvm::enumerate(waits)) {
     Operation *start = wait.getFuture().getDefiningOp();
+    // A bucket's shards are packed right before its gather starts.
+    auto pack = start->getOperand(0).getDefiningOp<PackOp>();
+    ValueRange shards =
+        pack ? pack->getOperands() : ValueRange(start->getOperands());
     Block::iterator point =
         index >= prefetch ? std::next(Block::iterator(waits[index - prefetch]))
                           : block->begin();
     if (previous)
       point = afterDefinition(block, point, previous->getResult(0));
-    point = afterDefinition(block, point, start->getOperand(0));
-    // Never later than the wait itself.
-    if (point == block->end() || wait->isBeforeInBlock(&*point))
-      point = Block::iterator(start);
-    start->moveBefore(block, point);
+    for (Value shard : shards)
+      point = afterDefinition(block, point, shard);
     previous = start;
+    // Never later than the wait itself: then it stays where it is.
+    if (point == block->end() || wait->isBeforeInBlock(&*point))
+      continue;
+    if (!pack) {
+      start->moveBefore(block, point);
+      continue;
+    }
+    pack->moveBefore(block, point); // `point` may be the pack itself
+    start->moveAfter(pack);
   }
 }
 
-/// True for the two halves of a hybrid-sharding all-reduce across replicas.
-/// They may move with the gradient shard they reduce: the replica group's
-/// collectives keep their order, and every rank moves them alike.
+/// True for a hybrid-sharding all-reduce across replicas (either half of
+/// the asynchronous form). It may move with the gradient shard it reduces:
+/// the replica group's collectives keep their order, and every rank moves
+/// them alike.
 bool isReplicaReduction(Operation *op) {
   if (auto wait = dyn_cast<WaitOp>(op))
     op = wait.getFuture().getDefiningOp();
+  if (auto reduce = dyn_cast_or_null<AllReduceOp>(op))
+    return reduce.getAcrossReplicas();
   auto start = dyn_cast_or_null<AllReduceStartOp>(op);
   return start && start.getAcrossReplicas();
 }
+} // namespace
 
-/// The ops of `block` before `point` that read `value`, transitively, in
-/// block order; failure if one of them may not move down to `point` (it has
-/// memory effects other than a `zest.update`'s, whose shard and state only
-/// it touches, or a reduction across replicas').
-FailureOr<SmallVector<Operation *>> getMovableReaders(Value value,
-                                                      Operation *point) {
+FailureOr<SmallVector<Operation *>>
+mlir::zest::getMovableReaders(Value value, Operation *point) {
   Block *block = point->getBlock();
   llvm::SetVector<Operation *> readers;
   SmallVector<Value> worklist{value};
@@ -114,6 +125,8 @@ FailureOr<SmallVector<Operation *>> getMovableReaders(Value value,
              [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return sorted;
 }
+
+namespace {
 
 /// Splits a synchronous gradient reduction into start and wait.
 WaitOp splitReduction(Operation *op) {
@@ -237,6 +250,8 @@ struct ScheduleCollectivesPass
       for (AllGatherOp gather : body->getOps<AllGatherOp>())
         if (++gathers[gather.getUnit()] == 2)
           regathered.insert(gather.getUnit());
+      if (bucketBytes > 0)
+        bucketCollectives(body, bucketBytes);
       if (prefetch == 0)
         continue;
       scheduleGathers(body, prefetch);

@@ -23,6 +23,27 @@
 #include "zest/Dialect/Zest/IR/ZestOps.h.inc"
 
 namespace mlir::zest {
+/// What a collective moves: the flat buffers of one unit, or those of a
+/// bucket's units packed together (`zest.bucket`), described alike.
+struct CollectiveLayout {
+  /// The unit's or the bucket's name.
+  StringRef name;
+  bool sharded = false;
+  int64_t worldSize = 1, replicas = 1;
+  RankedTensorType shardType, flatType;
+  /// The unit itself, or the bucket's members in packing order.
+  SmallVector<UnitOp> units;
+  /// Ranks the job runs on: world_size ranks per replica.
+  int64_t getNumRanks() const { return worldSize * replicas; }
+};
+
+/// Resolves `ref`, seen from `from`, to a unit or a bucket; nullopt if it
+/// names neither or the bucket's members do not share one layout (the
+/// bucket's verifier reports which). Uses `symbolTables` when given.
+std::optional<CollectiveLayout>
+lookupCollectiveLayout(Operation *from, FlatSymbolRefAttr ref,
+                       SymbolTableCollection *symbolTables = nullptr);
+
 /// The safetensors name of an element type ("F32", "BF16", "I64", ...),
 /// used by the manifest and the model descriptor so that host tools need no
 /// MLIR type parser. Other types print as MLIR does.

@@ -90,6 +90,39 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
 }
 
 //===----------------------------------------------------------------------===//
+// zest.bucket
+//===----------------------------------------------------------------------===//
+
+def Zest_BucketOp : Zest_Op<"bucket", [
+    Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "declares a bucket: units moved by one collective";
+  let description = [{
+    A bucket names two or more units of the same kind, element type and
+    mesh whose buffers one collective moves together (SimpleFSDP's and
+    DDP's bucketing: fewer, larger transfers). A collective `for` a bucket
+    works on the concatenation that `zest.pack` builds: its shard is the
+    members' shards one after the other (`shard_size` is their sum), its
+    full buffer holds, for each rank in turn, every member's part of that
+    rank (`padded_size` is the sum of theirs). The units keep their own
+    layout; the bucket exists only between `zest.pack` and `zest.unpack`.
+
+    ```mlir
+    zest.bucket @bucket0 [@layers.0.norm, @layers.0.attn]
+    %b = zest.pack %s0, %s1 pieces 1 : tensor<8xf32>, tensor<132xf32>
+        -> tensor<140xf32>
+    %g = zest.all_gather %b for @bucket0 : tensor<140xf32> -> tensor<560xf32>
+    %f0, %f1 = zest.unpack %g pieces 4 : tensor<560xf32>
+        -> tensor<32xf32>, tensor<528xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypedArrayAttrBase<FlatSymbolRefAttr,
+                                          "unit references">:$units);
+  let assemblyFormat = "$sym_name $units attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
 // Views between a flat buffer and its parameters
 //===----------------------------------------------------------------------===//
 
@@ -143,7 +176,8 @@ def Zest_FlattenOp : Zest_Op<"flatten", [
 //===----------------------------------------------------------------------===//
 
 // Common traits: collectives touch the communicator (never Pure, never CSE'd)
-// and are checked against their unit declaration.
+// and are checked against their unit declaration. `unit` may also name a
+// `zest.bucket`: the collective then moves the members' packed buffers.
 class Zest_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Zest_Op<mnemonic, !listconcat(traits, [
         MemoryEffects<[MemRead<Zest_CommResource>,
@@ -216,6 +250,58 @@ def Zest_AllReduceOp : Zest_CollectiveOp<"all_reduce", [
     $reduction $input `for` $unit (`across_replicas` $across_replicas^)?
     attr-dict `:` type($input)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Packing of buckets
+//===----------------------------------------------------------------------===//
+
+def Zest_PackOp : Zest_Op<"pack", [Pure]> {
+  let summary = "concatenates flat buffers piece by piece, for a bucket";
+  let description = [{
+    Splits each operand into `pieces` equal parts and returns part 0 of
+    every operand (in operand order), then part 1 of every operand, and so
+    on. With one piece this is a concatenation (the shards a bucketed
+    all-gather sends); with one piece per rank it is the layout a bucketed
+    reduce-scatter needs, where rank `r` receives part `r` of every member.
+
+    ```mlir
+    %b = zest.pack %g0, %g1 pieces 2 : tensor<8xf32>, tensor<4xf32>
+        -> tensor<12xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Zest_FlatTensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$pieces);
+  let results = (outs Zest_FlatTensor:$result);
+  let assemblyFormat = [{
+    $inputs `pieces` $pieces attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  // Packing what one zest.unpack with the same pieces split, all of it in
+  // order, is its operand.
+  let hasFolder = 1;
+}
+
+def Zest_UnpackOp : Zest_Op<"unpack", [Pure]> {
+  let summary = "splits a packed bucket buffer back into flat buffers";
+  let description = [{
+    The inverse of `zest.pack` with the same `pieces`: result `i` is the
+    concatenation of its parts, read from each of the `pieces` parts of the
+    operand. Unpacking a gathered bucket copies each member into its own
+    full buffer, which then counts as gathered parameters.
+
+    ```mlir
+    %g0, %g1 = zest.unpack %b pieces 2 : tensor<12xf32>
+        -> tensor<8xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Zest_FlatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$pieces);
+  let results = (outs Variadic<Zest_FlatTensor>:$results);
+  let assemblyFormat = [{
+    $input `pieces` $pieces attr-dict `:` type($input) `->` type($results)
+  }];
+  let hasVerifier = 1;
 }
 
 def Zest_AllGatherStartOp : Zest_CollectiveOp<"all_gather_start"> {

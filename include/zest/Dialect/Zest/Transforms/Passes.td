@@ -219,6 +219,21 @@ def ScheduleCollectivesPass
       ZeRO-2; DeepCompile's selective unsharding per unit). `strategy=
       shard-grad-op` keeps every sharded unit; `keep-units=a,b` keeps the
       units named (what `zestc --memory-budget` picks).
+    * **Buckets** (with `bucket-bytes` = B > 0), after the keep decisions
+      and before the starts and waits are placed: runs of collectives of
+      the same kind over units of one layout become one collective on a
+      `zest.bucket` while their full buffers add up to at most B bytes
+      (SimpleFSDP's bucketing, DDP's gradient buckets). Consecutive
+      all-gathers in program order are merged into one at the first one's
+      place: the members' shards are packed (`zest.pack`), gathered once
+      and unpacked (`zest.unpack`, one copy per member), so later members
+      are gathered early. Consecutive gradient reductions (reduce-scatters;
+      all-reduces of replicated units; all-reduces across replicas) are
+      merged at the last one's place, where every member's gradient exists;
+      what reads an earlier member's result (its update) moves down with
+      it, and a member whose readers cannot move ends the bucket. A bucket
+      then starts and waits like one collective (below), so `prefetch`
+      counts buckets. Collectives over one rank are not bucketed.
     * **All-gathers** (with `prefetch` = N > 0). The k-th gather of the
       step (forward gathers, then the backward re-gathers, in program order)
       waits where it was, and starts right after the wait of the (k-N)-th:
@@ -264,6 +279,9 @@ def ScheduleCollectivesPass
            "backward) or no-shard (nothing to gather)">,
     ListOption<"keepUnits", "keep-units", "std::string",
                "Units kept gathered from forward to backward (by name)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "Merge runs of collectives whose full buffers add up to at most "
+           "this many bytes into one (0: one collective per unit)">,
   ];
   let dependentDialects = ["::mlir::zest::ZestDialect"];
 }
