@@ -153,6 +153,7 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   plan.memoryBudget = options.memoryBudget;
   plan.machine = options.machine;
   plan.link = options.link;
+  plan.replicaLink = options.replicaLink;
   pm.addPass(createPlanMemoryPass(plan));
   std::string pipeline = kLoweringKernels;
   if (options.vectorize)

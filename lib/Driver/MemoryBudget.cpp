@@ -130,8 +130,9 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
 
   // The machine the candidates are timed on: the report's, else this one.
   std::string error;
-  std::optional<MachineModel> machine = getMachineModel(
-      options.machine.empty() ? "cpu" : options.machine, options.link, error);
+  std::optional<MachineModel> machine =
+      getMachineModel(options.machine.empty() ? "cpu" : options.machine,
+                      options.link, options.replicaLink, error);
   if (!machine)
     return emitError(module.getLoc()) << error;
 

@@ -122,11 +122,27 @@ struct Runtime {
   std::mutex comm;
   std::thread progressThread;
   std::atomic<bool> stopProgress{false};
-  /// ZEST_LINK: a modeled link (bytes per microsecond, latency); transfers
-  /// on it are serialized, each done no earlier than its modeled duration
-  /// after it could start.
-  double linkBytesPerUs = 0, linkLatencyUs = 0;
-  double linkBusyUntilUs = 0;
+  /// A modeled link (bytes per microsecond, latency); transfers on it are
+  /// serialized, each done no earlier than its modeled duration after it
+  /// could start.
+  struct ModeledLink {
+    double bytesPerUs = 0, latencyUs = 0, busyUntilUs = 0;
+  };
+  /// ZEST_LINK: within a replica group, and everywhere without a replica
+  /// link. ZEST_REPLICA_LINK: between replica groups (hybrid sharding's
+  /// all-reduces across replicas, and collectives over all ranks when there
+  /// are several groups), a separate link with its own queue.
+  ModeledLink link, replicaLink;
+
+  /// The link a collective over `group` crosses; null if not modeled.
+  ModeledLink *getLink(zest_group_t group) {
+    bool crossesGroups = group == ZEST_GROUP_REPLICA ||
+                         (group == ZEST_GROUP_WORLD &&
+                          backend->groupSize(ZEST_GROUP_REPLICA) > 1);
+    ModeledLink *chosen =
+        crossesGroups && replicaLink.bytesPerUs > 0 ? &replicaLink : &link;
+    return chosen->bytesPerUs > 0 ? chosen : nullptr;
+  }
 };
 
 Runtime *runtime = nullptr;
@@ -153,18 +169,17 @@ std::string describe(const Request &request) {
 /// Starts a backend operation under the communication lock and records it.
 template <typename Start>
 zest_request_t enqueue(Start start, const char *kind, const char *tag,
-                       int64_t bytes, int64_t bytesSent) {
+                       int64_t bytes, int64_t bytesSent, zest_group_t group) {
   Runtime &rt = get();
   std::lock_guard<std::mutex> lock(rt.comm);
   std::unique_ptr<PendingOp> op = start(*rt.backend);
   zest_request_t id = rt.nextRequest++;
   double now = nowUs();
   double modeledEndUs = 0, linkBeginUs = now;
-  if (rt.linkBytesPerUs > 0) {
-    linkBeginUs = std::max(now, rt.linkBusyUntilUs);
-    modeledEndUs =
-        linkBeginUs + rt.linkLatencyUs + bytesSent / rt.linkBytesPerUs;
-    rt.linkBusyUntilUs = modeledEndUs;
+  if (Runtime::ModeledLink *link = rt.getLink(group)) {
+    linkBeginUs = std::max(now, link->busyUntilUs);
+    modeledEndUs = linkBeginUs + link->latencyUs + bytesSent / link->bytesPerUs;
+    link->busyUntilUs = modeledEndUs;
   }
   rt.requests[id] = {std::move(op), kind,         tag ? tag : "", bytes,
                      now,           modeledEndUs, linkBeginUs};
@@ -206,6 +221,24 @@ void jsonString(FILE *file, const std::string &text) {
   std::exit(code);
 }
 
+/// The modeled link the environment variable `name` describes
+/// (<GB/s>,<latency us>); none if it is unset or empty.
+static Runtime::ModeledLink parseLink(const char *name) {
+  Runtime::ModeledLink link;
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return link;
+  double gbPerS = 0, latencyUs = -1;
+  char extra = 0;
+  if (std::sscanf(text, "%lf,%lf%c", &gbPerS, &latencyUs, &extra) != 2 ||
+      !(gbPerS > 0) || !(latencyUs >= 0))
+    fatal(std::string(name) + "='" + text +
+          "' is not <GB/s>,<latency us> (e.g. " + name + "=2,10)");
+  link.bytesPerUs = gbPerS * 1e3;
+  link.latencyUs = latencyUs;
+  return link;
+}
+
 extern "C" {
 
 int zest_init(int *argc, char ***argv) {
@@ -214,17 +247,8 @@ int zest_init(int *argc, char ***argv) {
   runtime = new Runtime();
   if (const char *timeout = std::getenv("ZEST_TIMEOUT_S"))
     runtime->timeoutSeconds = std::atof(timeout);
-  const char *link = std::getenv("ZEST_LINK");
-  if (link && *link) {
-    double gbPerS = 0, latencyUs = -1;
-    char extra = 0;
-    if (std::sscanf(link, "%lf,%lf%c", &gbPerS, &latencyUs, &extra) != 2 ||
-        !(gbPerS > 0) || !(latencyUs >= 0))
-      fatal(std::string("ZEST_LINK='") + link +
-            "' is not <GB/s>,<latency us> (e.g. ZEST_LINK=2,10)");
-    runtime->linkBytesPerUs = gbPerS * 1e3;
-    runtime->linkLatencyUs = latencyUs;
-  }
+  runtime->link = parseLink("ZEST_LINK");
+  runtime->replicaLink = parseLink("ZEST_REPLICA_LINK");
   const char *progress = std::getenv("ZEST_PROGRESS");
   bool thread = progress && std::string(progress) == "thread";
   runtime->backend = createMpiBackend(argc, argv, thread);
@@ -311,7 +335,8 @@ zest_request_t zest_all_gather_start(const void *send, void *recv,
   int ranks = rt.backend->groupSize(group);
   return enqueue(
       [&](Backend &b) { return b.allGather(send, recv, count, dtype, group); },
-      "all_gather", tag, bytes * ranks, ringBytesSent(false, bytes, ranks));
+      "all_gather", tag, bytes * ranks, ringBytesSent(false, bytes, ranks),
+      group);
 }
 
 zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
@@ -325,7 +350,8 @@ zest_request_t zest_reduce_scatter_start(const void *send, void *recv,
       [&](Backend &b) {
         return b.reduceScatter(send, recv, count, dtype, op, group);
       },
-      "reduce_scatter", tag, bytes * ranks, ringBytesSent(false, bytes, ranks));
+      "reduce_scatter", tag, bytes * ranks, ringBytesSent(false, bytes, ranks),
+      group);
 }
 
 zest_request_t zest_all_reduce_start(const void *send, void *recv,
@@ -339,7 +365,7 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
       [&](Backend &b) {
         return b.allReduce(send, recv, count, dtype, op, group);
       },
-      "all_reduce", tag, bytes, ringBytesSent(true, bytes, ranks));
+      "all_reduce", tag, bytes, ringBytesSent(true, bytes, ranks), group);
 }
 
 void zest_wait(zest_request_t id) {
@@ -403,12 +429,13 @@ void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) {
   int64_t bytes = count * zest_dtype_size(dtype);
   zest_wait(enqueue(
       [&](Backend &b) { return b.broadcast(buffer, count, dtype, root); },
-      "broadcast", nullptr, bytes, rt.backend->rank() == root ? bytes : 0));
+      "broadcast", nullptr, bytes, rt.backend->rank() == root ? bytes : 0,
+      ZEST_GROUP_WORLD));
 }
 
 void zest_barrier(void) {
   zest_wait(enqueue([](Backend &b) { return b.barrier(); }, "barrier", nullptr,
-                    0, 0));
+                    0, 0, ZEST_GROUP_WORLD));
 }
 
 void *zest_pool_alloc(int64_t bytes) {

@@ -75,10 +75,12 @@ typedef enum zest_hyper {
 
 /* Initializes the runtime and the backend (MPI_Init). Reads the options
  * ZEST_TIMEOUT_S (seconds a wait may take before all ranks abort, default
- * 300), ZEST_PROGRESS (poll | thread) and ZEST_LINK (<GB/s>,<latency us>: a
+ * 300), ZEST_PROGRESS (poll | thread), ZEST_LINK (<GB/s>,<latency us>: a
  * modeled link; each collective then completes no earlier than latency +
  * bytes sent / bandwidth after the link is free, and a wait sleeps, without
- * using CPU, until it has). Returns 0 on success. */
+ * using CPU, until it has) and ZEST_REPLICA_LINK (the same for collectives
+ * between replica groups of a hybrid mesh, on a link of their own; without
+ * it they use ZEST_LINK's). Returns 0 on success. */
 int zest_init(int *argc, char ***argv);
 /* Finalizes the backend; the trace is written first if enabled. */
 void zest_finalize(void);

@@ -27,7 +27,9 @@ FUNCTION = {"name": str, "collectives": list, "sent_bytes_per_rank": INT,
 MACHINE = {"name": str, "gemm_gflops": (int, float),
            "vector_gflops": (int, float), "memory_gb_per_s": (int, float),
            "kernel_overhead_us": (int, float), "link_gb_per_s": (int, float),
-           "link_latency_us": (int, float)}
+           "link_latency_us": (int, float),
+           "replica_link_gb_per_s": (int, float, type(None)),
+           "replica_link_latency_us": (int, float, type(None))}
 COST = {"compute_us": (int, float), "communication_us": (int, float),
         "exposed_communication_us": (int, float), "step_us": (int, float)}
 MESH = {"replicas": INT, "shards": INT}

@@ -152,6 +152,11 @@ static cl::opt<std::string>
          cl::desc("The report's machine with this link instead: <GB/s>,"
                   "<latency us>, as ZEST_LINK"),
          cl::cat(category));
+static cl::opt<std::string> replicaLink(
+    "replica-link",
+    cl::desc("The report's machine with this link between the replica groups "
+             "of a hybrid mesh: <GB/s>,<latency us>, as ZEST_REPLICA_LINK"),
+    cl::cat(category));
 static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
@@ -328,11 +333,13 @@ int main(int argc, char **argv) {
   options.reportText = reportText;
   options.machine = machine;
   options.link = link;
-  if (!link.empty() && machine.empty())
+  options.replicaLink = replicaLink;
+  if ((!link.empty() || !replicaLink.empty()) && machine.empty())
     options.machine = "cpu";
   if (!options.machine.empty()) {
     std::string error;
-    if (!getMachineModel(options.machine, options.link, error)) {
+    if (!getMachineModel(options.machine, options.link, options.replicaLink,
+                         error)) {
       llvm::errs() << "zestc: error: " << error << "\n";
       return 1;
     }

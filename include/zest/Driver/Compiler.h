@@ -59,6 +59,9 @@ struct CompileOptions {
   /// none), and its link if not the preset's (<GB/s>,<latency us>).
   std::string machine;
   std::string link;
+  /// ... and its link between replica groups (hybrid sharding), if not the
+  /// preset's.
+  std::string replicaLink;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
 };

@@ -92,34 +92,53 @@ std::optional<MachineModel> mlir::zest::lookupMachine(StringRef name) {
     // One H100 SXM of an 8-GPU NVLink node: ~60% of the TF32 tensor-core
     // peak (495 TFLOP/s) for f32 products, ~80% of HBM3's 3.35 TB/s for
     // elementwise kernels, CUDA-core f32 for their arithmetic, a 5 us
-    // launch; NCCL ring bus bandwidth ~370 GB/s with ~15 us latency.
-    return MachineModel{"h100-nvlink", 300e6, 50e6, 2.7e6, 5, 370e3, 15, 0};
+    // launch; NCCL ring bus bandwidth ~370 GB/s with ~15 us latency. Between
+    // nodes (a hybrid mesh's replica groups), one 400 Gb/s InfiniBand NIC
+    // per GPU: ~45 GB/s with ~20 us latency.
+    return MachineModel{"h100-nvlink", 300e6, 50e6, 2.7e6, 5,
+                        370e3,         15,    0,    45e3,  20};
   }
   return std::nullopt;
 }
 
+/// Parses "<GB/s>,<latency us>" into bytes per us and us.
+static bool parseLink(StringRef text, double &bytesPerUs, double &latencyUs) {
+  double gbPerS = 0;
+  latencyUs = -1;
+  auto [bandwidth, latency] = text.split(',');
+  if (bandwidth.trim().getAsDouble(gbPerS) ||
+      latency.trim().getAsDouble(latencyUs) || !(gbPerS > 0) ||
+      !(latencyUs >= 0))
+    return false;
+  bytesPerUs = gbPerS * 1e3;
+  return true;
+}
+
 std::optional<MachineModel> mlir::zest::getMachineModel(StringRef name,
                                                         StringRef link,
+                                                        StringRef replicaLink,
                                                         std::string &error) {
   std::optional<MachineModel> model = lookupMachine(name);
   if (!model) {
     error = ("unknown machine '" + name + "': use cpu or h100-nvlink").str();
     return std::nullopt;
   }
-  if (link.empty())
-    return model;
-  double gbPerS = 0, latencyUs = -1;
-  auto [bandwidth, latency] = link.split(',');
-  if (bandwidth.trim().getAsDouble(gbPerS) ||
-      latency.trim().getAsDouble(latencyUs) || !(gbPerS > 0) ||
-      !(latencyUs >= 0)) {
-    error =
-        ("link '" + link + "' is not <GB/s>,<latency us> (e.g. 2,10)").str();
-    return std::nullopt;
+  for (auto [text, what, bytesPerUs, latencyUs] :
+       {std::make_tuple(link, "link", &model->linkBytesPerUs,
+                        &model->linkLatencyUs),
+        std::make_tuple(replicaLink, "replica link",
+                        &model->replicaLinkBytesPerUs,
+                        &model->replicaLinkLatencyUs)}) {
+    if (text.empty())
+      continue;
+    if (!parseLink(text, *bytesPerUs, *latencyUs)) {
+      error = (Twine(what) + " '" + text +
+               "' is not <GB/s>,<latency us> (e.g. 2,10)")
+                  .str();
+      return std::nullopt;
+    }
+    model->name += (" with " + Twine(what) + " " + text).str();
   }
-  model->linkBytesPerUs = gbPerS * 1e3;
-  model->linkLatencyUs = latencyUs;
-  model->name += (" with link " + link).str();
   return model;
 }
 
@@ -199,7 +218,7 @@ std::optional<double> getKernelCallUs(func::CallOp call,
 struct Replay {
   const MachineModel *machine;
   DeviceMesh mesh;
-  double now = 0, linkFreeAt = 0;
+  double now = 0, linkFreeAt = 0, replicaLinkFreeAt = 0;
   /// A request's transfer: when the link is done with it, and the bytes a
   /// wait still copies where transfers need the CPU.
   struct InFlight {
@@ -229,15 +248,25 @@ struct Replay {
       if (std::optional<double> us = getKernelCallUs(call, *machine))
         return compute(*us);
       if (std::optional<Collective> collective = matchCollective(call, mesh)) {
+        // Between replica groups on the replica link if there is one, as
+        // the runtime's ZEST_REPLICA_LINK.
+        bool crossesGroups =
+            collective->group == "replica" ||
+            (collective->group == "world" && mesh.replicas > 1);
+        bool replica = crossesGroups && machine->replicaLinkBytesPerUs > 0;
+        double bytesPerUs =
+            replica ? machine->replicaLinkBytesPerUs : machine->linkBytesPerUs;
+        double latencyUs =
+            replica ? machine->replicaLinkLatencyUs : machine->linkLatencyUs;
+        double &freeAt = replica ? replicaLinkFreeAt : linkFreeAt;
         double transfer =
-            collective->sentPerRank == 0 || machine->linkBytesPerUs == 0
+            collective->sentPerRank == 0 || bytesPerUs == 0
                 ? 0
-                : machine->linkLatencyUs +
-                      collective->sentPerRank / machine->linkBytesPerUs;
-        double begin = std::max(now, linkFreeAt);
-        linkFreeAt = begin + transfer;
+                : latencyUs + collective->sentPerRank / bytesPerUs;
+        double begin = std::max(now, freeAt);
+        freeAt = begin + transfer;
         cost.communicationUs += transfer;
-        inFlight[call.getResult(0)] = {linkFreeAt, collective->sentPerRank};
+        inFlight[call.getResult(0)] = {freeAt, collective->sentPerRank};
         return;
       }
       if (call.getCallee() == "zest_wait" && call.getNumOperands() == 1) {
@@ -269,6 +298,7 @@ struct Replay {
     }
     now = longest.now;
     linkFreeAt = longest.linkFreeAt;
+    replicaLinkFreeAt = longest.replicaLinkFreeAt;
     inFlight = longest.inFlight;
     cost = longest.cost;
   }

@@ -313,13 +313,21 @@ int64_t getSentBytes(ArrayRef<StartedCollective> collectives) {
 }
 
 llvm::json::Value describeMachine(const MachineModel &model) {
+  // No replica link of its own: null (its collectives use the link).
+  llvm::json::Value replicaBandwidth = nullptr, replicaLatency = nullptr;
+  if (model.replicaLinkBytesPerUs > 0) {
+    replicaBandwidth = model.replicaLinkBytesPerUs / 1e3;
+    replicaLatency = model.replicaLinkLatencyUs;
+  }
   return llvm::json::Object{{"name", model.name},
                             {"gemm_gflops", model.gemmFlopsPerUs / 1e3},
                             {"vector_gflops", model.vectorFlopsPerUs / 1e3},
                             {"memory_gb_per_s", model.memoryBytesPerUs / 1e3},
                             {"kernel_overhead_us", model.kernelOverheadUs},
                             {"link_gb_per_s", model.linkBytesPerUs / 1e3},
-                            {"link_latency_us", model.linkLatencyUs}};
+                            {"link_latency_us", model.linkLatencyUs},
+                            {"replica_link_gb_per_s", replicaBandwidth},
+                            {"replica_link_latency_us", replicaLatency}};
 }
 
 /// The training step a no-sync accumulate entry point serves, or null.
@@ -394,7 +402,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (machine.empty())
       return std::optional<MachineModel>();
     std::string error;
-    std::optional<MachineModel> model = getMachineModel(machine, link, error);
+    std::optional<MachineModel> model =
+        getMachineModel(machine, link, replicaLink, error);
     if (!model)
       return emitError(module.getLoc()) << error;
     return model;

@@ -64,15 +64,23 @@ struct MachineModel {
   /// thread, through shared memory): bytes the CPU copies per us once a
   /// wait is entered. 0: transfers progress on their own (NCCL's stream).
   double waitCopyBytesPerUs = 0;
+  /// Between the replica groups of a hybrid mesh (across nodes), like
+  /// ZEST_REPLICA_LINK: a link of its own, with its own queue. 0: those
+  /// collectives use the link above.
+  double replicaLinkBytesPerUs = 0;
+  double replicaLinkLatencyUs = 0;
 };
 
 /// The preset `name`, nothing if there is none.
 std::optional<MachineModel> lookupMachine(llvm::StringRef name);
 /// The preset `name` with its link replaced by `link` ("<GB/s>,<latency
-/// us>", as ZEST_LINK) unless empty; nothing, with `error` set, if either
-/// is not understood.
-std::optional<MachineModel>
-getMachineModel(llvm::StringRef name, llvm::StringRef link, std::string &error);
+/// us>", as ZEST_LINK) and its link between replica groups by
+/// `replicaLink` (as ZEST_REPLICA_LINK), each unless empty; nothing, with
+/// `error` set, if one is not understood.
+std::optional<MachineModel> getMachineModel(llvm::StringRef name,
+                                            llvm::StringRef link,
+                                            llvm::StringRef replicaLink,
+                                            std::string &error);
 
 /// One call of a step on a machine: compute on one stream, collectives
 /// serialized on one link from their start, each wait blocking until its

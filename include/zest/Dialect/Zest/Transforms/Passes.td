@@ -499,7 +499,10 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
       memory traffic for other kernels, plus a call overhead) and transfers
       on one link per rank in the order they start, each taking latency +
       bytes sent / bandwidth; a wait blocks until its transfer is done, as
-      the runtime's modeled link (`ZEST_LINK`) behaves;
+      the runtime's modeled link (`ZEST_LINK`) behaves. Under a hybrid mesh
+      a machine with a replica link (`replica-link`, the `h100-nvlink`
+      preset's InfiniBand) moves the collectives between replica groups on
+      that second link, with its own queue (`ZEST_REPLICA_LINK`);
     * `world_size`, `memory_budget_bytes`, and the top-level
       `predicted_peak_pool_bytes` and `predicted_peak_gathered_bytes`, the
       largest over the functions.
@@ -523,6 +526,9 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     Option<"link", "link", "std::string", /*default=*/"\"\"",
            "The machine's link instead of its preset's: <GB/s>,<latency us> "
            "(as ZEST_LINK)">,
+    Option<"replicaLink", "replica-link", "std::string", /*default=*/"\"\"",
+           "The machine's link between replica groups instead of its "
+           "preset's: <GB/s>,<latency us> (as ZEST_REPLICA_LINK)">,
   ];
 }
 
