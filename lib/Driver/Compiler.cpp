@@ -128,6 +128,8 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   schedule.prefetch = options.prefetch;
   schedule.strategy = options.shard.strategy;
   schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
+  schedule.unitPrefetch.assign(options.unitPrefetch.begin(),
+                               options.unitPrefetch.end());
   schedule.bucketBytes = options.bucketBytes;
   pm.addPass(createScheduleCollectivesPass(schedule));
   // The calling convention is fixed before the descriptor describes it.

@@ -3,6 +3,8 @@
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives)' | FileCheck %s --check-prefix=SYNC
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{strategy=shard-grad-op})' | FileCheck %s --check-prefix=KEEP
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{prefetch=1 keep-units=b})' | FileCheck %s --check-prefix=KEEPB
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{prefetch=2 unit-prefetch=b:0})' | FileCheck %s --check-prefix=UNITDEPTH
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{unit-prefetch=b:1})' | FileCheck %s --check-prefix=ONLYB
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{bucket-bytes=32})' | FileCheck %s --check-prefix=BUCKET
 // RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-schedule-collectives{bucket-bytes=32 prefetch=1})' | FileCheck %s --check-prefix=BUCKETP
 
@@ -90,6 +92,48 @@
 // KEEPB:         zest.all_gather_start %{{.*}} for @a
 // KEEPB-NOT:     zest.all_gather_start
 // KEEPB:         arith.mulf %[[FB]], %{{.*}}
+
+// Per-unit depths (b 0, the others 2): b's gathers start where they are
+// waited for, a's and c's two gathers ahead; starts stay in program order,
+// so c's start follows b's, and a's backward re-gather follows b's. The
+// report attributes carry each unit's depth. (@b is the only unit every
+// chunk has.)
+// UNITDEPTH:      "a.w"
+// UNITDEPTH-NEXT: ] {zest.prefetch = 2 : i64}
+// UNITDEPTH:      "b.w"
+// UNITDEPTH-NEXT: ] {zest.prefetch = 0 : i64}
+// UNITDEPTH:      "c.w"
+// UNITDEPTH-NEXT: ] {zest.keep, zest.prefetch = 2 : i64}
+// UNITDEPTH-LABEL: func.func @step(
+// UNITDEPTH-NEXT:    %[[GA:.*]] = zest.all_gather_start %{{.*}} for @a
+// UNITDEPTH-NEXT:    %[[FA:.*]] = zest.wait %[[GA]]
+// UNITDEPTH-NEXT:    arith.addf %[[FA]], %[[FA]]
+// UNITDEPTH-NEXT:    %[[GB:.*]] = zest.all_gather_start %{{.*}} for @b
+// UNITDEPTH-NEXT:    %[[GC:.*]] = zest.all_gather_start %{{.*}} for @c
+// UNITDEPTH-NEXT:    zest.wait %[[GB]]
+// UNITDEPTH-NEXT:    arith.mulf
+// UNITDEPTH-NEXT:    zest.wait %[[GC]]
+// UNITDEPTH-NEXT:    arith.mulf
+// UNITDEPTH-NEXT:    zest.reduce_scatter_start avg %{{.*}} for @c
+// UNITDEPTH-NEXT:    %[[GB2:.*]] = zest.all_gather_start %{{.*}} for @b
+// UNITDEPTH-NEXT:    zest.all_gather_start %{{.*}} for @a
+// UNITDEPTH-NEXT:    zest.wait %[[GB2]]
+
+// Only b prefetched (depth 1, the default 0): a and c start where they are
+// waited for, b's gathers right after the previous wait; the gradient
+// reductions overlap as with any prefetch.
+// ONLYB-LABEL: func.func @step(
+// ONLYB-NEXT:    %[[GA:.*]] = zest.all_gather_start %{{.*}} for @a
+// ONLYB-NEXT:    %[[FA:.*]] = zest.wait %[[GA]]
+// ONLYB-NEXT:    zest.all_gather_start %{{.*}} for @b
+// ONLYB-NEXT:    arith.addf %[[FA]], %[[FA]]
+// ONLYB-NEXT:    zest.wait
+// ONLYB-NEXT:    arith.mulf
+// ONLYB-NEXT:    %[[GC:.*]] = zest.all_gather_start %{{.*}} for @c
+// ONLYB-NEXT:    %[[FC:.*]] = zest.wait %[[GC]]
+// ONLYB-NEXT:    zest.all_gather_start %{{.*}} for @b
+// ONLYB-NEXT:    arith.mulf %[[FC]]
+// ONLYB:         zest.reduce_scatter_start avg %{{.*}} for @c
 
 // Buckets of at most 32 bytes: two of these 16-byte units per collective.
 // The forward gathers a and b together where a's gather was, then c with

@@ -44,6 +44,9 @@ struct CompileOptions {
   /// Units kept gathered from forward to backward besides those of the
   /// strategy (`shard.strategy`).
   std::vector<std::string> keepUnits;
+  /// Units prefetched to another depth than `prefetch`, as
+  /// "<unit>:<depth>" (zest-schedule-collectives' unit-prefetch).
+  std::vector<std::string> unitPrefetch;
   /// Collectives of several units merged while their buffers add up to at
   /// most this many bytes (0: one collective per unit).
   int64_t bucketBytes = 0;
@@ -86,10 +89,12 @@ void stripRoleAttributes(func::FuncOp func);
 /// depth up to `options.prefetch` that fits, the units that save the most
 /// re-gathered bytes are kept greedily while they fit and do not slow the
 /// step; the fastest of these schedules on `options.machine` (default:
-/// cpu) wins. Each candidate is compiled up to its exact memory plan
-/// (zest-plan-memory) and replayed on the cost model (CostModel.h), on a
-/// copy of `module`. With `options.reportText`, prints the choice. Fails
-/// with a located error when even the leanest schedule exceeds the budget.
+/// cpu) wins; then, below the deepest depth, single units are prefetched
+/// one deeper while that fits and is faster (`unitPrefetch`). Each candidate is
+/// compiled up to its exact memory plan (zest-plan-memory) and replayed on the
+/// cost model (CostModel.h), on a copy of `module`. With `options.reportText`,
+/// prints the choice. Fails with a located error when even the leanest schedule
+/// exceeds the budget.
 LogicalResult chooseSchedule(ModuleOp module, CompileOptions &options);
 
 /// The model descriptor the host driver reads (docs/Runtime.md): units,

@@ -13,6 +13,7 @@
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_SCHEDULECOLLECTIVESPASS
@@ -51,10 +52,34 @@ WaitOp splitCollective(SyncOp op, Args &&...args) {
   return wait;
 }
 
-/// Moves each all-gather's start to right after the wait `prefetch` gathers
-/// earlier (the top of the block for the first ones), keeping the starts in
-/// program order.
-void scheduleGathers(Block *block, unsigned prefetch) {
+/// Prefetch depth of each unit (`unit-prefetch`, else `prefetch`).
+struct Depths {
+  unsigned defaultDepth = 0;
+  llvm::StringMap<unsigned> units;
+
+  unsigned of(StringRef unit) const {
+    auto it = units.find(unit);
+    return it == units.end() ? defaultDepth : it->second;
+  }
+  /// A gather's depth: its unit's, or the deepest of its bucket's members.
+  unsigned of(AllGatherStartOp start) const {
+    unsigned depth = 0;
+    for (UnitOp unit :
+         lookupCollectiveLayout(start, start.getUnitAttr())->units)
+      depth = std::max(depth, of(unit.getSymName()));
+    return depth;
+  }
+  bool any() const {
+    return defaultDepth > 0 || llvm::any_of(units, [](const auto &entry) {
+             return entry.second > 0;
+           });
+  }
+};
+
+/// Moves each all-gather's start to right after the wait as many gathers
+/// earlier as its depth (the top of the block for the first ones), keeping
+/// the starts in program order.
+void scheduleGathers(Block *block, const Depths &depths) {
   SmallVector<AllGatherOp> gathers(block->getOps<AllGatherOp>());
   SmallVector<WaitOp> waits;
   for (AllGatherOp gather : gathers)
@@ -62,7 +87,8 @@ void scheduleGathers(Block *block, unsigned prefetch) {
                                                       gather.getUnitAttr()));
   Operation *previous = nullptr;
   for (auto [index, wait] : llvm::enumerate(waits)) {
-    Operation *start = wait.getFuture().getDefiningOp();
+    auto start = cast<AllGatherStartOp>(wait.getFuture().getDefiningOp());
+    unsigned prefetch = depths.of(start);
     // A bucket's shards are packed right before its gather starts.
     auto pack = start->getOperand(0).getDefiningOp<PackOp>();
     ValueRange shards =
@@ -70,6 +96,7 @@ void scheduleGathers(Block *block, unsigned prefetch) {
     Block::iterator point =
         index >= prefetch ? std::next(Block::iterator(waits[index - prefetch]))
                           : block->begin();
+    // (Depth 0: right after its own wait, so it stays before it.)
     if (previous)
       point = afterDefinition(block, point, previous->getResult(0));
     for (Value shard : shards)
@@ -234,10 +261,38 @@ struct ScheduleCollectivesPass
     return kept;
   }
 
+  /// The depth of every unit; failure (reported) for a malformed entry or
+  /// a name that is not a sharded unit.
+  FailureOr<Depths> getDepths(ModuleOp module) {
+    Depths depths;
+    depths.defaultDepth = prefetch;
+    for (const std::string &entry : unitPrefetch) {
+      auto [name, text] = StringRef(entry).rsplit(':');
+      unsigned depth;
+      if (text.getAsInteger(10, depth)) {
+        emitError(module.getLoc())
+            << "unit-prefetch entry '" << entry
+            << "' is not <unit>:<depth> (e.g. layers.0:2)";
+        return failure();
+      }
+      auto unit = module.lookupSymbol<UnitOp>(name);
+      if (!unit || !unit.isSharded()) {
+        emitError(module.getLoc())
+            << "cannot prefetch '" << name << "': "
+            << (unit ? "the unit is replicated (never gathered)"
+                     : "the module has no unit of that name");
+        return failure();
+      }
+      depths.units[unit.getSymName()] = depth;
+    }
+    return depths;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<DenseSet<StringRef>> kept = getKeptUnits(module);
-    if (failed(kept))
+    FailureOr<Depths> depths = getDepths(module);
+    if (failed(kept) || failed(depths))
       return signalPassFailure();
     // Units some function gathers more than once: the re-gathered ones.
     DenseSet<StringRef> regathered;
@@ -252,9 +307,9 @@ struct ScheduleCollectivesPass
           regathered.insert(gather.getUnit());
       if (bucketBytes > 0)
         bucketCollectives(body, bucketBytes);
-      if (prefetch == 0)
+      if (!depths->any())
         continue;
-      scheduleGathers(body, prefetch);
+      scheduleGathers(body, *depths);
       scheduleReductions(body);
     }
     // The decisions, for the report. A unit gathered once for forward and
@@ -265,7 +320,7 @@ struct ScheduleCollectivesPass
       if (!unit.isSharded())
         continue;
       unit->setAttr(ZestDialect::kPrefetchAttrName,
-                    builder.getI64IntegerAttr(prefetch));
+                    builder.getI64IntegerAttr(depths->of(unit.getSymName())));
       if (!regathered.contains(unit.getSymName()))
         unit->setAttr(ZestDialect::kKeepAttrName, builder.getUnitAttr());
     }

@@ -240,7 +240,12 @@ def ScheduleCollectivesPass
       while a unit computes, the next N units' gathers are in flight (FSDP's
       prefetch, N = 1 its default). The first N start at the top of the
       body, or after their shard is defined if that is later.
-    * **Gradient reductions** (with N > 0): reduce-scatters, and the
+      `unit-prefetch=u:d,...` gives unit `u`'s gathers their own depth `d`
+      (0: started where they are waited for); a bucket's gather takes the
+      deepest of its members'. Starts keep their program order, so a gather
+      never starts before the one preceding it.
+    * **Gradient reductions** (with N > 0, or a unit's depth > 0):
+      reduce-scatters, and the
       all-reduces of replicated units (no-shard, DDP), start where they
       were. Each waits right after the next one starts, so it overlaps the
       backward pass of the next unit; the unit's optimizer update (and
@@ -279,6 +284,9 @@ def ScheduleCollectivesPass
            "backward) or no-shard (nothing to gather)">,
     ListOption<"keepUnits", "keep-units", "std::string",
                "Units kept gathered from forward to backward (by name)">,
+    ListOption<"unitPrefetch", "unit-prefetch", "std::string",
+               "Per-unit depths instead of prefetch, <unit>:<depth> (what "
+               "zestc --memory-budget picks)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
            "Merge runs of collectives whose full buffers add up to at most "
            "this many bytes into one (0: one collective per unit)">,
