@@ -509,6 +509,42 @@ func.func @linear_3d_between_reshapes(%x: tensor<2x3x16xf32>, %w: tensor<32x16xf
   return %y : tensor<2x3x32xf32>
 }
 
+// The same layer in bf16 (an autocast model): flattened to rows and fused
+// into one bf16 linear call as well.
+// CHECK-LABEL: func.func @linear_3d_bf16(
+// CHECK: %[[X2:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]]
+// CHECK: %[[Y:.*]] = zest.linear silu transpose_weight ins(%[[X2]], %{{.*}}, %{{.*}} : tensor<6x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16>)
+// CHECK: %[[Y3:.*]] = tensor.expand_shape %[[Y]] {{\[}}[0, 1], [2]] output_shape [2, 3, 32]
+// CHECK-NOT: linalg.
+// CHECK: return %[[Y3]]
+func.func @linear_3d_bf16(%x: tensor<2x3x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xbf16>) -> tensor<2x3x32xbf16> {
+  %zero = arith.constant 0.0 : bf16
+  %one = arith.constant 1.0 : bf16
+  %x2 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x3x16xbf16> into tensor<6x16xbf16>
+  %e = tensor.empty() : tensor<6x32xbf16>
+  %z = linalg.fill ins(%zero : bf16) outs(%e : tensor<6x32xbf16>) -> tensor<6x32xbf16>
+  %mm = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x2, %w : tensor<6x16xbf16>, tensor<32x16xbf16>) outs(%z : tensor<6x32xbf16>) -> tensor<6x32xbf16>
+  %mm3 = tensor.expand_shape %mm [[0, 1], [2]] output_shape [2, 3, 32] : tensor<6x32xbf16> into tensor<2x3x32xbf16>
+  %e1 = tensor.empty() : tensor<2x3x32xbf16>
+  %pre = linalg.generic {indexing_maps = [#id3, #last, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%mm3, %b : tensor<2x3x32xbf16>, tensor<32xbf16>) outs(%e1 : tensor<2x3x32xbf16>) {
+  ^bb0(%v: bf16, %bv: bf16, %o: bf16):
+    %s = arith.addf %v, %bv : bf16
+    linalg.yield %s : bf16
+  } -> tensor<2x3x32xbf16>
+  %e2 = tensor.empty() : tensor<2x3x32xbf16>
+  %y = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%pre : tensor<2x3x32xbf16>) outs(%e2 : tensor<2x3x32xbf16>) {
+  ^bb0(%v: bf16, %o: bf16):
+    %n = arith.negf %v : bf16
+    %ex = math.exp %n : bf16
+    %d = arith.addf %ex, %one : bf16
+    %r = arith.divf %v, %d : bf16
+    linalg.yield %r : bf16
+  } -> tensor<2x3x32xbf16>
+  return %y : tensor<2x3x32xbf16>
+}
+
 // -----
 
 #bsk = affine_map<(b, s, n, k) -> (b, s, k)>

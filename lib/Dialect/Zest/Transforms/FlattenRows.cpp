@@ -28,14 +28,17 @@ using namespace mlir::zest;
 
 namespace {
 
-/// True if `op` is a pure tensor op on static f32 tensors whose indexing
-/// maps are projected permutations.
-bool isStaticF32TensorOp(linalg::LinalgOp op) {
+/// True if `op` is a pure tensor op on static tensors of an element type
+/// the fused linear kernels take (f32, bf16) whose indexing maps are
+/// projected permutations. (Flattening is a reshape whatever the type; it
+/// pays only where a fused layer follows.)
+bool isStaticLinearTensorOp(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics())
     return false;
   for (Value operand : op->getOperands()) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
-    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+    if (!type || !type.hasStaticShape() ||
+        !isa<Float32Type, BFloat16Type>(type.getElementType()))
       return false;
   }
   return llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
@@ -49,7 +52,7 @@ bool isStaticF32TensorOp(linalg::LinalgOp op) {
 std::optional<std::pair<Value, AffineMap>> matchBroadcast(Value value) {
   auto op = value.getDefiningOp<linalg::LinalgOp>();
   if (!op || !value.hasOneUse() || op.getNumDpsInputs() != 1 ||
-      op.getNumDpsInits() != 1 || !isStaticF32TensorOp(op) ||
+      op.getNumDpsInits() != 1 || !isStaticLinearTensorOp(op) ||
       op.getNumParallelLoops() != op.getNumLoops() ||
       !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
     return std::nullopt;
@@ -77,8 +80,9 @@ struct FoldBroadcastIntoProduct
                                 PatternRewriter &rewriter) const override {
     std::optional<unsigned> batchDims = getGemmBatchDims(product);
     if (!batchDims || *batchDims != 1 || !getGemmLayout(product, 1) ||
-        !isStaticF32TensorOp(product))
-      return rewriter.notifyMatchFailure(product, "not a batched f32 product");
+        !isStaticLinearTensorOp(product))
+      return rewriter.notifyMatchFailure(product,
+                                         "not a batched f32 or bf16 product");
     SmallVector<Value> inputs = product.getDpsInputs();
     SmallVector<AffineMap> maps = product.getIndexingMapsArray();
     bool folded = false;
@@ -139,7 +143,7 @@ struct FlattenRows : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     bool product =
         batchDims && *batchDims == 1 && isa<linalg::GenericOp>(linalgOp);
     if (loops < 3 || linalgOp.getNumDpsInits() != 1 ||
-        !isStaticF32TensorOp(linalgOp) ||
+        !isStaticLinearTensorOp(linalgOp) ||
         !(product || touchesReshape(linalgOp)))
       return rewriter.notifyMatchFailure(linalgOp,
                                          "not an N-D op next to 2-D code");

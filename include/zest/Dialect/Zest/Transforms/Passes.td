@@ -589,8 +589,8 @@ def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
     chains whose values are read in between are left to the unfused
     lowering.
 
-    Layers over N-D activations (`[B, S, D]`) are first brought to
-    matrices: adjacent row loops that every operand reads contiguously are
+    Layers over N-D activations (`[B, S, D]`, f32 or bf16) are first
+    brought to matrices: adjacent row loops that every operand reads contiguously are
     merged (`tensor.collapse_shape` / `tensor.expand_shape`, views after
     bufferization) in products over loops `(b, s, n, k)` and in elementwise
     ops and reductions that read or feed reshaped 2-D values; a batched
