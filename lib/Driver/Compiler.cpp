@@ -48,6 +48,9 @@ static constexpr const char *kLoweringPipeline =
     // bf16 (and f16) arithmetic and math run in f32, rounded back after each
     // op, as PyTorch's CPU kernels do; then the f32 math is approximated.
     "func.func(math-extend-to-supported-types),"
+    // x^n for a constant n (PyTorch's pow(x, 3) in GELU) as products: LLVM's
+    // powi takes no vector exponent once vectorized.
+    "func.func(math-expand-ops{ops=fpowi}),"
     "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 "
     "target-type=f32}),"
     "func.func(zest-approximate-math),"

@@ -1,0 +1,43 @@
+"""zest-import FILE.py:FACTORY -o model.mlir [--weights init.safetensors]
+
+FACTORY() returns (module, loss_fn, example_batch); loss_fn(module, *batch)
+is the scalar loss. Writes the training step as Zest contract IR and,
+with --weights, the initial parameters as safetensors keyed by FQN.
+"""
+
+import argparse
+import sys
+
+from . import ImportError_, import_model, load_factory
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="zest-import", description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("factory", help="FILE.py:FACTORY")
+    parser.add_argument("-o", "--output", required=True,
+                        help="where to write the IR (- for standard output)")
+    parser.add_argument("--weights", help="write the initial parameters here "
+                        "(safetensors, keyed by FQN)")
+    parser.add_argument("--name", default="train_step",
+                        help="the entry point's name (default train_step)")
+    args = parser.parse_args(argv)
+    try:
+        model, loss_fn, batch = load_factory(args.factory)
+        text, weights = import_model(model, loss_fn, batch, args.name)
+    except ImportError_ as error:
+        print(f"zest-import: error: {error}", file=sys.stderr)
+        return 1
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as out:
+            out.write(text)
+    if args.weights:
+        from safetensors.torch import save_file
+        save_file(weights, args.weights)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

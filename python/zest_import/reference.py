@@ -1,0 +1,133 @@
+"""PyTorch eager reference runs for imported models.
+
+  python -m zest_import.reference data FILE.py:FACTORY -o data.bin
+        [--samples N] [--seed S] [--int-bound K]
+      random samples shaped like the factory's example batch, in the
+      executable's --data layout (per sample, each batch argument's slice,
+      row-major, little-endian).
+  python -m zest_import.reference train FILE.py:FACTORY --weights W
+        --data data.bin --steps N --lr LR [--global-batch G]
+      trains the factory's model in eager PyTorch with plain SGD from the
+      weights W (safetensors keyed by FQN, e.g. a consolidated Zest
+      checkpoint) on the samples the executable reads: step k takes samples
+      [k G, (k + 1) G) (mod their count) in micro-batches of the example
+      batch size, averaging their losses and gradients; prints "step k loss
+      X" as the executable does.
+"""
+
+import argparse
+import sys
+
+from . import ImportError_, load_factory
+
+
+def per_sample(batch):
+    """(shape without the batch dimension, dtype) of each batch argument."""
+    return [(tuple(t.shape[1:]), t.dtype) for t in batch]
+
+
+def write_data(args):
+    import numpy as np
+    import torch
+    _, _, batch = load_factory(args.factory)
+    rng = np.random.default_rng(args.seed)
+    with open(args.output, "wb") as out:
+        for _ in range(args.samples):
+            for shape, dtype in per_sample(batch):
+                if dtype.is_floating_point:
+                    values = rng.uniform(-1, 1, size=shape)
+                else:
+                    values = rng.integers(0, args.int_bound, size=shape)
+                tensor = torch.from_numpy(np.asarray(values)).to(dtype)
+                out.write(tensor.contiguous().numpy().tobytes())
+
+
+def read_samples(path, batch):
+    import numpy as np
+    import torch
+    layout = per_sample(batch)
+    sizes = [int(np.prod(shape, dtype=np.int64)) *
+             torch.empty((), dtype=dtype).element_size()
+             for shape, dtype in layout]
+    raw = open(path, "rb").read()
+    sample_bytes = sum(sizes)
+    if sample_bytes == 0 or len(raw) % sample_bytes:
+        raise ImportError_(f"'{path}' does not hold whole samples of "
+                           f"{sample_bytes} bytes")
+    samples = []
+    for start in range(0, len(raw), sample_bytes):
+        parts, offset = [], start
+        for (shape, dtype), size in zip(layout, sizes):
+            chunk = bytearray(raw[offset:offset + size])
+            parts.append(torch.frombuffer(chunk, dtype=dtype).reshape(shape))
+            offset += size
+        samples.append(parts)
+    return samples
+
+
+def train(args):
+    import torch
+    from safetensors.torch import load_file
+    torch.manual_seed(0)
+    model, loss_fn, batch = load_factory(args.factory)
+    weights = load_file(args.weights)
+    params = dict(model.named_parameters())
+    missing = sorted(set(params) - set(weights))
+    if missing:
+        raise ImportError_(f"'{args.weights}' lacks {', '.join(missing)}")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(weights[name])
+    samples = read_samples(args.data, batch)
+    micro = batch[0].shape[0]
+    global_batch = args.global_batch or micro
+    if global_batch % micro:
+        raise ImportError_(f"--global-batch {global_batch} is not a multiple "
+                           f"of the example batch ({micro})")
+    accum = global_batch // micro
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    model.train()
+    for step in range(args.steps):
+        total = 0.0
+        for a in range(accum):
+            first = step * global_batch + a * micro
+            chosen = [samples[(first + s) % len(samples)] for s in range(micro)]
+            inputs = [torch.stack([sample[i] for sample in chosen])
+                      for i in range(len(batch))]
+            loss = loss_fn(model, *inputs)
+            (loss / accum).backward()
+            total += loss.item()
+        optimizer.step()
+        optimizer.zero_grad()
+        print(f"step {step + 1} loss {total / accum:.9g}", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="zest_import.reference",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    data = commands.add_parser("data")
+    data.add_argument("factory")
+    data.add_argument("-o", "--output", required=True)
+    data.add_argument("--samples", type=int, default=64)
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--int-bound", type=int, default=16)
+    run = commands.add_parser("train")
+    run.add_argument("factory")
+    run.add_argument("--weights", required=True)
+    run.add_argument("--data", required=True)
+    run.add_argument("--steps", type=int, required=True)
+    run.add_argument("--lr", type=float, required=True)
+    run.add_argument("--global-batch", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        (write_data if args.command == "data" else train)(args)
+    except ImportError_ as error:
+        print(f"zest_import.reference: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+# Models and factories zest-import refuses, each with a clear error.
+import torch
+from torch import nn
+
+
+def mse(model, x, y):
+    return nn.functional.mse_loss(model(x), y)
+
+
+def batchnorm():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    return model, mse, (torch.randn(8, 4), torch.randn(8, 4))
+
+
+def dropout():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+    return model, mse, (torch.randn(8, 4), torch.randn(8, 4))
+
+
+def not_a_triple():
+    return nn.Linear(4, 4)
+
+
+def data_dependent():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            if y.sum() > 0:  # control flow on a value: not traceable
+                return y
+            return -y
+
+    return Branchy(), mse, (torch.randn(8, 4), torch.randn(8, 4))
