@@ -12,7 +12,9 @@
       checkpoint) on the samples the executable reads: step k takes samples
       [k G, (k + 1) G) (mod their count) in micro-batches of the example
       batch size, averaging their losses and gradients; prints "step k loss
-      X" as the executable does.
+      X" as the executable does; --save writes the trained parameters.
+  python -m zest_import.reference check-state-dict FILE.py:FACTORY W
+      loads W into the factory's model with load_state_dict(strict=True).
 """
 
 import argparse
@@ -100,6 +102,21 @@ def train(args):
         optimizer.step()
         optimizer.zero_grad()
         print(f"step {step + 1} loss {total / accum:.9g}", flush=True)
+    if args.save:
+        from safetensors.torch import save_file
+        save_file({name: param.detach().contiguous()
+                   for name, param in model.named_parameters()}, args.save)
+
+
+def check_state_dict(args):
+    from safetensors.torch import load_file
+    model, _, _ = load_factory(args.factory)
+    try:
+        model.load_state_dict(load_file(args.weights), strict=True)
+    except RuntimeError as error:
+        raise ImportError_(str(error).strip())
+    print(f"{args.weights}: load_state_dict(strict=True) took "
+          f"{len(model.state_dict())} tensors")
 
 
 def main(argv=None):
@@ -120,9 +137,14 @@ def main(argv=None):
     run.add_argument("--steps", type=int, required=True)
     run.add_argument("--lr", type=float, required=True)
     run.add_argument("--global-batch", type=int, default=0)
+    run.add_argument("--save", help="write the trained parameters here")
+    check = commands.add_parser("check-state-dict")
+    check.add_argument("factory")
+    check.add_argument("weights")
     args = parser.parse_args(argv)
     try:
-        (write_data if args.command == "data" else train)(args)
+        {"data": write_data, "train": train,
+         "check-state-dict": check_state_dict}[args.command](args)
     except ImportError_ as error:
         print(f"zest_import.reference: error: {error}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 //===- ModelDescriptor.cpp - Parse the embedded model descriptor ----------===//
 
 #include "ModelDescriptor.h"
+#include "zest_layout_hash.h"
 
 #include <cstdio>
 #include <sstream>
@@ -38,30 +39,18 @@ bool FunctionInfo::isTraining() const {
 }
 
 std::string ModelInfo::layoutHash() const {
-  // FNV-1a over the layout; world-size independent on purpose.
-  uint64_t hash = 1469598103934665603ull;
-  auto mix = [&](const std::string &text) {
-    for (unsigned char c : text) {
-      hash ^= c;
-      hash *= 1099511628211ull;
-    }
-    hash ^= 0xff;
-    hash *= 1099511628211ull;
-  };
+  LayoutHash hash;
   for (const UnitInfo &unit : units) {
-    mix(unit.name);
-    mix(unit.dtype.name);
+    hash.mix(unit.name);
+    hash.mix(unit.dtype.name);
     for (const ParamInfo &param : unit.params) {
-      mix(param.fqn);
-      mix(std::to_string(param.offset));
+      hash.mix(param.fqn);
+      hash.mix(param.offset);
       for (int64_t dim : param.spec.shape)
-        mix(std::to_string(dim));
+        hash.mix(dim);
     }
   }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx",
-                static_cast<unsigned long long>(hash));
-  return text;
+  return hash.hex();
 }
 
 static TensorSpec readSpec(std::istringstream &in) {

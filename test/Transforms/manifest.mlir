@@ -6,6 +6,7 @@
 // CHECK:      "format": "zest-manifest",
 // CHECK-NEXT: "version": 1,
 // CHECK-NEXT: "world_size": 3,
+// CHECK-NEXT: "model_hash": "{{[0-9a-f]+}}",
 // CHECK-NEXT: "units": [
 // CHECK-NEXT:   {
 // CHECK-NEXT:     "name": "layers.0",

@@ -1,6 +1,7 @@
 //===- WriteManifest.cpp - Write the flat-layout manifest -----------------===//
 
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest_layout_hash.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
@@ -16,7 +17,7 @@ using namespace mlir::zest;
 
 namespace {
 struct WriteManifestPass
-    : public zest::impl::WriteManifestPassBase<WriteManifestPass> {
+    : public mlir::zest::impl::WriteManifestPassBase<WriteManifestPass> {
   using Base::Base;
 
   /// `--zest-manifest=out.json` names the file directly.
@@ -53,11 +54,31 @@ struct WriteManifestPass
       json.attribute("version", 1);
       json.attribute("world_size",
                      units.empty() ? 1 : units.front().getWorldSize());
+      // What the executable's checkpoints record, so that `zest-ckpt split`
+      // makes checkpoints it loads.
+      json.attribute("model_hash", getLayoutHash(units));
       json.attributeArray("units", [&] {
         for (UnitOp unit : units)
           writeUnit(unit, json);
       });
     });
+  }
+
+  /// The layout hash the executable computes from its model descriptor
+  /// (zest_layout_hash.h): the same fields in the same order.
+  static std::string getLayoutHash(ArrayRef<UnitOp> units) {
+    ::zest::LayoutHash hash;
+    for (UnitOp unit : units) {
+      hash.mix(std::string_view(unit.getSymName()));
+      hash.mix(getDTypeName(unit.getElementType()));
+      for (auto param : unit.getParams().getAsRange<ParamAttr>()) {
+        hash.mix(std::string_view(param.getName()));
+        hash.mix(param.getOffset());
+        for (int64_t dim : param.getValueType().getShape())
+          hash.mix(dim);
+      }
+    }
+    return hash.hex();
   }
 
   static void writeUnit(UnitOp unit, llvm::json::OStream &json) {
