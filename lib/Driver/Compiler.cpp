@@ -90,8 +90,9 @@ static constexpr const char *kLoweringTail =
     // does not vectorize) becomes loops.
     "convert-vector-to-scf{full-unroll},"
     "convert-linalg-to-loops,"
-    "lower-affine,"
+    // Views at dynamic offsets (a scatter's rows) leave affine.apply behind.
     "expand-strided-metadata,"
+    "lower-affine,"
     "convert-scf-to-cf,"
     // Intrinsics first (sqrt, rsqrt, ...), libm for whatever is left.
     "convert-math-to-llvm,"

@@ -103,6 +103,11 @@ def trace_step(model, loss_fn, batch, name):
     except Exception as error:
         raise ImportError_(f"torch-mlir cannot lower the step to linalg: "
                            f"{str(error).strip().splitlines()[0]}")
+    from .scatter import ScatterError, lower_scatters
+    try:
+        lower_scatters(mlir)
+    except ScatterError as error:
+        raise ImportError_(f"cannot import {error}")
     return mlir, names, trained
 
 

@@ -222,3 +222,25 @@ func.func @scalar(%a: memref<f32>, %o: memref<f32>) {
   }
   return
 }
+
+// -----
+
+// A mask of i1 (masked_fill, a causal mask) is left to scalar loops: in
+// memory each i1 takes a byte, in a vector register a bit, so a vector
+// load would read the mask packed (a miscompile found importing a GPT).
+// CHECK-LABEL: func.func @i1_mask(
+// CHECK-NOT:     vector.
+// CHECK:         linalg.generic
+// CHECK-NOT:     vector.
+// CHECK:         return
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @i1_mask(%m: memref<8x64xi1>, %a: memref<8x64xf32>, %o: memref<8x64xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %a : memref<8x64xi1>, memref<8x64xf32>) outs(%o : memref<8x64xf32>) {
+  ^bb0(%c: i1, %x: f32, %y: f32):
+    %r = arith.select %c, %ninf, %x : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -83,7 +83,8 @@ bool hasReassociableReductions(linalg::LinalgOp op) {
 
 /// Plans the vectorization of `op` along its innermost loop, or returns
 /// nothing when the op is left to scalar loops: dynamic or empty ranges,
-/// non-numeric operands, an innermost reduction whose order is fixed, or a
+/// non-numeric or sub-byte (i1) operands, an innermost reduction whose
+/// order is fixed, or a
 /// body the vectorizer does not handle (memref loads, calls).
 std::optional<VectorPlan>
 planVectorization(linalg::LinalgOp op, unsigned vectorBits, unsigned unroll) {
@@ -97,7 +98,9 @@ planVectorization(linalg::LinalgOp op, unsigned vectorBits, unsigned unroll) {
   unsigned bitWidth = 0;
   for (Value operand : op->getOperands()) {
     Type type = getElementTypeOrSelf(operand.getType());
-    if (!type.isIntOrFloat())
+    // Sub-byte elements (i1 masks) take a byte each in memory but a bit
+    // each in a vector register: a vector transfer would read them packed.
+    if (!type.isIntOrFloat() || type.getIntOrFloatBitWidth() % 8 != 0)
       return std::nullopt;
     bitWidth = std::max(bitWidth, type.getIntOrFloatBitWidth());
   }
