@@ -120,6 +120,21 @@ bool checkpoint::readManifest(const std::string &path, Manifest &out,
   return true;
 }
 
+std::string checkpoint::stepFolderName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%06lld",
+                static_cast<long long>(step));
+  return name;
+}
+
+std::string checkpoint::resolveLatest(const std::string &dir) {
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  if (!latest || !std::getline(latest, name) || name.empty())
+    return dir;
+  return dir + "/" + name;
+}
+
 std::string checkpoint::rankFileName(const std::string &dir, int64_t rank,
                                      int64_t worldSize) {
   char name[64];

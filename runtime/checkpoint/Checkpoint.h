@@ -55,6 +55,13 @@ bool readManifest(const std::string &path, Manifest &out, std::string &error);
 std::string rankFileName(const std::string &dir, int64_t rank,
                          int64_t worldSize);
 
+/// Periodic checkpoints (--save-every) live in `<root>/step-NNNNNN`, and
+/// `<root>/latest` names the newest complete one.
+std::string stepFolderName(int64_t step);
+/// The checkpoint folder `dir` designates: the one its `latest` names, or
+/// `dir` itself.
+std::string resolveLatest(const std::string &dir);
+
 } // namespace zest::checkpoint
 
 #endif // ZEST_RUNTIME_CHECKPOINT_CHECKPOINT_H

@@ -9,14 +9,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckpointIO.h"
+#include "../checkpoint/AtomicFile.h"
 #include "../checkpoint/Checkpoint.h"
 #include "../checkpoint/Safetensors.h"
+#include "FaultInjection.h"
 #include "zest_runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
 
 using namespace zest;
 
@@ -34,6 +40,17 @@ void zest::agreeOrExit(bool ok, const std::string &message) {
   std::fflush(stderr);
   zest_finalize();
   std::exit(1);
+}
+
+/// Rank 0 creates `dir` (if missing); every rank learns whether it exists.
+static void createFolder(const std::string &dir) {
+  bool ok = true;
+  if (zest_rank() == 0) {
+    ::mkdir(dir.c_str(), 0755);
+    struct stat info;
+    ok = ::stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+  }
+  agreeOrExit(ok, "cannot create checkpoint folder '" + dir + "'");
 }
 
 static checkpoint::Manifest toManifest(const ModelInfo &model) {
@@ -60,16 +77,9 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
                           TrainState &train, int64_t step) {
   int rank = zest_rank(), world = model.shards(), shard = model.shardOf(rank);
   bool writer = rank < world; // the first replica
+  createFolder(dir);
   std::string error;
   bool ok = true;
-  if (rank == 0) {
-    ::mkdir(dir.c_str(), 0755);
-    struct stat info;
-    ok = ::stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-    if (!ok)
-      error = "cannot create checkpoint folder '" + dir + "'";
-  }
-  agreeOrExit(ok, error);
   safetensors::File file;
   file.metadata = {
       {"format", "zest-checkpoint"},     {"version", "1"},
@@ -87,6 +97,12 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
   if (writer)
     ok = safetensors::write(checkpoint::rankFileName(dir, shard, world), file,
                             error);
+  if (readFault().strikes(rank, step, "save")) {
+    std::fprintf(stderr, "zest: rank %d: injected fault 'save' at step %lld\n",
+                 rank, static_cast<long long>(step));
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
   if (ok && rank == 0) {
     std::string manifest = toManifest(model).toJson();
     ok = writeFileAtomically(dir + "/manifest.json",
@@ -98,9 +114,67 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
                 static_cast<long long>(step));
 }
 
+/// Removes a checkpoint folder (its files, then itself).
+static void removeFolder(const std::string &dir) {
+  if (DIR *folder = ::opendir(dir.c_str())) {
+    while (dirent *entry = ::readdir(folder)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..")
+        std::remove((dir + "/" + name).c_str());
+    }
+    ::closedir(folder);
+  }
+  ::rmdir(dir.c_str());
+}
+
+/// The step folders of `root`, newest first.
+static std::vector<std::pair<int64_t, std::string>>
+listStepFolders(const std::string &root) {
+  std::vector<std::pair<int64_t, std::string>> folders;
+  if (DIR *folder = ::opendir(root.c_str())) {
+    while (dirent *entry = ::readdir(folder)) {
+      std::string name = entry->d_name;
+      char *end = nullptr;
+      long long step = name.rfind("step-", 0) == 0
+                           ? std::strtoll(name.c_str() + 5, &end, 10)
+                           : -1;
+      if (step >= 0 && end && !*end)
+        folders.push_back({step, name});
+    }
+    ::closedir(folder);
+  }
+  std::sort(folders.rbegin(), folders.rend());
+  return folders;
+}
+
+void zest::saveStepCheckpoint(const std::string &root, const ModelInfo &model,
+                              TrainState &train, int64_t step, int64_t keep) {
+  int rank = zest_rank();
+  bool ok = true;
+  std::string error;
+  createFolder(root);
+  std::string name = checkpoint::stepFolderName(step);
+  // Returns once every rank's files are written and fsynced.
+  saveCheckpoint(root + "/" + name, model, train, step);
+  if (rank == 0) {
+    std::string latest = name + "\n";
+    ok = writeFileAtomically(root + "/latest", {{latest.data(), latest.size()}},
+                             error);
+    if (ok && keep > 0) {
+      std::vector<std::pair<int64_t, std::string>> folders =
+          listStepFolders(root);
+      for (size_t i = size_t(keep); i < folders.size(); ++i)
+        if (folders[i].second != name)
+          removeFolder(root + "/" + folders[i].second);
+    }
+  }
+  agreeOrExit(ok, error);
+}
+
 /// Loads this rank's shards; returns the step the checkpoint was taken at.
-int64_t zest::loadCheckpoint(const std::string &dir, const ModelInfo &model,
+int64_t zest::loadCheckpoint(const std::string &root, const ModelInfo &model,
                              TrainState &train) {
+  std::string dir = checkpoint::resolveLatest(root);
   int rank = zest_rank(), world = model.shards(), shard = model.shardOf(rank);
   checkpoint::Manifest manifest;
   std::string error;

@@ -20,8 +20,16 @@ void agreeOrExit(bool ok, const std::string &message);
 void saveCheckpoint(const std::string &dir, const ModelInfo &model,
                     TrainState &train, int64_t step);
 
-/// Loads this rank's shards and optimizer state; returns the step the
-/// checkpoint was taken at. All ranks agree or all exit.
+/// A periodic checkpoint (--save-every): saved into `root/step-NNNNNN`;
+/// once every rank's files are durable, `root/latest` names it (atomically,
+/// so a crash mid-save leaves `latest` on the previous one); then all but
+/// the newest `keep` step folders go (0: none).
+void saveStepCheckpoint(const std::string &root, const ModelInfo &model,
+                        TrainState &train, int64_t step, int64_t keep);
+
+/// Loads this rank's shards and optimizer state from `dir`, or from the
+/// checkpoint `dir/latest` names; returns the step the checkpoint was
+/// taken at. All ranks agree or all exit.
 int64_t loadCheckpoint(const std::string &dir, const ModelInfo &model,
                        TrainState &train);
 

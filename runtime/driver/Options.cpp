@@ -33,7 +33,11 @@ static const char *kHelp =
     "  --int-bound N        integer data is drawn from [0, N) (16)\n"
     "  --function NAME      entry point to run (first with a loss)\n"
     "  --save DIR           write a sharded checkpoint after the last step\n"
-    "  --load DIR           resume from a sharded checkpoint\n"
+    "  --save-every N       with --save: every N steps (and after the last)\n"
+    "                       into DIR/step-NNNNNN, then point DIR/latest at it\n"
+    "  --keep K             with --save-every: keep the newest K (0: all)\n"
+    "  --load DIR           resume from a sharded checkpoint (DIR/latest if\n"
+    "                       DIR holds one)\n"
     "  --trace FILE         write a Chrome trace (FILE.rankR.json per rank)\n"
     "  --timeout S          abort all ranks if a collective waits longer\n";
 
@@ -120,6 +124,10 @@ Options zest::parseOptions(int argc, char **argv) {
       o.function = value;
     else if (flag == "--save")
       o.save = value;
+    else if (flag == "--save-every")
+      o.saveEvery = integer(1);
+    else if (flag == "--keep")
+      o.keep = integer(0);
     else if (flag == "--load")
       o.load = value;
     else if (flag == "--trace")
@@ -129,5 +137,9 @@ Options zest::parseOptions(int argc, char **argv) {
     else
       usageError("unknown option '" + flag + "'");
   }
+  if (o.saveEvery && o.save.empty())
+    usageError("--save-every needs --save DIR");
+  if (o.keep && !o.saveEvery)
+    usageError("--keep needs --save-every N");
   return o;
 }

@@ -27,6 +27,9 @@ struct Options {
   int64_t intBound = 16;
   std::string function;
   std::string save, load, trace;
+  /// With --save: a checkpoint every N steps in DIR/step-NNNNNN (0: one
+  /// after the last step, in DIR itself), keeping the newest `keep` (0: all).
+  int64_t saveEvery = 0, keep = 0;
   double timeout = 0;
 };
 

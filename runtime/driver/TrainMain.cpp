@@ -14,6 +14,7 @@
 #include "Buffer.h"
 #include "CheckpointIO.h"
 #include "Data.h"
+#include "FaultInjection.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
 #include "TrainState.h"
@@ -194,25 +195,16 @@ int main(int argc, char **argv) {
   double checksum = 0, measuredUs = 0;
   int64_t measuredSteps = 0;
   zest_reset_counters();
-  // Fault injection for the failure tests (docs/Runtime.md):
-  // ZEST_TEST_FAULT=<rank>:<step>:exit|hang makes that rank die or stall.
-  int faultRank = -1;
-  int64_t faultStep = -1;
-  std::string faultKind;
-  if (const char *fault = std::getenv("ZEST_TEST_FAULT")) {
-    char kind[16] = "";
-    long long stepValue = -1;
-    if (std::sscanf(fault, "%d:%lld:%15s", &faultRank, &stepValue, kind) == 3)
-      faultStep = stepValue, faultKind = kind;
-  }
+  Fault fault = readFault();
   for (int64_t step = startStep; step < startStep + options.steps; ++step) {
-    if (rank == faultRank && step + 1 == faultStep) {
+    if (fault.strikes(rank, step + 1, "exit") ||
+        fault.strikes(rank, step + 1, "hang")) {
       std::fprintf(stderr, "zest: rank %d: injected fault '%s' at step %lld\n",
-                   rank, faultKind.c_str(), static_cast<long long>(step + 1));
+                   rank, fault.kind.c_str(), static_cast<long long>(step + 1));
       std::fflush(stderr);
-      if (faultKind == "exit")
+      if (fault.kind == "exit")
         std::_Exit(3);
-      while (faultKind == "hang")
+      while (true)
         sleep(1);
     }
     double stepStart = zest_now_us();
@@ -253,6 +245,8 @@ int main(int argc, char **argv) {
                     global);
     }
     double stepUs = zest_now_us() - stepStart;
+    if (training && options.saveEvery && (step + 1) % options.saveEvery == 0)
+      saveStepCheckpoint(options.save, model, train, step + 1, options.keep);
     zest_trace_span(("step " + std::to_string(step + 1)).c_str(), "step",
                     stepStart, stepStart + stepUs);
     // The first step warms up the pool and caches; time the rest.
@@ -289,8 +283,11 @@ int main(int argc, char **argv) {
                 options.steps ? counters.wait_us / 1000.0 / options.steps
                               : 0.0);
   }
-  if (!options.save.empty() && training)
-    saveCheckpoint(options.save, model, train, startStep + options.steps);
+  int64_t lastStep = startStep + options.steps;
+  if (!options.save.empty() && training && !options.saveEvery)
+    saveCheckpoint(options.save, model, train, lastStep);
+  else if (training && options.saveEvery && lastStep % options.saveEvery != 0)
+    saveStepCheckpoint(options.save, model, train, lastStep, options.keep);
   if (!options.trace.empty()) {
     std::string path = traceFile(options.trace, rank, world);
     agreeOrExit(zest_trace_write(path.c_str()) == 0,

@@ -61,7 +61,9 @@ struct FullState {
   std::map<std::string, std::vector<float>> flat; // unit + suffix -> values
 };
 
-FullState loadCheckpointDir(const std::string &dir) {
+FullState loadCheckpointDir(const std::string &root) {
+  // A folder of periodic checkpoints stands for its latest.
+  std::string dir = resolveLatest(root);
   FullState state;
   std::string error;
   if (!readManifest(dir + "/manifest.json", state.manifest, error))
