@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything Zest needs to build and test, with apt-get only.
-# Idempotent: packages already present are skipped, so a second run is fast
+# Installs everything Zest needs to build and test: Debian packages with
+# apt-get, then the project virtualenv for zest-import and the PyTorch
+# comparisons (scripts/setup-venv.sh: pinned wheels from the package index).
+# Idempotent: what is already present is skipped, so a second run is fast
 # and never touches the network.
 set -euo pipefail
 
@@ -13,6 +15,8 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   # Benchmarks (bench/): arithmetic on timings, peak memory of zestc.
   bc time
+  # The virtualenv of zest-import (scripts/setup-venv.sh).
+  python3-venv
   # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.
   zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev
 )
@@ -26,11 +30,14 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# torch, torch-mlir, numpy, safetensors (about 6 GB; about 1.5 minutes on
+# this project's machines, once).
+"$(dirname "$0")/setup-venv.sh"
