@@ -91,10 +91,14 @@ def trace_step(model, loss_fn, batch, name):
         return (loss, *[grads[n] for n in trained])
 
     args = [p.detach() for p in params.values()] + list(batch)
+    # scaled_dot_product_attention as its math (matmul, softmax, matmul):
+    # the fused CPU kernels' backward has no lowering to linalg.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     try:
-        graph = make_fx(functionalize(step, remove="mutations"),
-                        decomposition_table=tmfx.get_decomposition_table())(
-            *args)
+        with sdpa_kernel(SDPBackend.MATH):
+            graph = make_fx(functionalize(step, remove="mutations"),
+                            decomposition_table=tmfx.get_decomposition_table())(
+                *args)
     except Exception as error:  # tracing failures name the op themselves
         raise ImportError_(f"tracing the training step failed: {error}")
     try:
@@ -102,13 +106,51 @@ def trace_step(model, loss_fn, batch, name):
                                         model_name=name)
     except Exception as error:
         raise ImportError_(f"torch-mlir cannot lower the step to linalg: "
-                           f"{str(error).strip().splitlines()[0]}")
+                           f"{_unlowered_op(str(error))}")
     from .scatter import ScatterError, lower_scatters
     try:
         lower_scatters(mlir)
     except ScatterError as error:
         raise ImportError_(f"cannot import {error}")
+    check_dialects(mlir)
     return mlir, names, trained
+
+
+def check_dialects(mlir):
+    """Refuses ops outside the upstream dialects Zest compiles (torch-mlir's
+    tm_tensor.scan for cumsum, say), naming the first one and where."""
+    from torch_mlir import ir
+    # cf.assert: torch-mlir's bounds checks (embedding ids).
+    allowed = ("func.", "linalg.", "tensor.", "arith.", "math.", "scf.",
+               "cf.assert")
+    found = []
+
+    def visit(op):
+        name = op.operation.name
+        if not found and name != "builtin.module" and \
+                not name.startswith(allowed):
+            found.append((name, str(op.operation.location)))
+        return ir.WalkResult.ADVANCE
+
+    with mlir.context:
+        mlir.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if found:
+        name, location = found[0]
+        where = "" if location == "loc(unknown)" else f" at {location}"
+        hint = {"tm_tensor.scan": " (torch.cumsum)",
+                "tm_tensor.sort": " (torch.sort, topk)"}.get(name, "")
+        raise ImportError_(f"the step contains '{name}'{hint}{where}, which "
+                           f"Zest does not compile yet")
+
+
+def _unlowered_op(diagnostics):
+    """The op torch-mlir could not lower, named from its diagnostics."""
+    import re
+    match = re.search(r'name = "torch\.(aten\.[\w.]+)"', diagnostics) or \
+        re.search(r"'torch\.(aten\.[\w.]+)'", diagnostics)
+    if match:
+        return f"no lowering for {match.group(1)}"
+    return diagnostics.strip().splitlines()[0]
 
 
 def annotate(mlir, model, names, trained, num_data, name):

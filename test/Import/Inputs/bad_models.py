@@ -34,3 +34,15 @@ def data_dependent():
             return -y
 
     return Branchy(), mse, (torch.randn(8, 4), torch.randn(8, 4))
+
+
+def cumsum():
+    class Running(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.cumsum(self.fc(x), dim=1)
+
+    return Running(), mse, (torch.randn(8, 4), torch.randn(8, 4))
