@@ -260,18 +260,18 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
   // Per-unit depths (DeepCompile's adaptive prefetch): below the deepest
   // allowed, raise one unit's depth at a time, the largest gathers first,
   // keeping each raise that fits and makes the step faster by 1% or more.
-  SmallVector<std::pair<std::string, Candidate::UnitGathers>> byBytes;
-  for (auto &[name, gathers] : lean->units)
-    byBytes.push_back({name.str(), gathers});
-  llvm::sort(byBytes, [](const auto &a, const auto &b) {
-    if (a.second.bytes != b.second.bytes)
-      return a.second.bytes > b.second.bytes;
-    return a.second.firstGather < b.second.firstGather;
-  });
-  if (byBytes.size() > kGreedyUnits)
-    byBytes.resize(kGreedyUnits);
   std::vector<std::string> deeper;
   if (best->depth < maxDepth) {
+    SmallVector<std::pair<std::string, Candidate::UnitGathers>> byBytes;
+    for (auto &[name, gathers] : lean->units)
+      byBytes.push_back({name.str(), gathers});
+    llvm::sort(byBytes, [](const auto &a, const auto &b) {
+      if (a.second.bytes != b.second.bytes)
+        return a.second.bytes > b.second.bytes;
+      return a.second.firstGather < b.second.firstGather;
+    });
+    if (byBytes.size() > kGreedyUnits)
+      byBytes.resize(kGreedyUnits);
     for (auto &[name, gathers] : byBytes) {
       std::vector<std::string> more = deeper;
       more.push_back(name + ":" + std::to_string(best->depth + 1));

@@ -136,9 +136,8 @@ struct Runtime {
 
   /// The link a collective over `group` crosses; null if not modeled.
   ModeledLink *getLink(zest_group_t group) {
-    bool crossesGroups = group == ZEST_GROUP_REPLICA ||
-                         (group == ZEST_GROUP_WORLD &&
-                          backend->groupSize(ZEST_GROUP_REPLICA) > 1);
+    bool crossesGroups = zest_group_spans_replicas(
+        group, backend->groupSize(ZEST_GROUP_REPLICA));
     ModeledLink *chosen =
         crossesGroups && replicaLink.bytesPerUs > 0 ? &replicaLink : &link;
     return chosen->bytesPerUs > 0 ? chosen : nullptr;

@@ -47,6 +47,15 @@ typedef enum zest_group {
   ZEST_GROUP_REPLICA = 2 /* the ranks holding this rank's shard */
 } zest_group_t;
 
+/* Whether a collective over `group` crosses the replica groups of a mesh of
+ * `replicas` groups (between nodes): what ZEST_REPLICA_LINK, and the cost
+ * model's replica link, carry. */
+static inline int zest_group_spans_replicas(zest_group_t group,
+                                            int64_t replicas) {
+  return group == ZEST_GROUP_REPLICA ||
+         (group == ZEST_GROUP_WORLD && replicas > 1);
+}
+
 /* A pending collective; 0 is never a valid handle. */
 typedef int64_t zest_request_t;
 

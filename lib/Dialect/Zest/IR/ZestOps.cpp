@@ -112,6 +112,13 @@ static LogicalResult checkUnitType(Operation *op, UnitOp unit, StringRef what,
   return checkLayoutType(op, getUnitLayout(unit), what, actual, expected);
 }
 
+bool mlir::zest::haveSameLayout(UnitOp a, UnitOp b) {
+  return a.getKind() == b.getKind() &&
+         a.getElementType() == b.getElementType() &&
+         a.getWorldSize() == b.getWorldSize() &&
+         a.getNumReplicas() == b.getNumReplicas();
+}
+
 /// Why the members of `bucket` cannot be packed together, or "" if they
 /// can; `units` receives the members found.
 static std::string getBucketMembers(BucketOp bucket,
@@ -126,16 +133,11 @@ static std::string getBucketMembers(BucketOp bucket,
       return ("@" + ref.getValue() + " is not a zest.unit declaration").str();
     if (!seen.insert(ref).second)
       return ("@" + ref.getValue() + " is listed twice").str();
-    if (!units.empty()) {
-      UnitOp first = units.front();
-      if (unit.getKind() != first.getKind() ||
-          unit.getElementType() != first.getElementType() ||
-          unit.getWorldSize() != first.getWorldSize() ||
-          unit.getNumReplicas() != first.getNumReplicas())
-        return ("@" + ref.getValue() + " differs from @" + first.getSymName() +
-                " in kind, element type, world_size or replicas")
-            .str();
-    }
+    if (!units.empty() && !haveSameLayout(units.front(), unit))
+      return ("@" + ref.getValue() + " differs from @" +
+              units.front().getSymName() +
+              " in kind, element type, world_size or replicas")
+          .str();
     units.push_back(unit);
   }
   if (units.size() < 2)

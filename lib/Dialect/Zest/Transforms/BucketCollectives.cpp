@@ -86,12 +86,8 @@ int64_t getGroupSize(const Member &member) {
 /// `members`: same kind, layout and reduction, a unit not in it yet.
 bool isCompatible(const Member &first, ArrayRef<Member> members,
                   const Member &member) {
-  UnitOp a = first.unit, b = member.unit;
   return member.kind == first.kind && member.reduction == first.reduction &&
-         a.getKind() == b.getKind() &&
-         a.getElementType() == b.getElementType() &&
-         a.getWorldSize() == b.getWorldSize() &&
-         a.getNumReplicas() == b.getNumReplicas() &&
+         haveSameLayout(first.unit, member.unit) &&
          llvm::none_of(members,
                        [&](const Member &m) { return m.unit == member.unit; });
 }
@@ -134,6 +130,15 @@ RankedTensorType getPackedType(ValueRange values) {
       cast<RankedTensorType>(values.front().getType()).getElementType());
 }
 
+/// Replaces each member's result by the bucket's part of it, and the
+/// member by nothing.
+void replaceMembers(ArrayRef<Member> members, ValueRange parts) {
+  for (auto [member, part] : llvm::zip(members, parts)) {
+    member.op->getResult(0).replaceAllUsesWith(part);
+    member.op->erase();
+  }
+}
+
 /// Replaces `members` (gathers, the first one earliest) by one gather of
 /// their bucket where the first one was.
 void emitGatherBucket(ArrayRef<Member> members) {
@@ -155,10 +160,7 @@ void emitGatherBucket(ArrayRef<Member> members) {
                                        getOrCreateBucket(members));
   auto unpack = UnpackOp::create(builder, loc, fullTypes, gathered,
                                  builder.getI64IntegerAttr(ranks));
-  for (auto [member, full] : llvm::zip(members, unpack.getResults())) {
-    member.op->getResult(0).replaceAllUsesWith(full);
-    member.op->erase();
-  }
+  replaceMembers(members, unpack.getResults());
 }
 
 /// The ops reading the results of `members` before `last` (which joins
@@ -221,10 +223,7 @@ void emitReductionBucket(ArrayRef<Member> members,
         last.kind == Kind::ReplicaReduce ? builder.getUnitAttr() : nullptr);
   auto unpack = UnpackOp::create(builder, loc, resultTypes, reduced,
                                  builder.getI64IntegerAttr(1));
-  for (auto [member, result] : llvm::zip(members, unpack.getResults())) {
-    member.op->getResult(0).replaceAllUsesWith(result);
-    member.op->erase();
-  }
+  replaceMembers(members, unpack.getResults());
   Operation *after = unpack;
   for (Operation *reader : readers) {
     reader->moveAfter(after);

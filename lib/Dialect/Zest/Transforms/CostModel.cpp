@@ -45,6 +45,12 @@ int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
   return getModuleMesh(module).getWorldSize();
 }
 
+StringRef mlir::zest::getGroupName(zest_group_t group) {
+  return group == ZEST_GROUP_SHARD     ? "shard"
+         : group == ZEST_GROUP_REPLICA ? "replica"
+                                       : "world";
+}
+
 std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
                                                       const DeviceMesh &mesh) {
   // zest_*_start(send, recv, count, dtype, [reduction,] group, tag)
@@ -62,9 +68,7 @@ std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
     return std::nullopt;
   Collective collective;
   collective.kind = kind.str();
-  collective.group = *group == ZEST_GROUP_SHARD     ? "shard"
-                     : *group == ZEST_GROUP_REPLICA ? "replica"
-                                                    : "world";
+  collective.group = zest_group_t(*group);
   collective.bytes = *count * zest_dtype_bytes(zest_dtype_t(*dtype));
   if (auto tag = call.getOperands().back().getDefiningOp<LLVM::AddressOfOp>()) {
     StringRef name = tag.getGlobalName();
@@ -250,10 +254,9 @@ struct Replay {
       if (std::optional<Collective> collective = matchCollective(call, mesh)) {
         // Between replica groups on the replica link if there is one, as
         // the runtime's ZEST_REPLICA_LINK.
-        bool crossesGroups =
-            collective->group == "replica" ||
-            (collective->group == "world" && mesh.replicas > 1);
-        bool replica = crossesGroups && machine->replicaLinkBytesPerUs > 0;
+        bool replica =
+            zest_group_spans_replicas(collective->group, mesh.replicas) &&
+            machine->replicaLinkBytesPerUs > 0;
         double bytesPerUs =
             replica ? machine->replicaLinkBytesPerUs : machine->linkBytesPerUs;
         double latencyUs =

@@ -37,6 +37,10 @@ struct CollectiveLayout {
   int64_t getNumRanks() const { return worldSize * replicas; }
 };
 
+/// Whether one collective may move the buffers of `a` and `b` together (a
+/// bucket): same kind, element type, world_size and replicas.
+bool haveSameLayout(UnitOp a, UnitOp b);
+
 /// Resolves `ref`, seen from `from`, to a unit or a bucket; nullopt if it
 /// names neither or the bucket's members do not share one layout (the
 /// bucket's verifier reports which). Uses `symbolTables` when given.

@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "zest_runtime.h"
 
 #include <optional>
 #include <string>
@@ -35,12 +36,15 @@ DeviceMesh getModuleMesh(ModuleOp module);
 /// collective's G ranks moves, G - 1 shards for gathers and reduce-scatters,
 /// 2 (G - 1) / G of the buffer for all-reduces.
 struct Collective {
-  std::string kind;  // all_gather, reduce_scatter, all_reduce
-  std::string tag;   // the unit (or what else the runtime names it)
-  std::string group; // world, shard or replica (zest_group_t)
+  std::string kind; // all_gather, reduce_scatter, all_reduce
+  std::string tag;  // the unit (or what else the runtime names it)
+  zest_group_t group = ZEST_GROUP_WORLD;
   int64_t bytes = 0; // the shard for gathers and reduce-scatters
   int64_t sentPerRank = 0, receivedPerRank = 0;
 };
+
+/// The report's name of a runtime group: world, shard or replica.
+llvm::StringRef getGroupName(zest_group_t group);
 
 /// The collective `call` starts, if it starts one.
 std::optional<Collective> matchCollective(func::CallOp call,
