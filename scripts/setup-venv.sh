@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
-PINS=(torch==2.15.0 torch-mlir==20261001 numpy==2.4.6 safetensors==0.8.0)
+PINS=(torch==2.15.0 torch-mlir==20261001 numpy==2.4.6 safetensors==0.8.0
+      transformers==5.23.0)
 
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - "${PINS[@]}" <<'PY'
 import sys

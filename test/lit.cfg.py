@@ -48,7 +48,8 @@ config.substitutions.append(
      os.path.join(config.zest_src_root, "test", "lib", "compare.py")))
 
 # zest-import and the PyTorch references run in the project virtualenv
-# (scripts/setup-venv.sh: pinned torch, torch-mlir, numpy, safetensors).
+# (scripts/setup-venv.sh: pinned torch, torch-mlir, numpy, safetensors,
+# transformers).
 import subprocess
 
 venv_python = os.path.join(config.zest_src_root, ".venv", "bin", "python")
@@ -56,7 +57,8 @@ python_dir = os.path.join(config.zest_src_root, "python")
 if os.path.exists(venv_python) and subprocess.run(
         [venv_python, "-c",
          "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) "
-         "for m in ('torch', 'torch_mlir', 'safetensors', 'numpy')) else 1)"]
+         "for m in ('torch', 'torch_mlir', 'safetensors', 'numpy', "
+         "'transformers')) else 1)"]
 ).returncode == 0:
     config.available_features.add("torch")
     for name, module in [("%zest-import", "zest_import"),

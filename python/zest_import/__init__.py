@@ -58,49 +58,190 @@ def check_supported(model):
                 f"running statistics in training, which the traced step "
                 f"would drop; use track_running_stats=False or GroupNorm/"
                 f"LayerNorm")
-        if isinstance(module, torch.nn.Dropout) and module.p > 0 and \
-                module.training:
-            raise ImportError_(
-                f"module '{path}' (Dropout, p={module.p}) needs per-rank "
-                f"random streams, which zest-import does not provide yet; "
-                f"set p=0 or call model.eval() on it")
+
+
+
+def _exported(model, loss_fn, batch):
+    """The loss as a torch.export'ed module and the prefix its parameter
+    names carry. torch.export traces code that make_fx cannot: Hugging Face
+    masking utilities branch on tensor values unless they see an export."""
+    import torch
+
+    class LossModule(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *data):
+            return loss_fn(self.model, *data)
+
+    try:
+        program = torch.export.export(LossModule(), tuple(batch), strict=False)
+    except Exception as error:
+        raise ImportError_(f"tracing the training step failed, with make_fx "
+                           f"and with torch.export: {_first_line(error)}")
+    return program.module(), "model."
+
+
+def _first_line(error):
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _is_data_dependent(error):
+    """make_fx failed on a branch on a tensor's value (masking code that
+    checks whether a mask is all ones, say)."""
+    text = f"{type(error).__name__}: {error}"
+    return "_local_scalar_dense" in text or "DataDependent" in text or \
+        "data-dependent" in text
+
+
+class _NeedsRandomStreams(Exception):
+    """The step draws random numbers: trace it again with {zest.rng}."""
+
+
+def module_path(model, frames):
+    """'path' (Class) of the innermost module of `model` whose forward is
+    among `frames` (innermost last), or None."""
+    paths = {id(module): path for path, module in model.named_modules()}
+    for frame in reversed(frames):
+        owner = frame.f_locals.get("self")
+        if owner is not None and id(owner) in paths:
+            path = paths[id(owner)] or "<root>"
+            return f"'{path}' ({type(owner).__name__})"
+    return None
+
+
+def _stack_frames():
+    import inspect
+    return [info.frame for info in reversed(inspect.stack())]
+
+
+def _traceback_frames(error):
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
+def _where(model, frames):
+    path = module_path(model, frames)
+    return f" in module {path}" if path else ""
+
+
+def _random_op_table(model, streams):
+    """Decompositions for ATen's random ops: Bernoulli draws (dropout) from
+    the counter-based streams, the rest refused with where they came from."""
+    import torch
+    from . import rng
+    table = {}
+    if streams is None:
+        def needs_streams(*args, **kwargs):
+            raise _NeedsRandomStreams()
+        for op in rng.replacements(None):
+            table[op] = needs_streams
+    else:
+        table.update(rng.replacements(streams))
+    for name in rng.UNSUPPORTED:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+
+            def refuse(*args, _op=op, **kwargs):
+                raise ImportError_(
+                    f"the step draws random numbers with {_op}"
+                    f"{_where(model, _stack_frames())}; only Bernoulli "
+                    f"draws (dropout) have per-rank random streams in Zest")
+            table[op] = refuse
+    return table
 
 
 def trace_step(model, loss_fn, batch, name):
-    """The training step as a torch-mlir module (linalg on tensors), with
-    the parameter names and which of them are trained."""
+    """The training step as a torch-mlir module (linalg on tensors), the
+    parameter names, which of them are trained and whether the step takes
+    random streams (a last {zest.rng} argument)."""
     import torch
     from torch.func import functional_call, functionalize, grad_and_value
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch_mlir import fx as tmfx
+    from . import rng
 
     params = dict(model.named_parameters())
     names = list(params)
     trained = [n for n in names if params[n].requires_grad]
+    micro = batch[0].shape[0] if batch and batch[0].dim() else 1
 
-    def step(*args):
-        values = dict(zip(names, args[:len(names)]))
-        data = args[len(names):]
+    def make_step(loss_of_values, streams):
+        def step(*args):
+            values = dict(zip(names, args[:len(names)]))
+            data = args[len(names):len(names) + len(batch)]
+            if streams is not None:
+                # The draws run as decompositions, under functionalization:
+                # they need the tensor functionalize wraps.
+                rng_arg = args[-1]
+                if torch._is_functional_tensor(rng_arg):
+                    rng_arg = torch._from_functional_tensor(rng_arg)
+                streams.rng, streams.draws = rng_arg, 0
 
-        def loss_of(trainable):
-            full = {**values, **trainable}
-            return loss_fn(lambda *inputs: functional_call(model, full, inputs),
-                           *data)
+            def loss_of(trainable):
+                return loss_of_values({**values, **trainable}, data)
 
-        grads, loss = grad_and_value(loss_of)({n: values[n] for n in trained})
-        return (loss, *[grads[n] for n in trained])
+            grads, loss = grad_and_value(loss_of)(
+                {n: values[n] for n in trained})
+            return (loss, *[grads[n] for n in trained])
+        return step
 
-    args = [p.detach() for p in params.values()] + list(batch)
-    # scaled_dot_product_attention as its math (matmul, softmax, matmul):
-    # the fused CPU kernels' backward has no lowering to linalg.
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    try:
+    def eager_loss(values, data):
+        return loss_fn(lambda *inputs, **keywords: functional_call(
+            model, values, inputs, keywords), *data)
+
+    def traced(loss_of_values, streams):
+        table = {**tmfx.get_decomposition_table(),
+                 **_random_op_table(model, streams)}
+        args = [p.detach() for p in params.values()] + list(batch)
+        if streams is not None:
+            args.append(torch.zeros(2, dtype=torch.int64))
+        # scaled_dot_product_attention as its math (matmul, softmax,
+        # matmul): the fused CPU kernels' backward has no lowering to linalg.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(SDPBackend.MATH):
-            graph = make_fx(functionalize(step, remove="mutations"),
-                            decomposition_table=tmfx.get_decomposition_table())(
-                *args)
-    except Exception as error:  # tracing failures name the op themselves
-        raise ImportError_(f"tracing the training step failed: {error}")
+            return make_fx(functionalize(make_step(loss_of_values, streams),
+                                         remove="mutations"),
+                           decomposition_table=table)(*args)
+
+    def traced_with_streams(loss_of_values):
+        try:
+            return traced(loss_of_values, None), False
+        except _NeedsRandomStreams:
+            return traced(loss_of_values, rng.Streams(None, micro)), True
+
+    try:
+        graph, random = traced_with_streams(eager_loss)
+    except ImportError_:
+        raise
+    except Exception as error:
+        if not _is_data_dependent(error):
+            raise ImportError_(f"tracing the training step failed"
+                               f"{_where(model, _traceback_frames(error))}: "
+                               f"{_first_line(error)}")
+        # Export the loss first, then trace the gradient of the export.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):
+            exported, prefix = _exported(model, loss_fn, batch)
+
+        def exported_loss(values, data):
+            return functional_call(
+                exported, {prefix + n: v for n, v in values.items()}, data)
+        try:
+            graph, random = traced_with_streams(exported_loss)
+        except ImportError_:
+            raise
+        except Exception as error:
+            raise ImportError_(f"tracing the exported training step failed: "
+                               f"{_first_line(error)}")
     try:
         mlir = tmfx.stateless_fx_import(graph, output_type="linalg-on-tensors",
                                         model_name=name)
@@ -113,7 +254,7 @@ def trace_step(model, loss_fn, batch, name):
     except ScatterError as error:
         raise ImportError_(f"cannot import {error}")
     check_dialects(mlir)
-    return mlir, names, trained
+    return mlir, names, trained, random
 
 
 def check_dialects(mlir):
@@ -153,7 +294,7 @@ def _unlowered_op(diagnostics):
     return diagnostics.strip().splitlines()[0]
 
 
-def annotate(mlir, model, names, trained, num_data, name):
+def annotate(mlir, model, names, trained, num_data, name, random):
     """Adds the model contract's attributes; returns the module's text."""
     from torch_mlir import ir
     with mlir.context:
@@ -164,6 +305,8 @@ def annotate(mlir, model, names, trained, num_data, name):
         args = [ir.DictAttr.get({"zest.param": ir.StringAttr.get(n)})
                 for n in names]
         args += [ir.DictAttr.get({}) for _ in range(num_data)]
+        if random:
+            args.append(ir.DictAttr.get({"zest.rng": ir.UnitAttr.get()}))
         func.attributes["arg_attrs"] = ir.ArrayAttr.get(args)
         results = [ir.DictAttr.get({"zest.loss": ir.UnitAttr.get()})]
         results += [ir.DictAttr.get({"zest.grad": ir.StringAttr.get(n)})
@@ -183,8 +326,8 @@ def import_model(model, loss_fn, batch, name="train_step"):
         raise ImportError_("the entry point cannot be named 'main'")
     model.train()
     check_supported(model)
-    mlir, names, trained = trace_step(model, loss_fn, batch, name)
-    text = annotate(mlir, model, names, trained, len(batch), name)
+    mlir, names, trained, random = trace_step(model, loss_fn, batch, name)
+    text = annotate(mlir, model, names, trained, len(batch), name, random)
     weights = {n: p.detach().contiguous()
                for n, p in model.named_parameters()}
     return text, weights

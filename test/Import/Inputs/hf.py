@@ -1,0 +1,53 @@
+# Hugging Face transformers causal LMs as a user has them: built from a tiny
+# config with random weights, the loss from the model's own `labels` path.
+import torch
+import transformers
+
+transformers.logging.set_verbosity_error()
+
+VOCAB, SEQ, BATCH = 64, 8, 2
+
+
+def _tokens():
+    return torch.randint(1, VOCAB, (BATCH, SEQ))
+
+
+def llama():
+    """LlamaForCausalLM with a padding mask: token 0 is padding, masked out
+    of attention and of the loss. The masking utilities branch on the mask's
+    values, which make_fx cannot trace; zest-import exports the loss first."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32,
+                         intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=SEQ, bos_token_id=1,
+                         eos_token_id=2, pad_token_id=0,
+                         attn_implementation="sdpa", loss_type="ForCausalLM")
+    model = LlamaForCausalLM(config)
+
+    def loss_fn(model, ids):
+        # The first token always attends, so no row of attention is empty.
+        mask = torch.cat([torch.ones_like(ids[:, :1]), (ids[:, 1:] != 0).long()],
+                         dim=1)
+        labels = ids.masked_fill(ids == 0, -100)
+        return model(input_ids=ids, attention_mask=mask, labels=labels).loss
+
+    return model, loss_fn, (_tokens(),)
+
+
+def gpt2():
+    """GPT2LMHeadModel: learned positions, LayerNorm, tanh-GELU, the head tied
+    to the token embedding."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
+                        n_positions=SEQ, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, bos_token_id=1, eos_token_id=2,
+                        attn_implementation="sdpa", loss_type="ForCausalLM")
+    model = GPT2LMHeadModel(config)
+
+    def loss_fn(model, ids):
+        return model(input_ids=ids, labels=ids).loss
+
+    return model, loss_fn, (_tokens(),)
