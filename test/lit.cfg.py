@@ -62,6 +62,9 @@ if os.path.exists(venv_python) and subprocess.run(
 ).returncode == 0:
     config.available_features.add("torch")
     for name, module in [("%zest-import", "zest_import"),
+                         ("%zest-weights", "zest_import.weights"),
                          ("%zest-reference", "zest_import.reference")]:
         config.substitutions.append(
             (name, f"env PYTHONPATH={python_dir} {venv_python} -m {module}"))
+    config.substitutions.append(
+        ("%zest-python", f"env PYTHONPATH={python_dir} {venv_python}"))

@@ -13,7 +13,7 @@
 //   accumulate_for <name>          (no-sync: accumulates for that step)
 //   arg unit <unit> | arg data <dtype> <rank> <dim>...
 //   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
-//   arg grad_sum <unit>
+//   arg grad_sum <unit> | arg rng
 //   result loss|output <dtype> <rank> <dim>... | result grad <unit>
 //
 // Results updated in place (`zest.updated`) are not results of the compiled
@@ -102,6 +102,10 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
            << cast<RankedTensorType>(func.getArgumentTypes()[i])
                   .getNumElements()
            << "\n";
+        continue;
+      }
+      if (func.getArgAttr(i, ZestDialect::kRngAttrName)) {
+        os << "arg rng\n";
         continue;
       }
       os << "arg data ";

@@ -20,6 +20,17 @@ class ImportError_(Exception):
     what and where."""
 
 
+def run_command(prog, commands, args):
+    """Runs subcommand `args.command` of `commands`; an ImportError_ becomes
+    "prog: error: ..." and exit status 1."""
+    try:
+        commands[args.command](args)
+    except ImportError_ as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def load_factory(spec):
     """Calls FACTORY from "FILE.py:FACTORY"; returns (module, loss_fn,
     example_batch)."""
@@ -76,11 +87,42 @@ def _exported(model, loss_fn, batch):
             return loss_fn(self.model, *data)
 
     try:
-        program = torch.export.export(LossModule(), tuple(batch), strict=False)
+        with _quiet():
+            program = torch.export.export(LossModule(), tuple(batch),
+                                          strict=False)
     except Exception as error:
-        raise ImportError_(f"tracing the training step failed, with make_fx "
-                           f"and with torch.export: {_first_line(error)}")
+        raise ImportError_(f"tracing the training step failed"
+                           f"{_where(model, _traceback_frames(error))} (with "
+                           f"make_fx and with torch.export): "
+                           f"{_first_line(error)}")
     return program.module(), "model."
+
+
+class _quiet:
+    """Holds back what torch writes to standard error while tracing (a
+    failing trace prints its partial graph); the importer's own error says
+    what failed and where. Shown again if tracing succeeds."""
+
+    def __enter__(self):
+        import os
+        import sys
+        import tempfile
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        self.log = tempfile.TemporaryFile()
+        os.dup2(self.log.fileno(), 2)
+
+    def __exit__(self, kind, value, traceback):
+        import os
+        import sys
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        if kind is None:
+            self.log.seek(0)
+            sys.stderr.write(self.log.read().decode(errors="replace"))
+        self.log.close()
+        return False
 
 
 def _first_line(error):
@@ -199,7 +241,8 @@ def trace_step(model, loss_fn, batch, name):
             model, values, inputs, keywords), *data)
 
     def traced(loss_of_values, streams):
-        table = {**tmfx.get_decomposition_table(),
+        from . import decompositions
+        table = {**tmfx.get_decomposition_table(), **decompositions.table(),
                  **_random_op_table(model, streams)}
         args = [p.detach() for p in params.values()] + list(batch)
         if streams is not None:
@@ -207,7 +250,7 @@ def trace_step(model, loss_fn, batch, name):
         # scaled_dot_product_attention as its math (matmul, softmax,
         # matmul): the fused CPU kernels' backward has no lowering to linalg.
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        with sdpa_kernel(SDPBackend.MATH):
+        with sdpa_kernel(SDPBackend.MATH), _quiet():
             return make_fx(functionalize(make_step(loss_of_values, streams),
                                          remove="mutations"),
                            decomposition_table=table)(*args)

@@ -1,9 +1,11 @@
 """PyTorch eager reference runs for imported models.
 
-  python -m zest_import.reference data FILE.py:FACTORY -o data.bin
+  python -m zest_import.reference data FILE.py:FACTORY -o OUT
         [--samples N] [--seed S] [--int-bound K]
-      random samples shaped like the factory's example batch, in the
-      executable's --data layout (per sample, each batch argument's slice,
+      random samples shaped like the factory's example batch, in a format
+      the executable's --data reads: OUT = A.npy[,B.npy...] (one NumPy file
+      per batch argument), X.safetensors (tensors "0", "1", ...) or any
+      other name for raw samples (per sample, each batch argument's slice,
       row-major, little-endian).
   python -m zest_import.reference train FILE.py:FACTORY --weights W
         --data data.bin --steps N --lr LR [--global-batch G]
@@ -13,14 +15,16 @@
       [k G, (k + 1) G) (mod their count) in micro-batches of the example
       batch size, averaging their losses and gradients; prints "step k loss
       X" as the executable does; --save writes the trained parameters.
+      Dropout draws from the executable's random streams under --seed S
+      (zest_import.rng), so both drop the same elements.
   python -m zest_import.reference check-state-dict FILE.py:FACTORY W
-      loads W into the factory's model with load_state_dict(strict=True).
+      loads W (.safetensors or .pt) into the factory's model with load_state_dict(strict=True).
 """
 
 import argparse
 import sys
 
-from . import ImportError_, load_factory
+from . import ImportError_, load_factory, rng, run_command
 
 
 def per_sample(batch):
@@ -28,25 +32,67 @@ def per_sample(batch):
     return [(tuple(t.shape[1:]), t.dtype) for t in batch]
 
 
-def write_data(args):
+def _columns(batch, samples, seed, int_bound):
+    """Random samples shaped like `batch`: one [samples, ...] array per
+    batch argument."""
     import numpy as np
     import torch
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(samples):
+        row = []
+        for shape, dtype in per_sample(batch):
+            if dtype.is_floating_point:
+                values = rng.uniform(-1, 1, size=shape)
+            else:
+                values = rng.integers(0, int_bound, size=shape)
+            row.append(torch.from_numpy(np.asarray(values)).to(dtype))
+        rows.append(row)
+    return [torch.stack([row[i] for row in rows]).contiguous()
+            for i in range(len(batch))]
+
+
+def _paths(spec, count):
+    paths = spec.split(",")
+    if len(paths) != count:
+        raise ImportError_(f"'{spec}' names {len(paths)} .npy file(s) for "
+                           f"{count} batch argument(s)")
+    return paths
+
+
+def write_data(args):
+    """Writes in the format the output's name says: A.npy[,B.npy] (one per
+    batch argument), X.safetensors (tensors "0", "1", ...) or raw."""
     _, _, batch = load_factory(args.factory)
-    rng = np.random.default_rng(args.seed)
-    with open(args.output, "wb") as out:
-        for _ in range(args.samples):
-            for shape, dtype in per_sample(batch):
-                if dtype.is_floating_point:
-                    values = rng.uniform(-1, 1, size=shape)
-                else:
-                    values = rng.integers(0, args.int_bound, size=shape)
-                tensor = torch.from_numpy(np.asarray(values)).to(dtype)
-                out.write(tensor.contiguous().numpy().tobytes())
+    columns = _columns(batch, args.samples, args.seed, args.int_bound)
+    if args.output.endswith(".npy"):
+        import numpy as np
+        for path, column in zip(_paths(args.output, len(columns)), columns):
+            np.save(path, column.numpy())
+    elif args.output.endswith(".safetensors"):
+        from safetensors.torch import save_file
+        save_file({str(i): c for i, c in enumerate(columns)}, args.output)
+    else:
+        with open(args.output, "wb") as out:
+            for s in range(args.samples):
+                for column in columns:
+                    out.write(column[s].numpy().tobytes())
 
 
 def read_samples(path, batch):
+    """[[tensor per batch argument] per sample] from a data file in any of
+    write_data's formats."""
     import numpy as np
     import torch
+    if path.endswith(".npy"):
+        columns = [torch.from_numpy(np.load(p))
+                   for p in _paths(path, len(batch))]
+        return [list(parts) for parts in zip(*columns)]
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+        tensors = load_file(path)
+        columns = [tensors[str(i)] for i in range(len(batch))]
+        return [list(parts) for parts in zip(*columns)]
     layout = per_sample(batch)
     sizes = [int(np.prod(shape, dtype=np.int64)) *
              torch.empty((), dtype=dtype).element_size()
@@ -96,7 +142,10 @@ def train(args):
             chosen = [samples[(first + s) % len(samples)] for s in range(micro)]
             inputs = [torch.stack([sample[i] for sample in chosen])
                       for i in range(len(batch))]
-            loss = loss_fn(model, *inputs)
+            streams = torch.tensor([rng.signed(rng.step_key(args.seed, step)),
+                                    a * micro], dtype=torch.int64)
+            with rng.EagerStreams(streams, micro):
+                loss = loss_fn(model, *inputs)
             (loss / accum).backward()
             total += loss.item()
         optimizer.step()
@@ -109,10 +158,10 @@ def train(args):
 
 
 def check_state_dict(args):
-    from safetensors.torch import load_file
+    from .weights import load_state_dict
     model, _, _ = load_factory(args.factory)
     try:
-        model.load_state_dict(load_file(args.weights), strict=True)
+        model.load_state_dict(load_state_dict(args.weights), strict=True)
     except RuntimeError as error:
         raise ImportError_(str(error).strip())
     print(f"{args.weights}: load_state_dict(strict=True) took "
@@ -137,18 +186,16 @@ def main(argv=None):
     run.add_argument("--steps", type=int, required=True)
     run.add_argument("--lr", type=float, required=True)
     run.add_argument("--global-batch", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0,
+                     help="the executable's --seed (random streams)")
     run.add_argument("--save", help="write the trained parameters here")
     check = commands.add_parser("check-state-dict")
     check.add_argument("factory")
     check.add_argument("weights")
-    args = parser.parse_args(argv)
-    try:
-        {"data": write_data, "train": train,
-         "check-state-dict": check_state_dict}[args.command](args)
-    except ImportError_ as error:
-        print(f"zest_import.reference: error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return run_command("zest_import.reference",
+                       {"data": write_data, "train": train,
+                        "check-state-dict": check_state_dict},
+                       parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -36,5 +36,19 @@ bool zest::writeFileAtomically(const std::string &path,
     std::remove(temp.c_str());
     return false;
   }
-  return true;
+  return syncParentFolder(path, error);
+}
+
+bool zest::syncParentFolder(const std::string &path, std::string &error) {
+  size_t slash = path.find_last_of('/');
+  std::string parent = slash == std::string::npos ? "."
+                       : slash == 0               ? "/"
+                                                  : path.substr(0, slash);
+  int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  bool ok = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0)
+    ::close(fd);
+  if (!ok)
+    error = "cannot sync folder '" + parent + "': " + std::strerror(errno);
+  return ok;
 }

@@ -26,6 +26,10 @@ struct Chunk {
 bool writeFileAtomically(const std::string &path,
                          const std::vector<Chunk> &chunks, std::string &error);
 
+/// Makes the entries of `path`'s folder durable (renames into or out of it);
+/// false with a message on failure.
+bool syncParentFolder(const std::string &path, std::string &error);
+
 } // namespace zest
 
 #endif // ZEST_RUNTIME_CHECKPOINT_ATOMICFILE_H

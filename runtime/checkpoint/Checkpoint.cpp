@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace zest;
 using namespace zest::checkpoint;
@@ -128,6 +129,12 @@ std::string checkpoint::stepFolderName(int64_t step) {
 }
 
 std::string checkpoint::resolveLatest(const std::string &dir) {
+  // A replacing save that died between its two renames left the previous
+  // checkpoint as dir.previous.
+  struct stat info;
+  if (::stat(dir.c_str(), &info) != 0 &&
+      ::stat((dir + ".previous").c_str(), &info) == 0)
+    return resolveLatest(dir + ".previous");
   std::ifstream latest(dir + "/latest");
   std::string name;
   if (!latest || !std::getline(latest, name) || name.empty())

@@ -59,7 +59,8 @@ std::string rankFileName(const std::string &dir, int64_t rank,
 /// `<root>/latest` names the newest complete one.
 std::string stepFolderName(int64_t step);
 /// The checkpoint folder `dir` designates: the one its `latest` names, or
-/// `dir` itself.
+/// `dir` itself; `dir.previous` if `dir` is missing (an interrupted
+/// replacing save).
 std::string resolveLatest(const std::string &dir);
 
 } // namespace zest::checkpoint

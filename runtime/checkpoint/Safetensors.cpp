@@ -39,14 +39,16 @@ int64_t safetensors::dtypeBytes(const std::string &dtype) {
   return 0;
 }
 
-bool safetensors::read(const std::string &path, File &out, std::string &error) {
+bool safetensors::readHeader(const std::string &path, Header &out,
+                             std::string &error) {
   FILE *file = std::fopen(path.c_str(), "rb");
   if (!file) {
     error = "cannot open '" + path + "': " + std::strerror(errno);
     return false;
   }
   auto fail = [&](const std::string &what) {
-    std::fclose(file);
+    if (file)
+      std::fclose(file);
     error = "'" + path + "' is not a valid safetensors file: " + what;
     return false;
   };
@@ -65,15 +67,14 @@ bool safetensors::read(const std::string &path, File &out, std::string &error) {
   std::string header(headerLength, '\0');
   if (std::fread(header.data(), 1, headerLength, file) != headerLength)
     return fail("truncated header");
+  std::fclose(file);
+  file = nullptr;
   json::Value root;
   std::string jsonError;
   if (!json::parse(header, root, jsonError) || root.kind != json::Value::Object)
     return fail("header is not a JSON object (" + jsonError + ")");
-  uint64_t dataSize = uint64_t(size) - 8 - headerLength;
-  std::vector<char> data(dataSize);
-  if (dataSize && std::fread(data.data(), 1, dataSize, file) != dataSize)
-    return fail("truncated data");
-  std::fclose(file);
+  int64_t dataBegin = 8 + int64_t(headerLength);
+  uint64_t dataSize = uint64_t(size) - uint64_t(dataBegin);
   for (const auto &[name, entry] : root.object) {
     if (name == "__metadata__") {
       for (const auto &[key, value] : entry.object)
@@ -87,7 +88,7 @@ bool safetensors::read(const std::string &path, File &out, std::string &error) {
       return error = "'" + path + "': tensor '" + name +
                      "' lacks dtype, shape or data_offsets",
              false;
-    Tensor tensor;
+    Entry tensor;
     tensor.dtype = dtype->string;
     int64_t numel = 1;
     for (const json::Value &dim : shape->array) {
@@ -101,9 +102,35 @@ bool safetensors::read(const std::string &path, File &out, std::string &error) {
       return error = "'" + path + "': tensor '" + name +
                      "' has inconsistent dtype, shape or data_offsets",
              false;
-    tensor.data.assign(data.begin() + begin, data.begin() + end);
+    tensor.fileOffset = dataBegin + begin;
+    tensor.bytes = end - begin;
     out.tensors.emplace_back(name, std::move(tensor));
   }
+  return true;
+}
+
+bool safetensors::read(const std::string &path, File &out, std::string &error) {
+  Header header;
+  if (!readHeader(path, header, error))
+    return false;
+  FILE *file = std::fopen(path.c_str(), "rb");
+  if (!file) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  out.metadata = header.metadata;
+  for (auto &[name, entry] : header.tensors) {
+    Tensor tensor{entry.dtype, entry.shape, std::vector<char>(entry.bytes)};
+    if (std::fseek(file, long(entry.fileOffset), SEEK_SET) != 0 ||
+        (entry.bytes && std::fread(tensor.data.data(), 1, size_t(entry.bytes),
+                                   file) != size_t(entry.bytes))) {
+      std::fclose(file);
+      error = "'" + path + "' is not a valid safetensors file: truncated data";
+      return false;
+    }
+    out.tensors.emplace_back(name, std::move(tensor));
+  }
+  std::fclose(file);
   return true;
 }
 

@@ -37,6 +37,24 @@ Tensor f32Tensor(std::vector<int64_t> shape, const float *values);
 /// Bytes of one element of a safetensors dtype, or 0 if unknown.
 int64_t dtypeBytes(const std::string &dtype);
 
+/// A tensor as the header describes it: where its bytes lie in the file.
+struct Entry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t fileOffset = 0, bytes = 0;
+};
+
+struct Header {
+  std::map<std::string, std::string> metadata;
+  /// Tensors in the header's order.
+  std::vector<std::pair<std::string, Entry>> tensors;
+};
+
+/// Reads and checks the header of `path` only (for readers that fetch
+/// parts of tensors, as each rank does with its samples); on failure returns
+/// false with a message naming the file and what is wrong.
+bool readHeader(const std::string &path, Header &out, std::string &error);
+
 /// Reads `path`; on failure returns false with a message naming the file
 /// and what is wrong (missing, truncated, bad header, sizes that disagree).
 bool read(const std::string &path, File &out, std::string &error);

@@ -81,11 +81,14 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
   std::string error;
   bool ok = true;
   safetensors::File file;
-  file.metadata = {
-      {"format", "zest-checkpoint"},     {"version", "1"},
-      {"step", std::to_string(step)},    {"world_size", std::to_string(world)},
-      {"rank", std::to_string(shard)},   {"optimizer", train.optimizer},
-      {"model_hash", model.layoutHash()}};
+  file.metadata = {{"format", "zest-checkpoint"},
+                   {"version", "1"},
+                   {"step", std::to_string(step)},
+                   {"world_size", std::to_string(world)},
+                   {"rank", std::to_string(shard)},
+                   {"optimizer", train.optimizer},
+                   {"model_hash", model.layoutHash()},
+                   {"rng_seed", std::to_string(train.rngSeed)}};
   for (UnitState &state : train.units) {
     int64_t n = int64_t(state.param.size());
     file.tensors.push_back(
@@ -109,18 +112,27 @@ void zest::saveCheckpoint(const std::string &dir, const ModelInfo &model,
                              {{manifest.data(), manifest.size()}}, error);
   }
   agreeOrExit(ok, error);
-  if (rank == 0)
+}
+
+static void reportSaved(const std::string &dir, int64_t step) {
+  if (zest_rank() == 0)
     std::printf("saved checkpoint '%s' at step %lld\n", dir.c_str(),
                 static_cast<long long>(step));
 }
 
-/// Removes a checkpoint folder (its files, then itself).
+/// Removes a checkpoint folder: its files and folders, then itself.
 static void removeFolder(const std::string &dir) {
   if (DIR *folder = ::opendir(dir.c_str())) {
     while (dirent *entry = ::readdir(folder)) {
       std::string name = entry->d_name;
-      if (name != "." && name != "..")
-        std::remove((dir + "/" + name).c_str());
+      if (name == "." || name == "..")
+        continue;
+      std::string path = dir + "/" + name;
+      struct stat info;
+      if (::lstat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+        removeFolder(path);
+      else
+        std::remove(path.c_str());
     }
     ::closedir(folder);
   }
@@ -156,6 +168,7 @@ void zest::saveStepCheckpoint(const std::string &root, const ModelInfo &model,
   std::string name = checkpoint::stepFolderName(step);
   // Returns once every rank's files are written and fsynced.
   saveCheckpoint(root + "/" + name, model, train, step);
+  reportSaved(root + "/" + name, step);
   if (rank == 0) {
     std::string latest = name + "\n";
     ok = writeFileAtomically(root + "/latest", {{latest.data(), latest.size()}},
@@ -169,6 +182,34 @@ void zest::saveStepCheckpoint(const std::string &root, const ModelInfo &model,
     }
   }
   agreeOrExit(ok, error);
+}
+
+void zest::saveCheckpointReplacing(const std::string &dir,
+                                   const ModelInfo &model, TrainState &train,
+                                   int64_t step) {
+  std::string staging = dir + ".saving", previous = dir + ".previous";
+  if (zest_rank() == 0)
+    removeFolder(staging); // a save that died before; saveCheckpoint's
+                           // createFolder orders this before any write
+  saveCheckpoint(staging, model, train, step);
+  bool ok = true;
+  std::string error;
+  if (zest_rank() == 0) {
+    removeFolder(previous);
+    struct stat info;
+    bool had = ::stat(dir.c_str(), &info) == 0;
+    if (had && ::rename(dir.c_str(), previous.c_str()) != 0)
+      ok = false,
+      error = "cannot move '" + dir + "' aside: " + std::strerror(errno);
+    if (ok && ::rename(staging.c_str(), dir.c_str()) != 0)
+      ok = false, error = "cannot move '" + staging + "' to '" + dir +
+                          "': " + std::strerror(errno);
+    if (ok)
+      removeFolder(previous);
+    ok = ok && syncParentFolder(dir, error);
+  }
+  agreeOrExit(ok, error);
+  reportSaved(dir, step);
 }
 
 /// Loads this rank's shards; returns the step the checkpoint was taken at.
@@ -209,9 +250,19 @@ int64_t zest::loadCheckpoint(const std::string &root, const ModelInfo &model,
     auto it = file.metadata.find("step");
     ok = it != file.metadata.end() &&
          file.metadata["model_hash"] == model.layoutHash();
-    if (ok)
+    if (ok) {
       step = std::atoll(it->second.c_str());
-    else
+      // Older checkpoints have no seed: the streams follow --seed.
+      auto seed = file.metadata.find("rng_seed");
+      if (seed != file.metadata.end() && !train.rngSeedGiven) {
+        uint64_t saved = std::strtoull(seed->second.c_str(), nullptr, 10);
+        if (saved != train.rngSeed && rank == 0)
+          std::printf("note: random streams continue from checkpoint '%s' "
+                      "(seed %llu)\n",
+                      dir.c_str(), static_cast<unsigned long long>(saved));
+        train.rngSeed = saved;
+      }
+    } else
       error = "checkpoint file of rank " + std::to_string(rank) + " in '" +
               dir + "' lacks its step or belongs to another model";
   }

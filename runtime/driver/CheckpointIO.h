@@ -20,6 +20,14 @@ void agreeOrExit(bool ok, const std::string &message);
 void saveCheckpoint(const std::string &dir, const ModelInfo &model,
                     TrainState &train, int64_t step);
 
+/// A checkpoint that replaces `dir` (--save without --save-every): written
+/// to `dir.saving`; once every rank's files are durable, `dir` moves to
+/// `dir.previous`, `dir.saving` to `dir`, and `dir.previous` goes. A crash
+/// at any point leaves a complete checkpoint: `dir`, or `dir.previous`,
+/// which loading falls back to when `dir` is missing.
+void saveCheckpointReplacing(const std::string &dir, const ModelInfo &model,
+                             TrainState &train, int64_t step);
+
 /// A periodic checkpoint (--save-every): saved into `root/step-NNNNNN`;
 /// once every rank's files are durable, `root/latest` names it (atomically,
 /// so a crash mid-save leaves `latest` on the previous one); then all but

@@ -45,3 +45,19 @@ float zest::initialValue(const ParamInfo &param, uint64_t seed, int64_t index) {
   return endsWith("weight") || endsWith("scale") || endsWith("gamma") ? 1.0f
                                                                       : 0.0f;
 }
+
+uint64_t zest::rngStepKey(uint64_t seed, int64_t step) {
+  return mix(mix(seed ^ 0xd5090d095eedull) + uint64_t(step));
+}
+
+void zest::fillRandomStreams(std::vector<Buffer> &args,
+                             const FunctionInfo &function, uint64_t seed,
+                             int64_t step, int64_t offset) {
+  for (size_t i = 0; i < function.args.size(); ++i) {
+    if (function.args[i].kind != ArgInfo::Rng)
+      continue;
+    auto *streams = static_cast<int64_t *>(args[i].data());
+    streams[0] = int64_t(rngStepKey(seed, step));
+    streams[1] = offset;
+  }
+}

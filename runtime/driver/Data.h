@@ -6,10 +6,8 @@
 #include "Buffer.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
+#include "SampleFiles.h"
 
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -24,8 +22,17 @@ double uniform(uint64_t key);
 /// Initial value of element `index` of `param`: PyTorch-like defaults.
 float initialValue(const ParamInfo &param, uint64_t seed, int64_t index);
 
-/// Feeds a function's data arguments: synthetic samples or a file of samples
-/// back to back (docs/Runtime.md).
+/// The random-stream key of 0-based training step `step` under `seed`
+/// (python/zest_import/rng.py computes the same).
+uint64_t rngStepKey(uint64_t seed, int64_t step);
+/// Fills the `zest.rng` argument of `function`, if it has one, for the
+/// micro-batch whose first sample is `offset` within step `step`'s global
+/// batch: draws then depend on the sample, not on the world size.
+void fillRandomStreams(std::vector<Buffer> &args, const FunctionInfo &function,
+                       uint64_t seed, int64_t step, int64_t offset);
+
+/// Feeds a function's data arguments: synthetic samples or samples read
+/// from files (SampleFiles.h, docs/Runtime.md).
 class DataSource {
 public:
   DataSource(const Options &options, const FunctionInfo &function)
@@ -33,8 +40,10 @@ public:
     for (size_t i = 0; i < function.args.size(); ++i)
       if (function.args[i].kind == ArgInfo::Data)
         dataArgs.push_back(i);
+    std::vector<TensorSpec> specs;
     for (size_t i : dataArgs) {
       const TensorSpec &spec = function.args[i].spec;
+      specs.push_back(spec);
       if (spec.shape.empty())
         usageError("data argument #" + std::to_string(i) +
                    " is a scalar; data arguments need a batch dimension");
@@ -43,12 +52,9 @@ public:
         usageError("data arguments disagree on the batch dimension (" +
                    std::to_string(batch) + " vs " + std::to_string(b) + ")");
       batch = b;
-      // Where this argument's slice starts inside a sample of a data file.
-      sampleOffsets.push_back(sampleBytes);
-      sampleBytes += spec.bytes() / b;
     }
-    if (options.data != "synthetic")
-      loadFile(options.data);
+    if (options.data != "synthetic" && !specs.empty())
+      files = openSampleFiles(options.data, specs);
   }
 
   int64_t microBatch() const { return batch; }
@@ -62,11 +68,8 @@ public:
       for (int64_t s = 0; s < batch; ++s) {
         int64_t sample = first + s;
         char *out = static_cast<char *>(buffer.data()) + s * bytes;
-        if (!file.empty()) {
-          int64_t count = int64_t(file.size()) / sampleBytes;
-          const char *in =
-              file.data() + (sample % count) * sampleBytes + sampleOffsets[d];
-          std::memcpy(out, in, bytes);
+        if (!files.empty()) {
+          readSample(files[d], sample, out);
           continue;
         }
         if (options.datasetSize)
@@ -104,23 +107,11 @@ private:
     }
   }
 
-  void loadFile(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      usageError("cannot open data file '" + path + "'");
-    file.assign(std::istreambuf_iterator<char>(in),
-                std::istreambuf_iterator<char>());
-    if (file.empty() || int64_t(file.size()) % sampleBytes != 0)
-      usageError("data file '" + path + "' has " + std::to_string(file.size()) +
-                 " bytes, not a positive multiple of the " +
-                 std::to_string(sampleBytes) + "-byte sample");
-  }
-
   const Options &options;
   std::vector<size_t> dataArgs;
-  std::vector<int64_t> sampleOffsets;
-  int64_t batch = 0, sampleBytes = 0;
-  std::vector<char> file;
+  int64_t batch = 0;
+  /// One per data argument when reading files.
+  std::vector<SampleColumn> files;
 };
 
 } // namespace zest

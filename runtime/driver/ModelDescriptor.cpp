@@ -132,6 +132,9 @@ ModelInfo zest::parseModelDescriptor(const char *text) {
       if (kind == "data") {
         arg.kind = ArgInfo::Data;
         arg.spec = readSpec(in);
+      } else if (kind == "rng") {
+        arg.kind = ArgInfo::Rng;
+        arg.spec = {DType::parse("I64"), {2}};
       } else if (kind == "hyper") {
         arg.kind = ArgInfo::Hyper;
         int64_t count = 0;

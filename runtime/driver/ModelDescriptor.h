@@ -51,10 +51,11 @@ struct ArgInfo {
   /// Data: per-rank input. Unit: this rank's shard. State: optimizer state
   /// of `unit` named `state`. Accum: gradient accumulator of `unit`. Hyper:
   /// the zest_hyper_t vector. GradSum: the unreduced flat gradient of `unit`
-  /// summed over micro-batches (no-sync). Unit, state and accum are updated
-  /// in place by training steps with an optimizer, grad sums by both entry
-  /// points of a no-sync step.
-  enum Kind { Data, Unit, State, Accum, Hyper, GradSum } kind;
+  /// summed over micro-batches (no-sync). Rng: the micro-batch's random
+  /// streams (step key, first sample in the step). Unit, state and accum are
+  /// updated in place by training steps with an optimizer, grad sums by both
+  /// entry points of a no-sync step.
+  enum Kind { Data, Unit, State, Accum, Hyper, GradSum, Rng } kind;
   int unit = -1; // Unit, State, Accum, GradSum
   std::string state;
   TensorSpec spec;

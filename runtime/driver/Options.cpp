@@ -12,7 +12,9 @@ using namespace zest;
 static const char *kHelp =
     "usage: mpirun -np W <model> [options]\n"
     "  --steps N            training (or forward) steps (10)\n"
-    "  --seed S             parameter and synthetic data seed (0)\n"
+    "  --seed S             parameter, synthetic data and random-stream\n"
+    "                       (dropout) seed (0; on --load, the checkpoint's\n"
+    "                       random-stream seed unless given)\n"
     "  --lr F               peak learning rate (0.01)\n"
     "  --lr-schedule constant|cosine  after warm-up: constant, or cosine\n"
     "                       decay to --min-lr at --schedule-steps (constant)\n"
@@ -27,8 +29,10 @@ static const char *kHelp =
     "                       this optimizer (zestc --optimizer)\n"
     "  --accum A            micro-batches per rank and step (1); the global\n"
     "                       batch is W * A * micro-batch\n"
-    "  --data synthetic|FILE  data source (synthetic); FILE holds samples\n"
-    "                       back to back, see docs/Runtime.md\n"
+    "  --data synthetic|FILE  data source (synthetic); FILE: raw samples\n"
+    "                       back to back, A.npy[,B.npy...] (one per data\n"
+    "                       argument) or X.safetensors (tensors \"0\", \"1\",\n"
+    "                       ...); each rank reads only its samples\n"
     "  --dataset-size N     synthetic samples before repeating (0: never)\n"
     "  --int-bound N        integer data is drawn from [0, N) (16)\n"
     "  --function NAME      entry point to run (first with a loss)\n"
@@ -89,7 +93,7 @@ Options zest::parseOptions(int argc, char **argv) {
     if (flag == "--steps")
       o.steps = integer(0);
     else if (flag == "--seed")
-      o.seed = uint64_t(integer(0));
+      o.seed = uint64_t(integer(0)), o.seedGiven = true;
     else if (flag == "--lr")
       o.lr = real();
     else if (flag == "--lr-schedule")

@@ -11,6 +11,8 @@ namespace zest {
 struct Options {
   int64_t steps = 10;
   uint64_t seed = 0;
+  /// --seed was given (it then overrides a loaded checkpoint's rng_seed).
+  bool seedGiven = false;
   // Optimizer hyperparameters (the optimizer itself is compiled in).
   std::string optimizer; // empty: whatever was compiled
   double lr = 0.01;

@@ -76,7 +76,8 @@ struct EntryCall {
   EntryCall(size_t index, const FunctionInfo &function, TrainState &train)
       : index(index), function(&function) {
     for (const ArgInfo &arg : function.args) {
-      if (arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper)
+      if (arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper ||
+          arg.kind == ArgInfo::Rng)
         args.emplace_back(arg.spec);
       else
         args.emplace_back(arg.spec, train.storage(arg));
@@ -111,10 +112,10 @@ std::optional<size_t> findAccumulateEntry(const ModelInfo &model,
     if (entry.accumulateFor != step.name)
       continue;
     for (size_t a = 0; a < step.args.size(); ++a) {
-      bool data = step.args[a].kind == ArgInfo::Data;
-      if (data &&
-          (a >= entry.args.size() || entry.args[a].kind != ArgInfo::Data ||
-           entry.args[a].spec.shape != step.args[a].spec.shape))
+      ArgInfo::Kind kind = step.args[a].kind;
+      bool data = kind == ArgInfo::Data || kind == ArgInfo::Rng;
+      if (data && (a >= entry.args.size() || entry.args[a].kind != kind ||
+                   entry.args[a].spec.shape != step.args[a].spec.shape))
         usageError("entry point '" + entry.name + "' does not take '" +
                    step.name + "''s data arguments; recompile the model");
     }
@@ -213,8 +214,10 @@ int main(int argc, char **argv) {
       bool accumulateOnly = accumulateCall && a + 1 < options.accum;
       EntryCall &entry = accumulateOnly ? *accumulateCall : stepCall;
       std::vector<Buffer> &results = entry.results;
-      data.fill(entry.args, step * globalBatch +
-                                (int64_t(rank) * options.accum + a) * micro);
+      int64_t offset = (int64_t(rank) * options.accum + a) * micro;
+      data.fill(entry.args, step * globalBatch + offset);
+      fillRandomStreams(entry.args, *entry.function, train.rngSeed, step,
+                        offset);
       if (entry.hyper)
         train.fillHyper(entry.hyper, step, a);
       double computeStart = zest_now_us();
@@ -285,7 +288,7 @@ int main(int argc, char **argv) {
   }
   int64_t lastStep = startStep + options.steps;
   if (!options.save.empty() && training && !options.saveEvery)
-    saveCheckpoint(options.save, model, train, lastStep);
+    saveCheckpointReplacing(options.save, model, train, lastStep);
   else if (training && options.saveEvery && lastStep % options.saveEvery != 0)
     saveStepCheckpoint(options.save, model, train, lastStep, options.keep);
   if (!options.trace.empty()) {

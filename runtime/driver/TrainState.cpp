@@ -18,7 +18,8 @@ std::vector<float> *UnitState::findState(const std::string &name) {
 
 TrainState::TrainState(const ModelInfo &model, const FunctionInfo &function,
                        const Options &options, int rank)
-    : optimizer(function.optimizer), options(options),
+    : optimizer(function.optimizer), rngSeed(options.seed),
+      rngSeedGiven(options.seedGiven), options(options),
       scheduleSteps(options.scheduleSteps) {
   bool training = function.isTraining();
   if (training && optimizer.empty())

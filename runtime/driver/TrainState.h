@@ -52,6 +52,11 @@ public:
   std::vector<UnitState> units;
   /// The compiled optimizer ("" for forward-only functions).
   std::string optimizer;
+  /// Seed of the random streams (dropout): --seed, or on resume the
+  /// checkpoint's unless --seed is given, so that a resumed run draws what
+  /// the uninterrupted one would.
+  uint64_t rngSeed;
+  bool rngSeedGiven;
 
 private:
   const Options &options;

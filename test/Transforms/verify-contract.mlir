@@ -139,7 +139,7 @@ func.func @f(%a: tensor<4xf32> {zest.param = ""}) {
 
 // -----
 
-// expected-error@+1 {{unknown argument attribute 'zest.parm' (expected zest.param)}}
+// expected-error@+1 {{unknown argument attribute 'zest.parm' (expected zest.param or zest.rng)}}
 func.func @f(%a: tensor<4xf32> {zest.parm = "w"}) {
   return
 }
@@ -210,5 +210,44 @@ module attributes {zest.module_classes = {"layers.0" = 1}} {
 func.func @f(%a: tensor<4xf32> {zest.param = "a"}, %b: tensor<4xf32> {zest.param = "a"},
              // expected-error@+1 {{parameter 'c' must be a statically shaped tensor}}
              %c: tensor<?xf32> {zest.param = "c"}) {
+  return
+}
+
+// -----
+
+// A step with random streams (dropout): one tensor<2xi64> {zest.rng}.
+// CHECK-LABEL: func.func @dropout_step
+// CHECK-SAME: %{{.*}}: tensor<2xi64> {zest.rng}
+func.func @dropout_step(%w: tensor<4xf32> {zest.param = "w"}, %x: tensor<4xf32>, %rng: tensor<2xi64> {zest.rng}) -> (f32 {zest.loss}, tensor<4xf32> {zest.grad = "w"}) {
+  %c = arith.constant 0.0 : f32
+  return %c, %w : f32, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{the random-stream argument ('zest.rng') must be tensor<2xi64> (key, first sample), got 'tensor<2xi32>'}}
+func.func @f(%w: tensor<4xf32> {zest.param = "w"}, %rng: tensor<2xi32> {zest.rng}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'zest.rng' is a unit attribute, got 1 : i64}}
+func.func @f(%w: tensor<4xf32> {zest.param = "w"}, %rng: tensor<2xi64> {zest.rng = 1}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0 cannot be both a parameter and the random streams ('zest.rng')}}
+func.func @f(%w: tensor<2xi64> {zest.param = "w", zest.rng}) {
+  return
+}
+
+// -----
+
+// expected-note@+2 {{first declared here}}
+// expected-error@+1 {{@f has two random-stream arguments (#1 and #2); one carries all of a step's draws}}
+func.func @f(%w: tensor<4xf32> {zest.param = "w"}, %a: tensor<2xi64> {zest.rng}, %b: tensor<2xi64> {zest.rng}) {
   return
 }

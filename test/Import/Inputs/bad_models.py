@@ -12,8 +12,12 @@ def batchnorm():
     return model, mse, (torch.randn(8, 4), torch.randn(8, 4))
 
 
-def dropout():
-    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+def noise():
+    class Noise(nn.Module):
+        def forward(self, x):
+            return x + 0.1 * torch.randn_like(x)  # Gaussian: no stream
+
+    model = nn.Sequential(nn.Linear(4, 4), Noise())
     return model, mse, (torch.randn(8, 4), torch.randn(8, 4))
 
 
@@ -36,13 +40,13 @@ def data_dependent():
     return Branchy(), mse, (torch.randn(8, 4), torch.randn(8, 4))
 
 
-def cumsum():
-    class Running(nn.Module):
+def sort():
+    class Sorted(nn.Module):
         def __init__(self):
             super().__init__()
             self.fc = nn.Linear(4, 4)
 
         def forward(self, x):
-            return torch.cumsum(self.fc(x), dim=1)
+            return torch.sort(self.fc(x), dim=1).values
 
-    return Running(), mse, (torch.randn(8, 4), torch.randn(8, 4))
+    return Sorted(), mse, (torch.randn(8, 4), torch.randn(8, 4))

@@ -28,6 +28,8 @@ private:
   void checkFunction(func::FuncOp func);
   /// Returns the FQN of a `zest.param` argument, or null (and reports why).
   StringAttr checkParamArg(func::FuncOp func, unsigned index);
+  void checkRngArg(func::FuncOp func, unsigned index,
+                   std::optional<unsigned> &rngArg);
   void checkResults(func::FuncOp func, ModelFunction &info,
                     const llvm::StringMap<unsigned> &paramArgs);
 
@@ -66,6 +68,7 @@ static bool isWellFormedFqn(StringRef fqn) {
 /// the sharded program); any other `zest.*` attribute is a typo.
 static bool isKnownArgAttr(StringRef name) {
   return name == ZestDialect::kParamAttrName ||
+         name == ZestDialect::kRngAttrName ||
          name == ZestDialect::kUnitArgAttrName;
 }
 static bool isKnownResultAttr(StringRef name) {
@@ -202,17 +205,57 @@ void ContractChecker::checkResults(func::FuncOp func, ModelFunction &info,
                          << ZestDialect::kLossAttrName << "'";
 }
 
+void ContractChecker::checkRngArg(func::FuncOp func, unsigned index,
+                                  std::optional<unsigned> &rngArg) {
+  Location loc = getArgLoc(func, index);
+  Attribute attr = func.getArgAttr(index, ZestDialect::kRngAttrName);
+  if (!isa<UnitAttr>(attr)) {
+    error(loc) << "'" << ZestDialect::kRngAttrName
+               << "' is a unit attribute, got " << attr;
+    return;
+  }
+  if (func.getArgAttr(index, ZestDialect::kParamAttrName)) {
+    error(loc) << "argument #" << index << " cannot be both a parameter and "
+               << "the random streams ('" << ZestDialect::kRngAttrName << "')";
+    return;
+  }
+  auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
+  if (!type || type.getShape() != ArrayRef<int64_t>{2} ||
+      !type.getElementType().isSignlessInteger(64)) {
+    error(loc) << "the random-stream argument ('" << ZestDialect::kRngAttrName
+               << "') must be tensor<2xi64> (key, first sample), got "
+               << func.getArgumentTypes()[index];
+    return;
+  }
+  if (rngArg) {
+    InFlightDiagnostic diag = error(loc)
+                              << "@" << func.getSymName()
+                              << " has two random-stream arguments (#"
+                              << *rngArg << " and #" << index
+                              << "); one carries all of a step's draws";
+    diag.attachNote(getArgLoc(func, *rngArg)) << "first declared here";
+    return;
+  }
+  rngArg = index;
+}
+
 void ContractChecker::checkFunction(func::FuncOp func) {
   ModelFunction info;
   info.func = func;
   llvm::StringMap<unsigned> paramArgs;
+  std::optional<unsigned> rngArg;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     for (NamedAttribute attr : getAttrs(func.getArgAttrDict(i))) {
       StringRef name = attr.getName().getValue();
       if (name.starts_with("zest.") && !isKnownArgAttr(name))
         error(getArgLoc(func, i))
             << "unknown argument attribute '" << name << "' (expected "
-            << ZestDialect::kParamAttrName << ")";
+            << ZestDialect::kParamAttrName << " or "
+            << ZestDialect::kRngAttrName << ")";
+    }
+    if (func.getArgAttr(i, ZestDialect::kRngAttrName)) {
+      checkRngArg(func, i, rngArg);
+      continue;
     }
     if (!func.getArgAttr(i, ZestDialect::kParamAttrName))
       continue;

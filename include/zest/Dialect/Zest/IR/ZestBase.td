@@ -39,6 +39,10 @@ def Zest_Dialect : Dialect {
     * `zest.grad = "<fqn>"` (input contract): the result is the gradient of
       the named parameter.
     * `zest.loss` (input contract): the result is the loss.
+    * `zest.rng` (input contract): the argument, a `tensor<2xi64>`, holds
+      the micro-batch's random-stream coordinates, filled by the runtime:
+      the step's key (from the seed and the step number) and the index of
+      the micro-batch's first sample within the step's global batch.
     * `zest.unit = @u` (after sharding): the argument holds this rank's part
       of unit `u`'s flat buffer (its shard, or the whole buffer for a
       replicated unit).
@@ -61,6 +65,7 @@ def Zest_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kParamAttrName = "zest.param";
     static constexpr ::llvm::StringLiteral kGradAttrName = "zest.grad";
     static constexpr ::llvm::StringLiteral kLossAttrName = "zest.loss";
+    static constexpr ::llvm::StringLiteral kRngAttrName = "zest.rng";
     static constexpr ::llvm::StringLiteral kModuleClassesAttrName =
         "zest.module_classes";
     static constexpr ::llvm::StringLiteral kUnitArgAttrName = "zest.unit";
