@@ -59,8 +59,18 @@ def load_factory(spec):
 
 
 def check_supported(model):
-    """Refuses what the traced step would get wrong silently."""
+    """Refuses what the traced step would get wrong silently, and parameter
+    types the compiled optimizer does not update."""
     import torch
+    for name, param in model.named_parameters():
+        if param.requires_grad and param.dtype != torch.float32:
+            module, _, _ = name.rpartition(".")
+            owner = model.get_submodule(module) if module else model
+            raise ImportError_(
+                f"parameter '{name}' of module '{module or '<root>'}' "
+                f"({type(owner).__name__}) is {str(param.dtype)[6:]}; the "
+                f"compiled optimizer updates float32 parameters: keep "
+                f"trainable parameters in float32 (or freeze this one)")
     for path, module in model.named_modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and \
                 module.track_running_stats:
@@ -103,6 +113,8 @@ class _quiet:
     failing trace prints its partial graph); the importer's own error says
     what failed and where. Shown again if tracing succeeds."""
 
+    text = ""
+
     def __enter__(self):
         import os
         import sys
@@ -118,9 +130,10 @@ class _quiet:
         sys.stderr.flush()
         os.dup2(self.saved, 2)
         os.close(self.saved)
+        self.log.seek(0)
+        self.text = self.log.read().decode(errors="replace")
         if kind is None:
-            self.log.seek(0)
-            sys.stderr.write(self.log.read().decode(errors="replace"))
+            sys.stderr.write(self.text)
         self.log.close()
         return False
 
@@ -237,8 +250,11 @@ def trace_step(model, loss_fn, batch, name):
         return step
 
     def eager_loss(values, data):
-        return loss_fn(lambda *inputs, **keywords: functional_call(
-            model, values, inputs, keywords), *data)
+        # loss_fn gets the module itself (its submodules and attributes),
+        # holding the traced values, as functional_call does it.
+        from torch.nn.utils.stateless import _reparametrize_module
+        with _reparametrize_module(model, values, tie_weights=True):
+            return loss_fn(model, *data)
 
     def traced(loss_of_values, streams):
         from . import decompositions
@@ -253,7 +269,9 @@ def trace_step(model, loss_fn, batch, name):
         with sdpa_kernel(SDPBackend.MATH), _quiet():
             return make_fx(functionalize(make_step(loss_of_values, streams),
                                          remove="mutations"),
-                           decomposition_table=table)(*args)
+                           decomposition_table=table,
+                           record_module_stack=True,
+                           record_stack_traces=True)(*args)
 
     def traced_with_streams(loss_of_values):
         try:
@@ -285,12 +303,15 @@ def trace_step(model, loss_fn, batch, name):
         except Exception as error:
             raise ImportError_(f"tracing the exported training step failed: "
                                f"{_first_line(error)}")
+    quiet = _quiet()
     try:
-        mlir = tmfx.stateless_fx_import(graph, output_type="linalg-on-tensors",
-                                        model_name=name)
+        with quiet:
+            mlir = tmfx.stateless_fx_import(
+                graph, output_type="linalg-on-tensors", model_name=name)
     except Exception as error:
+        why = _unlowered_op(quiet.text + str(error), graph, model)
         raise ImportError_(f"torch-mlir cannot lower the step to linalg: "
-                           f"{_unlowered_op(str(error))}")
+                           f"{why}")
     from .scatter import ScatterError, lower_scatters
     try:
         lower_scatters(mlir)
@@ -327,14 +348,62 @@ def check_dialects(mlir):
                            f"Zest does not compile yet")
 
 
-def _unlowered_op(diagnostics):
-    """The op torch-mlir could not lower, named from its diagnostics."""
+def _unlowered_op(diagnostics, graph, model):
+    """The op torch-mlir could not lower, named from its diagnostics, with
+    the module and source line of the first node of `graph` calling it."""
     import re
     match = re.search(r'name = "torch\.(aten\.[\w.]+)"', diagnostics) or \
         re.search(r"'torch\.(aten\.[\w.]+)'", diagnostics)
-    if match:
-        return f"no lowering for {match.group(1)}"
-    return diagnostics.strip().splitlines()[0]
+    if not match:
+        lines = diagnostics.strip().splitlines()
+        return lines[0] if lines else "unknown failure"
+    op = match.group(1)
+    return f"no lowering for {op}{_origin(graph, op, model)}"
+
+
+def _module_at(model, path, line):
+    """'path' (Class) of the innermost module of `model` whose class's
+    forward spans FILE:LINE, or None."""
+    import inspect
+    best = None
+    for name, module in model.named_modules():
+        forward = getattr(type(module), "forward", None)
+        code = getattr(forward, "__code__", None)
+        if code is None or code.co_filename != path:
+            continue
+        try:
+            lines, first = inspect.getsourcelines(forward)
+        except (OSError, TypeError):
+            continue
+        if first <= line < first + len(lines) and (
+                best is None or len(name) > len(best[0])):
+            best = (name, module)
+    if best is None:
+        return None
+    return f"'{best[0] or '<root>'}' ({type(best[1]).__name__})"
+
+
+def _origin(graph, op, model):
+    """' in module 'path' (Class) at FILE:LINE' for the first node of `graph`
+    calling `op` (aten.name or aten.name.overload), from make_fx's module
+    stack and stack trace; '' if unknown."""
+    import re
+    for node in graph.graph.nodes:
+        target = str(node.target)
+        if node.op != "call_function" or not (
+                target == op or target.startswith(op + ".")):
+            continue
+        frames = re.findall(r'File "([^"]+)", line (\d+)',
+                            node.meta.get("stack_trace") or "")
+        user = [f for f in frames if "/site-packages/" not in f[0] and
+                "/zest_import/" not in f[0]]
+        if not user:
+            return ""
+        path, line = user[-1][0], int(user[-1][1])
+        module = _module_at(model, path, line)
+        return (f" in module {module}" if module else "") + \
+            f" at {path}:{line}"
+    return ""
 
 
 def annotate(mlir, model, names, trained, num_data, name, random):

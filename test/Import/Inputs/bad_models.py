@@ -50,3 +50,35 @@ def sort():
             return torch.sort(self.fc(x), dim=1).values
 
     return Sorted(), mse, (torch.randn(8, 4), torch.randn(8, 4))
+
+
+class Bessel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.special.i0(self.fc(x))  # no lowering in torch-mlir
+
+
+def unlowered():
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Bessel()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    return Wrapper(), mse, (torch.randn(8, 4), torch.randn(8, 4))
+
+
+def bf16_parameter():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    model[1].to(torch.bfloat16)
+
+    def loss_fn(model, x, y):  # loss_fn gets the module itself
+        h = model[0](x).to(torch.bfloat16)
+        return nn.functional.mse_loss(model[1](h).float(), y)
+
+    return model, loss_fn, (torch.randn(8, 4), torch.randn(8, 4))
