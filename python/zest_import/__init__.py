@@ -303,6 +303,13 @@ def trace_step(model, loss_fn, batch, name):
         except Exception as error:
             raise ImportError_(f"tracing the exported training step failed: "
                                f"{_first_line(error)}")
+    return _lower(graph, name, model), names, trained, random
+
+
+def _lower(graph, name, model):
+    """torch-mlir's linalg-on-tensors module for the traced `graph`, its
+    scatters as loops, checked for ops outside upstream MLIR."""
+    from torch_mlir import fx as tmfx
     quiet = _quiet()
     try:
         with quiet:
@@ -318,7 +325,59 @@ def trace_step(model, loss_fn, batch, name):
     except ScatterError as error:
         raise ImportError_(f"cannot import {error}")
     check_dialects(mlir)
-    return mlir, names, trained, random
+    return mlir
+
+
+def trace_forward(model, loss_fn, batch, name):
+    """The loss alone, in eval mode (dropout off), as a torch-mlir module
+    whose function `name` takes the parameters and the batch."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch_mlir import fx as tmfx
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.utils.stateless import _reparametrize_module
+    from . import decompositions
+    params = dict(model.named_parameters())
+    names = list(params)
+
+    def forward(*args):
+        values = dict(zip(names, args[:len(names)]))
+        with _reparametrize_module(model, values, tie_weights=True):
+            return loss_fn(model, *args[len(names):])
+
+    table = {**tmfx.get_decomposition_table(), **decompositions.table(),
+             **_random_op_table(model, None)}
+    model.eval()
+    try:
+        with sdpa_kernel(SDPBackend.MATH), _quiet(), torch.no_grad():
+            graph = make_fx(forward, decomposition_table=table,
+                            record_stack_traces=True)(
+                *[p.detach() for p in params.values()], *batch)
+    except Exception as error:
+        raise ImportError_(f"tracing the forward entry failed"
+                           f"{_where(model, _traceback_frames(error))}: "
+                           f"{_first_line(error)}")
+    finally:
+        model.train()
+    return _lower(graph, name, model)
+
+
+def merge_forward(mlir, forward, model, names, num_data, name):
+    """Moves the forward entry `name` of module `forward` into `mlir`,
+    annotated: parameters by FQN, the loss as a plain output (an entry
+    without `zest.loss` runs forward only)."""
+    from torch_mlir import ir
+    with mlir.context:
+        parsed = ir.Module.parse(str(forward))
+        for op in list(parsed.body.operations):
+            if op.operation.name != "func.func":
+                continue
+            if ir.StringAttr(op.attributes["sym_name"]).value == name:
+                args = [ir.DictAttr.get({"zest.param": ir.StringAttr.get(n)})
+                        for n in names]
+                args += [ir.DictAttr.get({}) for _ in range(num_data)]
+                op.attributes["arg_attrs"] = ir.ArrayAttr.get(args)
+            mlir.body.append(op.operation)
 
 
 def check_dialects(mlir):
@@ -431,15 +490,34 @@ def annotate(mlir, model, names, trained, num_data, name, random):
     return str(mlir)
 
 
-def import_model(model, loss_fn, batch, name="train_step"):
+def entry_name(model):
+    """The default entry point's name: the model's class in snake case
+    (LlamaForCausalLM -> llama_for_causal_lm)."""
+    import re
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2",
+                   re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2",
+                          type(model).__name__))
+    name = re.sub(r"\W", "_", words).lower().strip("_") or "model"
+    return name if name != "main" else "main_model"
+
+
+def import_model(model, loss_fn, batch, name=None, forward=False):
     """(contract IR text, {fqn: initial tensor}) for the training step of
-    `model` under `loss_fn(model, *batch)`."""
+    `model` under `loss_fn(model, *batch)`, named `name` (default: after
+    the model's class); with `forward`, also `<name>_forward`, the loss in
+    eval mode without gradients."""
+    name = name or entry_name(model)
     if name == "main":
         raise ImportError_("the entry point cannot be named 'main'")
     model.train()
     check_supported(model)
     mlir, names, trained, random = trace_step(model, loss_fn, batch, name)
     text = annotate(mlir, model, names, trained, len(batch), name, random)
+    if forward:
+        forward_name = name + "_forward"
+        merge_forward(mlir, trace_forward(model, loss_fn, batch, forward_name),
+                      model, names, len(batch), forward_name)
+        text = str(mlir)
     weights = {n: p.detach().contiguous()
                for n, p in model.named_parameters()}
     return text, weights

@@ -19,12 +19,16 @@ def main(argv=None):
                         help="where to write the IR (- for standard output)")
     parser.add_argument("--weights", help="write the initial parameters here "
                         "(safetensors, keyed by FQN)")
-    parser.add_argument("--name", default="train_step",
-                        help="the entry point's name (default train_step)")
+    parser.add_argument("--name", help="the entry point's name (default: the "
+                        "model's class in snake case, e.g. llama_for_causal_lm)")
+    parser.add_argument("--forward", action="store_true",
+                        help="also write NAME_forward: the loss in eval mode, "
+                        "without gradients (runs with --function)")
     args = parser.parse_args(argv)
     try:
         model, loss_fn, batch = load_factory(args.factory)
-        text, weights = import_model(model, loss_fn, batch, args.name)
+        text, weights = import_model(model, loss_fn, batch, args.name,
+                                     args.forward)
     except ImportError_ as error:
         print(f"zest-import: error: {error}", file=sys.stderr)
         return 1

@@ -17,6 +17,12 @@
       X" as the executable does; --save writes the trained parameters.
       Dropout draws from the executable's random streams under --seed S
       (zest_import.rng), so both drop the same elements.
+  python -m zest_import.reference eval FILE.py:FACTORY --weights W
+        --data D --steps N --global-batch G
+      the checksum a forward-only run of zest-import --forward's entry
+      prints: the sum of the eval-mode losses of all micro-batches
+      (--start-step S: from step S on, as a run that loaded a checkpoint
+      of step S reads the data).
   python -m zest_import.reference check-state-dict FILE.py:FACTORY W
       loads W (.safetensors or .pt) into the factory's model with load_state_dict(strict=True).
 """
@@ -157,6 +163,29 @@ def train(args):
                    for name, param in model.named_parameters()}, args.save)
 
 
+def evaluate(args):
+    """The checksum a forward-only run of the `--forward` entry prints: the
+    sum of the eval-mode losses of every micro-batch of every step."""
+    import torch
+    from safetensors.torch import load_file
+    model, loss_fn, batch = load_factory(args.factory)
+    model.load_state_dict(load_file(args.weights), strict=False)
+    samples = read_samples(args.data, batch)
+    micro = batch[0].shape[0]
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        per_step = args.global_batch // micro
+        for m in range(args.start_step * per_step,
+                       (args.start_step + args.steps) * per_step):
+            chosen = [samples[(m * micro + s) % len(samples)]
+                      for s in range(micro)]
+            inputs = [torch.stack([sample[i] for sample in chosen])
+                      for i in range(len(batch))]
+            total += loss_fn(model, *inputs).item()
+    print(f"checksum {total:.9g}")
+
+
 def check_state_dict(args):
     from .weights import load_state_dict
     model, _, _ = load_factory(args.factory)
@@ -189,11 +218,20 @@ def main(argv=None):
     run.add_argument("--seed", type=int, default=0,
                      help="the executable's --seed (random streams)")
     run.add_argument("--save", help="write the trained parameters here")
+    evaluation = commands.add_parser("eval")
+    evaluation.add_argument("factory")
+    evaluation.add_argument("--weights", required=True)
+    evaluation.add_argument("--data", required=True)
+    evaluation.add_argument("--steps", type=int, required=True)
+    evaluation.add_argument("--global-batch", type=int, required=True)
+    evaluation.add_argument("--start-step", type=int, default=0,
+                            help="the step the run starts at (a loaded "
+                            "checkpoint's)")
     check = commands.add_parser("check-state-dict")
     check.add_argument("factory")
     check.add_argument("weights")
     return run_command("zest_import.reference",
-                       {"data": write_data, "train": train,
+                       {"data": write_data, "train": train, "eval": evaluate,
                         "check-state-dict": check_state_dict},
                        parser.parse_args(argv))
 

@@ -6,6 +6,8 @@
       may cover only some of REF's steps).
   compare.py params REF.safetensors OTHER.safetensors... [--rtol R]
       every tensor of each OTHER matches REF elementwise.
+  compare.py checksums REF OTHER... [--rtol R]
+      the `checksum X` line of each OTHER (a forward-only run) matches REF's.
   compare.py falling LOG
       the mean loss of the last third of the steps is below the first's.
 
@@ -26,6 +28,15 @@ def parse_losses(path):
     if not losses:
         sys.exit(f"compare: no 'step N loss X' lines in {path}")
     return losses
+
+
+def parse_checksum(path):
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"checksum (\S+)$", line.strip())
+            if m:
+                return {0: float(m.group(1))}
+    sys.exit(f"compare: no 'checksum X' line in {path}")
 
 
 def read_safetensors(path):
@@ -69,7 +80,8 @@ def main():
             sys.exit(f"compare: loss did not fall: {first} -> {last}")
         print(f"loss falls: {first:.6g} -> {last:.6g}")
         return
-    load = parse_losses if mode == "losses" else read_safetensors
+    load = {"losses": parse_losses, "checksums": parse_checksum,
+            "params": read_safetensors}[mode]
     reference = load(ref)
     for other in others:
         values = load(other)
