@@ -208,22 +208,18 @@ def main(argv=None):
     data.add_argument("--samples", type=int, default=64)
     data.add_argument("--seed", type=int, default=0)
     data.add_argument("--int-bound", type=int, default=16)
-    run = commands.add_parser("train")
-    run.add_argument("factory")
-    run.add_argument("--weights", required=True)
-    run.add_argument("--data", required=True)
-    run.add_argument("--steps", type=int, required=True)
+    run, evaluation = commands.add_parser("train"), commands.add_parser("eval")
+    for runner in (run, evaluation):  # a model, weights and samples to run
+        runner.add_argument("factory")
+        runner.add_argument("--weights", required=True)
+        runner.add_argument("--data", required=True)
+        runner.add_argument("--steps", type=int, required=True)
+        runner.add_argument("--global-batch", type=int,
+                            required=runner is evaluation, default=0)
     run.add_argument("--lr", type=float, required=True)
-    run.add_argument("--global-batch", type=int, default=0)
     run.add_argument("--seed", type=int, default=0,
                      help="the executable's --seed (random streams)")
     run.add_argument("--save", help="write the trained parameters here")
-    evaluation = commands.add_parser("eval")
-    evaluation.add_argument("factory")
-    evaluation.add_argument("--weights", required=True)
-    evaluation.add_argument("--data", required=True)
-    evaluation.add_argument("--steps", type=int, required=True)
-    evaluation.add_argument("--global-batch", type=int, required=True)
     evaluation.add_argument("--start-step", type=int, default=0,
                             help="the step the run starts at (a loaded "
                             "checkpoint's)")
