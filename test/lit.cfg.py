@@ -25,6 +25,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # End-to-end tests: real ranks under mpirun on this machine.
 import shutil
+import subprocess
 import sys
 
 
@@ -46,6 +47,16 @@ if mpirun:
 config.substitutions.append(
     ("%compare", sys.executable + " " +
      os.path.join(config.zest_src_root, "test", "lib", "compare.py")))
+
+# GPU tests (REQUIRES: cuda) run where the CUDA backends were built and a
+# GPU is visible; CI machines compile them but have none.
+nvidia_smi = shutil.which("nvidia-smi")
+if getattr(config, "zest_enable_cuda", False) and nvidia_smi and \
+        "GPU" in subprocess.run([nvidia_smi, "-L"], capture_output=True,
+                                text=True).stdout:
+    config.available_features.add("cuda")
+if getattr(config, "zest_enable_cuda", False):
+    llvm_config.add_tool_substitutions(["zest-cuda-backend-test"], tool_dirs)
 
 # zest-import and the PyTorch references run in the project virtualenv
 # (scripts/setup-venv.sh: pinned torch, torch-mlir, numpy, safetensors,

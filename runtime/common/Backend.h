@@ -67,6 +67,12 @@ public:
 std::unique_ptr<Backend> createMpiBackend(int *argc, char ***argv,
                                           bool progressThread);
 
+/// Creates a CUDA backend (`kind`: "nccl" or "staged", runtime/cuda-nccl/)
+/// over the MPI backend. Weak: defined only where the CUDA runtime library
+/// (zest_runtime_cuda) is linked in.
+[[gnu::weak]] std::unique_ptr<Backend>
+createCudaBackend(const std::string &kind, int *argc, char ***argv);
+
 /// Reports a fatal error on this rank and aborts the job with `code`.
 [[noreturn]] void fatal(const std::string &message, int code = 1);
 

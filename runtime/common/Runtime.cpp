@@ -250,7 +250,20 @@ int zest_init(int *argc, char ***argv) {
   runtime->replicaLink = parseLink("ZEST_REPLICA_LINK");
   const char *progress = std::getenv("ZEST_PROGRESS");
   bool thread = progress && std::string(progress) == "thread";
-  runtime->backend = createMpiBackend(argc, argv, thread);
+  const char *kind = std::getenv("ZEST_BACKEND");
+  if (kind && *kind && std::string(kind) != "cpu") {
+    if (!createCudaBackend) {
+      std::fprintf(stderr,
+                   "error: ZEST_BACKEND=%s needs the CUDA runtime "
+                   "library, which this executable was not linked "
+                   "with; unset it for the CPU backend\n",
+                   kind);
+      std::exit(2);
+    }
+    runtime->backend = createCudaBackend(kind, argc, argv);
+  } else {
+    runtime->backend = createMpiBackend(argc, argv, thread);
+  }
   if (thread && runtime->backend->supportsProgressThread()) {
     // Tests pending requests every 50 us while the main thread computes.
     runtime->progressThread = std::thread([] {

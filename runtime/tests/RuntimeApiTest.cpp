@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16.h"
 #include "zest_runtime.h"
 
 #include <cmath>
@@ -32,17 +33,6 @@ void check(bool ok, const std::string &what) {
   std::fprintf(stderr, "rank %d: FAILED: %s\n", zest_rank(), what.c_str());
 }
 
-uint16_t toBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return uint16_t(bits >> 16); // exact for the small integers used here
-}
-float fromBf16(uint16_t half) {
-  uint32_t bits = uint32_t(half) << 16;
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
 // Binary16 encodings of small integers 0..10 (exact).
 uint16_t toF16(int value) {
   static const uint16_t table[] = {0x0000, 0x3c00, 0x4000, 0x4200,

@@ -1,0 +1,61 @@
+//===- Device.cpp - The GPU and streams of a CUDA backend -----------------===//
+
+#include "Device.h"
+#include "zest_runtime_cuda.h"
+
+#include <cstdlib>
+
+using namespace zest::rt;
+
+cuda::DeviceStreams cuda::streams;
+
+void cuda::checkCuda(cudaError_t status, const std::string &what) {
+  if (status != cudaSuccess)
+    fatal("CUDA error in " + what + ": " + cudaGetErrorString(status));
+}
+
+void cuda::initDevice(int rank) {
+  int count = 0;
+  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count == 0)
+    fatal("ZEST_BACKEND asks for a GPU backend but no CUDA device is "
+          "visible; use the default CPU backend");
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (!local)
+    local = std::getenv("MPI_LOCALRANKID");
+  int localRank = local ? std::atoi(local) : rank;
+  streams.device = localRank % count;
+  checkCuda(cudaSetDevice(streams.device), "cudaSetDevice");
+  checkCuda(cudaStreamCreateWithFlags(&streams.compute, cudaStreamNonBlocking),
+            "creating the compute stream");
+  checkCuda(
+      cudaStreamCreateWithFlags(&streams.communication, cudaStreamNonBlocking),
+      "creating the communication stream");
+}
+
+void cuda::streamWaits(cudaStream_t waiter, cudaStream_t producer,
+                       const std::string &what) {
+  cudaEvent_t event;
+  checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), what);
+  checkCuda(cudaEventRecord(event, producer), what);
+  checkCuda(cudaStreamWaitEvent(waiter, event, 0), what);
+  checkCuda(cudaEventDestroy(event), what); // released once it completes
+}
+
+std::unique_ptr<Backend> zest::rt::createCudaBackend(const std::string &kind,
+                                                     int *argc, char ***argv) {
+  if (kind != "nccl" && kind != "staged")
+    fatal("ZEST_BACKEND=" + kind +
+          " is not a backend: use cpu, nccl or "
+          "staged");
+  std::unique_ptr<Backend> mpi = createMpiBackend(argc, argv, false);
+  if (kind == "staged")
+    return cuda::createStagedBackend(std::move(mpi));
+  return cuda::createNcclBackend(std::move(mpi));
+}
+
+extern "C" void *zest_cuda_compute_stream(void) {
+  return cuda::streams.compute;
+}
+
+extern "C" int zest_cuda_device(void) { return cuda::streams.device; }

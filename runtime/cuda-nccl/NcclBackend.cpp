@@ -1,0 +1,213 @@
+//===- NcclBackend.cpp - Zest communication backend on NCCL ---------------===//
+//
+// Collectives on device buffers, one GPU per rank. A collective's start
+// records an event on the compute stream and makes the communication stream
+// wait for it (so the collective reads what the kernels before it wrote),
+// enqueues the NCCL call and records a completion event; its wait makes the
+// compute stream wait on that event: no host synchronization. Communicators
+// are bootstrapped over MPI (rank 0 makes the unique id, MPI broadcasts it);
+// the mesh's shard and replica groups are ncclCommSplit sub-communicators.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+
+#include <nccl.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace zest::rt;
+using namespace zest::rt::cuda;
+
+namespace {
+
+ncclDataType_t ncclType(zest_dtype_t dtype) {
+  switch (dtype) {
+  case ZEST_F32:
+    return ncclFloat32;
+  case ZEST_F64:
+    return ncclFloat64;
+  case ZEST_F16:
+    return ncclFloat16;
+  case ZEST_BF16:
+    return ncclBfloat16;
+  case ZEST_I32:
+    return ncclInt32;
+  case ZEST_I64:
+    return ncclInt64;
+  case ZEST_I8:
+    return ncclInt8;
+  case ZEST_U8:
+    return ncclUint8;
+  }
+  fatal("no NCCL type for Zest dtype " + std::to_string(int(dtype)));
+}
+
+/// A collective enqueued on the communication stream; complete for the host
+/// as soon as the compute stream waits on it.
+class NcclOp : public PendingOp {
+public:
+  NcclOp(cudaEvent_t done) : done(done) {}
+  ~NcclOp() override { cudaEventDestroy(done); }
+  bool test() override {
+    checkCuda(cudaStreamWaitEvent(streams.compute, done, 0), "a wait");
+    return true;
+  }
+
+private:
+  cudaEvent_t done;
+};
+
+class NcclBackend : public Backend {
+public:
+  explicit NcclBackend(std::unique_ptr<Backend> bootstrap)
+      : mpi(std::move(bootstrap)) {
+    initDevice(mpi->rank());
+    world = initCommunicator(mpi.get());
+    groups[ZEST_GROUP_WORLD] = groups[ZEST_GROUP_SHARD] = world;
+    // Until a mesh is set (1 x world) each rank is its own replica group.
+    groups[ZEST_GROUP_REPLICA] = split(mpi->rank(), 0);
+  }
+
+  const char *name() const override { return "cuda-nccl"; }
+  bool supportsProgressThread() const override { return false; }
+  int rank() const override { return mpi->rank(); }
+  int worldSize() const override { return mpi->worldSize(); }
+
+  void setMesh(int replicas, int shards) override {
+    mpi->setMesh(replicas, shards); // checks the shape
+    freeGroups();
+    int r = rank();
+    // Shard groups are consecutive ranks; replica groups are strided.
+    groups[ZEST_GROUP_SHARD] = split(r / shards, r);
+    groups[ZEST_GROUP_REPLICA] = split(r % shards, r);
+  }
+  int groupRank(zest_group_t group) const override {
+    int value = 0;
+    ncclCommUserRank(groups[group], &value);
+    return value;
+  }
+  int groupSize(zest_group_t group) const override {
+    int value = 1;
+    ncclCommCount(groups[group], &value);
+    return value;
+  }
+
+  std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
+                                       int64_t count, zest_dtype_t dtype,
+                                       zest_group_t group) override {
+    return enqueue("all_gather", [&](cudaStream_t stream) {
+      return ncclAllGather(send, recv, size_t(count), ncclType(dtype),
+                           groups[group], stream);
+    });
+  }
+  std::unique_ptr<PendingOp> reduceScatter(const void *send, void *recv,
+                                           int64_t count, zest_dtype_t dtype,
+                                           zest_reduction_t op,
+                                           zest_group_t group) override {
+    return enqueue("reduce_scatter", [&](cudaStream_t stream) {
+      return ncclReduceScatter(send, recv, size_t(count), ncclType(dtype),
+                               reduction(op), groups[group], stream);
+    });
+  }
+  std::unique_ptr<PendingOp> allReduce(const void *send, void *recv,
+                                       int64_t count, zest_dtype_t dtype,
+                                       zest_reduction_t op,
+                                       zest_group_t group) override {
+    return enqueue("all_reduce", [&](cudaStream_t stream) {
+      return ncclAllReduce(send, recv, size_t(count), ncclType(dtype),
+                           reduction(op), groups[group], stream);
+    });
+  }
+  std::unique_ptr<PendingOp> broadcast(void *buffer, int64_t count,
+                                       zest_dtype_t dtype, int root) override {
+    return enqueue("broadcast", [&](cudaStream_t stream) {
+      return ncclBroadcast(buffer, buffer, size_t(count), ncclType(dtype), root,
+                           world, stream);
+    });
+  }
+  std::unique_ptr<PendingOp> barrier() override {
+    checkCuda(cudaStreamSynchronize(streams.compute), "a barrier");
+    return mpi->barrier();
+  }
+
+  [[noreturn]] void abort(int code) override {
+    for (ncclComm_t comm : owned)
+      ncclCommAbort(comm);
+    owned.clear();
+    mpi->abort(code);
+    std::_Exit(code); // not reached: the MPI backend aborts the job
+  }
+  void finalize() override {
+    cudaStreamSynchronize(streams.compute);
+    cudaStreamSynchronize(streams.communication);
+    freeGroups();
+    ncclCommDestroy(world);
+    mpi->finalize();
+  }
+
+private:
+  static ncclRedOp_t reduction(zest_reduction_t op) {
+    return op == ZEST_AVG ? ncclAvg : ncclSum;
+  }
+
+  void checkNccl(ncclResult_t status, const std::string &what) {
+    if (status != ncclSuccess)
+      fatal("NCCL error in " + what + " on rank " + std::to_string(rank()) +
+            ": " + ncclGetErrorString(status) + " (" + ncclGetLastError(world) +
+            ")");
+  }
+
+  /// Rank 0 makes the id, MPI (host memory) broadcasts it.
+  ncclComm_t initCommunicator(Backend *bootstrap) {
+    ncclUniqueId id;
+    if (bootstrap->rank() == 0)
+      checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    std::unique_ptr<PendingOp> sent =
+        bootstrap->broadcast(&id, sizeof(id), ZEST_U8, 0);
+    while (!sent->test()) {
+    }
+    ncclComm_t comm;
+    checkNccl(
+        ncclCommInitRank(&comm, bootstrap->worldSize(), id, bootstrap->rank()),
+        "ncclCommInitRank");
+    return comm;
+  }
+
+  ncclComm_t split(int color, int key) {
+    ncclComm_t comm;
+    checkNccl(ncclCommSplit(world, color, key, &comm, nullptr),
+              "ncclCommSplit");
+    owned.push_back(comm);
+    return comm;
+  }
+
+  void freeGroups() {
+    for (ncclComm_t comm : owned)
+      ncclCommDestroy(comm);
+    owned.clear();
+  }
+
+  template <typename Call>
+  std::unique_ptr<PendingOp> enqueue(const char *what, Call call) {
+    streamWaits(streams.communication, streams.compute, what);
+    checkNccl(call(streams.communication), what);
+    cudaEvent_t done;
+    checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what);
+    checkCuda(cudaEventRecord(done, streams.communication), what);
+    return std::make_unique<NcclOp>(done);
+  }
+
+  std::unique_ptr<Backend> mpi;
+  ncclComm_t world = nullptr;
+  ncclComm_t groups[3] = {};
+  std::vector<ncclComm_t> owned; // the split groups
+};
+
+} // namespace
+
+std::unique_ptr<Backend> cuda::createNcclBackend(std::unique_ptr<Backend> mpi) {
+  return std::make_unique<NcclBackend>(std::move(mpi));
+}

@@ -1,0 +1,141 @@
+//===- StagedBackend.cpp - Collectives on device buffers through MPI ------===//
+//
+// The collectives of the NCCL backend run through host memory and MPI:
+// device -> host, MPI, host -> device. Several ranks may then share one GPU
+// (NCCL refuses two ranks on one device): tests and development.
+// ZEST_BACKEND=staged selects it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+
+#include <cstdlib>
+#include <vector>
+
+using namespace zest::rt;
+using namespace zest::rt::cuda;
+
+namespace {
+
+/// A collective run by MPI on host copies; its result goes back to the
+/// device when MPI completes.
+class StagedOp : public PendingOp {
+public:
+  StagedOp(std::unique_ptr<PendingOp> hostOp, std::vector<char> send,
+           std::vector<char> recv, void *deviceRecv)
+      : hostOp(std::move(hostOp)), send(std::move(send)), recv(std::move(recv)),
+        deviceRecv(deviceRecv) {}
+  bool test() override {
+    if (!hostOp->test())
+      return false;
+    checkCuda(cudaMemcpyAsync(deviceRecv, recv.data(), recv.size(),
+                              cudaMemcpyHostToDevice, streams.compute),
+              "staging a result to the device");
+    checkCuda(cudaStreamSynchronize(streams.compute), "staging");
+    return true;
+  }
+
+private:
+  std::unique_ptr<PendingOp> hostOp;
+  std::vector<char> send, recv; // alive until MPI is done with them
+  void *deviceRecv;
+};
+
+class StagedBackend : public Backend {
+public:
+  explicit StagedBackend(std::unique_ptr<Backend> host) : mpi(std::move(host)) {
+    initDevice(mpi->rank());
+  }
+
+  const char *name() const override { return "cuda-staged"; }
+  bool supportsProgressThread() const override { return false; }
+  int rank() const override { return mpi->rank(); }
+  int worldSize() const override { return mpi->worldSize(); }
+  void setMesh(int replicas, int shards) override {
+    mpi->setMesh(replicas, shards);
+  }
+  int groupRank(zest_group_t group) const override {
+    return mpi->groupRank(group);
+  }
+  int groupSize(zest_group_t group) const override {
+    return mpi->groupSize(group);
+  }
+
+  std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
+                                       int64_t count, zest_dtype_t dtype,
+                                       zest_group_t group) override {
+    int64_t bytes = count * zest_dtype_bytes(dtype);
+    return stage(send, bytes, recv, bytes * groupSize(group), false,
+                 [&](const void *s, void *r) {
+                   return mpi->allGather(s, r, count, dtype, group);
+                 });
+  }
+  std::unique_ptr<PendingOp> reduceScatter(const void *send, void *recv,
+                                           int64_t count, zest_dtype_t dtype,
+                                           zest_reduction_t op,
+                                           zest_group_t group) override {
+    int64_t bytes = count * zest_dtype_bytes(dtype);
+    return stage(send, bytes * groupSize(group), recv, bytes, false,
+                 [&](const void *s, void *r) {
+                   return mpi->reduceScatter(s, r, count, dtype, op, group);
+                 });
+  }
+  std::unique_ptr<PendingOp> allReduce(const void *send, void *recv,
+                                       int64_t count, zest_dtype_t dtype,
+                                       zest_reduction_t op,
+                                       zest_group_t group) override {
+    int64_t bytes = count * zest_dtype_bytes(dtype);
+    return stage(send, bytes, recv, bytes, false, [&](const void *s, void *r) {
+      return mpi->allReduce(s, r, count, dtype, op, group);
+    });
+  }
+  std::unique_ptr<PendingOp> broadcast(void *buffer, int64_t count,
+                                       zest_dtype_t dtype, int root) override {
+    int64_t bytes = count * zest_dtype_bytes(dtype);
+    return stage(buffer, bytes, buffer, bytes, true,
+                 [&](const void *, void *r) {
+                   return mpi->broadcast(r, count, dtype, root);
+                 });
+  }
+  std::unique_ptr<PendingOp> barrier() override {
+    checkCuda(cudaStreamSynchronize(streams.compute), "a barrier");
+    return mpi->barrier();
+  }
+  [[noreturn]] void abort(int code) override {
+    mpi->abort(code);
+    std::_Exit(code); // not reached: the MPI backend aborts the job
+  }
+  void finalize() override {
+    cudaStreamSynchronize(streams.compute);
+    mpi->finalize();
+  }
+
+private:
+  /// Copies `sendBytes` from the device to a host buffer (the receive
+  /// buffer for broadcast, which works in place), then runs `hostCall` on
+  /// the host buffers; the result goes to `deviceRecv` when MPI is done.
+  template <typename Call>
+  std::unique_ptr<PendingOp> stage(const void *deviceSend, int64_t sendBytes,
+                                   void *deviceRecv, int64_t recvBytes,
+                                   bool inPlace, Call hostCall) {
+    std::vector<char> send(inPlace ? 0 : static_cast<size_t>(sendBytes));
+    std::vector<char> recv(static_cast<size_t>(recvBytes));
+    checkCuda(cudaMemcpyAsync(inPlace ? recv.data() : send.data(), deviceSend,
+                              size_t(sendBytes), cudaMemcpyDeviceToHost,
+                              streams.compute),
+              "staging an operand to the host");
+    checkCuda(cudaStreamSynchronize(streams.compute), "staging");
+    std::unique_ptr<PendingOp> hostOp = hostCall(send.data(), recv.data());
+    return std::make_unique<StagedOp>(std::move(hostOp), std::move(send),
+                                      std::move(recv), deviceRecv);
+  }
+
+  std::unique_ptr<Backend> mpi;
+};
+
+} // namespace
+
+std::unique_ptr<Backend>
+cuda::createStagedBackend(std::unique_ptr<Backend> mpi) {
+  return std::make_unique<StagedBackend>(std::move(mpi));
+}
