@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../common/Backend.h"
+#include "../common/HalfFloat.h"
 
 // The C API only: no Open MPI / MPICH C++ bindings (and their libraries).
 #define OMPI_SKIP_MPICXX 1
@@ -26,68 +27,7 @@ using namespace zest::rt;
 
 namespace {
 
-//===----------------------------------------------------------------------===//
-// 16-bit float conversions for the user-defined reductions.
-//===----------------------------------------------------------------------===//
-
-float bf16ToFloat(uint16_t bits) {
-  uint32_t word = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &word, sizeof(value));
-  return value;
-}
-
-uint16_t floatToBf16(float value) {
-  uint32_t word;
-  std::memcpy(&word, &value, sizeof(word));
-  if (std::isnan(value))
-    return 0x7fc0;
-  word += 0x7fff + ((word >> 16) & 1); // round to nearest even
-  return uint16_t(word >> 16);
-}
-
-float f16ToFloat(uint16_t bits) {
-  uint32_t sign = uint32_t(bits & 0x8000) << 16;
-  int exponent = (bits >> 10) & 0x1f;
-  uint32_t mantissa = bits & 0x3ff;
-  float magnitude;
-  if (exponent == 0)
-    magnitude = std::ldexp(float(mantissa), -24);
-  else if (exponent == 31)
-    magnitude = mantissa ? NAN : INFINITY;
-  else
-    magnitude = std::ldexp(float(mantissa | 0x400), exponent - 25);
-  uint32_t word;
-  std::memcpy(&word, &magnitude, sizeof(word));
-  word |= sign;
-  float value;
-  std::memcpy(&value, &word, sizeof(value));
-  return value;
-}
-
-uint16_t floatToF16(float value) {
-  uint16_t sign = std::signbit(value) ? 0x8000 : 0;
-  float magnitude = std::fabs(value);
-  if (std::isnan(value))
-    return sign | 0x7e00;
-  if (magnitude >= 65520.0f)
-    return sign | 0x7c00;
-  if (magnitude < std::ldexp(1.0f, -24) / 2)
-    return sign;
-  int exponent;
-  std::frexp(magnitude, &exponent); // magnitude = m * 2^exponent, m in [.5,1)
-  int biased = exponent + 14;
-  if (biased <= 0) // subnormal
-    return sign | uint16_t(std::nearbyint(std::ldexp(magnitude, 24)));
-  uint32_t mantissa =
-      uint32_t(std::nearbyint(std::ldexp(magnitude, 11 - exponent))) - 0x400;
-  if (mantissa == 0x400) { // rounding carried into the exponent
-    mantissa = 0;
-    ++biased;
-  }
-  return sign | uint16_t(biased << 10) | uint16_t(mantissa);
-}
-
+// 16-bit floats are summed in float (common/HalfFloat.h).
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
   auto *a = static_cast<uint16_t *>(in);

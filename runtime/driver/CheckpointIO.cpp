@@ -299,16 +299,16 @@ int64_t zest::loadCheckpoint(const std::string &root, const ModelInfo &model,
                 dir.c_str(), freshStates.front().c_str(),
                 freshStates.size() - 1);
   agreeOrExit(ok, error);
-  // All ranks must resume from the same step: the steps' sum and sum of
-  // squares are those of W equal steps only if no step differs (their
-  // variance is zero), which a sum alone cannot tell.
+  // All ranks must resume from the same step: every rank gathers all the
+  // steps and compares the smallest with the largest.
   int64_t ranks = zest_world_size();
-  int64_t moments[2] = {step, step * step}, sums[2];
-  zest_wait(zest_all_reduce_start(moments, sums, 2, ZEST_I64, ZEST_SUM,
+  std::vector<int64_t> steps(size_t(ranks), 0);
+  zest_wait(zest_all_gather_start(&step, steps.data(), 1, ZEST_I64,
                                   ZEST_GROUP_WORLD, "agree"));
-  agreeOrExit(sums[0] == step * ranks && sums[1] == step * step * ranks,
-              "checkpoint '" + dir +
-                  "' mixes steps across ranks (a save was "
-                  "interrupted?)");
+  auto [lowest, highest] = std::minmax_element(steps.begin(), steps.end());
+  agreeOrExit(*lowest == *highest,
+              "checkpoint '" + dir + "' mixes steps across ranks (" +
+                  std::to_string(*lowest) + " to " + std::to_string(*highest) +
+                  "; a save was interrupted?)");
   return step;
 }

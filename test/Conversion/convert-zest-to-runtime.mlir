@@ -311,3 +311,27 @@ func.func @bucket(%sn: tensor<2xf32>, %sm: tensor<4xf32>, %gn: tensor<4xf32>, %g
   %rn, %rm = zest.unpack %r pieces 1 : tensor<6xf32> -> tensor<2xf32>, tensor<4xf32>
   return %fn, %fm, %rn, %rm : tensor<4xf32>, tensor<8xf32>, tensor<2xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Mixed precision: a unit's gathers travel as its gather_type and its
+// gradient reductions as its reduce_type (zest_*_as_start take the f32
+// buffers and that type: 3 = bf16, 2 = f16). Over one rank they still run,
+// so every world size rounds the same values.
+zest.unit @m sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "m.w" : tensor<8xf32> at 0
+] {gather_type = bf16, reduce_type = f16}
+zest.unit @one sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
+  "one.w" : tensor<8xf32> at 0
+] {gather_type = bf16}
+
+// CHECK-LABEL: func.func @mixed(
+// CHECK:       call @zest_all_gather_as_start(%{{.*}}, %{{.*}}, %c4_i64, %c3_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
+// CHECK:       call @zest_reduce_scatter_as_start(%{{.*}}, %{{.*}}, %c4_i64, %c2_i32, %c1_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
+// CHECK:       call @zest_all_gather_as_start(%{{.*}}, %{{.*}}, %c8_i64, %c3_i32, %c1_i32, %{{.*}})
+func.func @mixed(%s: tensor<4xf32>, %g: tensor<8xf32>, %t: tensor<8xf32>) -> (tensor<8xf32>, tensor<4xf32>, tensor<8xf32>) {
+  %full = zest.all_gather %s for @m : tensor<4xf32> -> tensor<8xf32>
+  %r = zest.reduce_scatter avg %g for @m : tensor<8xf32> -> tensor<4xf32>
+  %one = zest.all_gather %t for @one : tensor<8xf32> -> tensor<8xf32>
+  return %full, %r, %one : tensor<8xf32>, tensor<4xf32>, tensor<8xf32>
+}

@@ -10,6 +10,7 @@
 
 // RUN: not zest-opt %s -split-input-file -zest-group-units="world-size=4 replicas=3 strategy=hybrid-shard" 2>&1 | FileCheck %s --check-prefix=REPLICAS
 // RUN: not zest-opt %s -split-input-file -zest-group-units="world-size=4 replicas=2" 2>&1 | FileCheck %s --check-prefix=NOTHYBRID
+// RUN: not zest-opt %s -split-input-file -zest-group-units="param-dtype=fp8" 2>&1 | FileCheck %s --check-prefix=DTYPE
 
 // WORLD: error: world-size must be at least 1, got 0
 // REPLICAS: error: replicas=3 must be a positive divisor of world-size=4
@@ -48,3 +49,4 @@ module {
     return
   }
 }
+// DTYPE: param-dtype must be bf16, f16 or f32, got 'fp8'

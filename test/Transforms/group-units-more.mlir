@@ -1,4 +1,16 @@
 // RUN: zest-opt %s -zest-group-units="world-size=2 leaf-modules=layers.*,root" | FileCheck %s
+// RUN: zest-opt %s -zest-group-units="world-size=2 leaf-modules=layers.*,root param-dtype=bf16 reduce-dtype=f16" | FileCheck %s --check-prefix=MIXED
+
+// Mixed precision: f32 units gather in bf16 and reduce in f16; the bf16 and
+// i32 units keep their own type on the wire.
+// MIXED:      zest.unit @"layers.0[f32]" sharded : f32, {{.*}} [
+// MIXED:      ] {gather_type = bf16, reduce_type = f16}
+// MIXED-NEXT: zest.unit @"layers.0[bf16]" sharded : bf16, {{.*}} [
+// MIXED:      ]{{$}}
+// MIXED-NEXT: zest.unit @root sharded : i32, {{.*}} [
+// MIXED:      ]{{$}}
+// MIXED-NEXT: zest.unit @root_1 sharded : f32, {{.*}} [
+// MIXED:      ] {gather_type = bf16, reduce_type = f16}
 
 // A unit holds one element type: a block mixing f32 and bf16 splits into one
 // unit per element type, in order of first appearance.

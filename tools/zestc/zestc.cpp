@@ -115,6 +115,18 @@ static cl::opt<std::string> strategy(
              "(HSDP: full-shard within groups of ranks, gradient shards "
              "all-reduced across groups; needs --mesh)"),
     cl::init("full-shard"), cl::cat(category));
+static cl::opt<std::string> paramDtype(
+    "param-dtype",
+    cl::desc("Mixed precision (FSDP's MixedPrecision.param_dtype): bf16 or "
+             "f16 sends f32 units' gathers in that type, half the bytes; the "
+             "shards stay f32 (the optimizer's master copy) and so does the "
+             "computation"),
+    cl::init(""), cl::cat(category));
+static cl::opt<std::string> reduceDtype(
+    "reduce-dtype",
+    cl::desc("Mixed precision (reduce_dtype): bf16 or f16 reduces f32 "
+             "units' gradients in that type (f32 by default)"),
+    cl::init(""), cl::cat(category));
 static cl::opt<std::string>
     mesh("mesh",
          cl::desc("hybrid-shard: RxS arranges R * S ranks as R replica "
@@ -252,6 +264,8 @@ int main(int argc, char **argv) {
   options.shard.leafClasses =
       std::vector<std::string>(leafClasses.begin(), leafClasses.end());
   options.shard.minUnitNumel = minUnitNumel;
+  options.shard.paramDtype = paramDtype;
+  options.shard.reduceDtype = reduceDtype;
   options.shard.ignore = std::vector<std::string>(ignore.begin(), ignore.end());
   options.shard.manifest = manifest;
   if (optimizer == "none") {

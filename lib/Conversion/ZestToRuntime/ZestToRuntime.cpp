@@ -10,6 +10,8 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstring>
+
 #include "zest_runtime.h"
 
 namespace mlir::zest {
@@ -72,13 +74,17 @@ struct CollectiveInfo {
   /// The ranks it runs over, and how many they are.
   zest_group_t group;
   int64_t groupSize;
+  /// Mixed precision: the type the f32 buffers travel as (null: theirs).
+  Type wireType = {};
 };
 
 /// Starts the collective: returns the request handle and the result buffer.
 static FailureOr<std::pair<Value, Value>>
 startCollective(PatternRewriter &rewriter, Operation *op,
                 const CollectiveInfo &info) {
-  int64_t dtype = getDTypeCode(info.resultType.getElementType());
+  // zest_*_as_start take the f32 buffers and the type they travel as.
+  int64_t dtype = getDTypeCode(
+      info.wireType ? info.wireType : info.resultType.getElementType());
   if (dtype < 0)
     return rewriter.notifyMatchFailure(op, "element type without runtime "
                                            "dtype");
@@ -106,8 +112,11 @@ startCollective(PatternRewriter &rewriter, Operation *op,
         rewriter, loc, static_cast<int64_t>(*info.reduction), 32));
   args.push_back(arith::ConstantIntOp::create(rewriter, loc, info.group, 32));
   args.push_back(getUnitTag(rewriter, loc, info.unit));
+  std::string startFn = info.startFn.str();
+  if (info.wireType)
+    startFn.insert(startFn.size() - std::strlen("_start"), "_as");
   Value request =
-      callRuntime(rewriter, loc, info.startFn, rewriter.getI64Type(), args)
+      callRuntime(rewriter, loc, startFn, rewriter.getI64Type(), args)
           .getResult(0);
   return std::make_pair(request, recv);
 }
@@ -122,7 +131,7 @@ static Value finishCollective(PatternRewriter &rewriter, Location loc,
                                            /*writable=*/true);
 }
 
-static CollectiveInfo getInfo(Operation *op) {
+static CollectiveInfo getKindInfo(Operation *op) {
   Type resultType = op->getResult(0).getType();
   if (auto future = dyn_cast<FutureType>(resultType))
     resultType = future.getValueType();
@@ -173,6 +182,23 @@ static CollectiveInfo getInfo(Operation *op) {
       });
 }
 
+/// What `op` moves, and as which type: gathers travel as the layout's
+/// gather_type, gradient reductions as its reduce_type (mixed precision).
+static CollectiveInfo getInfo(Operation *op) {
+  CollectiveInfo info = getKindInfo(op);
+  CollectiveLayout layout =
+      *lookupCollectiveLayout(op, op->getAttrOfType<FlatSymbolRefAttr>("unit"));
+  info.wireType = info.gathers ? layout.gatherType : layout.reduceType;
+  return info;
+}
+
+/// Over one rank a collective returns its input (shard == full buffer),
+/// unless its values must still be rounded to the type they travel as, so
+/// that every world size computes with the same values.
+static bool isNoOp(const CollectiveInfo &info) {
+  return info.groupSize == 1 && !info.wireType;
+}
+
 /// Synchronous collectives: start and wait in place.
 template <typename OpTy>
 struct LowerSyncCollective : public OpRewritePattern<OpTy> {
@@ -180,8 +206,7 @@ struct LowerSyncCollective : public OpRewritePattern<OpTy> {
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     CollectiveInfo info = getInfo(op);
-    // Over one rank a collective returns its input (shard == full buffer).
-    if (info.groupSize == 1) {
+    if (isNoOp(info)) {
       rewriter.replaceOp(op, info.input);
       return success();
     }
@@ -205,7 +230,7 @@ struct LowerAsyncCollective : public OpRewritePattern<WaitOp> {
     if (!start)
       return rewriter.notifyMatchFailure(wait, "future is not a start op");
     CollectiveInfo info = getInfo(start);
-    if (info.groupSize == 1) {
+    if (isNoOp(info)) {
       rewriter.replaceOp(wait, info.input);
       rewriter.eraseOp(start);
       return success();

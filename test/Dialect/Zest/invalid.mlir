@@ -561,7 +561,7 @@ zest.unit @u sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
 zest.unit @v sharded : f32, world_size = 4, padded_size = 8, shard_size = 2 [
   "b" : tensor<8xf32> at 0
 ]
-// expected-error@+1 {{cannot pack its units: @v differs from @u in kind, element type, world_size or replicas}}
+// expected-error@+1 {{cannot pack its units: @v differs from @u in kind, element type, world_size, replicas or communication types}}
 zest.bucket @b [@u, @v]
 
 // -----
@@ -613,3 +613,17 @@ func.func @f(%p: tensor<6xf32>) -> (tensor<2xf32>, tensor<4xi32>) {
   %0:2 = zest.unpack %p pieces 1 : tensor<6xf32> -> tensor<2xf32>, tensor<4xi32>
   return %0#0, %0#1 : tensor<2xf32>, tensor<4xi32>
 }
+
+// -----
+
+// expected-error@+1 {{gather_type must be bf16 or f16, got 'f64'}}
+zest.unit @u sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 [
+  "w" : tensor<4xf32> at 0
+] {gather_type = f64}
+
+// -----
+
+// expected-error@+1 {{reduce_type needs an f32 unit (an f32 master copy), this one holds 'bf16'}}
+zest.unit @u sharded : bf16, world_size = 2, padded_size = 4, shard_size = 2 [
+  "w" : tensor<4xbf16> at 0
+] {reduce_type = f16}

@@ -87,6 +87,8 @@ static CollectiveLayout getUnitLayout(UnitOp unit) {
   layout.replicas = unit.getNumReplicas();
   layout.shardType = unit.getShardType();
   layout.flatType = unit.getFlatType();
+  layout.gatherType = unit.getGatherType().value_or(Type());
+  layout.reduceType = unit.getReduceType().value_or(Type());
   layout.units.push_back(unit);
   return layout;
 }
@@ -116,7 +118,9 @@ bool mlir::zest::haveSameLayout(UnitOp a, UnitOp b) {
   return a.getKind() == b.getKind() &&
          a.getElementType() == b.getElementType() &&
          a.getWorldSize() == b.getWorldSize() &&
-         a.getNumReplicas() == b.getNumReplicas();
+         a.getNumReplicas() == b.getNumReplicas() &&
+         a.getGatherType() == b.getGatherType() &&
+         a.getReduceType() == b.getReduceType();
 }
 
 /// Why the members of `bucket` cannot be packed together, or "" if they
@@ -136,7 +140,8 @@ static std::string getBucketMembers(BucketOp bucket,
     if (!units.empty() && !haveSameLayout(units.front(), unit))
       return ("@" + ref.getValue() + " differs from @" +
               units.front().getSymName() +
-              " in kind, element type, world_size or replicas")
+              " in kind, element type, world_size, replicas or "
+              "communication types")
           .str();
     units.push_back(unit);
   }
@@ -277,6 +282,16 @@ LogicalResult UnitOp::verify() {
   if (!elementType.isIntOrFloat())
     return emitOpError() << "element type must be an integer or float type, "
                          << "got " << elementType;
+  for (auto [name, type] : {std::make_pair("gather_type", getGatherType()),
+                            std::make_pair("reduce_type", getReduceType())}) {
+    if (!type)
+      continue;
+    if (!type->isBF16() && !type->isF16())
+      return emitOpError() << name << " must be bf16 or f16, got " << *type;
+    if (!elementType.isF32())
+      return emitOpError() << name << " needs an f32 unit (an f32 master "
+                           << "copy), this one holds " << elementType;
+  }
   if (isSharded() && getPaddedSize() != getShardSize() * getWorldSize())
     return emitOpError() << "padded_size (" << getPaddedSize()
                          << ") must equal shard_size (" << getShardSize()

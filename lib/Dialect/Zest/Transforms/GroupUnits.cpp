@@ -84,6 +84,16 @@ private:
 
 } // namespace
 
+/// The `gather_type` / `reduce_type` of a unit of `elementType` under the
+/// option `dtype`: mixed precision applies to f32 units only.
+static TypeAttr communicationType(StringRef dtype, Type elementType) {
+  MLIRContext *ctx = elementType.getContext();
+  if (!elementType.isF32() || dtype.empty() || dtype == "f32")
+    return {};
+  return TypeAttr::get(dtype == "bf16" ? Type(BFloat16Type::get(ctx))
+                                       : Type(Float16Type::get(ctx)));
+}
+
 LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
   if (!isShardingStrategy(strategy))
     return emitError(module.getLoc())
@@ -105,6 +115,13 @@ LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
     return emitError(module.getLoc())
            << "min-unit-numel must be non-negative, got "
            << minUnitNumel.getValue();
+  for (auto [name, value] : {std::make_pair("param-dtype", &paramDtype),
+                             std::make_pair("reduce-dtype", &reduceDtype)}) {
+    StringRef text = value->getValue();
+    if (!text.empty() && text != "bf16" && text != "f16" && text != "f32")
+      return emitError(module.getLoc())
+             << name << " must be bf16, f16 or f32, got '" << text << "'";
+  }
   if (!module.getOps<UnitOp>().empty())
     return emitError(module.getLoc())
            << "module already declares zest.unit ops: grouping runs once, "
@@ -313,7 +330,9 @@ void GroupUnitsPass::declareUnits(ModuleOp module) {
       UnitOp::create(
           builder, loc, uniqueName(base, taken), plan.kind, elementType, shards,
           replicas > 1 ? builder.getI64IntegerAttr(replicas) : IntegerAttr(),
-          padded, shard, builder.getArrayAttr(entries));
+          padded, shard, builder.getArrayAttr(entries),
+          communicationType(paramDtype, elementType),
+          communicationType(reduceDtype, elementType));
     }
   }
 }

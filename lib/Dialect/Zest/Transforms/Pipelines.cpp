@@ -17,6 +17,8 @@ GroupUnitsPassOptions ShardPipelineOptions::getGroupUnitsOptions() const {
   options.ignore.assign(ignore.begin(), ignore.end());
   options.strategy = strategy;
   options.replicas = replicas;
+  options.paramDtype = paramDtype;
+  options.reduceDtype = reduceDtype;
   return options;
 }
 

@@ -31,6 +31,9 @@ struct CollectiveLayout {
   bool sharded = false;
   int64_t worldSize = 1, replicas = 1;
   RankedTensorType shardType, flatType;
+  /// Mixed precision: the element types gathers and gradient reductions
+  /// send (null: the element type).
+  Type gatherType, reduceType;
   /// The unit itself, or the bucket's members in packing order.
   SmallVector<UnitOp> units;
   /// Ranks the job runs on: world_size ranks per replica.
@@ -38,7 +41,8 @@ struct CollectiveLayout {
 };
 
 /// Whether one collective may move the buffers of `a` and `b` together (a
-/// bucket): same kind, element type, world_size and replicas.
+/// bucket): same kind, element type, world_size, replicas and communication
+/// types.
 bool haveSameLayout(UnitOp a, UnitOp b);
 
 /// Resolves `ref`, seen from `from`, to a unit or a bucket; nullopt if it

@@ -49,12 +49,19 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     shard is then all-reduced across the replicas (`zest.all_reduce ...
     across_replicas`), a replicated unit's gradient over all ranks.
 
+    Mixed precision (FSDP's `MixedPrecision`, DeepSpeed's bf16
+    communication): `gather_type` (bf16 or f16) makes the unit's gathers
+    send its f32 shards rounded to that type, half the bytes on the wire,
+    and widen what they receive; `reduce_type` does the same for its
+    gradient reductions. The shards (the optimizer's master copy) and the
+    computation stay in `element_type`, which must then be f32.
+
     ```mlir
     zest.unit @layers.0 sharded : f32, world_size = 4,
         padded_size = 528, shard_size = 132 [
       "layers.0.fc.weight" : tensor<16x32xf32> at 0,
       "layers.0.fc.bias" : tensor<16xf32> at 512
-    ]
+    ] {gather_type = bf16}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -65,7 +72,9 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
                            :$replicas,
                        ConfinedAttr<I64Attr, [IntMinValue<0>]>:$padded_size,
                        ConfinedAttr<I64Attr, [IntMinValue<0>]>:$shard_size,
-                       Zest_ParamArrayAttr:$params);
+                       Zest_ParamArrayAttr:$params,
+                       OptionalAttr<TypeAttr>:$gather_type,
+                       OptionalAttr<TypeAttr>:$reduce_type);
   let assemblyFormat = [{
     $sym_name $kind `:` $element_type `,` `world_size` `=` $world_size `,`
     (`replicas` `=` $replicas^ `,`)? `padded_size` `=` $padded_size `,` `shard_size` `=` $shard_size

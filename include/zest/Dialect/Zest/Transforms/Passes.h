@@ -63,6 +63,13 @@ struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
       llvm::cl::desc("hybrid-shard: replica groups the world-size ranks form "
                      "(shards within each)"),
       llvm::cl::init(1)};
+  Option<std::string> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("Mixed precision: bf16 or f16 gathers (f32 master "
+                     "shards)")};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Mixed precision: bf16 or f16 gradient reductions")};
 
   /// The grouping pass options these pipeline options imply.
   GroupUnitsPassOptions getGroupUnitsOptions() const;

@@ -62,6 +62,10 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
     A unit holds one element type: a unit whose parameters have several is
     split into one unit per element type, named `<unit>[<type>]`.
 
+    `param-dtype` / `reduce-dtype` (`bf16` or `f16`) set the f32 units'
+    `gather_type` / `reduce_type`: FSDP's `MixedPrecision(param_dtype,
+    reduce_dtype)` on the wire, with f32 shards as the master copy.
+
     A pattern that matches nothing is an error (`no module matches
     'layers.*'`), as is a leaf module all of whose parameters are ignored.
 
@@ -87,6 +91,12 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
     Option<"replicas", "replicas", "int64_t", /*default=*/"1",
            "hybrid-shard: number of replica groups (a divisor of world-size); "
            "units are sharded within each">,
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
+           "Mixed precision: bf16 or f16 sends f32 units' gathers in that "
+           "type (gather_type); empty: f32">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
+           "Mixed precision: bf16 or f16 reduces f32 units' gradients in "
+           "that type (reduce_type); empty: f32">,
   ];
 }
 
