@@ -51,3 +51,19 @@ def gpt2():
         return model(input_ids=ids, labels=ids).loss
 
     return model, loss_fn, (_tokens(),)
+
+
+def gpt2_dropout():
+    """GPT2LMHeadModel with its default dropout (0.1 on embeddings, residuals
+    and attention weights, the last inside scaled_dot_product_attention)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
+                        n_positions=SEQ, bos_token_id=1, eos_token_id=2,
+                        attn_implementation="sdpa", loss_type="ForCausalLM")
+    model = GPT2LMHeadModel(config)
+
+    def loss_fn(model, ids):
+        return model(input_ids=ids, labels=ids).loss
+
+    return model, loss_fn, (_tokens(),)
