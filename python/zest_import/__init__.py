@@ -45,17 +45,61 @@ def load_factory(spec):
         module_spec.loader.exec_module(source)
     except FileNotFoundError:
         raise ImportError_(f"no file '{path}'")
+    except Exception as error:
+        raise ImportError_(f"loading '{path}' failed: {_located(error)}")
     factory = getattr(source, name, None)
     if not callable(factory):
         raise ImportError_(f"'{path}' defines no function '{name}'")
-    made = factory()
+    try:
+        made = factory()
+    except Exception as error:
+        raise ImportError_(f"{name}() raised {_located(error)}")
     if not isinstance(made, tuple) or len(made) != 3:
         raise ImportError_(f"{name}() must return (module, loss_fn, "
                            f"example_batch), got {type(made).__name__}")
     model, loss_fn, batch = made
     if not isinstance(batch, (tuple, list)):
         batch = (batch,)
+    check_factory(name, model, loss_fn, tuple(batch))
     return model, loss_fn, tuple(batch)
+
+
+def _located(error):
+    """'Type: message (at FILE:LINE)' for an exception from user code."""
+    import traceback
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames \
+        else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def check_factory(name, model, loss_fn, batch):
+    """What the factory returned: a module with parameters, a callable loss
+    and tensors sharing their first (micro-batch) dimension."""
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        raise ImportError_(f"{name}() must return a torch.nn.Module first, "
+                           f"got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise ImportError_(f"{name}()'s loss_fn is not callable")
+    if not any(True for _ in model.parameters()):
+        raise ImportError_(f"the model ({type(model).__name__}) has no "
+                           f"parameters: there is nothing to shard or train")
+    if not batch:
+        raise ImportError_(f"{name}()'s example batch is empty")
+    for i, tensor in enumerate(batch):
+        if not isinstance(tensor, torch.Tensor):
+            raise ImportError_(f"batch argument #{i} is a "
+                               f"{type(tensor).__name__}, not a tensor")
+        if tensor.dim() == 0:
+            raise ImportError_(f"batch argument #{i} is a scalar; every batch "
+                               f"argument needs the micro-batch as its first "
+                               f"dimension")
+        if tensor.shape[0] != batch[0].shape[0]:
+            raise ImportError_(f"batch argument #{i} has {tensor.shape[0]} "
+                               f"samples but #0 has {batch[0].shape[0]}: "
+                               f"every batch argument's first dimension is "
+                               f"the micro-batch")
 
 
 def check_supported(model):
@@ -246,6 +290,9 @@ def trace_step(model, loss_fn, batch, name):
 
             grads, loss = grad_and_value(loss_of)(
                 {n: values[n] for n in trained})
+            if not loss.dtype.is_floating_point:
+                raise ImportError_(f"loss_fn must return a floating-point "
+                                   f"scalar, got {loss.dtype}")
             return (loss, *[grads[n] for n in trained])
         return step
 

@@ -82,3 +82,26 @@ def bf16_parameter():
         return nn.functional.mse_loss(model[1](h).float(), y)
 
     return model, loss_fn, (torch.randn(8, 4), torch.randn(8, 4))
+
+
+def no_parameters():
+    return nn.ReLU(), lambda m, x: m(x).sum(), (torch.randn(8, 4),)
+
+
+def raises():
+    raise ValueError("no such checkpoint")  # factory errors are reported
+
+
+def uneven_batch():
+    return nn.Linear(4, 4), mse, (torch.randn(8, 4), torch.randn(6, 4))
+
+
+def scalar_batch():
+    def loss_fn(model, x, scale):
+        return (model(x) * scale).mean()
+
+    return nn.Linear(4, 4), loss_fn, (torch.randn(8, 4), torch.tensor(2.0))
+
+
+def integer_loss():
+    return nn.Linear(4, 4), lambda m, x: (m(x) > 0).sum(), (torch.randn(8, 4),)
