@@ -106,6 +106,10 @@ def check_supported(model):
     """Refuses what the traced step would get wrong silently, and parameter
     types the compiled optimizer does not update."""
     import torch
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ImportError_(f"every parameter of the model "
+                           f"({type(model).__name__}) has requires_grad=False:"
+                           f" there is nothing to train")
     for name, param in model.named_parameters():
         if param.requires_grad and param.dtype != torch.float32:
             module, _, _ = name.rpartition(".")

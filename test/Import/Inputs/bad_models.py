@@ -105,3 +105,8 @@ def scalar_batch():
 
 def integer_loss():
     return nn.Linear(4, 4), lambda m, x: (m(x) > 0).sum(), (torch.randn(8, 4),)
+
+
+def all_frozen():
+    model = nn.Linear(4, 4).requires_grad_(False)
+    return model, lambda m, x: m(x).pow(2).mean(), (torch.randn(8, 4),)
