@@ -32,10 +32,14 @@ int64_t TensorSpec::numel() const {
 }
 
 bool FunctionInfo::isTraining() const {
-  for (const ResultInfo &result : results)
-    if (result.kind == ResultInfo::Loss)
-      return true;
-  return false;
+  // A loss with gradients (applied by a compiled optimizer, or returned
+  // under --optimizer=none); a loss alone is an evaluation.
+  bool loss = false, grads = !optimizer.empty();
+  for (const ResultInfo &result : results) {
+    loss |= result.kind == ResultInfo::Loss;
+    grads |= result.kind == ResultInfo::Grad;
+  }
+  return loss && grads;
 }
 
 std::string ModelInfo::layoutHash() const {

@@ -75,6 +75,8 @@ struct FunctionInfo {
   std::string accumulateFor;
   std::vector<ArgInfo> args;
   std::vector<ResultInfo> results;
+  /// A loss and gradients (applied by the compiled optimizer, or returned
+  /// under --optimizer=none); a loss alone is an evaluation, run forward only.
   bool isTraining() const;
 };
 

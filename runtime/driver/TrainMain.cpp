@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
                       "compute", computeStart, zest_now_us());
       for (size_t r = 0; r < entry.function->results.size(); ++r) {
         const ResultInfo &result = entry.function->results[r];
-        if (result.kind == ResultInfo::Loss) {
+        if (result.kind == ResultInfo::Loss && training) {
           loss += readFloat(results[r], 0);
         } else if (!training) {
           for (int64_t i = 0; i < results[r].spec.numel(); ++i)
