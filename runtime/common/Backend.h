@@ -11,6 +11,7 @@
 
 #include "zest_runtime.h"
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -52,6 +53,13 @@ public:
   virtual std::unique_ptr<PendingOp>
   broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
   virtual std::unique_ptr<PendingOp> barrier() = 0;
+
+  /// Memory for the runtime's pool (zest_pool_alloc), where this backend's
+  /// collectives and the compiled code read it: host memory here, device
+  /// memory for the CUDA backends. Never returned: the pool reuses it.
+  virtual void *allocateMemory(size_t bytes, size_t alignment) {
+    return std::aligned_alloc(alignment, bytes);
+  }
 
   /// True if backend calls may come from a second thread (serialized by the
   /// runtime), as a progress thread needs.

@@ -48,7 +48,8 @@ struct TraceEvent {
 /// steady state of a training loop allocates nothing from the system.
 class Pool {
 public:
-  void *allocate(int64_t bytes) {
+  /// Takes new memory from `source` (the backend's kind of memory).
+  void *allocate(int64_t bytes, Backend &source) {
     size_t size = roundUp(bytes);
     void *ptr = nullptr;
     auto &free = freeLists[size];
@@ -56,7 +57,7 @@ public:
       ptr = free.back();
       free.pop_back();
     } else {
-      ptr = std::aligned_alloc(kAlignment, size);
+      ptr = source.allocateMemory(size, kAlignment);
       if (!ptr)
         fatal("out of memory allocating " + std::to_string(size) +
               " bytes (pool holds " + std::to_string(counters.pool_bytes) +
@@ -438,7 +439,6 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
       "all_reduce", tag, bytes, ringBytesSent(true, bytes, ranks), group);
 }
 
-
 zest_request_t zest_all_gather_as_start(const void *send, float *recv,
                                         int64_t count, zest_dtype_t wire,
                                         zest_group_t group, const char *tag) {
@@ -553,7 +553,7 @@ void zest_barrier(void) {
 void *zest_pool_alloc(int64_t bytes) {
   Runtime &rt = get();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  void *ptr = rt.pool.allocate(bytes);
+  void *ptr = rt.pool.allocate(bytes, *rt.backend);
   traceCounters();
   return ptr;
 }

@@ -42,6 +42,16 @@ void cuda::streamWaits(cudaStream_t waiter, cudaStream_t producer,
   checkCuda(cudaEventDestroy(event), what); // released once it completes
 }
 
+void *cuda::allocateDeviceMemory(size_t bytes, size_t alignment) {
+  if (alignment > 256)
+    fatal("device memory is 256-byte aligned; " + std::to_string(alignment) +
+          " was asked for");
+  void *ptr = nullptr;
+  checkCuda(cudaMallocAsync(&ptr, bytes, streams.compute),
+            "allocating " + std::to_string(bytes) + " bytes of device memory");
+  return ptr;
+}
+
 std::unique_ptr<Backend> zest::rt::createCudaBackend(const std::string &kind,
                                                      int *argc, char ***argv) {
   if (kind != "nccl" && kind != "staged")

@@ -29,6 +29,10 @@ extern DeviceStreams streams;
 void checkCuda(cudaError_t status, const std::string &what);
 /// Picks rank `rank`'s GPU and creates the two streams.
 void initDevice(int rank);
+/// Device memory for the runtime's pool, ordered on the compute stream
+/// (cudaMallocAsync); 256-byte aligned, which covers any `alignment` the
+/// pool asks for.
+void *allocateDeviceMemory(size_t bytes, size_t alignment);
 /// Makes `waiter` wait for the work enqueued so far on `producer`.
 void streamWaits(cudaStream_t waiter, cudaStream_t producer,
                  const std::string &what);

@@ -49,6 +49,9 @@ public:
 
   const char *name() const override { return "cuda-staged"; }
   bool supportsProgressThread() const override { return false; }
+  void *allocateMemory(size_t bytes, size_t alignment) override {
+    return allocateDeviceMemory(bytes, alignment);
+  }
   int rank() const override { return mpi->rank(); }
   int worldSize() const override { return mpi->worldSize(); }
   void setMesh(int replicas, int shards) override {

@@ -144,6 +144,31 @@ void testBroadcast(int rank) {
   cudaFree(buffer);
 }
 
+/// The pool hands out device memory with exact accounting, and reuses it.
+void testDevicePool(int rank) {
+  zest_reset_counters();
+  void *a = zest_pool_alloc(1000);
+  cudaPointerAttributes attributes;
+  bool device = cudaPointerGetAttributes(&attributes, a) == cudaSuccess &&
+                attributes.type == cudaMemoryTypeDevice;
+  expect(device, "pool memory is device memory", rank);
+  cudaMemsetAsync(a, 0x3c, 1000, stream());
+  std::vector<unsigned char> back =
+      toHost(static_cast<unsigned char *>(a), 1000);
+  bool ok = true;
+  for (unsigned char byte : back)
+    ok = ok && byte == 0x3c;
+  expect(ok, "pool memory holds what the stream wrote", rank);
+  zest_counters_t counters;
+  zest_get_counters(&counters);
+  expect(counters.pool_bytes == 1024, "pool bytes (1000 rounded to 1024)",
+         rank);
+  zest_pool_free(a);
+  void *b = zest_pool_alloc(1000);
+  expect(a == b, "a freed buffer is reused", rank);
+  zest_pool_free(b);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -154,6 +179,7 @@ int main(int argc, char **argv) {
   testReduceScatter(rank, world, ZEST_AVG);
   testAllReduceInPlaceTwoInFlight(rank, world);
   testBroadcast(rank);
+  testDevicePool(rank);
   if (world % 2 == 0) {
     zest_set_mesh(2, world / 2);
     testAllGather(rank, world, ZEST_GROUP_SHARD);
