@@ -120,6 +120,11 @@ def export(args):
             owner = by_tensor.get(id(params[name])) if name in params \
                 else None
             if owner is not None and owner in state:
+                if tuple(state[owner].shape) != tuple(value.shape):
+                    raise ImportError_(
+                        f"checkpoint '{args.checkpoint}' holds '{owner}' as "
+                        f"{tuple(state[owner].shape)}, but the model's "
+                        f"'{name}' is {tuple(value.shape)}")
                 complete[name] = state[owner].to(value.dtype)
             elif name in params:
                 raise ImportError_(f"checkpoint '{args.checkpoint}' lacks "
