@@ -41,8 +41,9 @@ def _run_zest_ckpt(*args):
     done = subprocess.run([_zest_ckpt(), *args], capture_output=True,
                           text=True)
     if done.returncode != 0:
-        raise ImportError_(done.stderr.strip() or f"zest-ckpt {args[0]} "
-                           f"failed with status {done.returncode}")
+        message = done.stderr.strip().removeprefix("zest-ckpt: error: ")
+        raise ImportError_(message or f"zest-ckpt {args[0]} failed with "
+                           f"status {done.returncode}")
     return done.stdout
 
 
