@@ -134,6 +134,14 @@ safetensors::File consolidate(const FullState &state, bool optimizer) {
   return out;
 }
 
+/// "[2, 3]".
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 void split(const safetensors::File &full, const Manifest &layout,
            const std::string &dir) {
   ::mkdir(dir.c_str(), 0755);
@@ -162,8 +170,9 @@ void split(const safetensors::File &full, const Manifest &layout,
           continue;
         }
         if (tensor->dtype != "F32" || tensor->shape != param.shape)
-          fail("parameter '" + param.fqn + suffix +
-               "' has another dtype or shape than the manifest says");
+          fail("parameter '" + param.fqn + suffix + "' is " + tensor->dtype +
+               shapeText(tensor->shape) + " but the manifest says F32" +
+               shapeText(param.shape));
         std::memcpy(flat.data() + param.offset, tensor->data.data(),
                     tensor->data.size());
         any = true;
