@@ -262,14 +262,37 @@ def _random_op_table(model, streams):
     return table
 
 
+def _model_loss(model, loss_fn, values, data):
+    """loss_fn(model, *data) with the model holding `values` (tied weights
+    re-tied, as functional_call does); loss_fn gets the module itself, its
+    submodules and attributes."""
+    from torch.nn.utils.stateless import _reparametrize_module
+    with _reparametrize_module(model, values, tie_weights=True):
+        return loss_fn(model, *data)
+
+
+def _make_fx(fn, args, model, streams):
+    """make_fx of `fn` on `args` with the importer's decompositions (torch-
+    mlir's, ours, the random ops'), scaled_dot_product_attention traced as
+    its math (matmul, softmax, matmul: the fused CPU kernels' backward has
+    no lowering to linalg), source lines recorded for errors."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch_mlir import fx as tmfx
+    from . import decompositions
+    table = {**tmfx.get_decomposition_table(), **decompositions.table(),
+             **_random_op_table(model, streams)}
+    with sdpa_kernel(SDPBackend.MATH), _quiet():
+        return make_fx(fn, decomposition_table=table,
+                       record_stack_traces=True)(*args)
+
+
 def trace_step(model, loss_fn, batch, name):
     """The training step as a torch-mlir module (linalg on tensors), the
     parameter names, which of them are trained and whether the step takes
     random streams (a last {zest.rng} argument)."""
     import torch
     from torch.func import functional_call, functionalize, grad_and_value
-    from torch.fx.experimental.proxy_tensor import make_fx
-    from torch_mlir import fx as tmfx
     from . import rng
 
     params = dict(model.named_parameters())
@@ -301,28 +324,15 @@ def trace_step(model, loss_fn, batch, name):
         return step
 
     def eager_loss(values, data):
-        # loss_fn gets the module itself (its submodules and attributes),
-        # holding the traced values, as functional_call does it.
-        from torch.nn.utils.stateless import _reparametrize_module
-        with _reparametrize_module(model, values, tie_weights=True):
-            return loss_fn(model, *data)
+        return _model_loss(model, loss_fn, values, data)
 
     def traced(loss_of_values, streams):
-        from . import decompositions
-        table = {**tmfx.get_decomposition_table(), **decompositions.table(),
-                 **_random_op_table(model, streams)}
         args = [p.detach() for p in params.values()] + list(batch)
         if streams is not None:
             args.append(torch.zeros(2, dtype=torch.int64))
-        # scaled_dot_product_attention as its math (matmul, softmax,
-        # matmul): the fused CPU kernels' backward has no lowering to linalg.
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        with sdpa_kernel(SDPBackend.MATH), _quiet():
-            return make_fx(functionalize(make_step(loss_of_values, streams),
-                                         remove="mutations"),
-                           decomposition_table=table,
-                           record_module_stack=True,
-                           record_stack_traces=True)(*args)
+        return _make_fx(functionalize(make_step(loss_of_values, streams),
+                                      remove="mutations"), args, model,
+                        streams)
 
     def traced_with_streams(loss_of_values):
         try:
@@ -383,27 +393,18 @@ def trace_forward(model, loss_fn, batch, name):
     """The loss alone, in eval mode (dropout off), as a torch-mlir module
     whose function `name` takes the parameters and the batch."""
     import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
-    from torch_mlir import fx as tmfx
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.utils.stateless import _reparametrize_module
-    from . import decompositions
     params = dict(model.named_parameters())
     names = list(params)
 
     def forward(*args):
         values = dict(zip(names, args[:len(names)]))
-        with _reparametrize_module(model, values, tie_weights=True):
-            return loss_fn(model, *args[len(names):])
+        return _model_loss(model, loss_fn, values, args[len(names):])
 
-    table = {**tmfx.get_decomposition_table(), **decompositions.table(),
-             **_random_op_table(model, None)}
     model.eval()
     try:
-        with sdpa_kernel(SDPBackend.MATH), _quiet(), torch.no_grad():
-            graph = make_fx(forward, decomposition_table=table,
-                            record_stack_traces=True)(
-                *[p.detach() for p in params.values()], *batch)
+        with torch.no_grad():
+            graph = _make_fx(forward, [p.detach() for p in params.values()] +
+                             list(batch), model, None)
     except Exception as error:
         raise ImportError_(f"tracing the forward entry failed"
                            f"{_where(model, _traceback_frames(error))}: "
@@ -495,8 +496,8 @@ def _module_at(model, path, line):
 
 def _origin(graph, op, model):
     """' in module 'path' (Class) at FILE:LINE' for the first node of `graph`
-    calling `op` (aten.name or aten.name.overload), from make_fx's module
-    stack and stack trace; '' if unknown."""
+    calling `op` (aten.name or aten.name.overload), from the stack trace
+    make_fx recorded and the model's forward methods; '' if unknown."""
     import re
     for node in graph.graph.nodes:
         target = str(node.target)

@@ -119,6 +119,15 @@ def read_samples(path, batch):
     return samples
 
 
+def micro_batch(samples, first, micro):
+    """The batch arguments of samples [first, first + micro) (mod their
+    count), as the executable reads them."""
+    import torch
+    chosen = [samples[(first + s) % len(samples)] for s in range(micro)]
+    return [torch.stack([sample[i] for sample in chosen])
+            for i in range(len(chosen[0]))]
+
+
 def train(args):
     import torch
     from safetensors.torch import load_file
@@ -145,9 +154,7 @@ def train(args):
         total = 0.0
         for a in range(accum):
             first = step * global_batch + a * micro
-            chosen = [samples[(first + s) % len(samples)] for s in range(micro)]
-            inputs = [torch.stack([sample[i] for sample in chosen])
-                      for i in range(len(batch))]
+            inputs = micro_batch(samples, first, micro)
             streams = torch.tensor([rng.signed(rng.step_key(args.seed, step)),
                                     a * micro], dtype=torch.int64)
             with rng.EagerStreams(streams, micro):
@@ -178,10 +185,7 @@ def evaluate(args):
         per_step = args.global_batch // micro
         for m in range(args.start_step * per_step,
                        (args.start_step + args.steps) * per_step):
-            chosen = [samples[(m * micro + s) % len(samples)]
-                      for s in range(micro)]
-            inputs = [torch.stack([sample[i] for sample in chosen])
-                      for i in range(len(batch))]
+            inputs = micro_batch(samples, m * micro, micro)
             total += loss_fn(model, *inputs).item()
     print(f"checksum {total:.9g}")
 

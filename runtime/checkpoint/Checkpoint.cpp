@@ -142,6 +142,13 @@ std::string checkpoint::resolveLatest(const std::string &dir) {
   return dir + "/" + name;
 }
 
+std::string checkpoint::shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 std::string checkpoint::rankFileName(const std::string &dir, int64_t rank,
                                      int64_t worldSize) {
   char name[64];

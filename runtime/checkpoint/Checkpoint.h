@@ -55,6 +55,9 @@ bool readManifest(const std::string &path, Manifest &out, std::string &error);
 std::string rankFileName(const std::string &dir, int64_t rank,
                          int64_t worldSize);
 
+/// A shape for messages: "[2, 3]".
+std::string shapeText(const std::vector<int64_t> &shape);
+
 /// Periodic checkpoints (--save-every) live in `<root>/step-NNNNNN`, and
 /// `<root>/latest` names the newest complete one.
 std::string stepFolderName(int64_t step);

@@ -42,7 +42,12 @@ void cuda::streamWaits(cudaStream_t waiter, cudaStream_t producer,
   checkCuda(cudaEventDestroy(event), what); // released once it completes
 }
 
-void *cuda::allocateDeviceMemory(size_t bytes, size_t alignment) {
+cuda::DeviceBackend::DeviceBackend(std::unique_ptr<Backend> mpi)
+    : mpi(std::move(mpi)) {
+  initDevice(this->mpi->rank());
+}
+
+void *cuda::DeviceBackend::allocateMemory(size_t bytes, size_t alignment) {
   if (alignment > 256)
     fatal("device memory is 256-byte aligned; " + std::to_string(alignment) +
           " was asked for");
@@ -50,6 +55,22 @@ void *cuda::allocateDeviceMemory(size_t bytes, size_t alignment) {
   checkCuda(cudaMallocAsync(&ptr, bytes, streams.compute),
             "allocating " + std::to_string(bytes) + " bytes of device memory");
   return ptr;
+}
+
+std::unique_ptr<PendingOp> cuda::DeviceBackend::barrier() {
+  checkCuda(cudaStreamSynchronize(streams.compute), "a barrier");
+  return mpi->barrier();
+}
+
+void cuda::DeviceBackend::abort(int code) {
+  mpi->abort(code);
+  std::_Exit(code); // not reached: the MPI backend aborts the job
+}
+
+void cuda::DeviceBackend::finalize() {
+  cudaStreamSynchronize(streams.compute);
+  cudaStreamSynchronize(streams.communication);
+  mpi->finalize();
 }
 
 std::unique_ptr<Backend> zest::rt::createCudaBackend(const std::string &kind,

@@ -29,13 +29,32 @@ extern DeviceStreams streams;
 void checkCuda(cudaError_t status, const std::string &what);
 /// Picks rank `rank`'s GPU and creates the two streams.
 void initDevice(int rank);
-/// Device memory for the runtime's pool, ordered on the compute stream
-/// (cudaMallocAsync); 256-byte aligned, which covers any `alignment` the
-/// pool asks for.
-void *allocateDeviceMemory(size_t bytes, size_t alignment);
 /// Makes `waiter` wait for the work enqueued so far on `producer`.
 void streamWaits(cudaStream_t waiter, cudaStream_t producer,
                  const std::string &what);
+
+/// What the CUDA backends share: this rank's GPU and streams, the MPI
+/// backend they start from (ranks, barrier, abort, finalize) and device
+/// memory for the runtime's pool.
+class DeviceBackend : public Backend {
+public:
+  /// Picks this rank's GPU and creates its streams.
+  explicit DeviceBackend(std::unique_ptr<Backend> mpi);
+  int rank() const override { return mpi->rank(); }
+  int worldSize() const override { return mpi->worldSize(); }
+  bool supportsProgressThread() const override { return false; }
+  /// Ordered on the compute stream (cudaMallocAsync); 256-byte aligned,
+  /// which covers any `alignment` the pool asks for.
+  void *allocateMemory(size_t bytes, size_t alignment) override;
+  /// Waits for the compute stream, then for every rank.
+  std::unique_ptr<PendingOp> barrier() override;
+  [[noreturn]] void abort(int code) override;
+  /// Waits for both streams, then finalizes MPI.
+  void finalize() override;
+
+protected:
+  std::unique_ptr<Backend> mpi;
+};
 
 /// NCCL communicators bootstrapped over `mpi` (one GPU per rank).
 std::unique_ptr<Backend> createNcclBackend(std::unique_ptr<Backend> mpi);

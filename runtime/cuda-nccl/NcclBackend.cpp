@@ -14,7 +14,6 @@
 
 #include <nccl.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -60,11 +59,10 @@ private:
   cudaEvent_t done;
 };
 
-class NcclBackend : public Backend {
+class NcclBackend : public DeviceBackend {
 public:
   explicit NcclBackend(std::unique_ptr<Backend> bootstrap)
-      : mpi(std::move(bootstrap)) {
-    initDevice(mpi->rank());
+      : DeviceBackend(std::move(bootstrap)) {
     world = initCommunicator(mpi.get());
     groups[ZEST_GROUP_WORLD] = groups[ZEST_GROUP_SHARD] = world;
     // Until a mesh is set (1 x world) each rank is its own replica group.
@@ -72,12 +70,6 @@ public:
   }
 
   const char *name() const override { return "cuda-nccl"; }
-  bool supportsProgressThread() const override { return false; }
-  void *allocateMemory(size_t bytes, size_t alignment) override {
-    return allocateDeviceMemory(bytes, alignment);
-  }
-  int rank() const override { return mpi->rank(); }
-  int worldSize() const override { return mpi->worldSize(); }
 
   void setMesh(int replicas, int shards) override {
     mpi->setMesh(replicas, shards); // checks the shape
@@ -131,24 +123,17 @@ public:
                            world, stream);
     });
   }
-  std::unique_ptr<PendingOp> barrier() override {
-    checkCuda(cudaStreamSynchronize(streams.compute), "a barrier");
-    return mpi->barrier();
-  }
-
   [[noreturn]] void abort(int code) override {
     for (ncclComm_t comm : owned)
       ncclCommAbort(comm);
     owned.clear();
-    mpi->abort(code);
-    std::_Exit(code); // not reached: the MPI backend aborts the job
+    DeviceBackend::abort(code);
   }
   void finalize() override {
-    cudaStreamSynchronize(streams.compute);
     cudaStreamSynchronize(streams.communication);
     freeGroups();
     ncclCommDestroy(world);
-    mpi->finalize();
+    DeviceBackend::finalize();
   }
 
 private:
@@ -203,7 +188,6 @@ private:
     return std::make_unique<NcclOp>(done);
   }
 
-  std::unique_ptr<Backend> mpi;
   ncclComm_t world = nullptr;
   ncclComm_t groups[3] = {};
   std::vector<ncclComm_t> owned; // the split groups

@@ -9,7 +9,6 @@
 
 #include "Device.h"
 
-#include <cstdlib>
 #include <vector>
 
 using namespace zest::rt;
@@ -41,19 +40,11 @@ private:
   void *deviceRecv;
 };
 
-class StagedBackend : public Backend {
+class StagedBackend : public DeviceBackend {
 public:
-  explicit StagedBackend(std::unique_ptr<Backend> host) : mpi(std::move(host)) {
-    initDevice(mpi->rank());
-  }
+  using DeviceBackend::DeviceBackend;
 
   const char *name() const override { return "cuda-staged"; }
-  bool supportsProgressThread() const override { return false; }
-  void *allocateMemory(size_t bytes, size_t alignment) override {
-    return allocateDeviceMemory(bytes, alignment);
-  }
-  int rank() const override { return mpi->rank(); }
-  int worldSize() const override { return mpi->worldSize(); }
   void setMesh(int replicas, int shards) override {
     mpi->setMesh(replicas, shards);
   }
@@ -100,18 +91,6 @@ public:
                    return mpi->broadcast(r, count, dtype, root);
                  });
   }
-  std::unique_ptr<PendingOp> barrier() override {
-    checkCuda(cudaStreamSynchronize(streams.compute), "a barrier");
-    return mpi->barrier();
-  }
-  [[noreturn]] void abort(int code) override {
-    mpi->abort(code);
-    std::_Exit(code); // not reached: the MPI backend aborts the job
-  }
-  void finalize() override {
-    cudaStreamSynchronize(streams.compute);
-    mpi->finalize();
-  }
 
 private:
   /// Copies `sendBytes` from the device to a host buffer (the receive
@@ -132,8 +111,6 @@ private:
     return std::make_unique<StagedOp>(std::move(hostOp), std::move(send),
                                       std::move(recv), deviceRecv);
   }
-
-  std::unique_ptr<Backend> mpi;
 };
 
 } // namespace

@@ -2,6 +2,7 @@
 
 #include "SampleFiles.h"
 
+#include "../checkpoint/Checkpoint.h"
 #include "../checkpoint/Safetensors.h"
 #include "Options.h"
 
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 using namespace zest;
+using zest::checkpoint::shapeText;
 
 namespace {
 
@@ -32,13 +34,6 @@ std::shared_ptr<int> openFile(const std::string &path, int64_t &size) {
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
 }
 
 int64_t perSampleBytes(const TensorSpec &spec) {

@@ -134,14 +134,6 @@ safetensors::File consolidate(const FullState &state, bool optimizer) {
   return out;
 }
 
-/// "[2, 3]".
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 void split(const safetensors::File &full, const Manifest &layout,
            const std::string &dir) {
   ::mkdir(dir.c_str(), 0755);

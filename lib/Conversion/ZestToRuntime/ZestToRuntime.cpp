@@ -10,8 +10,6 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <cstring>
-
 #include "zest_runtime.h"
 
 namespace mlir::zest {
@@ -63,7 +61,9 @@ namespace {
 
 /// What a collective sends and receives, independent of its sync/async form.
 struct CollectiveInfo {
-  StringRef startFn;
+  /// "all_gather", "reduce_scatter" or "all_reduce": the runtime's
+  /// zest_<kind>_start, or zest_<kind>_as_start when a wire type is set.
+  StringRef kind;
   Value input;
   RankedTensorType resultType;
   StringRef unit;
@@ -112,9 +112,8 @@ startCollective(PatternRewriter &rewriter, Operation *op,
         rewriter, loc, static_cast<int64_t>(*info.reduction), 32));
   args.push_back(arith::ConstantIntOp::create(rewriter, loc, info.group, 32));
   args.push_back(getUnitTag(rewriter, loc, info.unit));
-  std::string startFn = info.startFn.str();
-  if (info.wireType)
-    startFn.insert(startFn.size() - std::strlen("_start"), "_as");
+  std::string startFn =
+      ("zest_" + info.kind + (info.wireType ? "_as" : "") + "_start").str();
   Value request =
       callRuntime(rewriter, loc, startFn, rewriter.getI64Type(), args)
           .getResult(0);
@@ -145,7 +144,7 @@ static CollectiveInfo getKindInfo(Operation *op) {
   // hybrid sharding), replicated units' all-reduces over every rank.
   return llvm::TypeSwitch<Operation *, CollectiveInfo>(op)
       .Case<AllGatherOp, AllGatherStartOp>([&](auto gather) {
-        return CollectiveInfo{"zest_all_gather_start",
+        return CollectiveInfo{"all_gather",
                               gather.getShard(),
                               result,
                               gather.getUnit(),
@@ -156,7 +155,7 @@ static CollectiveInfo getKindInfo(Operation *op) {
                               layoutOf(gather).worldSize};
       })
       .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto scatter) {
-        return CollectiveInfo{"zest_reduce_scatter_start",
+        return CollectiveInfo{"reduce_scatter",
                               scatter.getInput(),
                               result,
                               scatter.getUnit(),
@@ -170,7 +169,7 @@ static CollectiveInfo getKindInfo(Operation *op) {
         CollectiveLayout layout = layoutOf(reduce);
         bool acrossReplicas = reduce.getAcrossReplicas();
         return CollectiveInfo{
-            "zest_all_reduce_start",
+            "all_reduce",
             reduce.getInput(),
             result,
             reduce.getUnit(),
@@ -718,7 +717,7 @@ struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
       auto vectorType = RankedTensorType::get({1}, f32);
       Value local =
           tensor::FromElementsOp::create(rewriter, loc, vectorType, total);
-      CollectiveInfo info{"zest_all_reduce_start",
+      CollectiveInfo info{"all_reduce",
                           local,
                           vectorType,
                           "grad-norm",
