@@ -53,6 +53,7 @@ void printRow(int64_t m, int64_t n, int64_t k, double flops, double sgemm,
 } // namespace
 
 int main(int argc, char **argv) {
+  zest_select_blas_kernels(argv);
   int reps = argc > 1 ? std::atoi(argv[1]) : 7;
   struct Shape {
     int64_t m, n, k;

@@ -2,6 +2,7 @@
 
 #include "Data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -26,24 +27,30 @@ double zest::uniform(uint64_t key) {
   return double(mix(key) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
 }
 
-/// Initial value of element `index` of `param`: PyTorch-like defaults.
-/// Matrices and higher: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = all
-/// dims but the first. Vectors named *weight/*scale/*gamma (norm scales): 1.
-/// Other vectors and scalars (biases): 0.
-float zest::initialValue(const ParamInfo &param, uint64_t seed, int64_t index) {
+/// PyTorch-like defaults. Matrices and higher: U(-1/sqrt(fan_in),
+/// 1/sqrt(fan_in)), fan_in = all dims but the first. Vectors named
+/// *weight/*scale/*gamma (norm scales): 1. Other vectors and scalars
+/// (biases): 0. The key, bound and constant are computed once per call, not
+/// per element.
+void zest::initialValues(const ParamInfo &param, uint64_t seed, int64_t begin,
+                         int64_t end, float *out) {
   const std::vector<int64_t> &shape = param.spec.shape;
   if (shape.size() >= 2) {
-    int64_t fanIn = param.spec.numel() / shape[0];
-    return float(uniform(mix(seed ^ hashString(param.fqn)) + uint64_t(index)) /
-                 std::sqrt(double(fanIn)));
+    double fanIn = std::sqrt(double(param.spec.numel() / shape[0]));
+    uint64_t key = mix(seed ^ hashString(param.fqn));
+    for (int64_t i = begin; i < end; ++i)
+      out[i - begin] = float(uniform(key + uint64_t(i)) / fanIn);
+    return;
   }
   auto endsWith = [&](const char *suffix) {
     size_t n = std::strlen(suffix);
     return param.fqn.size() >= n &&
            param.fqn.compare(param.fqn.size() - n, n, suffix) == 0;
   };
-  return endsWith("weight") || endsWith("scale") || endsWith("gamma") ? 1.0f
-                                                                      : 0.0f;
+  float value = endsWith("weight") || endsWith("scale") || endsWith("gamma")
+                    ? 1.0f
+                    : 0.0f;
+  std::fill(out, out + (end - begin), value);
 }
 
 uint64_t zest::rngStepKey(uint64_t seed, int64_t step) {

@@ -19,8 +19,10 @@ uint64_t mix(uint64_t x);
 uint64_t hashString(const std::string &text);
 /// Uniform in [-1, 1).
 double uniform(uint64_t key);
-/// Initial value of element `index` of `param`: PyTorch-like defaults.
-float initialValue(const ParamInfo &param, uint64_t seed, int64_t index);
+/// Initial values of elements [begin, end) of `param` into `out`:
+/// PyTorch-like defaults (Data.cpp).
+void initialValues(const ParamInfo &param, uint64_t seed, int64_t begin,
+                   int64_t end, float *out);
 
 /// The random-stream key of 0-based training step `step` under `seed`
 /// (python/zest_import/rng.py computes the same).

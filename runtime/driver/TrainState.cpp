@@ -44,9 +44,9 @@ TrainState::TrainState(const ModelInfo &model, const FunctionInfo &function,
       int64_t lo = std::max(begin, param.offset);
       int64_t hi =
           std::min(begin + unit.shard, param.offset + param.spec.numel());
-      for (int64_t i = lo; i < hi; ++i)
-        state.param[i - begin] =
-            initialValue(param, options.seed, i - param.offset);
+      if (lo < hi)
+        initialValues(param, options.seed, lo - param.offset, hi - param.offset,
+                      &state.param[lo - begin]);
     }
     units.push_back(std::move(state));
   }

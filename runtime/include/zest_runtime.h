@@ -82,6 +82,18 @@ typedef enum zest_hyper {
 
 /*--- Lifetime ------------------------------------------------------------*/
 
+/* Where OpenBLAS did not recognise this CPU and fell back to kernels
+ * without AVX2 although the CPU has AVX2 and FMA (or AVX-512), re-executes
+ * the program (argv as main received it) with OPENBLAS_CORETYPE naming the
+ * kernels that match (Haswell or SkylakeX): OpenBLAS reads it only when it
+ * loads. Does nothing when OPENBLAS_CORETYPE is set or the BLAS is not
+ * OpenBLAS. zest_init calls it first; a program that uses the kernels
+ * without zest_init calls it at the start of main. */
+void zest_select_blas_kernels(char **argv);
+/* The name of the OpenBLAS kernels in use (null for another BLAS) and, in
+ * *matchesCpu when not null, 0 where they lack AVX2 on a CPU that has it. */
+const char *zest_blas_kernels(int *matchesCpu);
+
 /* Initializes the runtime and the backend (MPI_Init). Reads the options
  * ZEST_TIMEOUT_S (seconds a wait may take before all ranks abort, default
  * 300), ZEST_PROGRESS (poll | thread), ZEST_LINK (<GB/s>,<latency us>: a

@@ -278,7 +278,16 @@ template <typename T> void checkAll(std::mt19937 &rng) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  // The BLAS kernels first: an AVX2 CPU that OpenBLAS did not recognise
+  // must run AVX2 kernels after this (by a re-execution).
+  zest_select_blas_kernels(argv);
+  int matchesCpu = 0;
+  const char *blas = zest_blas_kernels(&matchesCpu);
+  std::printf("blas kernels: %s, %s\n", blas ? blas : "(not OpenBLAS)",
+              matchesCpu ? "match the CPU" : "slower than the CPU allows");
+  if (argc > 1 && std::strcmp(argv[1], "--blas-only") == 0)
+    return 0;
   std::mt19937 rng(7);
   checkAll<float>(rng);
   checkAll<bf16>(rng);
