@@ -302,7 +302,6 @@ extern "C" {
 int zest_init(int *argc, char ***argv) {
   if (runtime)
     return 0;
-  zest_select_blas_kernels(*argv);
   runtime = new Runtime();
   if (const char *timeout = std::getenv("ZEST_TIMEOUT_S"))
     runtime->timeoutSeconds = std::atof(timeout);

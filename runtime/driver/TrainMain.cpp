@@ -127,6 +127,7 @@ std::optional<size_t> findAccumulateEntry(const ModelInfo &model,
 } // namespace
 
 int main(int argc, char **argv) {
+  zest_select_blas_kernels(argv); // May re-execute: before MPI starts.
   zest_init(&argc, &argv);
   // The process base: runtime, MPI and the program, before any model memory.
   int64_t baseRss = residentBytes();

@@ -87,8 +87,9 @@ typedef enum zest_hyper {
  * the program (argv as main received it) with OPENBLAS_CORETYPE naming the
  * kernels that match (Haswell or SkylakeX): OpenBLAS reads it only when it
  * loads. Does nothing when OPENBLAS_CORETYPE is set or the BLAS is not
- * OpenBLAS. zest_init calls it first; a program that uses the kernels
- * without zest_init calls it at the start of main. */
+ * OpenBLAS. Executables zestc makes call it first thing in main, before
+ * zest_init (MPI must not have started); hosts of --emit=shared libraries
+ * may call it the same way. */
 void zest_select_blas_kernels(char **argv);
 /* The name of the OpenBLAS kernels in use (null for another BLAS) and, in
  * *matchesCpu when not null, 0 where they lack AVX2 on a CPU that has it. */
