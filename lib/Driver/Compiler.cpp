@@ -477,6 +477,7 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   // Kernels whose buffers never overlap: mark the pointers LLVM accesses
   // them through (convert-func-to-llvm does not carry `llvm.noalias` over).
   module.walk([](LLVM::LLVMFuncOp func) {
+    func->removeAttr(ZestDialect::kKernelAttrName);
     auto positions = func->getAttrOfType<DenseI64ArrayAttr>(
         ZestDialect::kNoAliasPointersAttrName);
     if (!positions)

@@ -17,7 +17,7 @@
 // CHECK:         return
 // CHECK:       func.func private @zest_kernel_0(
 // CHECK-SAME:      %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %[[SK:.*]]: f32)
-// CHECK-SAME:      attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"], zest.noalias_pointers = array<i64: 1, 6>}
+// CHECK-SAME:      attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"], zest.kernel, zest.noalias_pointers = array<i64: 1, 6>}
 // CHECK:         %[[TWO:.*]] = arith.constant 2.0
 // CHECK:         linalg.generic
 // CHECK:           arith.mulf %{{.*}}, %[[TWO]]

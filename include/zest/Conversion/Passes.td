@@ -104,4 +104,40 @@ def PrepareEntryPointsPass
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Turns the loop nests of outlined kernels into GPU launches";
+  let description = [{
+    For `zestc --target=cuda`, after `zest-outline-kernels`: every linalg op
+    in a function marked `zest.kernel` becomes a `gpu.launch`, which
+    upstream's `gpu-kernel-outlining`, `convert-gpu-to-nvvm` and
+    `gpu-module-to-binary` take from there.
+
+    Named ops are generalized and their parallel iterators moved in front
+    of their reductions (a column sum becomes one thread per column, not one
+    launch per row), then lowered to an `scf.parallel` over the parallel
+    dimensions with the reductions as sequential `scf.for`s inside. The
+    parallel space is linearized and spread over 1-D blocks of
+    `block-size` threads (fewer for a smaller space); each thread
+    recovers its indices by division and remainder and does nothing past
+    the end. An op without parallel dimensions (a sum to a scalar, a fill of
+    a 0-d buffer) runs on one thread.
+
+    Kernels keep their host signature: scalars they take (the optimizer's
+    flags and rates) are computed on the host and passed by value. A
+    `memref.load` or `memref.store` left in host code of a kernel would
+    touch device memory from the host and is an error.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block of the 1-D launches">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 #endif // ZEST_CONVERSION_PASSES_TD

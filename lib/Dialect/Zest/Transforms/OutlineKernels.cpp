@@ -145,6 +145,7 @@ public:
         func::FuncOp::create(builder, target->getLoc(), "zest_kernel",
                              builder.getFunctionType(argTypes, /*results=*/{}));
     kernel.setPrivate();
+    kernel->setAttr(zest::ZestDialect::kKernelAttrName, builder.getUnitAttr());
     // Attributes the LLVM lowering carries over: internal linkage and LLVM's
     // noinline (the inliner would otherwise paste every call site back).
     kernel->setAttr("llvm.linkage",

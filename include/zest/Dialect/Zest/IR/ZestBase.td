@@ -88,6 +88,9 @@ def Zest_Dialect : Dialect {
     // gathers' prefetch depth; kept gathered from forward to backward).
     static constexpr ::llvm::StringLiteral kPrefetchAttrName = "zest.prefetch";
     static constexpr ::llvm::StringLiteral kKeepAttrName = "zest.keep";
+    // On a function zest-outline-kernels made: it holds only computation on
+    // the buffers it is given (what zest-map-kernels-to-gpu runs on a GPU).
+    static constexpr ::llvm::StringLiteral kKernelAttrName = "zest.kernel";
     // On a kernel: positions of the LLVM arguments (aligned pointers of
     // buffer descriptors) that no other argument aliases.
     static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =

@@ -1,0 +1,208 @@
+//===- MapKernelsToGPU.cpp - Outlined kernels as GPU launches -------------===//
+//
+// Each linalg op of a `zest.kernel` function becomes a gpu.launch over its
+// parallel iterations, linearized into 1-D blocks. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/IR/ZestDialect.h"
+
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_MAPKERNELSTOGPUPASS
+#include "zest/Conversion/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+
+/// `op` as a linalg.generic whose parallel iterators come first (in their
+/// order), so the loop lowering gives one outer scf.parallel over all of
+/// them: a column sum is one thread per column, not one launch per row.
+static FailureOr<linalg::GenericOp> getParallelFirst(RewriterBase &rewriter,
+                                                     linalg::LinalgOp op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic) {
+    FailureOr<linalg::GenericOp> generalized =
+        linalg::generalizeNamedOp(rewriter, op);
+    if (failed(generalized))
+      return failure();
+    generic = *generalized;
+  }
+  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
+  SmallVector<unsigned> order;
+  for (bool parallel : {true, false})
+    for (auto [i, iterator] : llvm::enumerate(iterators))
+      if (linalg::isParallelIterator(iterator) == parallel)
+        order.push_back(i);
+  if (llvm::is_sorted(order))
+    return generic;
+  return linalg::interchangeGenericOp(rewriter, generic, order);
+}
+
+/// An empty launch of `grid` x `block` threads (1-D) before `before`, its
+/// body ready for ops before its terminator.
+static gpu::LaunchOp createLaunch(RewriterBase &rewriter, Location loc,
+                                  Operation *before, int64_t grid,
+                                  int64_t block) {
+  rewriter.setInsertionPoint(before);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value gridX = arith::ConstantIndexOp::create(rewriter, loc, grid);
+  Value blockX = arith::ConstantIndexOp::create(rewriter, loc, block);
+  auto launch =
+      gpu::LaunchOp::create(rewriter, loc, gridX, one, one, blockX, one, one);
+  rewriter.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(rewriter, loc);
+  return launch;
+}
+
+/// Replaces `loop` (no results, constant bounds) by a launch of one thread
+/// per iteration, `blockSize` threads per block; true if it could.
+static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
+                               int64_t blockSize) {
+  if (loop.getNumResults() != 0)
+    return false;
+  SmallVector<int64_t> lower, step, count;
+  int64_t total = 1;
+  for (auto [lb, ub, st] :
+       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    std::optional<int64_t> l = getConstantIntValue(lb),
+                           u = getConstantIntValue(ub),
+                           s = getConstantIntValue(st);
+    if (!l || !u || !s || *s <= 0)
+      return false;
+    lower.push_back(*l);
+    step.push_back(*s);
+    count.push_back(*u > *l ? llvm::divideCeil(*u - *l, *s) : 0);
+    total *= count.back();
+  }
+  if (total == 0) {
+    rewriter.eraseOp(loop);
+    return true;
+  }
+  Location loc = loop.getLoc();
+  int64_t block = std::min(blockSize, total);
+  gpu::LaunchOp launch =
+      createLaunch(rewriter, loc, loop, llvm::divideCeil(total, block), block);
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(rewriter, loc, value);
+  };
+  Value id = arith::AddIOp::create(rewriter, loc,
+                                   arith::MulIOp::create(rewriter, loc,
+                                                         launch.getBlockIds().x,
+                                                         constant(block)),
+                                   launch.getThreadIds().x);
+  // The last block's threads past the end do nothing.
+  if (total % block != 0) {
+    Value inRange = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, id, constant(total));
+    auto guard = scf::IfOp::create(rewriter, loc, inRange);
+    rewriter.setInsertionPointToStart(&guard.getThenRegion().front());
+  }
+  // Innermost dimension fastest, so neighbouring threads touch neighbouring
+  // elements of row-major buffers.
+  IRMapping mapping;
+  Value rest = id;
+  for (int64_t d = loop.getNumLoops() - 1; d >= 0; --d) {
+    Value index = rest;
+    if (d > 0) {
+      index = arith::RemUIOp::create(rewriter, loc, rest, constant(count[d]));
+      rest = arith::DivUIOp::create(rewriter, loc, rest, constant(count[d]));
+    }
+    if (step[d] != 1)
+      index = arith::MulIOp::create(rewriter, loc, index, constant(step[d]));
+    if (lower[d] != 0)
+      index = arith::AddIOp::create(rewriter, loc, index, constant(lower[d]));
+    mapping.map(loop.getInductionVars()[d], index);
+  }
+  for (Operation &op : loop.getBody()->without_terminator())
+    rewriter.clone(op, mapping);
+  rewriter.eraseOp(loop);
+  return true;
+}
+
+/// Lowers `op`, an op of a kernel, to loops in GPU launches.
+static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
+                              int64_t blockSize) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  FailureOr<linalg::GenericOp> generic = getParallelFirst(rewriter, op);
+  if (failed(generic))
+    return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
+  Operation *target = *generic;
+  Block *block = target->getBlock();
+  Operation *previous = target->getPrevNode();
+  Operation *next = target->getNextNode();
+  rewriter.setInsertionPoint(target);
+  FailureOr<linalg::LinalgLoops> loops =
+      linalg::linalgOpToParallelLoops(rewriter, *generic);
+  if (failed(loops))
+    return target->emitError(
+        "zest-map-kernels-to-gpu: cannot lower this op to loops");
+  rewriter.eraseOp(target);
+  SmallVector<Operation *> created;
+  for (Operation *it = previous ? previous->getNextNode() : &block->front();
+       it != next; it = it->getNextNode())
+    if (!it->hasTrait<OpTrait::ConstantLike>())
+      created.push_back(it);
+  if (created.empty())
+    return success();
+  // The usual case: the parallel dimensions' loop holds everything.
+  auto parallel = dyn_cast<scf::ParallelOp>(created.front());
+  if (created.size() == 1 && parallel &&
+      launchPerIteration(rewriter, parallel, blockSize))
+    return success();
+  // No parallel dimension (a sum to a scalar, a 0-d fill): one thread.
+  gpu::LaunchOp launch =
+      createLaunch(rewriter, loc, next, /*grid=*/1, /*block=*/1);
+  Operation *terminator = launch.getBody().front().getTerminator();
+  for (Operation *it : created)
+    it->moveBefore(terminator);
+  return success();
+}
+
+namespace {
+struct MapKernelsToGPUPass
+    : public zest::impl::MapKernelsToGPUPassBase<MapKernelsToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (blockSize < 1 || blockSize > 1024) {
+      getOperation().emitError()
+          << "zest-map-kernels-to-gpu: block-size " << blockSize
+          << " is not between 1 and 1024 threads";
+      return signalPassFailure();
+    }
+    IRRewriter rewriter(&getContext());
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func->hasAttr(zest::ZestDialect::kKernelAttrName))
+        continue;
+      SmallVector<linalg::LinalgOp> ops;
+      func.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+      for (linalg::LinalgOp op : ops)
+        if (failed(mapToGPU(rewriter, op, blockSize)))
+          return signalPassFailure();
+    }
+    // What is left on the host must not touch buffer elements: buffers live
+    // in device memory.
+    WalkResult hostAccess = getOperation().walk([](Operation *op) {
+      if (!isa<memref::LoadOp, memref::StoreOp, memref::CopyOp>(op) ||
+          op->getParentOfType<gpu::LaunchOp>() ||
+          op->getParentOfType<gpu::GPUModuleOp>())
+        return WalkResult::advance();
+      op->emitError() << "'" << op->getName()
+                      << "' accesses buffer elements on the host, but "
+                      << "--target=cuda keeps buffers in device memory; "
+                      << "this step cannot be compiled for the GPU yet";
+      return WalkResult::interrupt();
+    });
+    if (hostAccess.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace

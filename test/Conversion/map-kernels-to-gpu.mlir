@@ -1,0 +1,108 @@
+// RUN: zest-opt %s -split-input-file -verify-diagnostics \
+// RUN:   -zest-map-kernels-to-gpu -canonicalize | FileCheck %s
+
+// An elementwise op: one thread per element, 256 per block; 8 x 100 = 800
+// elements need 4 blocks, the last one partly idle. Each thread recovers
+// (row, column) from its linear index, the column fastest.
+
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[GRID:.*]] = arith.constant 4 : index
+// CHECK-DAG:     %[[BLOCK:.*]] = arith.constant 256 : index
+// CHECK:         gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[GRID]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[BLOCK]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:           %[[SCALED:.*]] = arith.muli %[[BX]], %{{.*}} : index
+// CHECK:           %[[ID:.*]] = arith.addi %[[SCALED]], %[[TX]] : index
+// CHECK:           %[[IN:.*]] = arith.cmpi ult, %[[ID]], %{{.*}} : index
+// CHECK:           scf.if %[[IN]] {
+// CHECK:             %[[COL:.*]] = arith.remui %[[ID]], %{{.*}} : index
+// CHECK:             %[[ROW:.*]] = arith.divui %[[ID]], %{{.*}} : index
+// CHECK:             %[[A:.*]] = memref.load %arg0[%[[ROW]], %[[COL]]]
+// CHECK:             %[[B:.*]] = memref.load %arg1[%[[ROW]], %[[COL]]]
+// CHECK:             %[[D:.*]] = arith.subf %[[A]], %[[B]] : f32
+// CHECK:             memref.store %[[D]], %arg2[%[[ROW]], %[[COL]]]
+// CHECK:           gpu.terminator
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+func.func private @zest_kernel_0(%arg0: memref<8x100xf32, strided<[100, 1], offset: ?>>, %arg1: memref<8x100xf32, strided<[100, 1], offset: ?>>, %arg2: memref<8x100xf32, strided<[100, 1], offset: ?>>) attributes {zest.kernel} {
+  linalg.sub ins(%arg0, %arg1 : memref<8x100xf32, strided<[100, 1], offset: ?>>, memref<8x100xf32, strided<[100, 1], offset: ?>>) outs(%arg2 : memref<8x100xf32, strided<[100, 1], offset: ?>>)
+  return
+}
+
+// A function that is not a kernel (the step's glue) is left alone.
+// CHECK-LABEL: func.func @glue(
+// CHECK-NOT:     gpu.launch
+// CHECK:         call @zest_kernel_0(
+func.func @glue(%a: memref<8x100xf32, strided<[100, 1], offset: ?>>, %b: memref<8x100xf32, strided<[100, 1], offset: ?>>, %c: memref<8x100xf32, strided<[100, 1], offset: ?>>) {
+  call @zest_kernel_0(%a, %b, %c) : (memref<8x100xf32, strided<[100, 1], offset: ?>>, memref<8x100xf32, strided<[100, 1], offset: ?>>, memref<8x100xf32, strided<[100, 1], offset: ?>>) -> ()
+  return
+}
+
+// -----
+
+// A column sum written with the reduction loop first: the parallel column
+// loop is moved in front, so 64 threads (one block, no guard) each sum their
+// column over the 512 rows sequentially (the thread index is the column).
+
+#in = affine_map<(r, c) -> (r, c)>
+#out = affine_map<(r, c) -> (c)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[C64:.*]] = arith.constant 64 : index
+// CHECK:         gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C64]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK-NOT:       scf.if
+// CHECK:           scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:             memref.load %arg0[%[[ROW]], %[[TX]]]
+// CHECK:             memref.load %arg1[%[[TX]]]
+// CHECK:             arith.addf
+// CHECK:             memref.store %{{.*}}, %arg1[%[[TX]]]
+// CHECK:           gpu.terminator
+func.func private @zest_kernel_0(%x: memref<512x64xf32>, %y: memref<64xf32>) attributes {zest.kernel} {
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction", "parallel"]} ins(%x : memref<512x64xf32>) outs(%y : memref<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// -----
+
+// Without a parallel dimension (a fill of a 0-d buffer, a sum to a scalar)
+// the op runs on one thread. A kernel's scf.if (the optimizer's apply
+// branch) stays on the host around its launches: its condition is a scalar
+// argument.
+
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-SAME:      %[[APPLY:.*]]: i1
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK:         scf.if %[[APPLY]] {
+// CHECK:           gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:             memref.store %{{.*}}, %arg1[]
+// CHECK:             gpu.terminator
+// CHECK:           gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:             scf.for
+// CHECK:               memref.load %arg2[
+// CHECK:             gpu.terminator
+// CHECK:         }
+func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000xf32>) attributes {zest.kernel} {
+  scf.if %apply {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%sum : memref<f32>)
+    linalg.reduce ins(%x : memref<1000xf32>) outs(%sum : memref<f32>) dimensions = [0]
+      (%in: f32, %acc: f32) {
+        %0 = arith.addf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+  }
+  return
+}
+
+// -----
+
+// The host must not read buffer elements: they are in device memory.
+func.func @glue(%hyper: memref<10xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  // expected-error @below {{'memref.load' accesses buffer elements on the host, but --target=cuda keeps buffers in device memory; this step cannot be compiled for the GPU yet}}
+  %lr = memref.load %hyper[%c0] : memref<10xf32>
+  return %lr : f32
+}
