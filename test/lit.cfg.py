@@ -57,6 +57,10 @@ if getattr(config, "zest_enable_cuda", False) and nvidia_smi and \
     config.available_features.add("cuda")
 if getattr(config, "zest_enable_cuda", False):
     llvm_config.add_tool_substitutions(["zest-cuda-backend-test"], tool_dirs)
+# zestc --target=cuda embeds fatbins with ptxas from zestc's default
+# --cuda-path; PTX text (--cuda-format=isa) needs nothing.
+if os.access("/usr/local/cuda/bin/ptxas", os.X_OK):
+    config.available_features.add("ptxas")
 
 # zest-import and the PyTorch references run in the project virtualenv
 # (scripts/setup-venv.sh: pinned torch, torch-mlir, numpy, safetensors,

@@ -3,11 +3,14 @@
 #include "zest/Driver/Compiler.h"
 #include "zest/Conversion/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
@@ -66,7 +69,7 @@ static constexpr const char *kLoweringPipeline =
     "canonicalize,"
     "zest-drop-updated-results,"
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-    "zest-matmul-to-blas,"
+    "zest-matmul-to-blas{target=%TARGET%},"
     // buffer-deallocation-pipeline, with owned allocations split out before
     // the (pairwise) simplification.
     "expand-realloc,canonicalize,ownership-based-buffer-deallocation,"
@@ -147,7 +150,29 @@ void mlir::zest::buildBufferizationPipeline(OpPassManager &pm,
     pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
   pipeline += kLoweringPipeline;
+  StringRef placeholder = "%TARGET%";
+  pipeline.replace(pipeline.find(placeholder), placeholder.size(),
+                   options.target);
   parseBuiltinPipeline(pipeline, pm);
+}
+
+/// --target=cuda: every kernel becomes GPU launches (zest-map-kernels-to-gpu)
+/// whose bodies upstream outlines into gpu.modules and lowers to NVVM; the
+/// host side is lowered by the common tail, then gpu-to-llvm turns launches
+/// into the GPU runtime's calls (mgpuLaunchKernel, ...) and the modules are
+/// serialized.
+static std::string getCudaKernelsPipeline(const CompileOptions &options) {
+  return "zest-outline-kernels{contiguous-copies},"
+         "zest-map-kernels-to-gpu,"
+         "lower-affine,"
+         "gpu-kernel-outlining,"
+         "nvvm-attach-target{chip=" +
+         options.cudaChip + " features=" + options.cudaFeatures +
+         " O=3},"
+         "expand-strided-metadata,"
+         "convert-scf-to-cf,"
+         "gpu.module(convert-gpu-to-nvvm,canonicalize,cse,"
+         "reconcile-unrealized-casts),";
 }
 
 void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
@@ -161,6 +186,19 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   plan.link = options.link;
   plan.replicaLink = options.replicaLink;
   pm.addPass(createPlanMemoryPass(plan));
+  if (options.target == "cuda") {
+    // Launches become runtime calls before the casts are reconciled.
+    StringRef tail =
+        StringRef(kLoweringTail)
+            .drop_back(StringRef("reconcile-unrealized-casts").size());
+    std::string pipeline = getCudaKernelsPipeline(options) + tail.str() +
+                           "gpu-to-llvm,reconcile-unrealized-casts,"
+                           "gpu-module-to-binary{format=" +
+                           options.cudaFormat + " toolkit=" + options.cudaPath +
+                           "}";
+    parseBuiltinPipeline(pipeline, pm);
+    return;
+  }
   std::string pipeline = kLoweringKernels;
   if (options.vectorize)
     pipeline += kVectorize;
@@ -498,6 +536,10 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
       return WalkResult::advance();
     if (isa<UnrealizedConversionCastOp>(op))
       return WalkResult::advance(); // reported through its operand's producer
+    // --target=cuda: serialized kernels and their launches, which the GPU
+    // dialect's translation turns into LLVM IR.
+    if (isa<gpu::BinaryOp, gpu::LaunchFuncOp>(op))
+      return WalkResult::skip();
     op->emitError() << "zestc cannot lower '" << op->getName()
                     << "' to machine code: the operation is not supported by "
                     << "the lowering pipeline (zestc --print-pipeline)";
@@ -527,6 +569,9 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
 
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
+  // --target=cuda: kernel binaries and their launches.
+  registerGPUDialectTranslation(*ctx);
+  registerNVVMDialectTranslation(*ctx);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "zest-model");

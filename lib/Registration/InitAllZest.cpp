@@ -9,6 +9,11 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
 void mlir::zest::registerAllZestDialects(DialectRegistry &registry) {
   registry.insert<ZestDialect>();
@@ -17,6 +22,15 @@ void mlir::zest::registerAllZestDialects(DialectRegistry &registry) {
   // can run any upstream pass on Zest programs like mlir-opt does.
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  // --target=cuda: serializing gpu.modules for NVVM targets (which
+  // translates them to LLVM IR first), and launching the serialized kernels
+  // from LLVM IR.
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
 }
 
 void mlir::zest::registerAllZestPasses() {

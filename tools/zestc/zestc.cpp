@@ -16,6 +16,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -176,6 +177,29 @@ static cl::opt<std::string>
                cl::desc("Folder with libzest_runtime.a and libzest_driver.a "
                         "(default: ../lib next to zestc)"),
                cl::cat(category));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("Where the step computes: cpu (default) or cuda (GPU "
+                    "kernels for an NVIDIA GPU; --emit=mlir, llvm or obj "
+                    "for now)"),
+           cl::init("cpu"), cl::cat(category));
+static cl::opt<std::string>
+    cudaChip("cuda-chip", cl::desc("--target=cuda: the GPU (default sm_90)"),
+             cl::init("sm_90"), cl::cat(category));
+static cl::opt<std::string>
+    cudaFeatures("cuda-features",
+                 cl::desc("--target=cuda: PTX features (default +ptx80)"),
+                 cl::init("+ptx80"), cl::cat(category));
+static cl::opt<std::string> cudaFormat(
+    "cuda-format",
+    cl::desc("--target=cuda: how kernels are embedded: fatbin (default) or "
+             "bin (need ptxas from --cuda-path), isa (PTX text)"),
+    cl::init("fatbin"), cl::cat(category));
+static cl::opt<std::string>
+    cudaPath("cuda-path",
+             cl::desc("--target=cuda: the CUDA toolkit with ptxas (default "
+                      "/usr/local/cuda)"),
+             cl::init("/usr/local/cuda"), cl::cat(category));
 static cl::opt<bool> printPipeline("print-pipeline",
                                    cl::desc("Print the passes zestc runs"),
                                    cl::cat(category));
@@ -305,6 +329,37 @@ int main(int argc, char **argv) {
     llvm::errs() << "zestc: error: --nesterov needs --momentum\n";
     return 1;
   }
+  if (target != "cpu" && target != "cuda") {
+    llvm::errs() << "zestc: error: --target expects cpu or cuda, got '"
+                 << target << "'\n";
+    return 1;
+  }
+  if (target == "cuda" &&
+      (emit == EmitKind::Executable || emit == EmitKind::Shared)) {
+    llvm::errs() << "zestc: error: --target=cuda compiles to --emit=mlir, "
+                 << "llvm or obj so far: the CUDA runtime that launches the "
+                 << "kernels and runs the products is not linked into "
+                 << "executables yet\n";
+    return 1;
+  }
+  if (cudaFormat != "fatbin" && cudaFormat != "bin" && cudaFormat != "isa") {
+    llvm::errs() << "zestc: error: --cuda-format expects fatbin, bin or isa, "
+                 << "got '" << cudaFormat << "'\n";
+    return 1;
+  }
+  if (target == "cuda" && cudaFormat != "isa" &&
+      !llvm::sys::fs::can_execute(cudaPath + "/bin/ptxas")) {
+    llvm::errs() << "zestc: error: --cuda-format=" << cudaFormat
+                 << " needs ptxas, which is not in " << cudaPath
+                 << "/bin; pass --cuda-path=<CUDA toolkit> or "
+                 << "--cuda-format=isa\n";
+    return 1;
+  }
+  options.target = target;
+  options.cudaChip = cudaChip;
+  options.cudaFeatures = cudaFeatures;
+  options.cudaFormat = cudaFormat;
+  options.cudaPath = cudaPath;
   options.emit = emit;
   options.optLevel = optLevel;
   options.fuseLinear = fuseLinear;

@@ -60,7 +60,15 @@ def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
     `zest_linear_forward` / `zest_linear_backward` (their `_bf16` variants
     for bf16 layers); an operand the kernels cannot take (a transposed
     view) goes through a contiguous copy.
+
+    With `target=cuda` the calls are to the CUDA runtime's `zest_cuda_*`
+    functions of the same signatures (device pointers; cuBLASLt).
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Whose products to call: cpu (OpenBLAS, zest_*) or cuda "
+           "(zest_cuda_*)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",

@@ -67,6 +67,16 @@ struct CompileOptions {
   std::string replicaLink;
   /// Folder holding libzest_runtime.a and libzest_driver.a.
   std::string runtimeDir;
+  /// Where the step's computation runs: cpu, or cuda (kernels compiled for
+  /// an NVIDIA GPU, products through the CUDA runtime's cuBLASLt calls).
+  std::string target = "cpu";
+  /// --target=cuda: the GPU (sm_90 is the H100), PTX features, the kernels'
+  /// binary format (fatbin, bin: need ptxas; isa: PTX text), and the CUDA
+  /// toolkit that holds ptxas.
+  std::string cudaChip = "sm_90";
+  std::string cudaFeatures = "+ptx80";
+  std::string cudaFormat = "fatbin";
+  std::string cudaPath = "/usr/local/cuda";
 };
 
 /// Adds sharding, the optimizer and the entry-point convention to `pm`.

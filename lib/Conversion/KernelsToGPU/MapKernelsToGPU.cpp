@@ -197,8 +197,11 @@ struct MapKernelsToGPUPass
         return WalkResult::advance();
       op->emitError() << "'" << op->getName()
                       << "' accesses buffer elements on the host, but "
-                      << "--target=cuda keeps buffers in device memory; "
-                      << "this step cannot be compiled for the GPU yet";
+                      << "--target=cuda keeps buffers in device memory, "
+                      << "so this step cannot be compiled for the GPU yet "
+                      << "(the compiled optimizer reads its learning rate "
+                      << "and flags this way: --optimizer=none returns "
+                      << "gradients instead)";
       return WalkResult::interrupt();
     });
     if (hostAccess.wasInterrupted())

@@ -53,7 +53,9 @@ static linalg::FillOp getZeroFillBefore(Operation *op, Value c) {
 }
 
 struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
-  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+  LowerToBlas(MLIRContext *ctx, StringRef prefix)
+      : OpInterfaceRewritePattern(ctx), prefix(prefix.str()) {}
+  std::string prefix;
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
@@ -106,7 +108,7 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
       args.push_back(i64(metaC.getStrides()[0]));
     linalg::FillOp zeroFill = getZeroFillBefore(op, c);
     args.push_back(i32(!zeroFill)); // accumulate into C
-    callRuntime(rewriter, loc, batchDims ? "zest_sgemm_batched" : "zest_sgemm",
+    callRuntime(rewriter, loc, prefix + (batchDims ? "sgemm_batched" : "sgemm"),
                 {}, args);
     rewriter.eraseOp(op);
     if (zeroFill)
@@ -124,9 +126,10 @@ struct RuntimeOperand {
 
 /// The kernel for a fused linear op's storage type: `name`, or its bf16
 /// variant.
-static std::string getKernelName(Operation *op, StringRef name) {
+static std::string getKernelName(Operation *op, StringRef prefix,
+                                 StringRef name) {
   bool bf16 = getElementTypeOrSelf(op->getOperand(0).getType()).isBF16();
-  return (name + (bf16 ? "_bf16" : "")).str();
+  return (prefix + name + (bf16 ? "_bf16" : "")).str();
 }
 
 static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
@@ -202,7 +205,9 @@ private:
 
 /// zest.linear on memrefs -> zest_linear_forward(_bf16).
 struct LowerLinear : public OpRewritePattern<LinearOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerLinear(MLIRContext *ctx, StringRef prefix)
+      : OpRewritePattern(ctx), prefix(prefix.str()) {}
+  std::string prefix;
 
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
@@ -216,7 +221,7 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
                    y = operands.output(op.getOutput()),
                    pre = operands.output(op.getPreactivation());
     callRuntime(
-        rewriter, loc, getKernelName(op, "zest_linear_forward"), {},
+        rewriter, loc, getKernelName(op, prefix, "linear_forward"), {},
         {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
          getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
@@ -229,7 +234,9 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
 
 /// zest.linear_backward on memrefs -> zest_linear_backward(_bf16).
 struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerLinearBackward(MLIRContext *ctx, StringRef prefix)
+      : OpRewritePattern(ctx), prefix(prefix.str()) {}
+  std::string prefix;
 
   LogicalResult matchAndRewrite(LinearBackwardOp op,
                                 PatternRewriter &rewriter) const override {
@@ -253,7 +260,7 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
     else
       k = arith::ConstantIntOp::create(rewriter, loc, 0, 64);
     callRuntime(
-        rewriter, loc, getKernelName(op, "zest_linear_backward"), {},
+        rewriter, loc, getKernelName(op, prefix, "linear_backward"), {},
         {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
          x.pointer, x.ld, w.pointer, w.ld,
@@ -268,9 +275,18 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
 
 struct MatmulToBlasPass
     : public zest::impl::MatmulToBlasPassBase<MatmulToBlasPass> {
+  using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(&getContext());
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError() << "zest-matmul-to-blas: unknown target '"
+                                 << target << "' (cpu or cuda)";
+      return signalPassFailure();
+    }
+    // The CUDA runtime's products (cuBLASLt) take device pointers.
+    std::string prefix = target == "cuda" ? "zest_cuda_" : "zest_";
+    patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(&getContext(),
+                                                                prefix);
     // Each op is rewritten once into calls no pattern matches: one walk,
     // linear in the size of the step, instead of the greedy driver's
     // iterations over the whole (one huge block) entry point.

@@ -246,17 +246,20 @@ static bool isComputeOnlyIf(Operation *op) {
 
 struct OutlineKernelsPass
     : public zest::impl::OutlineKernelsPassBase<OutlineKernelsPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // A copy between views that are not both contiguous is no memcpy: it
     // would lower to the runtime's element-by-element `memrefCopy`. As a
     // linalg.copy it is a loop nest like any other (outlined, vectorized).
-    module.walk([](memref::CopyOp copy) {
+    module.walk([&](memref::CopyOp copy) {
       auto source = dyn_cast<MemRefType>(copy.getSource().getType());
       auto target = dyn_cast<MemRefType>(copy.getTarget().getType());
-      if (!source || !target || !source.hasStaticShape() ||
-          (memref::isStaticShapeAndContiguousRowMajor(source) &&
-           memref::isStaticShapeAndContiguousRowMajor(target)))
+      if (!source || !target ||
+          (!contiguousCopies &&
+           (!source.hasStaticShape() ||
+            (memref::isStaticShapeAndContiguousRowMajor(source) &&
+             memref::isStaticShapeAndContiguousRowMajor(target)))))
         return;
       OpBuilder builder(copy);
       linalg::CopyOp::create(builder, copy.getLoc(), copy.getSource(),

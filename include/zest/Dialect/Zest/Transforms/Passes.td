@@ -422,8 +422,15 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     gradient copied into a column slice of a concatenation) becomes a
     `linalg.copy` first and is outlined like any loop nest; left alone it
     would call the runtime's generic element-by-element copy. Contiguous
-    copies stay `memref.copy` (one `memcpy`).
+    copies stay `memref.copy` (one `memcpy`), unless `contiguous-copies`
+    is set (`zestc --target=cuda`: the host cannot `memcpy` device buffers,
+    so every copy is a kernel).
   }];
+  let options = [
+    Option<"contiguousCopies", "contiguous-copies", "bool",
+           /*default=*/"false",
+           "Outline contiguous copies too, as linalg.copy kernels">,
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect",
