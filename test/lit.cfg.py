@@ -56,7 +56,8 @@ if getattr(config, "zest_enable_cuda", False) and nvidia_smi and \
                                 text=True).stdout:
     config.available_features.add("cuda")
 if getattr(config, "zest_enable_cuda", False):
-    llvm_config.add_tool_substitutions(["zest-cuda-backend-test"], tool_dirs)
+    llvm_config.add_tool_substitutions(
+        ["zest-cuda-backend-test", "zest-cuda-linear-test"], tool_dirs)
 # zestc --target=cuda embeds fatbins with ptxas from zestc's default
 # --cuda-path; PTX text (--cuda-format=isa) needs nothing.
 if os.access("/usr/local/cuda/bin/ptxas", os.X_OK):
