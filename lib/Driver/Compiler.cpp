@@ -162,7 +162,7 @@ void mlir::zest::buildBufferizationPipeline(OpPassManager &pm,
 /// into the GPU runtime's calls (mgpuLaunchKernel, ...) and the modules are
 /// serialized.
 static std::string getCudaKernelsPipeline(const CompileOptions &options) {
-  return "zest-outline-kernels{contiguous-copies},"
+  return "zest-outline-kernels{device-buffers},"
          "zest-map-kernels-to-gpu,"
          "lower-affine,"
          "gpu-kernel-outlining,"

@@ -102,7 +102,79 @@ func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000x
 // The host must not read buffer elements: they are in device memory.
 func.func @glue(%hyper: memref<10xf32>) -> f32 {
   %c0 = arith.constant 0 : index
-  // expected-error @below {{'memref.load' accesses buffer elements on the host, but --target=cuda keeps buffers in device memory, so this step cannot be compiled for the GPU yet}}
+  // expected-error @below {{'memref.load' accesses buffer elements on the host, but --target=cuda keeps buffers in device memory, so this step cannot be compiled for the GPU yet (--clip-grad-norm combines its norms on the host this way: compile without it)}}
   %lr = memref.load %hyper[%c0] : memref<10xf32>
   return %lr : f32
+}
+
+// -----
+
+// The optimizer's kernel with device buffers: the learning rate and the
+// apply flag are read from the hyperparameter buffer, so the host neither
+// reads them nor branches on them. Each launch recomputes them, and the
+// branch becomes a guard inside the launch (the else branch's guard is the
+// negated flag).
+
+#map = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-SAME:      %[[H:.*]]: memref<10xf32>, %[[P:.*]]: memref<64xf32>, %[[G:.*]]: memref<64xf32>)
+// CHECK-NOT:     memref.load
+// CHECK-NOT:     scf.if
+// CHECK:         gpu.launch
+// CHECK-DAG:       %[[LR:.*]] = memref.load %[[H]][%{{.*}}] : memref<10xf32>
+// CHECK-DAG:       %[[FLAG:.*]] = memref.load %[[H]][%{{.*}}] : memref<10xf32>
+// CHECK:           %[[APPLY:.*]] = arith.cmpf une, %[[FLAG]], %{{.*}} : f32
+// CHECK:           scf.if %[[APPLY]] {
+// CHECK:             %[[GI:.*]] = memref.load %[[G]][%{{.*}}]
+// CHECK:             arith.mulf %[[LR]], %[[GI]] : f32
+// CHECK:             memref.store %{{.*}}, %[[P]][%{{.*}}]
+// CHECK:           gpu.terminator
+// CHECK:         gpu.launch
+// CHECK:           %[[FLAG2:.*]] = memref.load %[[H]][%{{.*}}] : memref<10xf32>
+// CHECK:           %[[APPLY2:.*]] = arith.cmpf une, %[[FLAG2]], %{{.*}} : f32
+// CHECK:           %[[SKIP:.*]] = arith.xori %[[APPLY2]], %{{.*}} : i1
+// CHECK:           scf.if %[[SKIP]] {
+// CHECK:             memref.store %{{.*}}, %[[G]][%{{.*}}]
+// CHECK:           gpu.terminator
+// CHECK-NOT:     memref.load
+// CHECK:         return
+func.func private @zest_kernel_0(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>) attributes {zest.kernel} {
+  %c0 = arith.constant 0 : index
+  %c9 = arith.constant 9 : index
+  %zero = arith.constant 0.0 : f32
+  %lr = memref.load %hyper[%c0] : memref<10xf32>
+  %flag = memref.load %hyper[%c9] : memref<10xf32>
+  %apply = arith.cmpf une, %flag, %zero : f32
+  scf.if %apply {
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%g : memref<64xf32>) outs(%p : memref<64xf32>) {
+    ^bb0(%gi: f32, %pi: f32):
+      %step = arith.mulf %lr, %gi : f32
+      %new = arith.subf %pi, %step : f32
+      linalg.yield %new : f32
+    }
+  } else {
+    linalg.fill ins(%zero : f32) outs(%g : memref<64xf32>)
+  }
+  return
+}
+
+// -----
+
+// A scalar stored into a buffer by the host part of a kernel is stored by
+// one thread, which reads what it needs itself.
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-SAME:      %[[N:.*]]: memref<f32>, %[[S:.*]]: memref<f32>)
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-NOT:     memref.load
+// CHECK:         gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:           %[[NORM:.*]] = memref.load %[[N]][]
+// CHECK:           %[[Q:.*]] = arith.divf %{{.*}}, %[[NORM]] : f32
+// CHECK:           memref.store %[[Q]], %[[S]][]
+// CHECK:           gpu.terminator
+func.func private @zest_kernel_0(%norm: memref<f32>, %scale: memref<f32>) attributes {zest.kernel} {
+  %one = arith.constant 1.0 : f32
+  %n = memref.load %norm[] : memref<f32>
+  %s = arith.divf %one, %n : f32
+  memref.store %s, %scale[] : memref<f32>
+  return
 }

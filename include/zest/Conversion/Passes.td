@@ -130,10 +130,16 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     the end. An op without parallel dimensions (a sum to a scalar, a fill of
     a 0-d buffer) runs on one thread.
 
-    Kernels keep their host signature: scalars they take (the optimizer's
-    flags and rates) are computed on the host and passed by value. A
-    `memref.load` or `memref.store` left in host code of a kernel would
-    touch device memory from the host and is an error.
+    The host part of a kernel must not touch buffer elements, which live
+    in device memory. Scalars it computes from them (the optimizer's
+    learning rate and flags, read from the hyperparameter buffer by the
+    slices `zest-outline-kernels{device-buffers}` cloned in) are recomputed
+    inside each launch that uses them; a branch on such a condition (the
+    optimizer's accumulate-or-apply) becomes its launches, each guarded
+    inside by the condition or its negation; a scalar stored into a buffer
+    is stored by a one-thread launch. A `memref.load`, `memref.store` or
+    `memref.copy` still on the host anywhere in the module is an error
+    naming it.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",

@@ -7,11 +7,15 @@
 
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
+#include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_MAPKERNELSTOGPUPASS
@@ -166,6 +170,121 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
   return success();
 }
 
+/// Moves a store the host part of a kernel still does (a scalar the glue
+/// stored, outlined with device buffers) into a launch of one thread.
+static void launchHostStores(RewriterBase &rewriter, func::FuncOp kernel) {
+  SmallVector<memref::StoreOp> stores;
+  kernel.walk([&](memref::StoreOp store) {
+    if (!store->getParentOfType<gpu::LaunchOp>())
+      stores.push_back(store);
+  });
+  for (memref::StoreOp store : stores) {
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, store.getLoc(), store, /*grid=*/1, /*block=*/1);
+    store->moveBefore(launch.getBody().front().getTerminator());
+  }
+}
+
+/// Whether the host cannot compute `value`: it reads buffer elements.
+static bool readsDeviceMemory(Value value) {
+  return !zest::getLoadedScalarSlice(value).empty();
+}
+
+/// `branch`, an scf.if without results whose condition reads buffer
+/// elements, becomes its launches, each guarded inside by the condition
+/// (then) or its negation (else): every thread checks it, the host does not.
+static LogicalResult predicateLaunches(RewriterBase &rewriter,
+                                       scf::IfOp branch) {
+  if (branch.getNumResults() != 0)
+    return branch.emitError("zest-map-kernels-to-gpu: a branch with results "
+                            "on a condition read from a buffer");
+  Location loc = branch.getLoc();
+  Value condition = branch.getCondition();
+  for (Region *region : {&branch.getThenRegion(), &branch.getElseRegion()}) {
+    if (region->empty())
+      continue;
+    bool negate = region == &branch.getElseRegion();
+    for (Operation &op :
+         llvm::make_early_inc_range(region->front().without_terminator())) {
+      if (auto launch = dyn_cast<gpu::LaunchOp>(op)) {
+        Block &body = launch.getBody().front();
+        rewriter.setInsertionPointToStart(&body);
+        Value guard = condition;
+        if (negate)
+          guard = arith::XOrIOp::create(
+              rewriter, loc, condition,
+              arith::ConstantIntOp::create(rewriter, loc, 1, 1));
+        auto inner = scf::IfOp::create(rewriter, loc, guard);
+        Operation *yield = inner.thenBlock()->getTerminator();
+        for (Operation &guarded : llvm::make_early_inc_range(
+                 llvm::make_range(std::next(inner->getIterator()),
+                                  body.getTerminator()->getIterator())))
+          guarded.moveBefore(yield);
+      } else if (!isPure(&op) && !isa<memref::LoadOp>(op)) {
+        return op.emitError("zest-map-kernels-to-gpu: cannot run this on the "
+                            "host under a condition read from a buffer");
+      }
+      op.moveBefore(branch);
+    }
+  }
+  rewriter.eraseOp(branch);
+  return success();
+}
+
+/// Recomputes inside `launch` each value it uses that the host part of its
+/// kernel computes from buffer elements.
+static void sinkLoadedScalars(RewriterBase &rewriter, gpu::LaunchOp launch) {
+  llvm::SetVector<Value> above;
+  getUsedValuesDefinedAbove(launch.getBody(), above);
+  IRMapping mapping;
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  for (Value value : above)
+    for (Operation *op : zest::getLoadedScalarSlice(value))
+      if (!mapping.contains(op->getResult(0)))
+        rewriter.clone(*op, mapping);
+  for (Value value : above)
+    if (Value inside = mapping.lookupOrNull(value))
+      replaceAllUsesInRegionWith(value, inside, launch.getBody());
+}
+
+/// Erases host ops of `kernel` left without uses (the loads whose values
+/// are now recomputed on the device).
+static void eraseDeadHostOps(RewriterBase &rewriter, func::FuncOp kernel) {
+  SmallVector<Operation *> ops;
+  kernel.walk([&](Operation *op) {
+    if (!op->getParentOfType<gpu::LaunchOp>())
+      ops.push_back(op);
+  });
+  // Post-order: users come after what they use, so erase from the back.
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      rewriter.eraseOp(op);
+}
+
+/// Everything of `kernel` that touches buffer elements ends up on the GPU.
+static LogicalResult mapKernel(RewriterBase &rewriter, func::FuncOp kernel,
+                               int64_t blockSize) {
+  SmallVector<linalg::LinalgOp> ops;
+  kernel.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+  for (linalg::LinalgOp op : ops)
+    if (failed(mapToGPU(rewriter, op, blockSize)))
+      return failure();
+  launchHostStores(rewriter, kernel);
+  SmallVector<scf::IfOp> branches;
+  kernel.walk([&](scf::IfOp branch) {
+    if (!branch->getParentOfType<gpu::LaunchOp>() &&
+        readsDeviceMemory(branch.getCondition()))
+      branches.push_back(branch); // innermost first
+  });
+  for (scf::IfOp branch : branches)
+    if (failed(predicateLaunches(rewriter, branch)))
+      return failure();
+  kernel.walk(
+      [&](gpu::LaunchOp launch) { sinkLoadedScalars(rewriter, launch); });
+  eraseDeadHostOps(rewriter, kernel);
+  return success();
+}
+
 namespace {
 struct MapKernelsToGPUPass
     : public zest::impl::MapKernelsToGPUPassBase<MapKernelsToGPUPass> {
@@ -182,11 +301,8 @@ struct MapKernelsToGPUPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(zest::ZestDialect::kKernelAttrName))
         continue;
-      SmallVector<linalg::LinalgOp> ops;
-      func.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
-      for (linalg::LinalgOp op : ops)
-        if (failed(mapToGPU(rewriter, op, blockSize)))
-          return signalPassFailure();
+      if (failed(mapKernel(rewriter, func, blockSize)))
+        return signalPassFailure();
     }
     // What is left on the host must not touch buffer elements: buffers live
     // in device memory.
@@ -199,9 +315,8 @@ struct MapKernelsToGPUPass
                       << "' accesses buffer elements on the host, but "
                       << "--target=cuda keeps buffers in device memory, "
                       << "so this step cannot be compiled for the GPU yet "
-                      << "(the compiled optimizer reads its learning rate "
-                      << "and flags this way: --optimizer=none returns "
-                      << "gradients instead)";
+                      << "(--clip-grad-norm combines its norms on the host "
+                      << "this way: compile without it)";
       return WalkResult::interrupt();
     });
     if (hostAccess.wasInterrupted())

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
@@ -116,26 +117,43 @@ static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args) {
 namespace {
 class KernelOutliner {
 public:
-  KernelOutliner(ModuleOp module) : module(module), symbols(module) {}
+  KernelOutliner(ModuleOp module, bool deviceBuffers)
+      : module(module), symbols(module), deviceBuffers(deviceBuffers) {}
 
   /// Replaces `op` by a call to its kernel.
   void outline(Operation *target) {
     auto op = dyn_cast<linalg::LinalgOp>(target);
     // Arguments: the op's operands, then the values its body uses from
     // above; constants among them are cloned in instead (a fill of zeros
-    // stays a fill of zeros LLVM can turn into memset).
+    // stays a fill of zeros LLVM can turn into memset), and so are scalars
+    // loaded from buffers when the buffers live on a device.
     llvm::SetVector<Value> inputs(target->getOperands().begin(),
                                   target->getOperands().end());
     getUsedValuesDefinedAbove(target->getRegions(), inputs);
-    SmallVector<Value> args;
-    SmallVector<Operation *> constants;
+    // With device buffers, scalars loaded from buffers are computed inside
+    // (their slices cloned in), and the buffers become arguments.
+    llvm::SetVector<Value> argSet;
+    llvm::SetVector<Operation *> constants;
     for (Value value : inputs) {
       Operation *producer = value.getDefiningOp();
-      if (producer && producer->hasTrait<OpTrait::ConstantLike>())
-        constants.push_back(producer);
-      else
-        args.push_back(value);
+      if (producer && producer->hasTrait<OpTrait::ConstantLike>()) {
+        constants.insert(producer);
+        continue;
+      }
+      SmallVector<Operation *> slice;
+      if (deviceBuffers)
+        slice = zest::getLoadedScalarSlice(value);
+      if (slice.empty()) {
+        argSet.insert(value);
+        continue;
+      }
+      for (Operation *op : slice) {
+        constants.insert(op);
+        if (auto load = dyn_cast<memref::LoadOp>(op))
+          argSet.insert(load.getMemRef());
+      }
     }
+    SmallVector<Value> args = argSet.takeVector();
     SmallVector<Type> argTypes;
     for (Value arg : args)
       argTypes.push_back(getKernelArgType(arg.getType()));
@@ -177,10 +195,10 @@ public:
     Block *body = kernel.addEntryBlock();
     builder.setInsertionPointToStart(body);
     IRMapping mapping;
-    for (Operation *constant : constants)
-      builder.clone(*constant, mapping);
     for (auto [arg, blockArg] : llvm::zip(args, body->getArguments()))
       mapping.map(arg, blockArg);
+    for (Operation *constant : constants)
+      builder.clone(*constant, mapping);
     builder.clone(*target, mapping);
     func::ReturnOp::create(builder, target->getLoc());
 
@@ -216,6 +234,7 @@ private:
 
   ModuleOp module;
   SymbolTable symbols;
+  bool deviceBuffers;
   llvm::StringMap<func::FuncOp> kernels;
 };
 
@@ -256,7 +275,7 @@ struct OutlineKernelsPass
       auto source = dyn_cast<MemRefType>(copy.getSource().getType());
       auto target = dyn_cast<MemRefType>(copy.getTarget().getType());
       if (!source || !target ||
-          (!contiguousCopies &&
+          (!deviceBuffers &&
            (!source.hasStaticShape() ||
             (memref::isStaticShapeAndContiguousRowMajor(source) &&
              memref::isStaticShapeAndContiguousRowMajor(target)))))
@@ -278,11 +297,25 @@ struct OutlineKernelsPass
             targets.push_back(op);
           return WalkResult::skip();
         }
+        // A scalar the glue stores into a device buffer (a clipping scale)
+        // is stored by a kernel.
+        if (deviceBuffers && isa<memref::StoreOp>(op))
+          targets.push_back(op);
         return WalkResult::advance();
       });
-    KernelOutliner outliner(module);
+    KernelOutliner outliner(module, deviceBuffers);
     for (Operation *target : targets)
       outliner.outline(target);
+    if (!deviceBuffers)
+      return;
+    // The glue's loads of scalars the kernels now compute themselves.
+    SmallVector<Operation *> glue;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func->hasAttr(zest::ZestDialect::kKernelAttrName))
+        func.walk([&](Operation *op) { glue.push_back(op); });
+    for (Operation *op : llvm::reverse(glue))
+      if (isOpTriviallyDead(op))
+        op->erase();
   }
 };
 } // namespace

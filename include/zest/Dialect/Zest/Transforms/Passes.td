@@ -422,14 +422,19 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     gradient copied into a column slice of a concatenation) becomes a
     `linalg.copy` first and is outlined like any loop nest; left alone it
     would call the runtime's generic element-by-element copy. Contiguous
-    copies stay `memref.copy` (one `memcpy`), unless `contiguous-copies`
-    is set (`zestc --target=cuda`: the host cannot `memcpy` device buffers,
-    so every copy is a kernel).
+    copies stay `memref.copy` (one `memcpy`).
+
+    With `device-buffers` (`zestc --target=cuda`) the host cannot touch
+    buffer elements: every copy becomes a kernel, and a scalar a kernel
+    takes that is computed from buffer elements (`memref.load`s of the
+    optimizer's hyperparameters, compared or combined by pure ops) is
+    computed inside the kernel instead, which takes the loaded buffers, and
+    a scalar the glue stores into a buffer is stored by a kernel.
   }];
   let options = [
-    Option<"contiguousCopies", "contiguous-copies", "bool",
-           /*default=*/"false",
-           "Outline contiguous copies too, as linalg.copy kernels">,
+    Option<"deviceBuffers", "device-buffers", "bool", /*default=*/"false",
+           "Buffers live where the host cannot read them: every copy is a "
+           "kernel, scalars loaded from buffers are computed in kernels">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",

@@ -1,0 +1,61 @@
+// RUN: zest-opt %s -split-input-file -zest-outline-kernels=device-buffers | FileCheck %s
+
+// With buffers on a device (zestc --target=cuda) the host cannot read the
+// optimizer's hyperparameters: the kernel takes the hyperparameter buffer
+// and computes the learning rate and the apply flag itself. A contiguous
+// copy becomes a kernel too.
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:      %[[HYPER:.*]]: memref<10xf32>, %[[P:.*]]: memref<64xf32>, %[[G:.*]]: memref<64xf32>, %[[C:.*]]: memref<64xf32>)
+// CHECK-NOT:     memref.load
+// CHECK:         %[[HC:.*]] = memref.cast %[[HYPER]] : memref<10xf32> to memref<10xf32, strided<[1], offset: ?>>
+// CHECK:         call @zest_kernel_0(%[[HC]], %{{.*}}, %{{.*}})
+// CHECK-NOT:     memref.copy
+// CHECK:         call @zest_kernel_1(
+// CHECK:       func.func private @zest_kernel_0(%[[KH:.*]]: memref<10xf32, strided<[1], offset: ?>>, %[[KP:.*]]: memref<64xf32, strided<[1], offset: ?>>, %[[KG:.*]]: memref<64xf32, strided<[1], offset: ?>>)
+// CHECK-SAME:      zest.kernel
+// CHECK:         %[[FLAG:.*]] = memref.load %[[KH]][%{{.*}}]
+// CHECK:         %[[APPLY:.*]] = arith.cmpf une, %[[FLAG]], %{{.*}} : f32
+// CHECK:         %[[LR:.*]] = memref.load %[[KH]][%{{.*}}]
+// CHECK:         scf.if %[[APPLY]] {
+// CHECK:           linalg.generic
+// CHECK:             arith.mulf %[[LR]]
+// CHECK:       func.func private @zest_kernel_1(
+// CHECK:         linalg.copy
+#map = affine_map<(d0) -> (d0)>
+func.func @step(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>, %c: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c9 = arith.constant 9 : index
+  %zero = arith.constant 0.0 : f32
+  %lr = memref.load %hyper[%c0] : memref<10xf32>
+  %flag = memref.load %hyper[%c9] : memref<10xf32>
+  %apply = arith.cmpf une, %flag, %zero : f32
+  scf.if %apply {
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%g : memref<64xf32>) outs(%p : memref<64xf32>) {
+    ^bb0(%gi: f32, %pi: f32):
+      %step = arith.mulf %lr, %gi : f32
+      %new = arith.subf %pi, %step : f32
+      linalg.yield %new : f32
+    }
+  }
+  memref.copy %p, %c : memref<64xf32> to memref<64xf32>
+  return
+}
+
+// -----
+
+// A scalar the glue stores into a buffer (a clipping scale computed from a
+// reduced norm) is stored by a kernel that reads the norm itself.
+// CHECK-LABEL: func.func @scale(
+// CHECK-NOT:     memref.load
+// CHECK:         call @zest_kernel_0(
+// CHECK:       func.func private @zest_kernel_0(%[[N:.*]]: memref<f32, strided<[], offset: ?>>, %[[S:.*]]: memref<f32, strided<[], offset: ?>>)
+// CHECK:         %[[NORM:.*]] = memref.load %[[N]][]
+// CHECK:         %[[Q:.*]] = arith.divf %{{.*}}, %[[NORM]] : f32
+// CHECK:         memref.store %[[Q]], %[[S]][]
+func.func @scale(%norm: memref<f32>, %scale: memref<f32>) {
+  %one = arith.constant 1.0 : f32
+  %n = memref.load %norm[] : memref<f32>
+  %s = arith.divf %one, %n : f32
+  memref.store %s, %scale[] : memref<f32>
+  return
+}
