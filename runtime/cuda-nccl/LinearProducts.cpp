@@ -41,6 +41,15 @@ void checkLt(cublasStatus_t status, const char *what) {
           std::to_string(int(status)));
 }
 
+template <typename T>
+void setAttribute(cublasLtMatmulDesc_t desc,
+                  cublasLtMatmulDescAttributes_t attribute, const T &value,
+                  const char *what) {
+  checkLt(
+      cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+      what);
+}
+
 /// One row-major product D = op(A) op(B) (+ D when accumulating), with an
 /// epilogue; `batch` products at the given element strides.
 struct Product {
@@ -87,15 +96,11 @@ public:
       it->second = plan(p);
     Plan &plan = it->second;
     if (p.bias)
-      checkLt(cublasLtMatmulDescSetAttribute(plan.desc,
-                                             CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                             &p.bias, sizeof(p.bias)),
-              "setting the bias");
+      setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias,
+                   "setting the bias");
     if (p.aux)
-      checkLt(cublasLtMatmulDescSetAttribute(
-                  plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux,
-                  sizeof(p.aux)),
-              "setting the pre-activation output");
+      setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux,
+                   "setting the pre-activation output");
     float alpha = 1, beta = p.accumulate ? 1 : 0;
     // K = 0: the product is zero, the epilogue still applies.
     checkLt(cublasLtMatmul(handle, plan.desc, &alpha, p.b, plan.first, p.a,
@@ -142,22 +147,15 @@ private:
     // Column-major D^T[n,m] = op(B)^T[n,k] op(A)^T[k,m].
     cublasOperation_t first = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                       second = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    checkLt(cublasLtMatmulDescSetAttribute(
-                plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof(first)),
-            "transposition");
-    checkLt(cublasLtMatmulDescSetAttribute(plan.desc,
-                                           CUBLASLT_MATMUL_DESC_TRANSB, &second,
-                                           sizeof(second)),
-            "transposition");
-    checkLt(cublasLtMatmulDescSetAttribute(plan.desc,
-                                           CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                           &p.epilogue, sizeof(p.epilogue)),
-            "the epilogue");
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, first,
+                 "transposition");
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, second,
+                 "transposition");
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue,
+                 "the epilogue");
     if (p.ldaux)
-      checkLt(cublasLtMatmulDescSetAttribute(
-                  plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.ldaux,
-                  sizeof(p.ldaux)),
-              "the pre-activation's row stride");
+      setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.ldaux,
+                   "the pre-activation's row stride");
     plan.first = layout(p.type, p.transB ? p.k : p.n, p.transB ? p.n : p.k,
                         p.ldb, p.batch, p.strideB);
     plan.second = layout(p.type, p.transA ? p.m : p.k, p.transA ? p.k : p.m,

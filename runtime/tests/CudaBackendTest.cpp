@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Bf16.h"
+#include "DeviceBuffers.h"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -31,26 +32,6 @@ void expect(bool ok, const char *what, int rank) {
   }
   ++failed;
   std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what);
-}
-
-cudaStream_t stream() {
-  return static_cast<cudaStream_t>(zest_cuda_compute_stream());
-}
-
-template <typename T> T *toDevice(const std::vector<T> &host) {
-  T *device = nullptr;
-  cudaMalloc(&device, host.size() * sizeof(T));
-  cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T),
-                  cudaMemcpyHostToDevice, stream());
-  return device;
-}
-
-template <typename T> std::vector<T> toHost(const T *device, size_t n) {
-  std::vector<T> host(n);
-  cudaMemcpyAsync(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost,
-                  stream());
-  cudaStreamSynchronize(stream());
-  return host;
 }
 
 /// Element i of rank r's contribution: exact in every tested type.

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceBuffers.h"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -26,26 +27,6 @@
 namespace {
 
 int cases = 0, failures = 0;
-
-cudaStream_t stream() {
-  return static_cast<cudaStream_t>(zest_cuda_compute_stream());
-}
-
-template <typename T> T *toDevice(const std::vector<T> &host) {
-  T *device = nullptr;
-  cudaMalloc(&device, std::max<size_t>(1, host.size()) * sizeof(T));
-  cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T),
-                  cudaMemcpyHostToDevice, stream());
-  return device;
-}
-
-template <typename T> std::vector<T> toHost(const T *device, size_t n) {
-  std::vector<T> host(n);
-  cudaMemcpyAsync(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost,
-                  stream());
-  cudaStreamSynchronize(stream());
-  return host;
-}
 
 uint16_t toBf16(float value) { // to nearest even
   uint32_t bits;
