@@ -56,6 +56,8 @@ if getattr(config, "zest_enable_cuda", False) and nvidia_smi and \
                                 text=True).stdout:
     config.available_features.add("cuda")
 if getattr(config, "zest_enable_cuda", False):
+    # zestc links --target=cuda executables with the CUDA runtime library.
+    config.available_features.add("cuda-runtime")
     llvm_config.add_tool_substitutions(
         ["zest-cuda-backend-test", "zest-cuda-linear-test"], tool_dirs)
 # zestc --target=cuda embeds fatbins with ptxas from zestc's default

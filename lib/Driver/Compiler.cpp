@@ -278,7 +278,7 @@ static LogicalResult checkEntryPoints(ModuleOp module) {
 /// that unpacks the memref descriptor pointers into its C interface.
 static LogicalResult addHostInterface(llvm::Module &module,
                                       ArrayRef<std::string> entries,
-                                      StringRef descriptor) {
+                                      StringRef descriptor, StringRef target) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
   auto *packedType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr},
@@ -311,6 +311,12 @@ static LogicalResult addHostInterface(llvm::Module &module,
   new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, text,
                            "zest_model_descriptor");
+  // Where the step computes: the driver picks a CUDA backend for "cuda".
+  llvm::Constant *where =
+      llvm::ConstantDataArray::getString(ctx, target, /*AddNull=*/true);
+  new llvm::GlobalVariable(module, where->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, where,
+                           "zest_model_target");
   return success();
 }
 
@@ -378,7 +384,8 @@ static LogicalResult emitObject(llvm::Module &module,
 }
 
 /// Links `object` with the runtime (and, for executables, the training
-/// driver), MPI and OpenBLAS using the system C++ compiler driver.
+/// driver), MPI and OpenBLAS using the system C++ compiler driver; for
+/// --target=cuda also the CUDA runtime library, CUDA, cuBLASLt and NCCL.
 static LogicalResult link(ArrayRef<std::string> objects,
                           const CompileOptions &options, Location loc) {
   auto cxx = llvm::sys::findProgramByName("c++");
@@ -387,10 +394,20 @@ static LogicalResult link(ArrayRef<std::string> objects,
   if (!cxx)
     return emitError(loc) << "no C++ compiler driver (c++ or g++) to link "
                           << "with; install g++ or use --emit=obj";
-  SmallString<256> runtime(options.runtimeDir), driver(options.runtimeDir);
+  SmallString<256> runtime(options.runtimeDir), driver(options.runtimeDir),
+      cudaRuntime(options.runtimeDir);
   llvm::sys::path::append(runtime, "libzest_runtime.a");
   llvm::sys::path::append(driver, "libzest_driver.a");
-  for (StringRef lib : {StringRef(runtime), StringRef(driver)})
+  llvm::sys::path::append(cudaRuntime, "libzest_runtime_cuda.a");
+  bool cuda = options.target == "cuda";
+  if (cuda && StringRef(ZEST_CUDA_LINK_LIBRARIES).empty())
+    return emitError(loc) << "this zestc was built without the CUDA runtime "
+                          << "(ZEST_ENABLE_CUDA=OFF or no CUDA toolkit): "
+                          << "--target=cuda can emit mlir, llvm or obj only";
+  SmallVector<StringRef> libs = {runtime, driver};
+  if (cuda)
+    libs.push_back(cudaRuntime);
+  for (StringRef lib : libs)
     if (!llvm::sys::fs::exists(lib))
       return emitError(loc) << "runtime library '" << lib
                             << "' not found; pass --runtime-dir=<folder>";
@@ -400,6 +417,10 @@ static LogicalResult link(ArrayRef<std::string> objects,
   llvm::append_range(args, objects);
   if (options.emit == EmitKind::Executable)
     args.push_back(std::string(driver));
+  // The CUDA backends, kernel launches and cuBLASLt products, before the
+  // core runtime they build on.
+  if (cuda)
+    args.push_back(std::string(cudaRuntime));
   // A shared library exports the whole runtime C API (zest_init, ...), even
   // the parts its model does not call.
   if (options.emit == EmitKind::Shared)
@@ -410,6 +431,10 @@ static LogicalResult link(ArrayRef<std::string> objects,
   for (StringRef lib : llvm::split(ZEST_LINK_LIBRARIES, ';'))
     if (!lib.empty())
       args.push_back(lib.str());
+  if (cuda)
+    for (StringRef lib : llvm::split(ZEST_CUDA_LINK_LIBRARIES, ';'))
+      if (!lib.empty())
+        args.push_back(lib.str());
   args.insert(args.end(), {"-lm", "-lpthread"});
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::string error;
@@ -453,6 +478,12 @@ static std::unique_ptr<llvm::Module> splitOffGlue(llvm::Module &module) {
   for (llvm::Function &function : module)
     if (!function.isDeclaration() && isGlue(&function))
       function.deleteBody();
+  // Constructor and destructor lists (--target=cuda's kernel module loads)
+  // live on in the glue, which refers to their functions here.
+  for (llvm::GlobalVariable &variable :
+       llvm::make_early_inc_range(module.globals()))
+    if (variable.hasAppendingLinkage())
+      variable.eraseFromParent();
   for (llvm::GlobalVariable &variable : module.globals())
     if (variable.hasInitializer()) {
       variable.setInitializer(nullptr);
@@ -577,7 +608,8 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
       translateModuleToLLVMIR(module, llvmContext, "zest-model");
   if (!llvmModule)
     return emitError(module.getLoc()) << "translation to LLVM IR failed";
-  if (failed(addHostInterface(*llvmModule, entries, descriptor)))
+  if (failed(
+          addHostInterface(*llvmModule, entries, descriptor, options.target)))
     return emitError(module.getLoc()) << "an entry point lost its C interface";
 
   std::string error;

@@ -12,6 +12,7 @@
 #include "zest_runtime.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,19 @@ public:
   /// memory for the CUDA backends. Never returned: the pool reuses it.
   virtual void *allocateMemory(size_t bytes, size_t alignment) {
     return std::aligned_alloc(alignment, bytes);
+  }
+
+  /// Whether memory from allocateMemory is device memory the host cannot
+  /// read (the CUDA backends): the driver then stages its host buffers.
+  virtual bool buffersOnDevice() const { return false; }
+  /// Copies between host memory and memory from allocateMemory, ordered
+  /// with the compiled code's work; copyToHost returns once the bytes are
+  /// on the host, copyToDevice once `host` may be reused.
+  virtual void copyToDevice(void *device, const void *host, size_t bytes) {
+    std::memcpy(device, host, bytes);
+  }
+  virtual void copyToHost(void *host, const void *device, size_t bytes) {
+    std::memcpy(host, device, bytes);
   }
 
   /// True if backend calls may come from a second thread (serialized by the

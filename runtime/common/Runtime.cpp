@@ -271,8 +271,12 @@ zest_request_t startNarrowed(const char *kind, const void *send,
 } // namespace
 
 [[noreturn]] void zest::rt::fatal(const std::string &message, int code) {
-  int rank = runtime && runtime->backend ? runtime->backend->rank() : -1;
-  std::fprintf(stderr, "zest: rank %d: error: %s\n", rank, message.c_str());
+  // Before the backend exists (it failed to start) the rank is unknown.
+  if (runtime && runtime->backend)
+    std::fprintf(stderr, "zest: rank %d: error: %s\n",
+                 runtime->backend->rank(), message.c_str());
+  else
+    std::fprintf(stderr, "zest: error: %s\n", message.c_str());
   std::fflush(stderr);
   if (runtime && runtime->backend)
     runtime->backend->abort(code);
@@ -556,6 +560,24 @@ void *zest_pool_alloc(int64_t bytes) {
   void *ptr = rt.pool.allocate(bytes, *rt.backend);
   traceCounters();
   return ptr;
+}
+
+int zest_buffers_on_device(void) { return get().backend->buffersOnDevice(); }
+
+void *zest_buffer_alloc(int64_t bytes) {
+  // 64-byte aligned like the pool's buffers; at least one byte.
+  return get().backend->allocateMemory(
+      size_t(std::max<int64_t>(64, (bytes + 63) / 64 * 64)), 64);
+}
+
+void zest_copy_to_device(void *device, const void *host, int64_t bytes) {
+  if (bytes > 0)
+    get().backend->copyToDevice(device, host, size_t(bytes));
+}
+
+void zest_copy_to_host(void *host, const void *device, int64_t bytes) {
+  if (bytes > 0)
+    get().backend->copyToHost(host, device, size_t(bytes));
 }
 
 void zest_pool_free(void *ptr) {

@@ -16,7 +16,12 @@ void cuda::checkCuda(cudaError_t status, const std::string &what) {
 
 void cuda::initDevice(int rank) {
   int count = 0;
-  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess)
+    fatal(std::string("ZEST_BACKEND asks for a GPU backend, but CUDA finds "
+                      "no usable GPU (") +
+          cudaGetErrorString(status) +
+          "); run on a machine with an NVIDIA GPU and its driver");
   if (count == 0)
     fatal("ZEST_BACKEND asks for a GPU backend but no CUDA device is "
           "visible; use the default CPU backend");
@@ -55,6 +60,22 @@ void *cuda::DeviceBackend::allocateMemory(size_t bytes, size_t alignment) {
   checkCuda(cudaMallocAsync(&ptr, bytes, streams.compute),
             "allocating " + std::to_string(bytes) + " bytes of device memory");
   return ptr;
+}
+
+void cuda::DeviceBackend::copyToDevice(void *device, const void *host,
+                                       size_t bytes) {
+  checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                            streams.compute),
+            "copying " + std::to_string(bytes) + " bytes to the device");
+}
+
+void cuda::DeviceBackend::copyToHost(void *host, const void *device,
+                                     size_t bytes) {
+  std::string what = "copying " + std::to_string(bytes) + " bytes to the host";
+  checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                            streams.compute),
+            what);
+  checkCuda(cudaStreamSynchronize(streams.compute), what);
 }
 
 std::unique_ptr<PendingOp> cuda::DeviceBackend::barrier() {

@@ -46,6 +46,12 @@ public:
   /// Ordered on the compute stream (cudaMallocAsync); 256-byte aligned,
   /// which covers any `alignment` the pool asks for.
   void *allocateMemory(size_t bytes, size_t alignment) override;
+  bool buffersOnDevice() const override { return true; }
+  /// On the compute stream; from pageable memory cudaMemcpyAsync returns
+  /// once `host` has been staged, so it may be reused.
+  void copyToDevice(void *device, const void *host, size_t bytes) override;
+  /// On the compute stream, after everything enqueued before; waits.
+  void copyToHost(void *host, const void *device, size_t bytes) override;
   /// Waits for the compute stream, then for every rank.
   std::unique_ptr<PendingOp> barrier() override;
   [[noreturn]] void abort(int code) override;

@@ -2,8 +2,10 @@
 //
 // `zestc --target=cuda` leaves kernel launches to MLIR's GPU runtime ABI
 // (the mgpu* functions that gpu.launch_func translates to), which Debian's
-// MLIR does not ship. Zest implements it on the CUDA driver API with two
-// differences that matter for a training step:
+// MLIR does not ship. Zest implements it on the CUDA runtime's library API
+// (cudaLibraryLoadData, cudaLibraryGetKernel, cudaLaunchKernel), so that an
+// executable needs no libcuda to start and reports a missing driver or GPU
+// as an error, with two differences that matter for a training step:
 //
 // * Modules are registered by global constructors, before main picks this
 //   rank's GPU: loading is deferred to the first lookup of a kernel.
@@ -17,8 +19,6 @@
 
 #include "Device.h"
 
-#include <cuda.h>
-
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -28,45 +28,33 @@ using namespace zest::rt;
 namespace {
 
 /// A kernel binary (fatbin or cubin, or PTX to JIT) and, once loaded, its
-/// module and the functions looked up in it.
+/// library and the kernels looked up in it.
 struct LazyModule {
   const void *image = nullptr;
   bool ptx = false;
   int optLevel = 3;
-  CUmodule module = nullptr;
-  std::unordered_map<std::string, CUfunction> functions;
+  cudaLibrary_t library = nullptr;
+  std::unordered_map<std::string, cudaKernel_t> kernels;
   std::mutex mutex;
 };
 
-void checkDriver(CUresult status, const std::string &what) {
-  if (status == CUDA_SUCCESS)
-    return;
-  const char *text = nullptr;
-  cuGetErrorString(status, &text);
-  fatal("CUDA error in " + what + ": " + (text ? text : "unknown error"));
-}
-
-/// The module, loaded into this rank's device context on first use.
-CUmodule loadModule(LazyModule &lazy) {
-  if (lazy.module)
-    return lazy.module;
+/// The library, loaded on this rank's device on first use.
+cudaLibrary_t loadModule(LazyModule &lazy) {
+  if (lazy.library)
+    return lazy.library;
   if (!cuda::streams.compute)
     fatal("this executable was compiled with zestc --target=cuda: run it "
           "with ZEST_BACKEND=nccl (one GPU per rank) or ZEST_BACKEND=staged");
-  // The runtime API made the device's primary context current.
   cuda::checkCuda(cudaSetDevice(cuda::streams.device), "cudaSetDevice");
-  cuda::checkCuda(cudaFree(nullptr), "initializing the device context");
-  if (lazy.ptx) {
-    CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL};
-    void *values[] = {reinterpret_cast<void *>(intptr_t(lazy.optLevel))};
-    checkDriver(
-        cuModuleLoadDataEx(&lazy.module, lazy.image, 1, options, values),
-        "JIT-compiling a kernel module's PTX");
-  } else {
-    checkDriver(cuModuleLoadData(&lazy.module, lazy.image),
-                "loading a kernel module");
-  }
-  return lazy.module;
+  cudaJitOption options[] = {cudaJitOptimizationLevel};
+  void *values[] = {reinterpret_cast<void *>(intptr_t(lazy.optLevel))};
+  cuda::checkCuda(cudaLibraryLoadData(&lazy.library, lazy.image,
+                                      lazy.ptx ? options : nullptr,
+                                      lazy.ptx ? values : nullptr,
+                                      lazy.ptx ? 1 : 0, nullptr, nullptr, 0),
+                  lazy.ptx ? "JIT-compiling a kernel module's PTX"
+                           : "loading a kernel module");
+  return lazy.library;
 }
 
 } // namespace
@@ -89,17 +77,17 @@ void *mgpuModuleLoadJIT(void *data, int optLevel) {
 
 void mgpuModuleUnload(void *module) {
   // At exit, after the runtime has finalized: the context goes with the
-  // process, so the module is not unloaded one by one.
+  // process, so the library is not unloaded one by one.
   delete static_cast<LazyModule *>(module);
 }
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
   auto &lazy = *static_cast<LazyModule *>(module);
   std::lock_guard<std::mutex> lock(lazy.mutex);
-  auto [it, inserted] = lazy.functions.try_emplace(name, nullptr);
+  auto [it, inserted] = lazy.kernels.try_emplace(name, nullptr);
   if (inserted)
-    checkDriver(cuModuleGetFunction(&it->second, loadModule(lazy), name),
-                std::string("looking up kernel ") + name);
+    cuda::checkCuda(cudaLibraryGetKernel(&it->second, loadModule(lazy), name),
+                    std::string("looking up kernel ") + name);
   return it->second;
 }
 
@@ -109,15 +97,19 @@ void mgpuStreamSynchronize(void * /*stream*/) {}
 
 void mgpuStreamDestroy(void * /*stream*/) {}
 
-void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+void mgpuLaunchKernel(void *kernel, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t sharedBytes, void *stream,
                       void **params, void **extra, size_t /*paramsCount*/) {
-  checkDriver(cuLaunchKernel(static_cast<CUfunction>(function), gridX, gridY,
-                             gridZ, blockX, blockY, blockZ, sharedBytes,
-                             static_cast<CUstream>(stream), params, extra),
-              "launching a kernel of " + std::to_string(gridX) + " x " +
-                  std::to_string(blockX) + " threads");
+  if (extra)
+    fatal("a kernel launch passes its arguments as 'extra', which the "
+          "runtime does not support");
+  cuda::checkCuda(cudaLaunchKernel(kernel, dim3(gridX, gridY, gridZ),
+                                   dim3(blockX, blockY, blockZ), params,
+                                   sharedBytes,
+                                   static_cast<cudaStream_t>(stream)),
+                  "launching a kernel of " + std::to_string(gridX) + " x " +
+                      std::to_string(blockX) + " threads");
 }
 
 } // extern "C"

@@ -14,6 +14,7 @@
 #include "Buffer.h"
 #include "CheckpointIO.h"
 #include "Data.h"
+#include "DeviceMirrors.h"
 #include "FaultInjection.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
@@ -22,6 +23,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <sys/resource.h>
@@ -31,6 +33,8 @@
 extern "C" {
 extern const char zest_model_descriptor[];
 extern void (*const zest_model_entries[])(void **);
+/// "cpu" or "cuda": where zestc compiled the step to compute (--target).
+extern const char zest_model_target[];
 }
 
 using namespace zest;
@@ -73,32 +77,51 @@ int64_t peakResidentBytes() {
 /// which the step updates in place; data and hyperparameters are refilled
 /// before every call.
 struct EntryCall {
-  EntryCall(size_t index, const FunctionInfo &function, TrainState &train)
-      : index(index), function(&function) {
+  EntryCall(size_t index, const FunctionInfo &function, TrainState &train,
+            DeviceMirrors &mirrors)
+      : index(index), function(&function), mirrors(&mirrors) {
+    args.reserve(function.args.size());
+    results.reserve(function.results.size());
     for (const ArgInfo &arg : function.args) {
-      if (arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper ||
-          arg.kind == ArgInfo::Rng)
+      bool perCall = arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper ||
+                     arg.kind == ArgInfo::Rng;
+      if (perCall)
         args.emplace_back(arg.spec);
       else
         args.emplace_back(arg.spec, train.storage(arg));
       if (arg.kind == ArgInfo::Hyper)
         hyper = args.back().f32();
+      descriptors.push_back(mirrors.descriptorFor(args.back(), !perCall));
+      if (perCall)
+        uploads.push_back(&args.back());
     }
-    for (const ResultInfo &result : function.results)
+    for (const ResultInfo &result : function.results) {
       results.emplace_back(result.spec);
-    for (Buffer &buffer : args)
-      descriptors.push_back(buffer.descriptor.data());
-    for (Buffer &buffer : results)
-      descriptors.push_back(buffer.descriptor.data());
+      descriptors.push_back(mirrors.descriptorFor(results.back(), false));
+    }
+    for (std::vector<int64_t> &descriptor : descriptors)
+      pointers.push_back(descriptor.data());
   }
   EntryCall(const EntryCall &) = delete;
 
-  void call() { zest_model_entries[index](descriptors.data()); }
+  /// Runs the entry point on this call's arguments (uploaded first where
+  /// the step computes on a device); its results are on the host after.
+  void call() {
+    for (Buffer *buffer : uploads)
+      mirrors->upload(*buffer);
+    zest_model_entries[index](pointers.data());
+    for (Buffer &result : results)
+      mirrors->download(result);
+  }
 
   size_t index;
   const FunctionInfo *function;
+  DeviceMirrors *mirrors;
+  // Reserved up front: `uploads` points into `args`.
   std::vector<Buffer> args, results;
-  std::vector<void *> descriptors;
+  std::vector<std::vector<int64_t>> descriptors;
+  std::vector<void *> pointers;
+  std::vector<Buffer *> uploads;
   float *hyper = nullptr;
 };
 
@@ -128,7 +151,15 @@ std::optional<size_t> findAccumulateEntry(const ModelInfo &model,
 
 int main(int argc, char **argv) {
   zest_select_blas_kernels(argv); // May re-execute: before MPI starts.
+  // Kernels compiled for a GPU run under a CUDA backend: NCCL by default.
+  bool cudaTarget = std::strcmp(zest_model_target, "cuda") == 0;
+  if (cudaTarget)
+    setenv("ZEST_BACKEND", "nccl", /*overwrite=*/0);
   zest_init(&argc, &argv);
+  if (cudaTarget && !zest_buffers_on_device())
+    usageError("this executable was compiled with zestc --target=cuda: run "
+               "it with ZEST_BACKEND=nccl (one GPU per rank, the default) or "
+               "ZEST_BACKEND=staged (ranks sharing a GPU)");
   // The process base: runtime, MPI and the program, before any model memory.
   int64_t baseRss = residentBytes();
   Options options = parseOptions(argc, argv);
@@ -175,10 +206,12 @@ int main(int argc, char **argv) {
 
   // With no-sync every micro-batch but the last only accumulates gradients
   // (no reduction, no update), through the step's companion entry point.
-  EntryCall stepCall(fn, function, train);
+  // Under --target=cuda the step's buffers are device mirrors of these.
+  DeviceMirrors mirrors;
+  EntryCall stepCall(fn, function, train, mirrors);
   std::optional<EntryCall> accumulateCall;
   if (std::optional<size_t> index = findAccumulateEntry(model, function))
-    accumulateCall.emplace(*index, model.functions[*index], train);
+    accumulateCall.emplace(*index, model.functions[*index], train, mirrors);
   DataSource data(options, function);
   int64_t micro = data.microBatch();
   int64_t globalBatch = int64_t(world) * options.accum * micro;
@@ -249,8 +282,10 @@ int main(int argc, char **argv) {
                     global);
     }
     double stepUs = zest_now_us() - stepStart;
-    if (training && options.saveEvery && (step + 1) % options.saveEvery == 0)
+    if (training && options.saveEvery && (step + 1) % options.saveEvery == 0) {
+      mirrors.downloadPersistent();
       saveStepCheckpoint(options.save, model, train, step + 1, options.keep);
+    }
     zest_trace_span(("step " + std::to_string(step + 1)).c_str(), "step",
                     stepStart, stepStart + stepUs);
     // The first step warms up the pool and caches; time the rest.
@@ -288,6 +323,7 @@ int main(int argc, char **argv) {
                               : 0.0);
   }
   int64_t lastStep = startStep + options.steps;
+  mirrors.downloadPersistent();
   if (!options.save.empty() && training && !options.saveEvery)
     saveCheckpointReplacing(options.save, model, train, lastStep);
   else if (training && options.saveEvery && lastStep % options.saveEvery != 0)

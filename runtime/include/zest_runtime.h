@@ -204,6 +204,20 @@ void zest_pool_free(void *ptr);
 /* Marks `ptr` (from zest_pool_alloc) as a gathered parameter buffer. */
 void zest_pool_mark_gathered(void *ptr);
 
+/* Where compiled code's buffers live: 0 for host memory (the CPU backend),
+ * 1 for device memory (the CUDA backends), which the host reads and writes
+ * only through the copies below. */
+int zest_buffers_on_device(void);
+/* A long-lived buffer (a parameter shard, optimizer state, a batch) in the
+ * backend's memory, outside the pool's accounting; never freed. */
+void *zest_buffer_alloc(int64_t bytes);
+/* Copies between host memory and zest_buffer_alloc / pool memory, ordered
+ * with the compiled code's work: to the device, `host` may be reused on
+ * return; to the host, the bytes are there on return. Plain copies when the
+ * buffers are host memory. */
+void zest_copy_to_device(void *device, const void *host, int64_t bytes);
+void zest_copy_to_host(void *host, const void *device, int64_t bytes);
+
 typedef struct zest_counters {
   int64_t pool_bytes;          /* bytes live in the pool now */
   int64_t pool_peak_bytes;     /* high-water mark of pool_bytes */

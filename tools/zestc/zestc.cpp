@@ -180,8 +180,7 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     target("target",
            cl::desc("Where the step computes: cpu (default) or cuda (GPU "
-                    "kernels for an NVIDIA GPU; --emit=mlir, llvm or obj "
-                    "for now)"),
+                    "kernels for an NVIDIA GPU)"),
            cl::init("cpu"), cl::cat(category));
 static cl::opt<std::string>
     cudaChip("cuda-chip", cl::desc("--target=cuda: the GPU (default sm_90)"),
@@ -334,12 +333,10 @@ int main(int argc, char **argv) {
                  << target << "'\n";
     return 1;
   }
-  if (target == "cuda" &&
-      (emit == EmitKind::Executable || emit == EmitKind::Shared)) {
-    llvm::errs() << "zestc: error: --target=cuda compiles to --emit=mlir, "
-                 << "llvm or obj so far: the CUDA runtime that launches the "
-                 << "kernels and runs the products is not linked into "
-                 << "executables yet\n";
+  if (target == "cuda" && emit == EmitKind::Shared) {
+    llvm::errs() << "zestc: error: --target=cuda makes executables (or "
+                 << "mlir, llvm, obj), not --emit=shared: a host would have "
+                 << "to pass device buffers\n";
     return 1;
   }
   if (cudaFormat != "fatbin" && cudaFormat != "bin" && cudaFormat != "isa") {

@@ -1,0 +1,53 @@
+//===- DeviceMirrors.h - The driver's buffers on a device -------*- C++ -*-===//
+//
+// An executable compiled with --target=cuda computes on device memory, while
+// the driver initializes, loads, fills and saves host buffers. Each host
+// buffer the step reads gets a device mirror: persistent ones (parameter
+// shards, optimizer state, accumulators) are uploaded once and downloaded
+// before a checkpoint is written; per-call ones (data, hyperparameters,
+// random streams) are uploaded before each call; results are downloaded
+// after it. On the CPU backend nothing is mirrored.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_DRIVER_DEVICEMIRRORS_H
+#define ZEST_RUNTIME_DRIVER_DEVICEMIRRORS_H
+
+#include "Buffer.h"
+
+#include <map>
+#include <vector>
+
+namespace zest {
+
+class DeviceMirrors {
+public:
+  /// Whether the step's buffers live on a device (zest_buffers_on_device).
+  bool active() const { return onDevice; }
+  DeviceMirrors();
+
+  /// The memref descriptor of `buffer`'s device mirror (`buffer`'s own
+  /// descriptor when nothing is mirrored). A persistent buffer's mirror is
+  /// shared by every entry point that takes it and uploaded once.
+  std::vector<int64_t> descriptorFor(Buffer &buffer, bool persistent);
+  /// Copies `buffer` to its mirror, or its mirror back to it.
+  void upload(Buffer &buffer);
+  void download(Buffer &buffer);
+  /// Brings every persistent buffer's device values back to the host.
+  void downloadPersistent();
+
+private:
+  struct Mirror {
+    void *device;
+    int64_t bytes;
+    bool persistent;
+  };
+  bool onDevice;
+  /// By host address: entry points that share a host buffer share its
+  /// mirror.
+  std::map<const void *, Mirror> mirrors;
+};
+
+} // namespace zest
+
+#endif // ZEST_RUNTIME_DRIVER_DEVICEMIRRORS_H
