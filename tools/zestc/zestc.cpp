@@ -15,12 +15,16 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Triple.h"
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -203,6 +207,45 @@ static cl::opt<bool> printPipeline("print-pipeline",
                                    cl::desc("Print the passes zestc runs"),
                                    cl::cat(category));
 
+/// Whether LLVM's NVPTX backend knows `chip` and every feature of
+/// `features` (comma-separated, +name or -name); it would otherwise warn and
+/// compile for another GPU.
+static LogicalResult checkCudaTarget(StringRef chip, StringRef features) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTargetMC();
+  std::string error;
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  const llvm::Target *nvptx = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!nvptx) {
+    llvm::errs() << "zestc: error: this LLVM has no NVPTX backend: " << error
+                 << "\n";
+    return failure();
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      nvptx->createMCSubtargetInfo(triple, "", ""));
+  if (!info->isCPUStringValid(chip)) {
+    llvm::errs() << "zestc: error: --cuda-chip=" << chip
+                 << " is not a GPU LLVM knows; use sm_XY (sm_80 for A100, "
+                 << "sm_90 for H100)\n";
+    return failure();
+  }
+  for (StringRef feature : llvm::split(features, ',')) {
+    feature = feature.trim();
+    if (feature.empty())
+      continue;
+    StringRef name = feature.drop_front(feature[0] == '+' || feature[0] == '-');
+    if (!llvm::any_of(info->getAllProcessorFeatures(),
+                      [&](const llvm::SubtargetFeatureKV &kv) {
+                        return name == kv.Key;
+                      })) {
+      llvm::errs() << "zestc: error: --cuda-features: '" << feature
+                   << "' is not a PTX feature LLVM knows (e.g. +ptx80)\n";
+      return failure();
+    }
+  }
+  return success();
+}
+
 static std::string defaultOutput() {
   StringRef stem = llvm::sys::path::stem(inputFile);
   switch (emit) {
@@ -352,6 +395,8 @@ int main(int argc, char **argv) {
                  << "--cuda-format=isa\n";
     return 1;
   }
+  if (target == "cuda" && failed(checkCudaTarget(cudaChip, cudaFeatures)))
+    return 1;
   options.target = target;
   options.cudaChip = cudaChip;
   options.cudaFeatures = cudaFeatures;
