@@ -187,7 +187,9 @@ func.func @rank() -> index {
 // -----
 
 // The global gradient norm: per unit a sum of squares of the scaled
-// gradient, with the accumulator only on the accumulate branch; the
+// gradient, with the accumulator only on the accumulate branch, both
+// branches summing into one zero-filled 0-d tensor (in place after
+// bufferization: the branch is computation on buffers only); the
 // replicated unit's share divided by the world size (every rank holds it
 // whole); one all-reduce (1 f32 element, sum) over ranks; the square root.
 zest.unit @s sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
@@ -199,11 +201,13 @@ zest.unit @r replicated : f32, world_size = 2, padded_size = 2, shard_size = 2 [
 // CHECK-LABEL: func.func @grad_norm(
 // CHECK-SAME:    %[[G:[^:]*]]: tensor<4xf32>, %[[A:[^:]*]]: tensor<4xf32>, %[[RG:[^:]*]]: tensor<2xf32>, %[[RA:[^:]*]]: tensor<2xf32>, %[[H:[^:]*]]: tensor<10xf32>)
 // CHECK:         %[[ACCUMULATE:.*]] = arith.cmpf une
-// CHECK:         scf.if %[[ACCUMULATE]] -> (f32) {
-// CHECK:           linalg.generic {{.*}} ins(%[[G]], %[[A]] : tensor<4xf32>, tensor<4xf32>)
+// CHECK:         %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>) -> tensor<f32>
+// CHECK:         %[[SUM:.*]] = scf.if %[[ACCUMULATE]] -> (tensor<f32>) {
+// CHECK:           linalg.generic {{.*}} ins(%[[G]], %[[A]] : tensor<4xf32>, tensor<4xf32>) outs(%[[ZERO]] : tensor<f32>)
 // CHECK:         } else {
-// CHECK:           linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>)
-// CHECK:         scf.if %[[ACCUMULATE]] -> (f32) {
+// CHECK:           linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>) outs(%[[ZERO]] : tensor<f32>)
+// CHECK:         tensor.extract %[[SUM]][] : tensor<f32>
+// CHECK:         scf.if %[[ACCUMULATE]] -> (tensor<f32>) {
 // CHECK:           linalg.generic {{.*}} ins(%[[RG]], %[[RA]] : tensor<2xf32>, tensor<2xf32>)
 // CHECK:         arith.divf %{{.*}}, %{{.*}} : f32
 // CHECK:         tensor.from_elements %{{.*}} : tensor<1xf32>

@@ -102,7 +102,7 @@ func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000x
 // The host must not read buffer elements: they are in device memory.
 func.func @glue(%hyper: memref<10xf32>) -> f32 {
   %c0 = arith.constant 0 : index
-  // expected-error @below {{'memref.load' accesses buffer elements on the host, but --target=cuda keeps buffers in device memory, so this step cannot be compiled for the GPU yet (--clip-grad-norm combines its norms on the host this way: compile without it)}}
+  // expected-error @below {{'memref.load' accesses buffer elements on the host, but --target=cuda keeps buffers in device memory, so this step cannot be compiled for the GPU yet (a scalar of the step is combined on the host; compile for the CPU, and report the model)}}
   %lr = memref.load %hyper[%c0] : memref<10xf32>
   return %lr : f32
 }

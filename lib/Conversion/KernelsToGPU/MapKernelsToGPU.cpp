@@ -315,8 +315,8 @@ struct MapKernelsToGPUPass
                       << "' accesses buffer elements on the host, but "
                       << "--target=cuda keeps buffers in device memory, "
                       << "so this step cannot be compiled for the GPU yet "
-                      << "(--clip-grad-norm combines its norms on the host "
-                      << "this way: compile without it)";
+                      << "(a scalar of the step is combined on the host; "
+                      << "compile for the CPU, and report the model)";
       return WalkResult::interrupt();
     });
     if (hostAccess.wasInterrupted())

@@ -624,14 +624,19 @@ struct DropRelease : public OpRewritePattern<ReleaseOp> {
   }
 };
 
-/// The sum of squares of `(accum ? accum + grad : grad) * scale`.
-static Value buildSumOfSquares(OpBuilder &builder, Location loc, Value grad,
-                               Value accum, Value scale) {
+/// A 0-d tensor holding zero, where sums of squares accumulate.
+static Value buildZeroScalarTensor(OpBuilder &builder, Location loc) {
   Type f32 = builder.getF32Type();
   Value init = tensor::EmptyOp::create(builder, loc, ArrayRef<int64_t>{}, f32);
   Value zero =
       arith::ConstantOp::create(builder, loc, builder.getZeroAttr(f32));
-  init = linalg::FillOp::create(builder, loc, zero, init).getResult(0);
+  return linalg::FillOp::create(builder, loc, zero, init).getResult(0);
+}
+
+/// The sum of squares of `(accum ? accum + grad : grad) * scale`, added to
+/// `init` (a 0-d tensor), as a 0-d tensor.
+static Value buildSumOfSquares(OpBuilder &builder, Location loc, Value grad,
+                               Value accum, Value scale, Value init) {
   SmallVector<Value> ins = {grad};
   if (accum)
     ins.push_back(accum);
@@ -653,8 +658,7 @@ static Value buildSumOfSquares(OpBuilder &builder, Location loc, Value grad,
             ValueRange{
                 arith::AddFOp::create(b, l, args.back(), square).getResult()});
       });
-  return tensor::ExtractOp::create(builder, loc, sum.getResult(0),
-                                   ValueRange{});
+  return sum.getResult(0);
 }
 
 /// The global gradient norm: per unit the sum of squares of the gradient
@@ -685,25 +689,31 @@ struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
              op.getUnits().getAsRange<FlatSymbolRefAttr>(), op.getGrads())) {
       auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
       world = std::max<int64_t>(world, unit.getNumRanks());
-      // Without accumulators (no_sync) the gradient is the whole sum.
-      Value partial;
+      // Without accumulators (no_sync) the gradient is the whole sum. With
+      // them, both branches sum into the same buffer, so the branch leaves
+      // nothing but computation on buffers (a kernel; on a GPU no host
+      // scalar) once bufferization writes in place.
+      Value init = buildZeroScalarTensor(rewriter, loc), sum;
       if (op.getAccums().empty()) {
-        partial = buildSumOfSquares(rewriter, loc, grad, Value(), scale);
+        sum = buildSumOfSquares(rewriter, loc, grad, Value(), scale, init);
       } else {
         Value accum = op.getAccums()[index];
-        partial =
+        sum =
             scf::IfOp::create(
                 rewriter, loc, accumulate,
                 [&](OpBuilder &b, Location l) {
                   scf::YieldOp::create(
-                      b, l, buildSumOfSquares(b, l, grad, accum, scale));
+                      b, l, buildSumOfSquares(b, l, grad, accum, scale, init));
                 },
                 [&](OpBuilder &b, Location l) {
                   scf::YieldOp::create(
-                      b, l, buildSumOfSquares(b, l, grad, Value(), scale));
+                      b, l,
+                      buildSumOfSquares(b, l, grad, Value(), scale, init));
                 })
                 .getResult(0);
       }
+      Value partial =
+          tensor::ExtractOp::create(rewriter, loc, sum, ValueRange{});
       int64_t copies =
           unit.isSharded() ? unit.getNumReplicas() : unit.getNumRanks();
       if (copies > 1)
