@@ -124,14 +124,19 @@ def train(args, model, rank=0, world=1, barrier=lambda: None):
         opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     times = []
     data = batches(args, rank, world)
+    cuda = args.device == "cuda"
     for step in range(args.steps):
         x, y = next(data)
         barrier()
         start = time.perf_counter()
+        # On a GPU the batch's upload counts, as Zest's step uploads it.
+        x, y = x.to(args.device), y.to(args.device)
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad()
+        if cuda:
+            torch.cuda.synchronize()
         barrier()
         times.append(time.perf_counter() - start)
         if world > 1:
@@ -156,6 +161,10 @@ def eager(args):
     warm_up()
     base = resident_bytes()
     model = build(args)
+    if args.device == "cuda":
+        # f32 products without TF32, as Zest's cuBLASLt products.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        model = model.to("cuda")
     summary(train(args, model), base)
 
 
@@ -194,6 +203,7 @@ def main():
     parser.add_argument("--optimizer", default="sgd")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--port", type=int, default=29517)
     args = parser.parse_args()
     if args.mode == "data":
