@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaTiming.h"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -19,36 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-namespace {
-
-cudaStream_t stream() {
-  return static_cast<cudaStream_t>(zest_cuda_compute_stream());
-}
-
-template <typename F> double medianMs(int reps, const F &run) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  run();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    zest_barrier();
-    cudaEventRecord(start, stream());
-    run();
-    cudaEventRecord(stop, stream());
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-} // namespace
 
 int main(int argc, char **argv) {
   zest_init(&argc, &argv);
@@ -72,18 +43,28 @@ int main(int argc, char **argv) {
     cudaMalloc(&part, shard * sizeof(float));
     cudaMemset(full, 0, total * sizeof(float));
     cudaMemset(part, 0, shard * sizeof(float));
-    double gather = medianMs(reps, [&] {
-      zest_wait(zest_all_gather_start(part, out, shard, ZEST_F32,
-                                      ZEST_GROUP_WORLD, "gather"));
-    });
-    double scatter = medianMs(reps, [&] {
-      zest_wait(zest_reduce_scatter_start(full, part, shard, ZEST_F32, ZEST_SUM,
-                                          ZEST_GROUP_WORLD, "reduce-scatter"));
-    });
-    double reduce = medianMs(reps, [&] {
-      zest_wait(zest_all_reduce_start(full, out, total, ZEST_F32, ZEST_SUM,
-                                      ZEST_GROUP_WORLD, "all-reduce"));
-    });
+    double gather = medianMs(
+        reps,
+        [&] {
+          zest_wait(zest_all_gather_start(part, out, shard, ZEST_F32,
+                                          ZEST_GROUP_WORLD, "gather"));
+        },
+        zest_barrier);
+    double scatter = medianMs(
+        reps,
+        [&] {
+          zest_wait(zest_reduce_scatter_start(full, part, shard, ZEST_F32,
+                                              ZEST_SUM, ZEST_GROUP_WORLD,
+                                              "reduce-scatter"));
+        },
+        zest_barrier);
+    double reduce = medianMs(
+        reps,
+        [&] {
+          zest_wait(zest_all_reduce_start(full, out, total, ZEST_F32, ZEST_SUM,
+                                          ZEST_GROUP_WORLD, "all-reduce"));
+        },
+        zest_barrier);
     double size = double(total) * sizeof(float);
     auto gbps = [&](double ms) { return size / (ms * 1e-3) / 1e9; };
     double ring = double(n - 1) / n;

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaTiming.h"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -22,32 +23,6 @@
 #include <vector>
 
 namespace {
-
-cudaStream_t stream() {
-  return static_cast<cudaStream_t>(zest_cuda_compute_stream());
-}
-
-/// Median milliseconds of `run` over `reps` calls, after one warm-up.
-template <typename F> double medianMs(int reps, const F &run) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  run();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(start, stream());
-    run();
-    cudaEventRecord(stop, stream());
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 uint16_t *deviceBf16(int64_t n) {
   // Small values (bf16 0.01) so no product overflows.
