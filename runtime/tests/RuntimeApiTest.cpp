@@ -13,6 +13,7 @@
 #include "Bf16.h"
 #include "zest_runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -203,6 +204,25 @@ void testPool() {
         "peaks remember the high-water mark");
 }
 
+/// Buffers where the compiled code computes: host memory on the CPU
+/// backend, outside the pool's accounting, copied both ways.
+void testBuffers() {
+  check(zest_buffers_on_device() == 0,
+        "the CPU backend computes on host memory");
+  zest_counters_t before, after;
+  zest_get_counters(&before);
+  auto *buffer = static_cast<float *>(zest_buffer_alloc(5 * sizeof(float)));
+  zest_get_counters(&after);
+  check(after.pool_bytes == before.pool_bytes,
+        "long-lived buffers are not pool buffers");
+  check(reinterpret_cast<uintptr_t>(buffer) % 64 == 0, "64-byte alignment");
+  float in[5] = {1, -2, 3.5f, 0, 7}, out[5] = {};
+  zest_copy_to_device(buffer, in, sizeof in);
+  zest_copy_to_host(out, buffer, sizeof out);
+  check(std::equal(in, in + 5, out), "copies round-trip");
+  zest_copy_to_host(out, nullptr, 0); // nothing to copy: no access
+}
+
 void testTrace(const char *dir) {
   zest_trace_enable(1);
   double start = zest_now_us();
@@ -263,6 +283,7 @@ int main(int argc, char **argv) {
   testMeshes();
   testBroadcastBarrier();
   testPool();
+  testBuffers();
   testTrace(argc > 2 ? argv[2] : ".");
   int local[2] = {passed, failed}, total[2] = {0, 0};
   zest_wait(zest_all_reduce_start(local, total, 2, ZEST_I32, ZEST_SUM,
