@@ -9,3 +9,26 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 # The median of the numbers on standard input, one per line.
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# The figure after "<label> " on a summary line: field "step time" "$line".
+field() { sed -nE "s/.*$1 ([0-9.]+).*/\1/p" <<<"$2" | tail -1; }
+# The first and last losses of a run's log.
+losses() { grep '^step ' "$1" | sed -n '1p;$p' | awk '{printf "%s ", $4}'; }
+
+# The generated transformer stack DIR/model.mlir: layers, dim (hidden 4x),
+# batch, sequence length.
+stack_model() {
+  python3 examples/gen/transformer_block.py --layers "$2" --dim "$3" \
+    --hidden $(($3 * 4)) --batch "$4" --seq "$5" >"$1/model.mlir"
+}
+
+# For PyTorch's side of a comparison: DIR/data.bin (64 samples of sequence
+# length $3, dim $4) and DIR/weights.safetensors, the seeded initial
+# weights of Zest executable $2, consolidated by FQN. Needs $PY and $CKPT.
+stack_data_and_weights() {
+  "$PY" bench/vs-pytorch/model.py data --out "$1/data.bin" --samples 64 \
+    --seq "$3" --dim "$4"
+  rm -rf "$1/ck0"
+  mpirun --oversubscribe -np 1 "$2" --steps 0 --save "$1/ck0" >/dev/null
+  "$CKPT" consolidate "$1/ck0" "$1/weights.safetensors" >/dev/null
+}

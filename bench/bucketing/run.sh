@@ -20,8 +20,7 @@ mkdir -p "$OUT"
 source bench/common.sh
 
 BUCKETS=(0 256KiB 4MiB)
-python3 examples/gen/transformer_block.py --layers 8 --dim 128 --hidden 512 \
-  --batch 4 --seq 32 >"$OUT/model.mlir"
+stack_model "$OUT" 8 128 4 32
 compile() { # bucket, output, extra options...
   local bucket=$1 out=$2
   shift 2

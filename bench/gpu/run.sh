@@ -31,7 +31,6 @@ ZEST_BACKEND=staged mpirun --oversubscribe -np 2 -x ZEST_BACKEND \
   "$BUILD_DIR/bin/zest-bench-cuda-collectives"
 
 echo "== training step vs eager PyTorch on the GPU (f32, TF32 off)"
-field() { sed -nE "s/.*$1 ([0-9.]+).*/\1/p" <<<"$2" | tail -1; }
 printf "%-22s %10s %10s %7s %12s %12s\n" config "zest ms" "eager ms" ratio \
   "zest tok/s" "eager tok/s"
 # layers dim batch seq steps
@@ -40,15 +39,10 @@ for config in "4 1024 8 512 10" "8 2048 4 1024 6"; do
   name="L${L}-D${D}-B${B}xT${T}"
   dir="$OUT/$name"
   mkdir -p "$dir"
-  python3 examples/gen/transformer_block.py --layers "$L" --dim "$D" \
-    --hidden $((4 * D)) --batch "$B" --seq "$T" >"$dir/model.mlir"
+  stack_model "$dir" "$L" "$D" "$B" "$T"
   "$ZESTC" "$dir/model.mlir" -o "$dir/gpu" --world-size=1 --target=cuda \
     --leaf-classes=Block
-  "$PY" bench/vs-pytorch/model.py data --out "$dir/data.bin" --samples 64 \
-    --seq "$T" --dim "$D"
-  rm -rf "$dir/ck0"
-  mpirun --oversubscribe -np 1 "$dir/gpu" --steps 0 --save "$dir/ck0" >/dev/null
-  "$CKPT" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null
+  stack_data_and_weights "$dir" "$dir/gpu" "$T" "$D"
   mpirun --oversubscribe -np 1 "$dir/gpu" --steps "$S" --data "$dir/data.bin" \
     --lr 0.01 >"$dir/zest.log"
   "$PY" bench/vs-pytorch/model.py eager --device cuda \
@@ -60,5 +54,6 @@ for config in "4 1024 8 512 10" "8 2048 4 1024 6"; do
   printf "%-22s %10.2f %10.2f %7.2f %12.0f %12.0f\n" "$name" "$z" "$e" \
     "$(bc -l <<<"$z / $e")" "$(bc -l <<<"$B * $T / ($z / 1000)")" \
     "$(bc -l <<<"$B * $T / ($e / 1000)")"
-  echo "  losses (first, last): zest $(grep '^step ' "$dir/zest.log" | sed -n '1p;$p' | awk '{printf "%s ", $4}')| eager $(grep '^step ' "$dir/eager.log" | sed -n '1p;$p' | awk '{printf "%s ", $4}')"
+  echo "  losses (first, last): zest $(losses "$dir/zest.log")| eager" \
+    "$(losses "$dir/eager.log")"
 done

@@ -16,8 +16,7 @@ OUT="$BUILD_DIR/bench/mixed-precision"
 mkdir -p "$OUT"
 source bench/common.sh
 
-python3 examples/gen/transformer_block.py --layers 4 --dim 256 --hidden 1024 \
-  --batch 4 --seq 32 >"$OUT/model.mlir"
+stack_model "$OUT" 4 256 4 32
 CONFIGS=(f32 bf16-gather bf16-both)
 options() {
   case $1 in

@@ -18,8 +18,7 @@ OUT="$BUILD_DIR/bench/overlap"
 mkdir -p "$OUT"
 source bench/common.sh
 
-python3 examples/gen/transformer_block.py --layers 4 --dim 256 --hidden 1024 \
-  --batch 4 --seq 32 >"$OUT/model.mlir"
+stack_model "$OUT" 4 256 4 32
 for p in 0 1 2; do
   "$BUILD_DIR/bin/zestc" "$OUT/model.mlir" -o "$OUT/p$p" --world-size=2 \
     --leaf-classes=Block --prefetch=$p

@@ -17,9 +17,6 @@ source bench/common.sh
 ZESTC="$BUILD_DIR/bin/zestc"
 CKPT="$BUILD_DIR/bin/zest-ckpt"
 
-field() { sed -nE "s/.*$1 ([0-9.]+).*/\1/p" <<<"$2" | tail -1; }
-losses() { grep '^step ' "$1" | sed -n '1p;$p' | awk '{printf "%s ", $4}'; }
-
 # layers dim batch seq steps
 CONFIGS=("4 256 4 32 20" "8 512 8 32 8" "4 1024 1 16 8")
 [ "$QUICK" = "--quick" ] && CONFIGS=("2 64 2 8 6")
@@ -32,19 +29,13 @@ for config in "${CONFIGS[@]}"; do
   name="L${L}-D${D}-B${B}xT${T}"
   dir="$OUT/$name"
   mkdir -p "$dir"
-  python3 examples/gen/transformer_block.py --layers "$L" --dim "$D" \
-    --hidden $((4 * D)) --batch "$B" --seq "$T" >"$dir/model.mlir"
+  stack_model "$dir" "$L" "$D" "$B" "$T"
   "$ZESTC" "$dir/model.mlir" -o "$dir/w1" --world-size=1 --leaf-classes=Block
   # FSDP2 prefetches the next block's all-gather by default; so does Zest's
   # W=2 executable (--prefetch=1), like for like.
   "$ZESTC" "$dir/model.mlir" -o "$dir/w2" --world-size=2 --leaf-classes=Block \
     --prefetch=1
-  "$PY" bench/vs-pytorch/model.py data --out "$dir/data.bin" --samples 64 \
-    --seq "$T" --dim "$D"
-  # Zest's seeded initial weights, consolidated by FQN for PyTorch.
-  rm -rf "$dir/ck0"
-  mpirun --oversubscribe -np 1 "$dir/w1" --steps 0 --save "$dir/ck0" >/dev/null
-  "$CKPT" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null
+  stack_data_and_weights "$dir" "$dir/w1" "$T" "$D"
   common=(--steps "$S" --data "$dir/data.bin" --lr 0.01)
   mpirun --oversubscribe -np 1 "$dir/w1" "${common[@]}" >"$dir/zest1.log"
   "$PY" bench/vs-pytorch/model.py eager --weights "$dir/weights.safetensors" \

@@ -8,9 +8,7 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
@@ -68,8 +66,10 @@ static constexpr const char *kLoweringPipeline =
     // back as their argument buffers: no result, no copy.
     "canonicalize,"
     "zest-drop-updated-results,"
-    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-    "zest-matmul-to-blas{target=%TARGET%},"
+    "buffer-results-to-out-params{modify-public-functions "
+    "hoist-static-allocs},";
+// Then zest-matmul-to-blas for the target (buildBufferizationPipeline).
+static constexpr const char *kDeallocation =
     // buffer-deallocation-pipeline, with owned allocations split out before
     // the (pairwise) simplification.
     "expand-realloc,canonicalize,ownership-based-buffer-deallocation,"
@@ -116,8 +116,10 @@ static constexpr const char *kLoweringTail =
     "convert-cf-to-llvm,"
     "convert-func-to-llvm,"
     // Padding of vector transfers the vectorizer does not need.
-    "convert-ub-to-llvm,"
-    "reconcile-unrealized-casts";
+    "convert-ub-to-llvm,";
+// The end of the lowering for the CPU; --target=cuda turns the launches into
+// runtime calls first (buildLoweringPipeline).
+static constexpr const char *kReconcile = "reconcile-unrealized-casts";
 
 static void parseBuiltinPipeline(StringRef text, OpPassManager &pm) {
   if (failed(parsePassPipeline(text.rtrim(','), pm)))
@@ -150,9 +152,8 @@ void mlir::zest::buildBufferizationPipeline(OpPassManager &pm,
     pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
   pipeline += kLoweringPipeline;
-  StringRef placeholder = "%TARGET%";
-  pipeline.replace(pipeline.find(placeholder), placeholder.size(),
-                   options.target);
+  pipeline += "zest-matmul-to-blas{target=" + options.target + "},";
+  pipeline += kDeallocation;
   parseBuiltinPipeline(pipeline, pm);
 }
 
@@ -188,21 +189,18 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   pm.addPass(createPlanMemoryPass(plan));
   if (options.target == "cuda") {
     // Launches become runtime calls before the casts are reconciled.
-    StringRef tail =
-        StringRef(kLoweringTail)
-            .drop_back(StringRef("reconcile-unrealized-casts").size());
-    std::string pipeline = getCudaKernelsPipeline(options) + tail.str() +
-                           "gpu-to-llvm,reconcile-unrealized-casts,"
-                           "gpu-module-to-binary{format=" +
-                           options.cudaFormat + " toolkit=" + options.cudaPath +
-                           "}";
-    parseBuiltinPipeline(pipeline, pm);
+    parseBuiltinPipeline(
+        getCudaKernelsPipeline(options) + kLoweringTail + "gpu-to-llvm," +
+            kReconcile + ",gpu-module-to-binary{format=" + options.cudaFormat +
+            " toolkit=" + options.cudaPath + "}",
+        pm);
     return;
   }
   std::string pipeline = kLoweringKernels;
   if (options.vectorize)
     pipeline += kVectorize;
   pipeline += kLoweringTail;
+  pipeline += kReconcile;
   parseBuiltinPipeline(pipeline, pm);
 }
 
@@ -600,9 +598,6 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
 
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
-  // --target=cuda: kernel binaries and their launches.
-  registerGPUDialectTranslation(*ctx);
-  registerNVVMDialectTranslation(*ctx);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "zest-model");

@@ -273,8 +273,8 @@ zest_request_t startNarrowed(const char *kind, const void *send,
 [[noreturn]] void zest::rt::fatal(const std::string &message, int code) {
   // Before the backend exists (it failed to start) the rank is unknown.
   if (runtime && runtime->backend)
-    std::fprintf(stderr, "zest: rank %d: error: %s\n",
-                 runtime->backend->rank(), message.c_str());
+    std::fprintf(stderr, "zest: rank %d: error: %s\n", runtime->backend->rank(),
+                 message.c_str());
   else
     std::fprintf(stderr, "zest: error: %s\n", message.c_str());
   std::fflush(stderr);

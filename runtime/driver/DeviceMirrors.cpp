@@ -27,18 +27,18 @@ std::vector<int64_t> DeviceMirrors::descriptorFor(Buffer &buffer,
   return descriptor;
 }
 
+const DeviceMirrors::Mirror *DeviceMirrors::find(Buffer &buffer) const {
+  return onDevice && buffer.data() ? &mirrors.at(buffer.data()) : nullptr;
+}
+
 void DeviceMirrors::upload(Buffer &buffer) {
-  if (!onDevice || !buffer.data())
-    return;
-  const Mirror &mirror = mirrors.at(buffer.data());
-  zest_copy_to_device(mirror.device, buffer.data(), mirror.bytes);
+  if (const Mirror *mirror = find(buffer))
+    zest_copy_to_device(mirror->device, buffer.data(), mirror->bytes);
 }
 
 void DeviceMirrors::download(Buffer &buffer) {
-  if (!onDevice || !buffer.data())
-    return;
-  const Mirror &mirror = mirrors.at(buffer.data());
-  zest_copy_to_host(buffer.data(), mirror.device, mirror.bytes);
+  if (const Mirror *mirror = find(buffer))
+    zest_copy_to_host(buffer.data(), mirror->device, mirror->bytes);
 }
 
 void DeviceMirrors::downloadPersistent() {

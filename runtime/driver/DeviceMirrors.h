@@ -22,8 +22,6 @@ namespace zest {
 
 class DeviceMirrors {
 public:
-  /// Whether the step's buffers live on a device (zest_buffers_on_device).
-  bool active() const { return onDevice; }
   DeviceMirrors();
 
   /// The memref descriptor of `buffer`'s device mirror (`buffer`'s own
@@ -42,6 +40,10 @@ private:
     int64_t bytes;
     bool persistent;
   };
+  /// `buffer`'s mirror; null when nothing is mirrored.
+  const Mirror *find(Buffer &buffer) const;
+
+  /// Whether the step's buffers live on a device (zest_buffers_on_device).
   bool onDevice;
   /// By host address: entry points that share a host buffer share its
   /// mirror.

@@ -80,8 +80,6 @@ struct EntryCall {
   EntryCall(size_t index, const FunctionInfo &function, TrainState &train,
             DeviceMirrors &mirrors)
       : index(index), function(&function), mirrors(&mirrors) {
-    args.reserve(function.args.size());
-    results.reserve(function.results.size());
     for (const ArgInfo &arg : function.args) {
       bool perCall = arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper ||
                      arg.kind == ArgInfo::Rng;
@@ -93,7 +91,7 @@ struct EntryCall {
         hyper = args.back().f32();
       descriptors.push_back(mirrors.descriptorFor(args.back(), !perCall));
       if (perCall)
-        uploads.push_back(&args.back());
+        uploads.push_back(args.size() - 1);
     }
     for (const ResultInfo &result : function.results) {
       results.emplace_back(result.spec);
@@ -107,8 +105,8 @@ struct EntryCall {
   /// Runs the entry point on this call's arguments (uploaded first where
   /// the step computes on a device); its results are on the host after.
   void call() {
-    for (Buffer *buffer : uploads)
-      mirrors->upload(*buffer);
+    for (size_t arg : uploads)
+      mirrors->upload(args[arg]);
     zest_model_entries[index](pointers.data());
     for (Buffer &result : results)
       mirrors->download(result);
@@ -117,11 +115,12 @@ struct EntryCall {
   size_t index;
   const FunctionInfo *function;
   DeviceMirrors *mirrors;
-  // Reserved up front: `uploads` points into `args`.
   std::vector<Buffer> args, results;
   std::vector<std::vector<int64_t>> descriptors;
   std::vector<void *> pointers;
-  std::vector<Buffer *> uploads;
+  /// The arguments refilled before every call (data, hyperparameters,
+  /// random streams).
+  std::vector<size_t> uploads;
   float *hyper = nullptr;
 };
 

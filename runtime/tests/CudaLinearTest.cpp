@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/HalfFloat.h"
 #include "DeviceBuffers.h"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
@@ -27,20 +28,6 @@
 namespace {
 
 int cases = 0, failures = 0;
-
-uint16_t toBf16(float value) { // to nearest even
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  bits += 0x7fff + ((bits >> 16) & 1);
-  return uint16_t(bits >> 16);
-}
-
-float fromBf16(uint16_t half) {
-  uint32_t bits = uint32_t(half) << 16;
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
 
 std::vector<float> randomMatrix(size_t n, std::mt19937 &rng) {
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -68,14 +55,14 @@ void compare(const char *what, const std::vector<float> &got,
 std::vector<float> widen(const std::vector<uint16_t> &v) {
   std::vector<float> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
-    out[i] = fromBf16(v[i]);
+    out[i] = zest::rt::bf16ToFloat(v[i]);
   return out;
 }
 
 std::vector<uint16_t> narrow(const std::vector<float> &v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
-    out[i] = toBf16(v[i]);
+    out[i] = zest::rt::floatToBf16(v[i]); // to nearest even
   return out;
 }
 
@@ -134,8 +121,7 @@ void checkLayer(const Shape &s, int activation, bool bias, bool keepPre,
 
   // bf16 storage: the reference on the rounded inputs; each stored result
   // may differ by a rounding or two.
-  std::vector<uint16_t> xh = narrow(x), wh = narrow(w), bh = narrow(b),
-                        dyh = narrow(dy);
+  std::vector<uint16_t> xh = narrow(x), wh = narrow(w), bh = narrow(b);
   std::vector<float> xr = widen(xh), wr = widen(wh), br = widen(bh);
   zest_linear_forward(m, n, k, xr.data(), k, wr.data(), ldw, wTransposed,
                       bias ? br.data() : nullptr, activation, pre.data(), n,
@@ -151,7 +137,6 @@ void checkLayer(const Shape &s, int activation, bool bias, bool keepPre,
     magnitude = std::max(magnitude, double(std::fabs(v)));
   compare("forward bf16 y", widen(toHost(hY, m * n)), y, magnitude + 1,
           2 * 0.0078125, shape);
-  (void)dyh;
   for (void *p : {(void *)hX, (void *)hW, (void *)hB, (void *)hPre, (void *)hY})
     cudaFree(p);
 }

@@ -207,10 +207,19 @@ static cl::opt<bool> printPipeline("print-pipeline",
                                    cl::desc("Print the passes zestc runs"),
                                    cl::cat(category));
 
-/// Whether LLVM's NVPTX backend knows `chip` and every feature of
-/// `features` (comma-separated, +name or -name); it would otherwise warn and
-/// compile for another GPU.
-static LogicalResult checkCudaTarget(StringRef chip, StringRef features) {
+/// Checks the --cuda-* options of --target=cuda: ptxas where the format
+/// needs it, and a GPU and PTX features LLVM's NVPTX backend knows (it would
+/// otherwise warn and compile for another GPU).
+static LogicalResult checkCudaOptions() {
+  if (cudaFormat != "isa" &&
+      !llvm::sys::fs::can_execute(cudaPath + "/bin/ptxas")) {
+    llvm::errs() << "zestc: error: --cuda-format=" << cudaFormat
+                 << " needs ptxas, which is not in " << cudaPath
+                 << "/bin; pass --cuda-path=<CUDA toolkit> or "
+                 << "--cuda-format=isa\n";
+    return failure();
+  }
+  StringRef chip = cudaChip;
   LLVMInitializeNVPTXTargetInfo();
   LLVMInitializeNVPTXTargetMC();
   std::string error;
@@ -229,7 +238,7 @@ static LogicalResult checkCudaTarget(StringRef chip, StringRef features) {
                  << "sm_90 for H100)\n";
     return failure();
   }
-  for (StringRef feature : llvm::split(features, ',')) {
+  for (StringRef feature : llvm::split(cudaFeatures, ',')) {
     feature = feature.trim();
     if (feature.empty())
       continue;
@@ -387,15 +396,7 @@ int main(int argc, char **argv) {
                  << "got '" << cudaFormat << "'\n";
     return 1;
   }
-  if (target == "cuda" && cudaFormat != "isa" &&
-      !llvm::sys::fs::can_execute(cudaPath + "/bin/ptxas")) {
-    llvm::errs() << "zestc: error: --cuda-format=" << cudaFormat
-                 << " needs ptxas, which is not in " << cudaPath
-                 << "/bin; pass --cuda-path=<CUDA toolkit> or "
-                 << "--cuda-format=isa\n";
-    return 1;
-  }
-  if (target == "cuda" && failed(checkCudaTarget(cudaChip, cudaFeatures)))
+  if (target == "cuda" && failed(checkCudaOptions()))
     return 1;
   options.target = target;
   options.cudaChip = cudaChip;

@@ -64,6 +64,16 @@ static gpu::LaunchOp createLaunch(RewriterBase &rewriter, Location loc,
   return launch;
 }
 
+/// Moves `ops` into a launch of one thread before `before`.
+static void launchOnOneThread(RewriterBase &rewriter, Location loc,
+                              Operation *before, ArrayRef<Operation *> ops) {
+  gpu::LaunchOp launch =
+      createLaunch(rewriter, loc, before, /*grid=*/1, /*block=*/1);
+  Operation *terminator = launch.getBody().front().getTerminator();
+  for (Operation *op : ops)
+    op->moveBefore(terminator);
+}
+
 /// Replaces `loop` (no results, constant bounds) by a launch of one thread
 /// per iteration, `blockSize` threads per block; true if it could.
 static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
@@ -162,11 +172,7 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
       launchPerIteration(rewriter, parallel, blockSize))
     return success();
   // No parallel dimension (a sum to a scalar, a 0-d fill): one thread.
-  gpu::LaunchOp launch =
-      createLaunch(rewriter, loc, next, /*grid=*/1, /*block=*/1);
-  Operation *terminator = launch.getBody().front().getTerminator();
-  for (Operation *it : created)
-    it->moveBefore(terminator);
+  launchOnOneThread(rewriter, loc, next, created);
   return success();
 }
 
@@ -178,11 +184,8 @@ static void launchHostStores(RewriterBase &rewriter, func::FuncOp kernel) {
     if (!store->getParentOfType<gpu::LaunchOp>())
       stores.push_back(store);
   });
-  for (memref::StoreOp store : stores) {
-    gpu::LaunchOp launch =
-        createLaunch(rewriter, store.getLoc(), store, /*grid=*/1, /*block=*/1);
-    store->moveBefore(launch.getBody().front().getTerminator());
-  }
+  for (memref::StoreOp store : stores)
+    launchOnOneThread(rewriter, store.getLoc(), store, store.getOperation());
 }
 
 /// Whether the host cannot compute `value`: it reads buffer elements.
@@ -308,8 +311,7 @@ struct MapKernelsToGPUPass
     // in device memory.
     WalkResult hostAccess = getOperation().walk([](Operation *op) {
       if (!isa<memref::LoadOp, memref::StoreOp, memref::CopyOp>(op) ||
-          op->getParentOfType<gpu::LaunchOp>() ||
-          op->getParentOfType<gpu::GPUModuleOp>())
+          op->getParentOfType<gpu::LaunchOp>())
         return WalkResult::advance();
       op->emitError() << "'" << op->getName()
                       << "' accesses buffer elements on the host, but "

@@ -130,63 +130,57 @@ static Value finishCollective(PatternRewriter &rewriter, Location loc,
                                            /*writable=*/true);
 }
 
-static CollectiveInfo getKindInfo(Operation *op) {
+/// What `op` moves, over which ranks, and as which type: gathers travel as
+/// the layout's gather_type, gradient reductions as its reduce_type (mixed
+/// precision).
+static CollectiveInfo getInfo(Operation *op) {
   Type resultType = op->getResult(0).getType();
   if (auto future = dyn_cast<FutureType>(resultType))
     resultType = future.getValueType();
   auto result = cast<RankedTensorType>(resultType);
   // A unit's or a bucket's layout (the verifier resolved it).
-  auto layoutOf = [&](auto collective) {
-    return *lookupCollectiveLayout(collective, collective.getUnitAttr());
-  };
+  CollectiveLayout layout =
+      *lookupCollectiveLayout(op, op->getAttrOfType<FlatSymbolRefAttr>("unit"));
   // Synchronous and asynchronous forms share their accessors. Gathers and
   // reduce-scatters run within a replica group (the whole world without
   // hybrid sharding), replicated units' all-reduces over every rank.
-  return llvm::TypeSwitch<Operation *, CollectiveInfo>(op)
-      .Case<AllGatherOp, AllGatherStartOp>([&](auto gather) {
-        return CollectiveInfo{"all_gather",
-                              gather.getShard(),
-                              result,
-                              gather.getUnit(),
-                              gather.getShard().getType().getNumElements(),
-                              std::nullopt,
-                              /*gathers=*/true,
-                              ZEST_GROUP_SHARD,
-                              layoutOf(gather).worldSize};
-      })
-      .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto scatter) {
-        return CollectiveInfo{"reduce_scatter",
-                              scatter.getInput(),
-                              result,
-                              scatter.getUnit(),
-                              result.getNumElements(),
-                              scatter.getReduction(),
-                              /*gathers=*/false,
-                              ZEST_GROUP_SHARD,
-                              layoutOf(scatter).worldSize};
-      })
-      .Case<AllReduceOp, AllReduceStartOp>([&](auto reduce) {
-        CollectiveLayout layout = layoutOf(reduce);
-        bool acrossReplicas = reduce.getAcrossReplicas();
-        return CollectiveInfo{
-            "all_reduce",
-            reduce.getInput(),
-            result,
-            reduce.getUnit(),
-            result.getNumElements(),
-            reduce.getReduction(),
-            /*gathers=*/false,
-            acrossReplicas ? ZEST_GROUP_REPLICA : ZEST_GROUP_WORLD,
-            acrossReplicas ? layout.replicas : layout.getNumRanks()};
-      });
-}
-
-/// What `op` moves, and as which type: gathers travel as the layout's
-/// gather_type, gradient reductions as its reduce_type (mixed precision).
-static CollectiveInfo getInfo(Operation *op) {
-  CollectiveInfo info = getKindInfo(op);
-  CollectiveLayout layout =
-      *lookupCollectiveLayout(op, op->getAttrOfType<FlatSymbolRefAttr>("unit"));
+  CollectiveInfo info =
+      llvm::TypeSwitch<Operation *, CollectiveInfo>(op)
+          .Case<AllGatherOp, AllGatherStartOp>([&](auto gather) {
+            return CollectiveInfo{"all_gather",
+                                  gather.getShard(),
+                                  result,
+                                  gather.getUnit(),
+                                  gather.getShard().getType().getNumElements(),
+                                  std::nullopt,
+                                  /*gathers=*/true,
+                                  ZEST_GROUP_SHARD,
+                                  layout.worldSize};
+          })
+          .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto scatter) {
+            return CollectiveInfo{"reduce_scatter",
+                                  scatter.getInput(),
+                                  result,
+                                  scatter.getUnit(),
+                                  result.getNumElements(),
+                                  scatter.getReduction(),
+                                  /*gathers=*/false,
+                                  ZEST_GROUP_SHARD,
+                                  layout.worldSize};
+          })
+          .Case<AllReduceOp, AllReduceStartOp>([&](auto reduce) {
+            bool acrossReplicas = reduce.getAcrossReplicas();
+            return CollectiveInfo{
+                "all_reduce",
+                reduce.getInput(),
+                result,
+                reduce.getUnit(),
+                result.getNumElements(),
+                reduce.getReduction(),
+                /*gathers=*/false,
+                acrossReplicas ? ZEST_GROUP_REPLICA : ZEST_GROUP_WORLD,
+                acrossReplicas ? layout.replicas : layout.getNumRanks()};
+          });
   info.wireType = info.gathers ? layout.gatherType : layout.reduceType;
   return info;
 }
