@@ -1,5 +1,9 @@
 // RUN: zest-opt %s -split-input-file -verify-diagnostics \
 // RUN:   -zest-map-kernels-to-gpu -canonicalize | FileCheck %s
+// A block is 1 to 1024 threads.
+// RUN: not zest-opt %s -split-input-file -zest-map-kernels-to-gpu=block-size=0 \
+// RUN:   2>&1 | FileCheck %s --check-prefix=BLOCKSIZE
+// BLOCKSIZE: error: zest-map-kernels-to-gpu: block-size 0 is not between 1 and 1024 threads
 
 // An elementwise op: one thread per element, 256 per block; 8 x 100 = 800
 // elements need 4 blocks, the last one partly idle. Each thread recovers

@@ -1,4 +1,15 @@
 // RUN: zest-opt %s -split-input-file -zest-matmul-to-blas -canonicalize | FileCheck %s
+// With target=cuda the same calls go to the CUDA runtime's cuBLASLt
+// products (zest_cuda_*, same signatures), none to OpenBLAS's.
+// RUN: zest-opt %s -split-input-file -zest-matmul-to-blas=target=cuda \
+// RUN:   | FileCheck %s --check-prefix=CUDA
+// RUN: zest-opt %s -split-input-file -zest-matmul-to-blas=target=cuda \
+// RUN:   | not grep -E "call @zest_(sgemm|linear)"
+// RUN: not zest-opt %s -split-input-file -zest-matmul-to-blas=target=tpu 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=TARGET
+// TARGET: error: zest-matmul-to-blas: unknown target 'tpu' (cpu or cuda)
+// CUDA-LABEL: func.func @nt(
+// CUDA: call @zest_cuda_sgemm(
 // (The pass rewrites in one walk without folding; -canonicalize folds the
 // static sizes and strides into the constants checked below.)
 
@@ -152,6 +163,8 @@ func.func @linear_forward(%x: memref<8x16xf32>, %w: memref<32x16xf32>, %b: memre
 // CHECK-LABEL: func.func @linear_bf16(
 // CHECK: call @zest_linear_forward_bf16(
 // CHECK: call @zest_linear_backward_bf16(
+// CUDA: call @zest_cuda_linear_forward_bf16(
+// CUDA: call @zest_cuda_linear_backward_bf16(
 // CHECK-NOT: zest.linear
 func.func @linear_bf16(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %b: memref<32xbf16>, %y: memref<8x32xbf16>, %pre: memref<8x32xbf16>, %dx: memref<8x16xbf16>) {
   zest.linear relu transpose_weight ins(%x, %w, %b : memref<8x16xbf16>, memref<32x16xbf16>, memref<32xbf16>) outs(%y, %pre : memref<8x32xbf16>, memref<8x32xbf16>)

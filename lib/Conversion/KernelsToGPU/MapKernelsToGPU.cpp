@@ -296,7 +296,7 @@ struct MapKernelsToGPUPass
   void runOnOperation() override {
     if (blockSize < 1 || blockSize > 1024) {
       getOperation().emitError()
-          << "zest-map-kernels-to-gpu: block-size " << blockSize
+          << "zest-map-kernels-to-gpu: block-size " << blockSize.getValue()
           << " is not between 1 and 1024 threads";
       return signalPassFailure();
     }
