@@ -1,7 +1,6 @@
 //===- Runtime.cpp - Zest runtime core: requests, pool, counters, trace ---===//
 
 #include "Backend.h"
-#include "HalfFloat.h"
 #include "zest_runtime.h"
 
 #include <algorithm>
@@ -211,63 +210,6 @@ void jsonString(FILE *file, const std::string &text) {
   std::fputc('"', file);
 }
 
-/// A collective on 16-bit copies of f32 buffers: widens its result into the
-/// caller's f32 buffer once it completes.
-class WidenOnCompletion : public PendingOp {
-public:
-  WidenOnCompletion(std::unique_ptr<PendingOp> op, std::vector<uint16_t> sent,
-                    std::vector<uint16_t> received, float *recv,
-                    zest_dtype_t wire)
-      : op(std::move(op)), sent(std::move(sent)), received(std::move(received)),
-        recv(recv), wire(wire) {}
-  bool test() override {
-    if (!op->test())
-      return false;
-    for (size_t i = 0; i < received.size(); ++i)
-      recv[i] = wire == ZEST_BF16 ? bf16ToFloat(received[i])
-                                  : f16ToFloat(received[i]);
-    return true;
-  }
-
-private:
-  std::unique_ptr<PendingOp> op;
-  std::vector<uint16_t> sent, received; // alive while the backend uses them
-  float *recv;
-  zest_dtype_t wire;
-};
-
-/// Rounds `count` f32 values to `wire`.
-std::vector<uint16_t> narrow(const void *send, int64_t count,
-                             zest_dtype_t wire) {
-  if (wire != ZEST_BF16 && wire != ZEST_F16)
-    fatal("mixed-precision collectives send bf16 or f16, not dtype " +
-          std::to_string(int(wire)));
-  const float *values = static_cast<const float *>(send);
-  std::vector<uint16_t> out(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = wire == ZEST_BF16 ? floatToBf16(values[i]) : floatToF16(values[i]);
-  return out;
-}
-
-/// Starts `call(sent, received)` on 16-bit copies: `sendCount` values of
-/// `send` rounded, `recvCount` received and widened into `recv`.
-template <typename Call>
-zest_request_t startNarrowed(const char *kind, const void *send,
-                             int64_t sendCount, float *recv, int64_t recvCount,
-                             zest_dtype_t wire, zest_group_t group,
-                             const char *tag, int64_t bytes, int64_t bytesSent,
-                             Call call) {
-  std::vector<uint16_t> sent = narrow(send, sendCount, wire);
-  std::vector<uint16_t> received(static_cast<size_t>(recvCount));
-  return enqueue(
-      [&](Backend &b) -> std::unique_ptr<PendingOp> {
-        std::unique_ptr<PendingOp> op = call(b, sent.data(), received.data());
-        return std::make_unique<WidenOnCompletion>(
-            std::move(op), std::move(sent), std::move(received), recv, wire);
-      },
-      kind, tag, bytes, bytesSent, group);
-}
-
 } // namespace
 
 [[noreturn]] void zest::rt::fatal(const std::string &message, int code) {
@@ -441,47 +383,6 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
         return b.allReduce(send, recv, count, dtype, op, group);
       },
       "all_reduce", tag, bytes, ringBytesSent(true, bytes, ranks), group);
-}
-
-zest_request_t zest_all_gather_as_start(const void *send, float *recv,
-                                        int64_t count, zest_dtype_t wire,
-                                        zest_group_t group, const char *tag) {
-  int ranks = get().backend->groupSize(group);
-  int64_t bytes = count * zest_dtype_size(wire);
-  return startNarrowed("all_gather", send, count, recv, count * ranks, wire,
-                       group, tag, bytes * ranks,
-                       ringBytesSent(false, bytes, ranks),
-                       [&](Backend &b, const void *s, void *r) {
-                         return b.allGather(s, r, count, wire, group);
-                       });
-}
-
-zest_request_t zest_reduce_scatter_as_start(const void *send, float *recv,
-                                            int64_t count, zest_dtype_t wire,
-                                            zest_reduction_t op,
-                                            zest_group_t group,
-                                            const char *tag) {
-  int ranks = get().backend->groupSize(group);
-  int64_t bytes = count * zest_dtype_size(wire);
-  return startNarrowed("reduce_scatter", send, count * ranks, recv, count, wire,
-                       group, tag, bytes * ranks,
-                       ringBytesSent(false, bytes, ranks),
-                       [&](Backend &b, const void *s, void *r) {
-                         return b.reduceScatter(s, r, count, wire, op, group);
-                       });
-}
-
-zest_request_t zest_all_reduce_as_start(const void *send, float *recv,
-                                        int64_t count, zest_dtype_t wire,
-                                        zest_reduction_t op, zest_group_t group,
-                                        const char *tag) {
-  int ranks = get().backend->groupSize(group);
-  int64_t bytes = count * zest_dtype_size(wire);
-  return startNarrowed("all_reduce", send, count, recv, count, wire, group, tag,
-                       bytes, ringBytesSent(true, bytes, ranks),
-                       [&](Backend &b, const void *s, void *r) {
-                         return b.allReduce(s, r, count, wire, op, group);
-                       });
 }
 
 void zest_wait(zest_request_t id) {

@@ -168,23 +168,6 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
                                      int64_t count, zest_dtype_t dtype,
                                      zest_reduction_t op, zest_group_t group,
                                      const char *tag);
-/* Mixed precision: the same collectives on ZEST_F32 buffers, sent as
- * `wire` (ZEST_BF16 or ZEST_F16, half the bytes). The send buffer is rounded
- * (to nearest even) into a temporary, the collective runs on `wire` values
- * (reductions add in float and round at each step), and the result is
- * widened into `recv` when the request completes. */
-zest_request_t zest_all_gather_as_start(const void *send, float *recv,
-                                        int64_t count, zest_dtype_t wire,
-                                        zest_group_t group, const char *tag);
-zest_request_t zest_reduce_scatter_as_start(const void *send, float *recv,
-                                            int64_t count, zest_dtype_t wire,
-                                            zest_reduction_t op,
-                                            zest_group_t group,
-                                            const char *tag);
-zest_request_t zest_all_reduce_as_start(const void *send, float *recv,
-                                        int64_t count, zest_dtype_t wire,
-                                        zest_reduction_t op, zest_group_t group,
-                                        const char *tag);
 /* Blocks until the request completes (or the timeout aborts the job). */
 void zest_wait(zest_request_t request);
 /* Drives pending requests forward without blocking; call from long compute

@@ -319,9 +319,10 @@ func.func @bucket(%sn: tensor<2xf32>, %sm: tensor<4xf32>, %gn: tensor<4xf32>, %g
 // -----
 
 // Mixed precision: a unit's gathers travel as its gather_type and its
-// gradient reductions as its reduce_type (zest_*_as_start take the f32
-// buffers and that type: 3 = bf16, 2 = f16). Over one rank they still run,
-// so every world size rounds the same values.
+// gradient reductions as its reduce_type (3 = bf16, 2 = f16): the step rounds
+// what it sends (an elementwise truncf), the collective moves the wire type,
+// and what arrives is widened (extf). Over one rank nothing moves, but the
+// values are still rounded, so every world size computes with the same ones.
 zest.unit @m sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
   "m.w" : tensor<8xf32> at 0
 ] {gather_type = bf16, reduce_type = f16}
@@ -330,12 +331,82 @@ zest.unit @one sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
 ] {gather_type = bf16}
 
 // CHECK-LABEL: func.func @mixed(
-// CHECK:       call @zest_all_gather_as_start(%{{.*}}, %{{.*}}, %c4_i64, %c3_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
-// CHECK:       call @zest_reduce_scatter_as_start(%{{.*}}, %{{.*}}, %c4_i64, %c2_i32, %c1_i32, %c1_i32, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i32, !llvm.ptr) -> i64
-// CHECK:       call @zest_all_gather_as_start(%{{.*}}, %{{.*}}, %c8_i64, %c3_i32, %c1_i32, %{{.*}})
+// CHECK-SAME:    %[[S:[^:]*]]: tensor<4xf32>, %[[G:[^:]*]]: tensor<8xf32>, %[[T:[^:]*]]: tensor<8xf32>)
+// CHECK:       %[[SENT:.*]] = linalg.generic {{.*}} ins(%[[S]] : tensor<4xf32>) outs(%{{.*}} : tensor<4xbf16>)
+// CHECK:         arith.truncf %{{.*}} : f32 to bf16
+// CHECK:       bufferization.to_buffer %[[SENT]] read_only : tensor<4xbf16> to memref<4xbf16>
+// CHECK:       memref.alloc() : memref<8xbf16>
+// CHECK:       call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c3_i32, %c1_i32, %{{.*}})
+// CHECK:       call @zest_wait
+// CHECK:       %[[GOT:.*]] = bufferization.to_tensor %{{.*}} : memref<8xbf16> to tensor<8xbf16>
+// CHECK:       %[[FULL:.*]] = linalg.generic {{.*}} ins(%[[GOT]] : tensor<8xbf16>) outs(%{{.*}} : tensor<8xf32>)
+// CHECK:         arith.extf %{{.*}} : bf16 to f32
+// CHECK:       linalg.generic {{.*}} ins(%[[G]] : tensor<8xf32>) outs(%{{.*}} : tensor<8xf16>)
+// CHECK:         arith.truncf %{{.*}} : f32 to f16
+// CHECK:       memref.alloc() : memref<4xf16>
+// CHECK:       call @zest_reduce_scatter_start(%{{.*}}, %{{.*}}, %c4_i64, %c2_i32, %c1_i32, %c1_i32, %{{.*}})
+// CHECK:       %[[RS:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<4xf16>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK:         arith.extf %{{.*}} : f16 to f32
+// CHECK:       %[[ROUNDED:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<8xf32>) outs(%{{.*}} : tensor<8xbf16>)
+// CHECK:       %[[ONE:.*]] = linalg.generic {{.*}} ins(%[[ROUNDED]] : tensor<8xbf16>) outs(%{{.*}} : tensor<8xf32>)
+// CHECK-NOT:   call @zest_all_gather_start
+// CHECK:       return %[[FULL]], %[[RS]], %[[ONE]]
 func.func @mixed(%s: tensor<4xf32>, %g: tensor<8xf32>, %t: tensor<8xf32>) -> (tensor<8xf32>, tensor<4xf32>, tensor<8xf32>) {
   %full = zest.all_gather %s for @m : tensor<4xf32> -> tensor<8xf32>
   %r = zest.reduce_scatter avg %g for @m : tensor<8xf32> -> tensor<4xf32>
   %one = zest.all_gather %t for @one : tensor<8xf32> -> tensor<8xf32>
   return %full, %r, %one : tensor<8xf32>, tensor<4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Each parameter of a bf16 gather is widened where it is used: an
+// elementwise consumer reads the received bf16 values (the extf fused into
+// it), an autocast model's cast to bf16 reads them as they are (no copy at
+// all), a matrix product reads an f32 copy of its parameter only.
+#id1 = affine_map<(i) -> (i)>
+#id2 = affine_map<(i, j) -> (i, j)>
+zest.unit @p sharded : f32, world_size = 2, padded_size = 24, shard_size = 12 [
+  "p.a" : tensor<2x4xf32> at 0,
+  "p.b" : tensor<8xf32> at 8,
+  "p.c" : tensor<2x4xf32> at 16
+] {gather_type = bf16}
+
+// CHECK-LABEL: func.func @mixed_consumers(
+// CHECK:       %[[GOT:.*]] = bufferization.to_tensor %{{.*}} : memref<24xbf16> to tensor<24xbf16>
+// CHECK-DAG:   %[[A:.*]] = tensor.extract_slice %[[GOT]][0] [8] [1] : tensor<24xbf16> to tensor<8xbf16>
+// CHECK-DAG:   %[[AB:.*]] = tensor.expand_shape %[[A]] {{\[\[}}0, 1]] output_shape [2, 4] : tensor<8xbf16> into tensor<2x4xbf16>
+// CHECK-DAG:   %[[B:.*]] = tensor.extract_slice %[[GOT]][8] [8] [1] : tensor<24xbf16> to tensor<8xbf16>
+// CHECK-DAG:   %[[C:.*]] = tensor.expand_shape %{{.*}} : tensor<8xbf16> into tensor<2x4xbf16>
+// CHECK-DAG:   %[[CW:.*]] = linalg.generic {{.*}} ins(%[[C]] : tensor<2x4xbf16>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK:       %[[Y:.*]] = linalg.generic {{.*}} ins(%[[B]], %{{.*}} : tensor<8xbf16>, tensor<8xf32>)
+// CHECK-NEXT:  ^bb0(%[[IN:.*]]: bf16, %[[X:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:    %[[W:.*]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT:    arith.mulf %[[W]], %[[X]] : f32
+// CHECK:       linalg.matmul ins(%{{.*}}, %[[CW]] : tensor<4x2xf32>, tensor<2x4xf32>)
+// CHECK:       return %[[AB]], %[[Y]],
+func.func @mixed_consumers(%s: tensor<12xf32>, %x: tensor<8xf32>, %l: tensor<4x2xf32>) -> (tensor<2x4xbf16>, tensor<8xf32>, tensor<4x4xf32>) {
+  %full = zest.all_gather %s for @p : tensor<12xf32> -> tensor<24xf32>
+  %a = zest.unflatten %full, @p, "p.a" : tensor<24xf32> -> tensor<2x4xf32>
+  %b = zest.unflatten %full, @p, "p.b" : tensor<24xf32> -> tensor<8xf32>
+  %c = zest.unflatten %full, @p, "p.c" : tensor<24xf32> -> tensor<2x4xf32>
+  %ea = tensor.empty() : tensor<2x4xbf16>
+  %ab = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<2x4xf32>) outs(%ea : tensor<2x4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<2x4xbf16>
+  %ey = tensor.empty() : tensor<8xf32>
+  %y = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%b, %x : tensor<8xf32>, tensor<8xf32>) outs(%ey : tensor<8xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %p = arith.mulf %in, %in2 : f32
+    linalg.yield %p : f32
+  } -> tensor<8xf32>
+  %zero = arith.constant 0.0 : f32
+  %ez = tensor.empty() : tensor<4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%ez : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %mm = linalg.matmul ins(%l, %c : tensor<4x2xf32>, tensor<2x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %ab, %y, %mm : tensor<2x4xbf16>, tensor<8xf32>, tensor<4x4xf32>
 }

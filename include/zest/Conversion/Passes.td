@@ -26,6 +26,16 @@ def ConvertZestToRuntimePass
       tensor and `zest.unpack` extractions from one (views for one piece).
       Unpacking a gathered bucket copies each member into a fresh buffer
       marked gathered, as an unbucketed gather's is.
+    * Mixed precision (a unit's `gather_type` / `reduce_type`): the step
+      rounds what it sends (an elementwise `arith.truncf` generic), the
+      collective moves and reduces the 16-bit type, and what arrives is
+      widened (`arith.extf`) where it is used: the widening moves into each
+      parameter's view and fuses into elementwise consumers, and a consumer
+      that rounds it back (an autocast model) reads the received values with
+      no f32 copy. Being ordinary linalg, the conversions run wherever the
+      step runs (kernels on a GPU). Over one rank nothing moves but the
+      values are still rounded, so every world size computes with the same
+      values.
     * `zest.release` is dropped: ownership-based deallocation frees every
       buffer after its last use, which the release verifier guarantees is no
       later than the release.

@@ -3,6 +3,7 @@
 #include "zest/Conversion/Passes.h"
 #include "zest/Conversion/RuntimeCalls.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -62,7 +63,7 @@ namespace {
 /// What a collective sends and receives, independent of its sync/async form.
 struct CollectiveInfo {
   /// "all_gather", "reduce_scatter" or "all_reduce": the runtime's
-  /// zest_<kind>_start, or zest_<kind>_as_start when a wire type is set.
+  /// zest_<kind>_start.
   StringRef kind;
   Value input;
   RankedTensorType resultType;
@@ -74,28 +75,79 @@ struct CollectiveInfo {
   /// The ranks it runs over, and how many they are.
   zest_group_t group;
   int64_t groupSize;
-  /// Mixed precision: the type the f32 buffers travel as (null: theirs).
+  /// Mixed precision: the type the f32 buffers are rounded to and travel
+  /// as (null: theirs).
   Type wireType = {};
 };
 
-/// Starts the collective: returns the request handle and the result buffer.
+/// `tensor` with its elements rounded (truncf) or widened (extf) to
+/// `elementType`: an elementwise linalg.generic, which fuses with the model's
+/// own elementwise ops and runs wherever they run (a kernel on a GPU).
+static Value convertElements(OpBuilder &builder, Location loc, Value tensor,
+                             Type elementType) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto resultType = type.clone(elementType);
+  Value init =
+      tensor::EmptyOp::create(builder, loc, resultType.getShape(), elementType);
+  unsigned rank = type.getRank();
+  AffineMap id = builder.getMultiDimIdentityMap(rank);
+  bool widens = elementType.getIntOrFloatBitWidth() >
+                type.getElementType().getIntOrFloatBitWidth();
+  return linalg::GenericOp::create(
+             builder, loc, resultType, tensor, init,
+             SmallVector<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               Value converted =
+                   widens ? arith::ExtFOp::create(b, l, elementType, args[0])
+                                .getResult()
+                          : arith::TruncFOp::create(b, l, elementType, args[0])
+                                .getResult();
+               linalg::YieldOp::create(b, l, converted);
+             })
+      .getResult(0);
+}
+
+/// The input of `op` if it is a convertElements widening (extf), else null.
+static Value getWidenedInput(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 || !generic.isAllParallelLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return {};
+  Block &body = generic.getRegion().front();
+  auto extf = dyn_cast<arith::ExtFOp>(body.front());
+  if (!extf || body.getOperations().size() != 2 ||
+      extf.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != extf.getResult())
+    return {};
+  return generic.getDpsInputs()[0];
+}
+
+/// Starts the collective: returns the request handle and the result buffer
+/// (of the wire type under mixed precision).
 static FailureOr<std::pair<Value, Value>>
 startCollective(PatternRewriter &rewriter, Operation *op,
                 const CollectiveInfo &info) {
-  // zest_*_as_start take the f32 buffers and the type they travel as.
-  int64_t dtype = getDTypeCode(
-      info.wireType ? info.wireType : info.resultType.getElementType());
+  Type wireType =
+      info.wireType ? info.wireType : info.resultType.getElementType();
+  int64_t dtype = getDTypeCode(wireType);
   if (dtype < 0)
     return rewriter.notifyMatchFailure(op, "element type without runtime "
                                            "dtype");
   Location loc = op->getLoc();
-  auto inType = cast<RankedTensorType>(info.input.getType());
+  // Mixed precision: the compiled step rounds what it sends, so the
+  // collective moves (and reduces) the wire type on any backend.
+  Value input = info.input;
+  if (info.wireType)
+    input = convertElements(rewriter, loc, input, wireType);
+  auto inType = cast<RankedTensorType>(input.getType());
   auto sendType = MemRefType::get(inType.getShape(), inType.getElementType());
-  Value send =
-      bufferization::ToBufferOp::create(rewriter, loc, sendType, info.input,
-                                        /*read_only=*/true);
-  auto recvType = MemRefType::get(info.resultType.getShape(),
-                                  info.resultType.getElementType());
+  Value send = bufferization::ToBufferOp::create(rewriter, loc, sendType, input,
+                                                 /*read_only=*/true);
+  auto recvType = MemRefType::get(info.resultType.getShape(), wireType);
   Value recv = memref::AllocOp::create(rewriter, loc, recvType);
   // A gathered buffer counts from its allocation: with prefetch it is held
   // while its gather is in flight.
@@ -112,22 +164,38 @@ startCollective(PatternRewriter &rewriter, Operation *op,
         rewriter, loc, static_cast<int64_t>(*info.reduction), 32));
   args.push_back(arith::ConstantIntOp::create(rewriter, loc, info.group, 32));
   args.push_back(getUnitTag(rewriter, loc, info.unit));
-  std::string startFn =
-      ("zest_" + info.kind + (info.wireType ? "_as" : "") + "_start").str();
+  std::string startFn = ("zest_" + info.kind + "_start").str();
   Value request =
       callRuntime(rewriter, loc, startFn, rewriter.getI64Type(), args)
           .getResult(0);
   return std::make_pair(request, recv);
 }
 
-/// Waits for `request` and returns the result buffer as a tensor.
+/// Waits for `request` and returns the result buffer as a tensor of
+/// `resultType` (widened from the wire type under mixed precision).
 static Value finishCollective(PatternRewriter &rewriter, Location loc,
                               Value request, Value recv,
                               RankedTensorType resultType) {
   callRuntime(rewriter, loc, "zest_wait", {}, request);
-  return bufferization::ToTensorOp::create(rewriter, loc, resultType, recv,
-                                           /*restrict=*/true,
-                                           /*writable=*/true);
+  auto recvType = cast<MemRefType>(recv.getType());
+  Value received = bufferization::ToTensorOp::create(
+      rewriter, loc, resultType.clone(recvType.getElementType()), recv,
+      /*restrict=*/true, /*writable=*/true);
+  if (recvType.getElementType() == resultType.getElementType())
+    return received;
+  return convertElements(rewriter, loc, received, resultType.getElementType());
+}
+
+/// Over one rank a collective returns its input (shard == full buffer);
+/// under mixed precision rounded to the wire type, so that every world
+/// size computes with the same values.
+static Value replaceNoOp(PatternRewriter &rewriter, Location loc,
+                         const CollectiveInfo &info) {
+  if (!info.wireType)
+    return info.input;
+  Value rounded = convertElements(rewriter, loc, info.input, info.wireType);
+  return convertElements(rewriter, loc, rounded,
+                         info.resultType.getElementType());
 }
 
 /// What `op` moves, over which ranks, and as which type: gathers travel as
@@ -185,12 +253,8 @@ static CollectiveInfo getInfo(Operation *op) {
   return info;
 }
 
-/// Over one rank a collective returns its input (shard == full buffer),
-/// unless its values must still be rounded to the type they travel as, so
-/// that every world size computes with the same values.
-static bool isNoOp(const CollectiveInfo &info) {
-  return info.groupSize == 1 && !info.wireType;
-}
+/// Over one rank a collective moves nothing.
+static bool isNoOp(const CollectiveInfo &info) { return info.groupSize == 1; }
 
 /// Synchronous collectives: start and wait in place.
 template <typename OpTy>
@@ -200,7 +264,7 @@ struct LowerSyncCollective : public OpRewritePattern<OpTy> {
                                 PatternRewriter &rewriter) const override {
     CollectiveInfo info = getInfo(op);
     if (isNoOp(info)) {
-      rewriter.replaceOp(op, info.input);
+      rewriter.replaceOp(op, replaceNoOp(rewriter, op.getLoc(), info));
       return success();
     }
     auto started = startCollective(rewriter, op, info);
@@ -224,7 +288,8 @@ struct LowerAsyncCollective : public OpRewritePattern<WaitOp> {
       return rewriter.notifyMatchFailure(wait, "future is not a start op");
     CollectiveInfo info = getInfo(start);
     if (isNoOp(info)) {
-      rewriter.replaceOp(wait, info.input);
+      rewriter.setInsertionPoint(start);
+      rewriter.replaceOp(wait, replaceNoOp(rewriter, start->getLoc(), info));
       rewriter.eraseOp(start);
       return success();
     }
@@ -332,6 +397,71 @@ struct LowerPack : public OpRewritePattern<PackOp> {
   }
 };
 
+/// A view (a parameter's slice, its reshape) of a widened gather is the
+/// widening of the same view of the received buffer: each parameter is
+/// widened where it is used, and a model that computes in the wire type
+/// (autocast) reads the received values with no f32 copy (its truncf of
+/// the extf folds once the two are fused).
+template <typename ViewOp>
+struct SinkWidenIntoView : public OpRewritePattern<ViewOp> {
+  using OpRewritePattern<ViewOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(ViewOp view,
+                                PatternRewriter &rewriter) const override {
+    Value narrow = getWidenedInput(view->getOperand(0).getDefiningOp());
+    if (!narrow)
+      return rewriter.notifyMatchFailure(view, "not a view of a widening");
+    auto type = cast<RankedTensorType>(view.getType());
+    Type narrowType = cast<RankedTensorType>(narrow.getType()).getElementType();
+    Operation *narrowView = rewriter.clone(*view);
+    narrowView->setOperand(0, narrow);
+    narrowView->getResult(0).setType(type.clone(narrowType));
+    rewriter.replaceOp(view, convertElements(rewriter, view.getLoc(),
+                                             narrowView->getResult(0),
+                                             type.getElementType()));
+    return success();
+  }
+};
+
+/// A widening read by one elementwise consumer is fused into it (the pass
+/// runs after zest-fuse-elementwise): the consumer reads the received
+/// values, with no f32 copy of them. A consumer that rounds them back (an
+/// autocast model's cast of its parameters) reads them as they are.
+struct FuseWidenIntoConsumer : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::GenericOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (OpOperand &operand : consumer->getOpOperands()) {
+      if (!getWidenedInput(operand.get().getDefiningOp()))
+        continue;
+      FailureOr<linalg::GenericOp> fused =
+          fuseElementwiseProducer(rewriter, operand);
+      if (failed(fused))
+        continue;
+      foldRoundTrips(rewriter, *fused);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(consumer, "reads no widening");
+  }
+
+  /// truncf(extf(x)) is x (exact); a generic left copying its one input is
+  /// that input.
+  static void foldRoundTrips(RewriterBase &rewriter, linalg::GenericOp op) {
+    op.getBody()->walk([&](arith::TruncFOp trunc) {
+      auto ext = trunc.getIn().getDefiningOp<arith::ExtFOp>();
+      if (ext && ext.getIn().getType() == trunc.getType())
+        rewriter.replaceOp(trunc, ext.getIn());
+    });
+    Block *body = op.getBody();
+    if (op.getNumDpsInputs() != 1 || op->getNumResults() != 1 ||
+        op.getDpsInputs()[0].getType() != op->getResult(0).getType() ||
+        body->getTerminator()->getOperand(0) != body->getArgument(0) ||
+        !llvm::all_of(op.getIndexingMapsArray(),
+                      [](AffineMap map) { return map.isIdentity(); }))
+      return;
+    rewriter.replaceOp(op, op.getDpsInputs()[0]);
+  }
+};
+
 /// zest.unpack of a buffer that is not gathered: each part read from its
 /// columns of the rows. One piece (a reduced bucket's shards) gives views.
 struct LowerUnpack : public OpRewritePattern<UnpackOp> {
@@ -361,28 +491,37 @@ struct LowerUnpack : public OpRewritePattern<UnpackOp> {
   }
 };
 
-/// Whether `value` is what an all-gather returns (the synchronous form, or
-/// the wait of the asynchronous one).
-static bool isGathered(Value value) {
-  if (value.getDefiningOp<AllGatherOp>())
-    return true;
+/// The all-gather that returns `value` (the synchronous form, or the start
+/// whose wait returns it), if any.
+static Operation *getGather(Value value) {
+  if (auto gather = value.getDefiningOp<AllGatherOp>())
+    return gather;
   auto wait = value.getDefiningOp<WaitOp>();
-  return wait && wait.getFuture().getDefiningOp<AllGatherStartOp>();
+  if (!wait)
+    return nullptr;
+  return wait.getFuture().getDefiningOp<AllGatherStartOp>();
 }
 
 /// zest.unpack of a gathered bucket: each member copied out into a buffer of
 /// its own, which counts as gathered parameters from its allocation, like
-/// the buffer of an unbucketed gather. Runs before the collectives are
-/// lowered, while the gather is still recognizable.
-static void lowerGatheredUnpack(UnpackOp op) {
+/// the buffer of an unbucketed gather. Under mixed precision the members are
+/// copied in the wire type and widened where they are used. Runs before the
+/// collectives are lowered, while the gather is still recognizable.
+static void lowerGatheredUnpack(UnpackOp op, Operation *gather) {
   OpBuilder builder(op);
   Location loc = op.getLoc();
   int64_t pieces = op.getPieces();
-  auto inType = cast<RankedTensorType>(op.getInput().getType());
+  Value gathered = op.getInput();
+  Type wireType = getInfo(gather).wireType;
+  // The gather's result is the widening of what arrived: this rounding of
+  // it folds away, leaving the received buffer.
+  if (wireType)
+    gathered = convertElements(builder, loc, gathered, wireType);
+  auto inType = cast<RankedTensorType>(gathered.getType());
   Type elementType = inType.getElementType();
   Value input = bufferization::ToBufferOp::create(
-      builder, loc, MemRefType::get(inType.getShape(), elementType),
-      op.getInput(), /*read_only=*/true);
+      builder, loc, MemRefType::get(inType.getShape(), elementType), gathered,
+      /*read_only=*/true);
   RankedTensorType rowsType = getRowsType(inType, pieces);
   Value rows = memref::ExpandShapeOp::create(
       builder, loc, MemRefType::get(rowsType.getShape(), elementType), input,
@@ -404,8 +543,12 @@ static void lowerGatheredUnpack(UnpackOp op) {
         builder, loc, MemRefType::get({pieces, width}, elementType), full,
         ArrayRef<ReassociationIndices>{{0, 1}});
     memref::CopyOp::create(builder, loc, source, target);
-    results.push_back(bufferization::ToTensorOp::create(
-        builder, loc, type, full, /*restrict=*/true, /*writable=*/true));
+    Value member = bufferization::ToTensorOp::create(
+        builder, loc, type.clone(elementType), full, /*restrict=*/true,
+        /*writable=*/true);
+    if (wireType)
+      member = convertElements(builder, loc, member, type.getElementType());
+    results.push_back(member);
   }
   op->replaceAllUsesWith(results);
   op->erase();
@@ -751,8 +894,8 @@ struct ConvertZestToRuntimePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     module.walk([](UnpackOp op) {
-      if (isGathered(op.getInput()))
-        lowerGatheredUnpack(op);
+      if (Operation *gather = getGather(op.getInput()))
+        lowerGatheredUnpack(op, gather);
     });
     RewritePatternSet patterns(&getContext());
     // Releases first, so no release keeps a gathered tensor alive.
@@ -760,7 +903,10 @@ struct ConvertZestToRuntimePass
     patterns.add<
         LowerSyncCollective<AllGatherOp>, LowerSyncCollective<ReduceScatterOp>,
         LowerSyncCollective<AllReduceOp>, LowerAsyncCollective, LowerUnflatten,
-        LowerFlatten, LowerPack, LowerUnpack, LowerRank, LowerGlobalGradNorm>(
+        LowerFlatten, LowerPack, LowerUnpack, LowerRank, LowerGlobalGradNorm,
+        SinkWidenIntoView<tensor::ExtractSliceOp>,
+        SinkWidenIntoView<tensor::ExpandShapeOp>,
+        SinkWidenIntoView<tensor::CollapseShapeOp>, FuseWidenIntoConsumer>(
         &getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);

@@ -53,14 +53,12 @@ StringRef mlir::zest::getGroupName(zest_group_t group) {
 
 std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,
                                                       const DeviceMesh &mesh) {
-  // zest_*_start(send, recv, count, dtype, [reduction,] group, tag), and
-  // zest_*_as_start with the dtype sent (mixed precision) in place of dtype.
+  // zest_*_start(send, recv, count, dtype, [reduction,] group, tag).
   StringRef kind = call.getCallee();
   unsigned numOperands = call.getNumOperands();
   if (!kind.consume_front("zest_") || !kind.consume_back("_start") ||
       numOperands < 6)
     return std::nullopt;
-  kind.consume_back("_as");
   std::optional<int64_t> count = getConstantIntValue(call.getOperand(2));
   std::optional<int64_t> dtype = getConstantIntValue(call.getOperand(3));
   std::optional<int64_t> group =

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -27,9 +28,7 @@ using namespace mlir::zest;
 namespace {
 
 /// True if fusing the producer of `operand` into its consumer saves a pass
-/// without costing work: an elementwise generic whose results only the
-/// consumer reads, through this operand, each element once, into a consumer
-/// that is not a matrix product.
+/// without costing work (ElementwiseFusion.h).
 bool isProfitable(OpOperand &operand) {
   auto consumer = cast<linalg::LinalgOp>(operand.getOwner());
   auto producer = operand.get().getDefiningOp<linalg::GenericOp>();
@@ -44,28 +43,40 @@ bool isProfitable(OpOperand &operand) {
   return consumer.getMatchingIndexingMap(&operand).isPermutation();
 }
 
+} // namespace
+
+FailureOr<linalg::GenericOp>
+mlir::zest::fuseElementwiseProducer(RewriterBase &rewriter,
+                                    OpOperand &operand) {
+  if (!isa<linalg::GenericOp>(operand.getOwner()) ||
+      !linalg::areElementwiseOpsFusable(&operand) || !isProfitable(operand))
+    return failure();
+  Operation *consumer = operand.getOwner();
+  Operation *producer = operand.get().getDefiningOp();
+  FailureOr<linalg::ElementwiseOpFusionResult> fused =
+      linalg::fuseElementwiseOps(rewriter, &operand);
+  if (failed(fused))
+    return failure();
+  // Only the consumer read the producer: its results are replaced with the
+  // consumer's, and the producer is dead.
+  for (auto [original, replacement] : fused->replacements)
+    if (original.getDefiningOp() != producer)
+      rewriter.replaceAllUsesWith(original, replacement);
+  rewriter.eraseOp(consumer);
+  rewriter.eraseOp(producer);
+  return cast<linalg::GenericOp>(fused->fusedOp);
+}
+
+namespace {
+
 struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::GenericOp consumer,
                                 PatternRewriter &rewriter) const override {
-    for (OpOperand &operand : consumer->getOpOperands()) {
-      if (!linalg::areElementwiseOpsFusable(&operand) || !isProfitable(operand))
-        continue;
-      Operation *producer = operand.get().getDefiningOp();
-      FailureOr<linalg::ElementwiseOpFusionResult> fused =
-          linalg::fuseElementwiseOps(rewriter, &operand);
-      if (failed(fused))
-        continue;
-      // Only the consumer read the producer: its results are replaced with
-      // the consumer's, and the producer is dead.
-      for (auto [original, replacement] : fused->replacements)
-        if (original.getDefiningOp() != producer)
-          rewriter.replaceAllUsesWith(original, replacement);
-      rewriter.eraseOp(consumer);
-      rewriter.eraseOp(producer);
-      return success();
-    }
+    for (OpOperand &operand : consumer->getOpOperands())
+      if (succeeded(fuseElementwiseProducer(rewriter, operand)))
+        return success();
     return rewriter.notifyMatchFailure(consumer, "no producer to fuse");
   }
 };
