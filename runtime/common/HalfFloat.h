@@ -1,7 +1,7 @@
 //===- HalfFloat.h - bf16 and f16 conversions on the host -------*- C++ -*-===//
 //
-// For the MPI backend's 16-bit reductions (summed in float) and the
-// runtime's mixed-precision collectives (f32 buffers sent as bf16 or f16).
+// For the MPI backend's 16-bit reductions (summed in float) and the f16
+// linear layers' storage.
 // Rounding is to nearest even; NaNs stay NaNs.
 //
 //===----------------------------------------------------------------------===//

@@ -24,6 +24,7 @@
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <map>
 #include <mutex>
@@ -191,10 +192,15 @@ private:
 /// f32 arithmetic on stored values.
 __device__ float load(float v) { return v; }
 __device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ float load(__half v) { return __half2float(v); }
 template <typename T> __device__ T store(float v);
 template <> __device__ float store<float>(float v) { return v; }
+// To nearest even, as the CPU kernels.
 template <> __device__ __nv_bfloat16 store<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v); // to nearest even, as the CPU kernels
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __half store<__half>(float v) {
+  return __float2half_rn(v);
 }
 
 __device__ float activate(float v, int activation) {
@@ -277,7 +283,9 @@ __global__ void columnSumKernel(int64_t m, int64_t n, const T *g, int64_t ldg,
 int64_t blocks(int64_t threads) { return (threads + 255) / 256; }
 
 template <typename T> cudaDataType_t dataType() {
-  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+  if (std::is_same_v<T, float>)
+    return CUDA_R_32F;
+  return std::is_same_v<T, __half> ? CUDA_R_16F : CUDA_R_16BF;
 }
 
 template <typename T>
@@ -378,6 +386,36 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
     zest_pool_free(scratch); // reused only by work later on the same stream
 }
 
+/// The 16-bit layers on uint16_t bit patterns (the C API's storage), as
+/// the device type `B` (bf16 or half) the products and kernels use.
+template <typename B>
+void linearForward16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                     int64_t ldx, const uint16_t *w, int64_t ldw,
+                     int32_t wTransposed, const uint16_t *bias,
+                     int32_t activation, uint16_t *pre, int64_t ldpre,
+                     uint16_t *y, int64_t ldy) {
+  linearForward(m, n, k, reinterpret_cast<const B *>(x), ldx,
+                reinterpret_cast<const B *>(w), ldw, wTransposed,
+                reinterpret_cast<const B *>(bias), activation,
+                reinterpret_cast<B *>(pre), ldpre, reinterpret_cast<B *>(y),
+                ldy);
+}
+
+template <typename B>
+void linearBackward16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
+                      int64_t lddy, const uint16_t *pre, int64_t ldpre,
+                      int32_t activation, const uint16_t *x, int64_t ldx,
+                      const uint16_t *w, int64_t ldw, int32_t wTransposed,
+                      uint16_t *dx, int64_t lddx, uint16_t *dw, int64_t lddw,
+                      int32_t dwTransposed, uint16_t *db) {
+  linearBackward(m, n, k, reinterpret_cast<const B *>(dy), lddy,
+                 reinterpret_cast<const B *>(pre), ldpre, activation,
+                 reinterpret_cast<const B *>(x), ldx,
+                 reinterpret_cast<const B *>(w), ldw, wTransposed,
+                 reinterpret_cast<B *>(dx), lddx, reinterpret_cast<B *>(dw),
+                 lddw, dwTransposed, reinterpret_cast<B *>(db));
+}
+
 } // namespace
 
 extern "C" {
@@ -431,12 +469,8 @@ void zest_cuda_linear_forward_bf16(int64_t m, int64_t n, int64_t k,
                                    int32_t wTransposed, const uint16_t *bias,
                                    int32_t activation, uint16_t *pre,
                                    int64_t ldpre, uint16_t *y, int64_t ldy) {
-  using B = __nv_bfloat16;
-  linearForward(m, n, k, reinterpret_cast<const B *>(x), ldx,
-                reinterpret_cast<const B *>(w), ldw, wTransposed,
-                reinterpret_cast<const B *>(bias), activation,
-                reinterpret_cast<B *>(pre), ldpre, reinterpret_cast<B *>(y),
-                ldy);
+  linearForward16<__nv_bfloat16>(m, n, k, x, ldx, w, ldw, wTransposed, bias,
+                                 activation, pre, ldpre, y, ldy);
 }
 
 void zest_cuda_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
@@ -447,13 +481,32 @@ void zest_cuda_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
                                     int32_t wTransposed, uint16_t *dx,
                                     int64_t lddx, uint16_t *dw, int64_t lddw,
                                     int32_t dwTransposed, uint16_t *db) {
-  using B = __nv_bfloat16;
-  linearBackward(m, n, k, reinterpret_cast<const B *>(dy), lddy,
-                 reinterpret_cast<const B *>(pre), ldpre, activation,
-                 reinterpret_cast<const B *>(x), ldx,
-                 reinterpret_cast<const B *>(w), ldw, wTransposed,
-                 reinterpret_cast<B *>(dx), lddx, reinterpret_cast<B *>(dw),
-                 lddw, dwTransposed, reinterpret_cast<B *>(db));
+  linearBackward16<__nv_bfloat16>(m, n, k, dy, lddy, pre, ldpre, activation, x,
+                                  ldx, w, ldw, wTransposed, dx, lddx, dw, lddw,
+                                  dwTransposed, db);
+}
+
+void zest_cuda_linear_forward_f16(int64_t m, int64_t n, int64_t k,
+                                  const uint16_t *x, int64_t ldx,
+                                  const uint16_t *w, int64_t ldw,
+                                  int32_t wTransposed, const uint16_t *bias,
+                                  int32_t activation, uint16_t *pre,
+                                  int64_t ldpre, uint16_t *y, int64_t ldy) {
+  linearForward16<__half>(m, n, k, x, ldx, w, ldw, wTransposed, bias,
+                          activation, pre, ldpre, y, ldy);
+}
+
+void zest_cuda_linear_backward_f16(int64_t m, int64_t n, int64_t k,
+                                   const uint16_t *dy, int64_t lddy,
+                                   const uint16_t *pre, int64_t ldpre,
+                                   int32_t activation, const uint16_t *x,
+                                   int64_t ldx, const uint16_t *w, int64_t ldw,
+                                   int32_t wTransposed, uint16_t *dx,
+                                   int64_t lddx, uint16_t *dw, int64_t lddw,
+                                   int32_t dwTransposed, uint16_t *db) {
+  linearBackward16<__half>(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w,
+                           ldw, wTransposed, dx, lddx, dw, lddw, dwTransposed,
+                           db);
 }
 
 } // extern "C"

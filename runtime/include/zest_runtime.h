@@ -279,11 +279,11 @@ void zest_linear_backward(int64_t m, int64_t n, int64_t k, const float *dy,
                           float *dx, int64_t lddx, float *dw, int64_t lddw,
                           int32_t dw_transposed, float *db);
 
-/* The same layers with bf16 storage (uint16_t bit patterns) for every
- * matrix and vector: products accumulate in f32 and the epilogues run in
- * f32; each stored tensor is rounded to bf16 once (to nearest even), and a
- * stored intermediate (the pre-activation, g) is rounded before it is used,
- * as PyTorch's CPU bf16 linear layers compute. */
+/* The same layers with bf16 (or f16: the _f16 variants) storage (uint16_t
+ * bit patterns) for every matrix and vector: products accumulate in f32 and
+ * the epilogues run in f32; each stored tensor is rounded to 16 bits once
+ * (to nearest even), and a stored intermediate (the pre-activation, g) is
+ * rounded before it is used, as PyTorch's CPU bf16 linear layers compute. */
 void zest_linear_forward_bf16(int64_t m, int64_t n, int64_t k,
                               const uint16_t *x, int64_t ldx, const uint16_t *w,
                               int64_t ldw, int32_t w_transposed,
@@ -298,6 +298,19 @@ void zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
                                int32_t w_transposed, uint16_t *dx, int64_t lddx,
                                uint16_t *dw, int64_t lddw,
                                int32_t dw_transposed, uint16_t *db);
+void zest_linear_forward_f16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                             int64_t ldx, const uint16_t *w, int64_t ldw,
+                             int32_t w_transposed, const uint16_t *bias,
+                             int32_t activation, uint16_t *pre, int64_t ldpre,
+                             uint16_t *y, int64_t ldy);
+void zest_linear_backward_f16(int64_t m, int64_t n, int64_t k,
+                              const uint16_t *dy, int64_t lddy,
+                              const uint16_t *pre, int64_t ldpre,
+                              int32_t activation, const uint16_t *x,
+                              int64_t ldx, const uint16_t *w, int64_t ldw,
+                              int32_t w_transposed, uint16_t *dx, int64_t lddx,
+                              uint16_t *dw, int64_t lddw, int32_t dw_transposed,
+                              uint16_t *db);
 
 #ifdef __cplusplus
 }

@@ -25,8 +25,8 @@ void *zest_cuda_compute_stream(void);
 int zest_cuda_device(void);
 
 /* Products and fused linear layers on cuBLASLt, with the contracts of
- * zest_sgemm(_batched) and zest_linear_*(_bf16) in zest_runtime.h on device
- * pointers, enqueued on the compute stream (zestc --target=cuda calls
+ * zest_sgemm(_batched) and zest_linear_*(_bf16, _f16) in zest_runtime.h on
+ * device pointers, enqueued on the compute stream (zestc --target=cuda calls
  * these). Forward epilogues: BIAS, GELU(_AUX)_BIAS (tanh GELU, the
  * pre-activation kept), RELU_BIAS; GELU with erf, SiLU and ReLU with a kept
  * pre-activation run one elementwise kernel after a BIAS product. f32
@@ -65,6 +65,20 @@ void zest_cuda_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
                                     int32_t w_transposed, uint16_t *dx,
                                     int64_t lddx, uint16_t *dw, int64_t lddw,
                                     int32_t dw_transposed, uint16_t *db);
+void zest_cuda_linear_forward_f16(int64_t m, int64_t n, int64_t k,
+                                  const uint16_t *x, int64_t ldx,
+                                  const uint16_t *w, int64_t ldw,
+                                  int32_t w_transposed, const uint16_t *bias,
+                                  int32_t activation, uint16_t *pre,
+                                  int64_t ldpre, uint16_t *y, int64_t ldy);
+void zest_cuda_linear_backward_f16(int64_t m, int64_t n, int64_t k,
+                                   const uint16_t *dy, int64_t lddy,
+                                   const uint16_t *pre, int64_t ldpre,
+                                   int32_t activation, const uint16_t *x,
+                                   int64_t ldx, const uint16_t *w, int64_t ldw,
+                                   int32_t w_transposed, uint16_t *dx,
+                                   int64_t lddx, uint16_t *dw, int64_t lddw,
+                                   int32_t dw_transposed, uint16_t *db);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 
 #include "zest_runtime.h"
 
+#include "../common/HalfFloat.h"
+
 #include <algorithm>
 #include <cblas.h>
 #include <cmath>
@@ -162,47 +164,55 @@ addRow(const float *row, float *sum, int64_t n) {
     sum[j] += row[j];
 }
 
-/// bf16 (bit patterns) to f32: exact.
-ZEST_ALWAYS_INLINE float widen(uint16_t value) {
-  uint32_t bits = uint32_t(value) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
-}
+/// 16-bit storage formats: bit patterns widened to f32 exactly and f32
+/// rounded to them to nearest even, as arith.truncf and PyTorch do (a NaN
+/// stays a quiet NaN).
+struct BF16 {
+  ZEST_ALWAYS_INLINE static float widen(uint16_t value) {
+    uint32_t bits = uint32_t(value) << 16;
+    float result;
+    std::memcpy(&result, &bits, sizeof result);
+    return result;
+  }
+  ZEST_ALWAYS_INLINE static uint16_t narrow(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+      return uint16_t((bits >> 16) | 0x40u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return uint16_t(bits >> 16);
+  }
+};
 
-/// f32 to bf16, rounding to nearest even as arith.truncf and PyTorch do; a
-/// NaN stays a (quiet) NaN.
-ZEST_ALWAYS_INLINE uint16_t narrow(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
+struct F16 {
+  static float widen(uint16_t value) { return zest::rt::f16ToFloat(value); }
+  static uint16_t narrow(float value) { return zest::rt::floatToF16(value); }
+};
 
-/// A [rows, cols] bf16 matrix with leading dimension `ld` as a dense f32
+/// A [rows, cols] 16-bit matrix with leading dimension `ld` as a dense f32
 /// one.
+template <typename Format>
 std::vector<float> widenMatrix(const uint16_t *src, int64_t rows, int64_t cols,
                                int64_t ld) {
   std::vector<float> dense(rows * cols);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      dense[i * cols + j] = widen(src[i * ld + j]);
+      dense[i * cols + j] = Format::widen(src[i * ld + j]);
   return dense;
 }
 
+template <typename Format>
 void narrowMatrix(const float *dense, int64_t rows, int64_t cols, uint16_t *dst,
                   int64_t ld) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      dst[i * ld + j] = narrow(dense[i * cols + j]);
+      dst[i * ld + j] = Format::narrow(dense[i * cols + j]);
 }
 
-/// Rounds each value to the nearest bf16: what storing it would keep.
-void roundToBF16(std::vector<float> &values) {
+/// Rounds each value to the 16-bit format: what storing it would keep.
+template <typename Format> void roundTo(std::vector<float> &values) {
   for (float &v : values)
-    v = widen(narrow(v));
+    v = Format::widen(Format::narrow(v));
 }
 
 } // namespace
@@ -275,59 +285,61 @@ extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
   }
 }
 
-// bf16 storage: f32 products and epilogues on widened copies, each stored
-// tensor rounded once. A stored intermediate (the pre-activation forward, g
-// backward) is rounded before it is used, as when PyTorch materializes it in
-// bf16 between its kernels.
+// 16-bit storage (bf16, f16): f32 products and epilogues on widened copies,
+// each stored tensor rounded once. A stored intermediate (the pre-activation
+// forward, g backward) is rounded before it is used, as when PyTorch
+// materializes it in 16 bits between its kernels.
 
-extern "C" void
-zest_linear_forward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
-                         int64_t ldx, const uint16_t *w, int64_t ldw,
-                         int32_t w_transposed, const uint16_t *bias,
-                         int32_t activation, uint16_t *pre, int64_t ldpre,
-                         uint16_t *y, int64_t ldy) {
+namespace {
+
+template <typename Format>
+void linearForward16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                     int64_t ldx, const uint16_t *w, int64_t ldw,
+                     int32_t w_transposed, const uint16_t *bias,
+                     int32_t activation, uint16_t *pre, int64_t ldpre,
+                     uint16_t *y, int64_t ldy) {
   int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
-  std::vector<float> x32 = widenMatrix(x, m, k, ldx),
-                     w32 = widenMatrix(w, wRows, wCols, ldw),
-                     bias32 = bias ? widenMatrix(bias, 1, n, n)
+  std::vector<float> x32 = widenMatrix<Format>(x, m, k, ldx),
+                     w32 = widenMatrix<Format>(w, wRows, wCols, ldw),
+                     bias32 = bias ? widenMatrix<Format>(bias, 1, n, n)
                                    : std::vector<float>(),
                      out(m * n);
   zest_linear_forward(m, n, k, x32.data(), k, w32.data(), wCols, w_transposed,
                       bias ? bias32.data() : nullptr, ZEST_ACTIVATION_NONE,
                       nullptr, 0, out.data(), n);
-  roundToBF16(out);
+  roundTo<Format>(out);
   if (pre)
-    narrowMatrix(out.data(), m, n, pre, ldpre);
+    narrowMatrix<Format>(out.data(), m, n, pre, ldpre);
   if (activation != ZEST_ACTIVATION_NONE)
     for (int64_t i = 0; i < m; ++i)
       activateRow(activation, out.data() + i * n, out.data() + i * n, n);
-  narrowMatrix(out.data(), m, n, y, ldy);
+  narrowMatrix<Format>(out.data(), m, n, y, ldy);
 }
 
-extern "C" void
-zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
-                          int64_t lddy, const uint16_t *pre, int64_t ldpre,
-                          int32_t activation, const uint16_t *x, int64_t ldx,
-                          const uint16_t *w, int64_t ldw, int32_t w_transposed,
-                          uint16_t *dx, int64_t lddx, uint16_t *dw,
-                          int64_t lddw, int32_t dw_transposed, uint16_t *db) {
-  std::vector<float> g = widenMatrix(dy, m, n, lddy);
+template <typename Format>
+void linearBackward16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
+                      int64_t lddy, const uint16_t *pre, int64_t ldpre,
+                      int32_t activation, const uint16_t *x, int64_t ldx,
+                      const uint16_t *w, int64_t ldw, int32_t w_transposed,
+                      uint16_t *dx, int64_t lddx, uint16_t *dw, int64_t lddw,
+                      int32_t dw_transposed, uint16_t *db) {
+  std::vector<float> g = widenMatrix<Format>(dy, m, n, lddy);
   if (activation != ZEST_ACTIVATION_NONE) {
-    std::vector<float> pre32 = widenMatrix(pre, m, n, ldpre);
+    std::vector<float> pre32 = widenMatrix<Format>(pre, m, n, ldpre);
     for (int64_t i = 0; i < m; ++i)
       gradientRow(activation, g.data() + i * n, pre32.data() + i * n,
                   g.data() + i * n, nullptr, n);
-    roundToBF16(g);
+    roundTo<Format>(g);
   }
   int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
   int64_t dwRows = dw_transposed ? n : k, dwCols = dw_transposed ? k : n;
   std::vector<float> w32, x32, dx32, dw32, db32;
   if (dx) {
-    w32 = widenMatrix(w, wRows, wCols, ldw);
+    w32 = widenMatrix<Format>(w, wRows, wCols, ldw);
     dx32.resize(m * k);
   }
   if (dw) {
-    x32 = widenMatrix(x, m, k, ldx);
+    x32 = widenMatrix<Format>(x, m, k, ldx);
     dw32.resize(dwRows * dwCols);
   }
   if (db)
@@ -338,9 +350,55 @@ zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
                        dw ? dw32.data() : nullptr, dwCols, dw_transposed,
                        db ? db32.data() : nullptr);
   if (dx)
-    narrowMatrix(dx32.data(), m, k, dx, lddx);
+    narrowMatrix<Format>(dx32.data(), m, k, dx, lddx);
   if (dw)
-    narrowMatrix(dw32.data(), dwRows, dwCols, dw, lddw);
+    narrowMatrix<Format>(dw32.data(), dwRows, dwCols, dw, lddw);
   if (db)
-    narrowMatrix(db32.data(), 1, n, db, n);
+    narrowMatrix<Format>(db32.data(), 1, n, db, n);
+}
+
+} // namespace
+
+extern "C" void
+zest_linear_forward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                         int64_t ldx, const uint16_t *w, int64_t ldw,
+                         int32_t w_transposed, const uint16_t *bias,
+                         int32_t activation, uint16_t *pre, int64_t ldpre,
+                         uint16_t *y, int64_t ldy) {
+  linearForward16<BF16>(m, n, k, x, ldx, w, ldw, w_transposed, bias, activation,
+                        pre, ldpre, y, ldy);
+}
+
+extern "C" void
+zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
+                          int64_t lddy, const uint16_t *pre, int64_t ldpre,
+                          int32_t activation, const uint16_t *x, int64_t ldx,
+                          const uint16_t *w, int64_t ldw, int32_t w_transposed,
+                          uint16_t *dx, int64_t lddx, uint16_t *dw,
+                          int64_t lddw, int32_t dw_transposed, uint16_t *db) {
+  linearBackward16<BF16>(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w,
+                         ldw, w_transposed, dx, lddx, dw, lddw, dw_transposed,
+                         db);
+}
+
+extern "C" void
+zest_linear_forward_f16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                        int64_t ldx, const uint16_t *w, int64_t ldw,
+                        int32_t w_transposed, const uint16_t *bias,
+                        int32_t activation, uint16_t *pre, int64_t ldpre,
+                        uint16_t *y, int64_t ldy) {
+  linearForward16<F16>(m, n, k, x, ldx, w, ldw, w_transposed, bias, activation,
+                       pre, ldpre, y, ldy);
+}
+
+extern "C" void
+zest_linear_backward_f16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
+                         int64_t lddy, const uint16_t *pre, int64_t ldpre,
+                         int32_t activation, const uint16_t *x, int64_t ldx,
+                         const uint16_t *w, int64_t ldw, int32_t w_transposed,
+                         uint16_t *dx, int64_t lddx, uint16_t *dw, int64_t lddw,
+                         int32_t dw_transposed, uint16_t *db) {
+  linearBackward16<F16>(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w,
+                        ldw, w_transposed, dx, lddx, dw, lddw, dw_transposed,
+                        db);
 }

@@ -1,14 +1,15 @@
 //===- CudaLinearTest.cpp - cuBLASLt products against the CPU kernels -----===//
 //
-// zest_cuda_linear_forward / _backward (f32 and bf16) and zest_cuda_sgemm
+// zest_cuda_linear_forward / _backward (f32, bf16 and f16) and zest_cuda_sgemm
 // (_batched) on device buffers against the CPU kernels of zest_runtime.h on
 // the same inputs: every activation (each forward epilogue and the
 // elementwise fallbacks), with and without bias, with and without the kept
 // pre-activation, plain and transposed weights and weight gradients, shapes
 // with odd sizes, one row, and K not a multiple of any tile. f32 results
-// agree within a bound scaled by the summed magnitudes; bf16 results within
-// two bf16 units of the f32 result. Run under ZEST_BACKEND=nccl; prints
-// "cuda-linear: N cases, M failures" (test/Runtime/cuda-linear.test).
+// agree within a bound scaled by the summed magnitudes; bf16 and f16
+// results within four unit roundoffs of the f32 result. Run under
+// ZEST_BACKEND=nccl; prints "cuda-linear: N cases, M failures"
+// (test/Runtime/cuda-linear.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -52,17 +54,32 @@ void compare(const char *what, const std::vector<float> &got,
   }
 }
 
-std::vector<float> widen(const std::vector<uint16_t> &v) {
+/// A 16-bit storage type: its conversions, its forward layer on the GPU and
+/// its unit roundoff.
+struct Format {
+  const char *name;
+  float (*widen)(uint16_t);
+  uint16_t (*narrow)(float); // to nearest even
+  decltype(&zest_cuda_linear_forward_bf16) forward;
+  double unit;
+};
+const Format kFormats[] = {{"bf16", zest::rt::bf16ToFloat,
+                            zest::rt::floatToBf16,
+                            zest_cuda_linear_forward_bf16, 1.0 / 256},
+                           {"f16", zest::rt::f16ToFloat, zest::rt::floatToF16,
+                            zest_cuda_linear_forward_f16, 1.0 / 2048}};
+
+std::vector<float> widen(const Format &f, const std::vector<uint16_t> &v) {
   std::vector<float> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
-    out[i] = zest::rt::bf16ToFloat(v[i]);
+    out[i] = f.widen(v[i]);
   return out;
 }
 
-std::vector<uint16_t> narrow(const std::vector<float> &v) {
+std::vector<uint16_t> narrow(const Format &f, const std::vector<float> &v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
-    out[i] = zest::rt::floatToBf16(v[i]); // to nearest even
+    out[i] = f.narrow(v[i]);
   return out;
 }
 
@@ -70,8 +87,8 @@ struct Shape {
   int64_t m, n, k;
 };
 
-/// One forward and backward case in f32, and again with bf16 storage (the
-/// CPU reference computing on the bf16-rounded inputs in f32).
+/// One forward and backward case in f32, and again with bf16 and f16
+/// storage (the CPU reference computing on the rounded inputs in f32).
 void checkLayer(const Shape &s, int activation, bool bias, bool keepPre,
                 bool wTransposed, bool dwTransposed, std::mt19937 &rng) {
   char shape[128];
@@ -119,26 +136,30 @@ void checkLayer(const Shape &s, int activation, bool bias, bool keepPre,
                   (void *)dY, (void *)dDx, (void *)dDw, (void *)dDb})
     cudaFree(p);
 
-  // bf16 storage: the reference on the rounded inputs; each stored result
+  // 16-bit storage: the reference on the rounded inputs; each stored result
   // may differ by a rounding or two.
-  std::vector<uint16_t> xh = narrow(x), wh = narrow(w), bh = narrow(b);
-  std::vector<float> xr = widen(xh), wr = widen(wh), br = widen(bh);
-  zest_linear_forward(m, n, k, xr.data(), k, wr.data(), ldw, wTransposed,
-                      bias ? br.data() : nullptr, activation, pre.data(), n,
-                      y.data(), n);
-  uint16_t *hX = toDevice(xh), *hW = toDevice(wh), *hB = toDevice(bh),
-           *hPre = toDevice(std::vector<uint16_t>(m * n)),
-           *hY = toDevice(std::vector<uint16_t>(m * n));
-  zest_cuda_linear_forward_bf16(m, n, k, hX, k, hW, ldw, wTransposed,
-                                bias ? hB : nullptr, activation,
-                                keepPre ? hPre : nullptr, n, hY, n);
-  double magnitude = 0;
-  for (float v : y)
-    magnitude = std::max(magnitude, double(std::fabs(v)));
-  compare("forward bf16 y", widen(toHost(hY, m * n)), y, magnitude + 1,
-          2 * 0.0078125, shape);
-  for (void *p : {(void *)hX, (void *)hW, (void *)hB, (void *)hPre, (void *)hY})
-    cudaFree(p);
+  for (const Format &f : kFormats) {
+    std::vector<uint16_t> xh = narrow(f, x), wh = narrow(f, w),
+                          bh = narrow(f, b);
+    std::vector<float> xr = widen(f, xh), wr = widen(f, wh), br = widen(f, bh);
+    zest_linear_forward(m, n, k, xr.data(), k, wr.data(), ldw, wTransposed,
+                        bias ? br.data() : nullptr, activation, pre.data(), n,
+                        y.data(), n);
+    uint16_t *hX = toDevice(xh), *hW = toDevice(wh), *hB = toDevice(bh),
+             *hPre = toDevice(std::vector<uint16_t>(m * n)),
+             *hY = toDevice(std::vector<uint16_t>(m * n));
+    f.forward(m, n, k, hX, k, hW, ldw, wTransposed, bias ? hB : nullptr,
+              activation, keepPre ? hPre : nullptr, n, hY, n);
+    double magnitude = 0;
+    for (float v : y)
+      magnitude = std::max(magnitude, double(std::fabs(v)));
+    std::string what = std::string("forward ") + f.name + " y";
+    compare(what.c_str(), widen(f, toHost(hY, m * n)), y, magnitude + 1,
+            4 * f.unit, shape);
+    for (void *p :
+         {(void *)hX, (void *)hW, (void *)hB, (void *)hPre, (void *)hY})
+      cudaFree(p);
+  }
 }
 
 void checkSgemm(const Shape &s, bool transA, bool transB, bool accumulate,

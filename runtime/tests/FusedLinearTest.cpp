@@ -6,13 +6,15 @@
 // weight gradients, each gradient alone and all together. Shapes with odd
 // sizes, one row, and outputs spanning several row blocks; each against a
 // double-precision reference, with an error bound scaled by the magnitudes
-// summed. The same cases again with bf16 storage (the *_bf16 kernels),
-// where the bound adds bf16's unit roundoff for each rounding of a stored
-// tensor: truncating instead of rounding would fail.
+// summed. The same cases again with bf16 and f16 storage (the *_bf16 and
+// *_f16 kernels), where the bound adds the type's unit roundoff for each
+// rounding of a stored tensor: truncating instead of rounding would fail.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zest_runtime.h"
+
+#include "../common/HalfFloat.h"
 
 #include <cmath>
 #include <cstdint>
@@ -66,16 +68,16 @@ struct Shape {
   int64_t m, n, k;
 };
 
-/// Storage types: f32, or bf16 as its bit pattern.
+/// Storage types: f32, bf16 as its bit pattern, or f16 (its bit pattern,
+/// wrapped to be a type of its own).
 using bf16 = uint16_t;
+struct f16 {
+  uint16_t bits;
+};
 
 float toFloat(float v) { return v; }
-float toFloat(bf16 v) {
-  uint32_t bits = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+float toFloat(bf16 v) { return zest::rt::bf16ToFloat(v); }
+float toFloat(f16 v) { return zest::rt::f16ToFloat(v.bits); }
 
 /// Random values in [lo, hi] representable in `T` (bf16 by truncation: the
 /// inputs only need to be bf16 values).
@@ -83,6 +85,8 @@ template <typename T> T sample(std::mt19937 &rng, float lo, float hi) {
   float v = std::uniform_real_distribution<float>(lo, hi)(rng);
   if constexpr (std::is_same_v<T, float>) {
     return v;
+  } else if constexpr (std::is_same_v<T, f16>) {
+    return f16{zest::rt::floatToF16(v)};
   } else {
     uint32_t bits;
     std::memcpy(&bits, &v, sizeof bits);
@@ -90,17 +94,27 @@ template <typename T> T sample(std::mt19937 &rng, float lo, float hi) {
   }
 }
 
-/// Relative error of storing a value once: none for f32, bf16's unit
-/// roundoff (2^-8: 8 significant bits) for bf16, with a margin for the f32
-/// rounding before it.
 template <typename T>
-constexpr const char *kTypeName = std::is_same_v<T, float> ? "f32" : "bf16";
+constexpr const char *kTypeName = std::is_same_v<T, float> ? "f32"
+                                  : std::is_same_v<T, f16> ? "f16"
+                                                           : "bf16";
 
+/// Relative error of storing a value once: none for f32, the unit roundoff
+/// (2^-8 for bf16's 8 significant bits, 2^-11 for f16's 11) otherwise, with
+/// a margin for the f32 rounding before it.
 template <typename T>
-constexpr double kStoreError = std::is_same_v<T, float> ? 0.0 : 1.01 / 256;
+constexpr double kStoreError = std::is_same_v<T, float> ? 0.0
+                               : std::is_same_v<T, f16> ? 1.01 / 2048
+                                                        : 1.01 / 256;
 
-template <typename T>
-constexpr T kPoison = std::is_same_v<T, float> ? T(NAN) : T(0x7fc1);
+template <typename T> T poison() {
+  if constexpr (std::is_same_v<T, float>)
+    return NAN;
+  else if constexpr (std::is_same_v<T, f16>)
+    return f16{0x7e01};
+  else
+    return bf16(0x7fc1);
+}
 
 void forward(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
              const float *w, int64_t ldw, int32_t wt, const float *b,
@@ -112,6 +126,13 @@ void forward(int64_t m, int64_t n, int64_t k, const bf16 *x, int64_t ldx,
              bf16 *pre, int64_t ldpre, bf16 *y, int64_t ldy) {
   zest_linear_forward_bf16(m, n, k, x, ldx, w, ldw, wt, b, act, pre, ldpre, y,
                            ldy);
+}
+void forward(int64_t m, int64_t n, int64_t k, const f16 *x, int64_t ldx,
+             const f16 *w, int64_t ldw, int32_t wt, const f16 *b, int32_t act,
+             f16 *pre, int64_t ldpre, f16 *y, int64_t ldy) {
+  auto bits = [](auto *p) { return reinterpret_cast<decltype(&p->bits)>(p); };
+  zest_linear_forward_f16(m, n, k, bits(x), ldx, bits(w), ldw, wt, bits(b), act,
+                          bits(pre), ldpre, bits(y), ldy);
 }
 void backward(int64_t m, int64_t n, int64_t k, const float *dy, int64_t lddy,
               const float *pre, int64_t ldpre, int32_t act, const float *x,
@@ -127,6 +148,15 @@ void backward(int64_t m, int64_t n, int64_t k, const bf16 *dy, int64_t lddy,
   zest_linear_backward_bf16(m, n, k, dy, lddy, pre, ldpre, act, x, ldx, w, ldw,
                             wt, dx, lddx, dw, lddw, dwt, db);
 }
+void backward(int64_t m, int64_t n, int64_t k, const f16 *dy, int64_t lddy,
+              const f16 *pre, int64_t ldpre, int32_t act, const f16 *x,
+              int64_t ldx, const f16 *w, int64_t ldw, int32_t wt, f16 *dx,
+              int64_t lddx, f16 *dw, int64_t lddw, int32_t dwt, f16 *db) {
+  auto bits = [](auto *p) { return reinterpret_cast<decltype(&p->bits)>(p); };
+  zest_linear_backward_f16(m, n, k, bits(dy), lddy, bits(pre), ldpre, act,
+                           bits(x), ldx, bits(w), ldw, wt, bits(dx), lddx,
+                           bits(dw), lddw, dwt, bits(db));
+}
 
 int failures = 0, cases = 0;
 
@@ -136,7 +166,7 @@ void check(const Shape &s, bool transposed, bool withBias, int activation,
   int64_t ldx = s.k + 3, ldy = s.n + 1; // strides wider than the rows
   int64_t ldw = transposed ? s.k : s.n;
   std::vector<T> x(s.m * ldx), w((transposed ? s.n : s.k) * ldw), bias(s.n),
-      y(s.m * ldy, kPoison<T>), pre(s.m * ldy, kPoison<T>);
+      y(s.m * ldy, poison<T>()), pre(s.m * ldy, poison<T>());
   for (std::vector<T> *values : {&x, &w, &bias})
     for (T &v : *values)
       v = sample<T>(rng, -1.0f, 1.0f);
@@ -184,8 +214,8 @@ void checkBackward(const Shape &s, bool transposed, bool dwTransposed,
   int64_t lddy = s.n + 2, ldx = s.k + 1, lddx = s.k + 3;
   int64_t ldw = transposed ? s.k : s.n, lddw = dwTransposed ? s.k + 1 : s.n;
   std::vector<T> dy(s.m * lddy), pre(s.m * lddy), x(s.m * ldx),
-      w((transposed ? s.n : s.k) * ldw), dx(s.m * lddx, kPoison<T>),
-      dw((dwTransposed ? s.n : s.k) * lddw, kPoison<T>), db(s.n, kPoison<T>);
+      w((transposed ? s.n : s.k) * ldw), dx(s.m * lddx, poison<T>()),
+      dw((dwTransposed ? s.n : s.k) * lddw, poison<T>()), db(s.n, poison<T>());
   for (std::vector<T> *values : {&dy, &x, &w})
     for (T &v : *values)
       v = sample<T>(rng, -1.0f, 1.0f);
@@ -291,6 +321,7 @@ int main(int argc, char **argv) {
   std::mt19937 rng(7);
   checkAll<float>(rng);
   checkAll<bf16>(rng);
+  checkAll<f16>(rng);
   // An output of more than one row block (8 MiB): 2 blocks and a partial.
   for (int activation :
        {int(ZEST_ACTIVATION_NONE), int(ZEST_ACTIVATION_GELU_TANH)})

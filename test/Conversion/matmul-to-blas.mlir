@@ -174,6 +174,21 @@ func.func @linear_bf16(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %b: memref
 
 // -----
 
+// f16 storage calls the f16 kernels.
+// CHECK-LABEL: func.func @linear_f16(
+// CHECK: call @zest_linear_forward_f16(
+// CHECK: call @zest_linear_backward_f16(
+// CUDA: call @zest_cuda_linear_forward_f16(
+// CUDA: call @zest_cuda_linear_backward_f16(
+// CHECK-NOT: zest.linear
+func.func @linear_f16(%x: memref<8x16xf16>, %w: memref<32x16xf16>, %b: memref<32xf16>, %y: memref<8x32xf16>, %pre: memref<8x32xf16>, %dx: memref<8x16xf16>) {
+  zest.linear silu transpose_weight ins(%x, %w, %b : memref<8x16xf16>, memref<32x16xf16>, memref<32xf16>) outs(%y, %pre : memref<8x32xf16>, memref<8x32xf16>)
+  zest.linear_backward silu transpose_weight grad_output(%y : memref<8x32xf16>) preactivation(%pre : memref<8x32xf16>) weight(%w : memref<32x16xf16>) outs(grad_input %dx : memref<8x16xf16>)
+  return
+}
+
+// -----
+
 // A fused linear backward with a plain weight, writing the input gradient
 // into a column slice (row stride 48) and the weight gradient through a
 // transposed view, which goes through a contiguous copy.

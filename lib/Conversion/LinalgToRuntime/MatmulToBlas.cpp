@@ -124,12 +124,13 @@ struct RuntimeOperand {
   SmallVector<Value, 2> sizes;
 };
 
-/// The kernel for a fused linear op's storage type: `name`, or its bf16
-/// variant.
+/// The kernel for a fused linear op's storage type: `name` for f32, or its
+/// bf16 or f16 variant.
 static std::string getKernelName(Operation *op, StringRef prefix,
                                  StringRef name) {
-  bool bf16 = getElementTypeOrSelf(op->getOperand(0).getType()).isBF16();
-  return (prefix + name + (bf16 ? "_bf16" : "")).str();
+  Type type = getElementTypeOrSelf(op->getOperand(0).getType());
+  StringRef suffix = type.isBF16() ? "_bf16" : type.isF16() ? "_f16" : "";
+  return (prefix + name + suffix).str();
 }
 
 static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
@@ -203,7 +204,7 @@ private:
   SmallVector<std::pair<Value, Value>> copyOut;
 };
 
-/// zest.linear on memrefs -> zest_linear_forward(_bf16).
+/// zest.linear on memrefs -> zest_linear_forward(_bf16, _f16).
 struct LowerLinear : public OpRewritePattern<LinearOp> {
   LowerLinear(MLIRContext *ctx, StringRef prefix)
       : OpRewritePattern(ctx), prefix(prefix.str()) {}
@@ -232,7 +233,7 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
   }
 };
 
-/// zest.linear_backward on memrefs -> zest_linear_backward(_bf16).
+/// zest.linear_backward on memrefs -> zest_linear_backward(_bf16, _f16).
 struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
   LowerLinearBackward(MLIRContext *ctx, StringRef prefix)
       : OpRewritePattern(ctx), prefix(prefix.str()) {}

@@ -450,9 +450,9 @@ func.func @linear_missing_result(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %y: t
 
 // -----
 
-func.func @linear_f16(%x: tensor<4x8xf16>, %w: tensor<8x6xf16>, %y: tensor<4x6xf16>) {
-  // expected-error@+1 {{operand #0 must be 2-D f32 or bf16 tensor or memref}}
-  %r = zest.linear none ins(%x, %w : tensor<4x8xf16>, tensor<8x6xf16>) outs(%y : tensor<4x6xf16>) -> tensor<4x6xf16>
+func.func @linear_f64(%x: tensor<4x8xf64>, %w: tensor<8x6xf64>, %y: tensor<4x6xf64>) {
+  // expected-error@+1 {{operand #0 must be 2-D f32, bf16 or f16 tensor or memref}}
+  %r = zest.linear none ins(%x, %w : tensor<4x8xf64>, tensor<8x6xf64>) outs(%y : tensor<4x6xf64>) -> tensor<4x6xf64>
   return
 }
 

@@ -694,7 +694,7 @@ static LogicalResult verifyTensorsOrBuffers(Operation *op, ValueRange inits) {
 }
 
 /// Checks that a fused linear op stores all its operands in one element
-/// type: the kernels take all-f32 or all-bf16 layers.
+/// type: the kernels take all-f32, all-bf16 or all-f16 layers.
 static LogicalResult verifySameElementType(Operation *op) {
   Type type = getElementTypeOrSelf(op->getOperand(0).getType());
   for (Value operand : op->getOperands())

@@ -179,12 +179,16 @@ constexpr double kSamples[] = {-7.3,  -4.1,  -2.6,   -1.9,  -1.3, -0.81,
 
 /// The relative precision at which `body` is compared with an activation:
 /// that of its constants, float32 (the two GELUs differ by up to 2e-4 and
-/// are told apart), or bf16, where functions closer than 2^-7 are the same
-/// function once stored.
+/// are told apart), or a 16-bit type, where functions closer than twice its
+/// epsilon (2^-7 for bf16, 2^-10 for f16) are the same function once stored.
 double getTolerance(Block &body) {
-  bool bf16 =
-      body.getNumArguments() > 0 && body.getArgument(0).getType().isBF16();
-  return bf16 ? 1.0 / 128 : 1e-6;
+  Type type =
+      body.getNumArguments() > 0 ? body.getArgument(0).getType() : Type();
+  if (type && type.isBF16())
+    return 1.0 / 128;
+  if (type && type.isF16())
+    return 1.0 / 1024;
+  return 1e-6;
 }
 
 /// True if `actual` is `expected` up to `tolerance` (relative, absolute
@@ -239,18 +243,20 @@ std::optional<Activation> matchActivationBackward(Block &body,
 //===----------------------------------------------------------------------===//
 
 /// True if `value` is a statically shaped tensor of rank `rank` in a type
-/// the kernels store: f32 or bf16.
+/// the kernels store: f32, bf16 or f16.
 bool isStaticLinearType(Value value, int64_t rank) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && type.getRank() == rank && type.hasStaticShape() &&
-         (type.getElementType().isF32() || type.getElementType().isBF16());
+  if (!type || type.getRank() != rank || !type.hasStaticShape())
+    return false;
+  Type element = type.getElementType();
+  return element.isF32() || element.isBF16() || element.isF16();
 }
 
 bool isLinearMatrix(Value value) { return isStaticLinearType(value, 2); }
 bool isLinearVector(Value value) { return isStaticLinearType(value, 1); }
 
 /// True if the given values (null ones skipped) share one element type: a
-/// fused layer is all f32 or all bf16.
+/// fused layer is all f32, all bf16 or all f16.
 bool haveOneElementType(ValueRange values) {
   Type type;
   for (Value value : values) {
@@ -421,8 +427,8 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     Value x = product.getDpsInputs()[0], w = product.getDpsInputs()[1];
     Value pre = product->getResult(0);
     if (!isLinearMatrix(x) || !isLinearMatrix(w) || !isLinearMatrix(pre))
-      return rewriter.notifyMatchFailure(product,
-                                         "not static f32 or bf16 matrices");
+      return rewriter.notifyMatchFailure(
+          product, "not static f32, bf16 or f16 matrices");
 
     Value init = product.getDpsInits()[0];
     Value bias = matchBroadcastBias(init);

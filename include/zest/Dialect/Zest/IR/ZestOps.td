@@ -534,15 +534,17 @@ def Zest_GlobalGradNormOp : Zest_Op<"global_grad_norm", [
 // Fused linear layers
 //===----------------------------------------------------------------------===//
 
-// f32 or bf16 matrices and vectors (one type per op, checked by the
-// verifiers): what the CPU kernels take. Tensors before bufferization,
-// memrefs (with a unit inner stride) after.
+// f32, bf16 or f16 matrices and vectors (one type per op, checked by the
+// verifiers): what the kernels take. Tensors before bufferization, memrefs
+// (with a unit inner stride) after.
 def Zest_LinearMatrix
-    : AnyTypeOf<[2DTensorOf<[F32, BF16]>, MemRefRankOf<[F32, BF16], [2]>],
-                "2-D f32 or bf16 tensor or memref">;
+    : AnyTypeOf<[2DTensorOf<[F32, BF16, F16]>,
+                 MemRefRankOf<[F32, BF16, F16], [2]>],
+                "2-D f32, bf16 or f16 tensor or memref">;
 def Zest_LinearVector
-    : AnyTypeOf<[1DTensorOf<[F32, BF16]>, MemRefRankOf<[F32, BF16], [1]>],
-                "1-D f32 or bf16 tensor or memref">;
+    : AnyTypeOf<[1DTensorOf<[F32, BF16, F16]>,
+                 MemRefRankOf<[F32, BF16, F16], [1]>],
+                "1-D f32, bf16 or f16 tensor or memref">;
 
 def Zest_LinearOp : Zest_Op<"linear", [
     AttrSizedOperandSegments,
@@ -579,7 +581,7 @@ def Zest_LinearOp : Zest_Op<"linear", [
                        Optional<Zest_LinearVector>:$bias,
                        Zest_LinearMatrix:$output,
                        Optional<Zest_LinearMatrix>:$preactivation);
-  let results = (outs Variadic<2DTensorOf<[F32, BF16]>>:$results);
+  let results = (outs Variadic<2DTensorOf<[F32, BF16, F16]>>:$results);
   let assemblyFormat = [{
     $activation (`transpose_weight` $transpose_weight^)?
     `ins` `(` $input `,` $weight (`,` $bias^)? `:` type($input) `,`
@@ -639,7 +641,7 @@ def Zest_LinearBackwardOp : Zest_Op<"linear_backward", [
                        Optional<Zest_LinearMatrix>:$grad_input,
                        Optional<Zest_LinearMatrix>:$grad_weight,
                        Optional<Zest_LinearVector>:$grad_bias);
-  let results = (outs Variadic<RankedTensorOf<[F32, BF16]>>:$results);
+  let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
   let assemblyFormat = [{
     $activation (`transpose_weight` $transpose_weight^)?
     (`transpose_grad_weight` $transpose_grad_weight^)?
