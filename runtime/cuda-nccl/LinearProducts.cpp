@@ -13,8 +13,11 @@
 // is a bitmask) run as one elementwise kernel after a BIAS product. The
 // backward pass forms g = dy * act'(pre) and the bias gradient in kernels
 // (column sums in a fixed order: deterministic), then two products.
-// Descriptors, layouts and the chosen algorithm are cached per shape; the
-// workspace comes from the runtime's pool.
+// Descriptors, layouts and the chosen algorithm are cached per shape. The
+// workspace and the backward's g are the library's own scratch, outside the
+// runtime's pool (as the CPU kernels' are), so the pool holds exactly what
+// the compiled step allocates and zest-plan-memory predicts it on either
+// target.
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,7 +119,8 @@ private:
 
   Lt() {
     checkLt(cublasLtCreate(&handle), "cublasLtCreate");
-    workspace = zest_pool_alloc(kWorkspaceBytes);
+    cuda::checkCuda(cudaMalloc(&workspace, kWorkspaceBytes),
+                    "allocating the cuBLASLt workspace");
   }
 
   static cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows,
@@ -346,7 +350,10 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
   int64_t ldg = lddy;
   T *scratch = nullptr;
   if (activation != ZEST_ACTIVATION_NONE && m * n) {
-    scratch = static_cast<T *>(zest_pool_alloc(m * n * sizeof(T)));
+    // Stream-ordered: reused only by work later on the compute stream.
+    cuda::checkCuda(cudaMallocAsync(reinterpret_cast<void **>(&scratch),
+                                    m * n * sizeof(T), cuda::streams.compute),
+                    "allocating the activation gradient");
     gradientKernel<T><<<blocks(m * n), 256, 0, cuda::streams.compute>>>(
         m, n, dy, lddy, pre, ldpre, activation, scratch);
     cuda::checkCuda(cudaGetLastError(), "the activation gradient kernel");
@@ -383,7 +390,8 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
     Lt::get().run(p);
   }
   if (scratch)
-    zest_pool_free(scratch); // reused only by work later on the same stream
+    cuda::checkCuda(cudaFreeAsync(scratch, cuda::streams.compute),
+                    "freeing the activation gradient");
 }
 
 /// The 16-bit layers on uint16_t bit patterns (the C API's storage), as
