@@ -71,21 +71,35 @@ func.func private @zest_kernel_0(%x: memref<512x64xf32>, %y: memref<64xf32>) att
 
 // -----
 
-// Without a parallel dimension (a fill of a 0-d buffer, a sum to a scalar)
-// the op runs on one thread. A kernel's scf.if (the optimizer's apply
-// branch) stays on the host around its launches: its condition is a scalar
-// argument.
+// Without a parallel dimension a fill of a 0-d buffer runs on one thread,
+// and a sum to a scalar on one block: each of its 256 threads sums every
+// 256th element in a register, gpu.all_reduce combines the partial sums in
+// a tree, and thread 0 adds the total to the buffer. A kernel's scf.if (the
+// optimizer's apply branch) stays on the host around its launches: its
+// condition is a scalar argument.
 
 // CHECK-LABEL: func.func private @zest_kernel_0(
-// CHECK-SAME:      %[[APPLY:.*]]: i1
+// CHECK-SAME:      %[[APPLY:.*]]: i1, %[[SUM:.*]]: memref<f32>, %[[X:.*]]: memref<1000xf32>
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[C256:.*]] = arith.constant 256 : index
+// CHECK-DAG:     %[[C1000:.*]] = arith.constant 1000 : index
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK:         scf.if %[[APPLY]] {
 // CHECK:           gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
-// CHECK:             memref.store %{{.*}}, %arg1[]
+// CHECK:             memref.store %{{.*}}, %[[SUM]][]
 // CHECK:             gpu.terminator
-// CHECK:           gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
-// CHECK:             scf.for
-// CHECK:               memref.load %arg2[
+// CHECK:           gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:             %[[PART:.*]] = scf.for %[[I:.*]] = %[[T]] to %[[C1000]] step %[[C256]] iter_args(%[[ACC:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK:               %[[V:.*]] = memref.load %[[X]][%[[I]]]
+// CHECK:               %[[NEXT:.*]] = arith.addf %[[ACC]], %[[V]] : f32
+// CHECK:               scf.yield %[[NEXT]]
+// CHECK:             %[[TOTAL:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK:             %[[FIRST:.*]] = arith.cmpi eq, %[[T]], %[[C0]]
+// CHECK:             scf.if %[[FIRST]] {
+// CHECK:               %[[OLD:.*]] = memref.load %[[SUM]][]
+// CHECK:               %[[NEW:.*]] = arith.addf %[[OLD]], %[[TOTAL]]
+// CHECK:               memref.store %[[NEW]], %[[SUM]][]
 // CHECK:             gpu.terminator
 // CHECK:         }
 func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000xf32>) attributes {zest.kernel} {
@@ -97,6 +111,45 @@ func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000x
         %0 = arith.addf %in, %acc : f32
         linalg.yield %0 : f32
       }
+  }
+  return
+}
+
+// -----
+
+// A sum of squares over a matrix read transposed (the body's other ops are
+// computed per element, the indices come from the linearized iteration,
+// innermost fastest); a reduction that is not a sum, or not into f32, keeps
+// the one-thread loop.
+#t = affine_map<(i, j) -> (j, i)>
+#s = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func private @zest_kernel_1(
+// CHECK:         gpu.launch
+// CHECK:           scf.for %[[I:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32) {
+// CHECK-DAG:         %[[COL:.*]] = arith.remui %[[I]], %{{.*}} : index
+// CHECK-DAG:         %[[ROW:.*]] = arith.divui %[[I]], %{{.*}} : index
+// CHECK:             %[[V:.*]] = memref.load %arg1[%[[COL]], %[[ROW]]] : memref<30x20xf32>
+// CHECK:             %[[SQ:.*]] = arith.mulf %[[V]], %[[V]] : f32
+// CHECK:             arith.addf %[[ACC]], %[[SQ]] : f32
+// CHECK:           gpu.all_reduce add
+// CHECK:         gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[ONE:.*]], %{{.*}} = %[[ONE]], %{{.*}} = %[[ONE]]) threads(%{{.*}}) in (%{{.*}} = %[[ONE]], %{{.*}} = %[[ONE]], %{{.*}} = %[[ONE]])
+// CHECK:           scf.for
+// CHECK:             arith.maximumf
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:         return
+func.func private @zest_kernel_1(%sum: memref<f32>, %x: memref<30x20xf32>, %max: memref<f32>) attributes {zest.kernel} {
+  linalg.generic {indexing_maps = [#t, #s], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<30x20xf32>) outs(%sum : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %sq = arith.mulf %in, %in : f32
+    %r = arith.addf %acc, %sq : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#t, #s], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<30x20xf32>) outs(%max : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %acc, %in : f32
+    linalg.yield %r : f32
   }
   return
 }

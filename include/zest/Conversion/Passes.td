@@ -137,8 +137,13 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     parallel space is linearized and spread over 1-D blocks of
     `block-size` threads (fewer for a smaller space); each thread
     recovers its indices by division and remainder and does nothing past
-    the end. An op without parallel dimensions (a sum to a scalar, a fill of
-    a 0-d buffer) runs on one thread.
+    the end. A sum of every iteration into a 0-d f32 buffer (a loss, a
+    squared norm for clipping) runs on one block: each thread sums a
+    strided share in a register, `gpu.all_reduce` combines the partial sums
+    in a tree (warp shuffles, then shared memory) and thread 0 adds the
+    total to the buffer; one block keeps the order fixed, so the result is
+    deterministic. Any other op without parallel dimensions (a fill of a 0-d
+    buffer, a maximum) runs on one thread.
 
     The host part of a kernel must not touch buffer elements, which live
     in device memory. Scalars it computes from them (the optimizer's

@@ -9,6 +9,7 @@
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
@@ -140,6 +141,110 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
   return true;
 }
 
+/// The operand a sum adds to its accumulator: `op`'s body yields
+/// `addf(acc, x)` (or `addf(x, acc)`) on f32, with the accumulator used
+/// nowhere else and no iteration index read; null otherwise.
+static Value getSummand(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumResults() != 0)
+    return {};
+  Block *body = op.getBody();
+  BlockArgument acc = body->getArguments().back();
+  if (!acc.getType().isF32() || !acc.hasOneUse() ||
+      !body->getOps<linalg::IndexOp>().empty())
+    return {};
+  auto add =
+      body->getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || add->getBlock() != body)
+    return {};
+  if (add.getLhs() == acc)
+    return add.getRhs();
+  if (add.getRhs() == acc)
+    return add.getLhs();
+  return {};
+}
+
+/// A sum of all of `op`'s iterations into a 0-d f32 buffer (a loss, a
+/// squared norm) as one block of `blockSize` threads: each thread sums a
+/// strided share in a register, the block combines the partial sums in a
+/// tree (gpu.all_reduce) and one thread adds the total to the buffer. One
+/// block keeps the order fixed (deterministic) without atomics. True if
+/// `op` is such a sum and was replaced.
+static bool launchBlockSum(RewriterBase &rewriter, linalg::GenericOp op,
+                           int64_t blockSize) {
+  Value summand = getSummand(op);
+  if (!summand || op.getNumParallelLoops() != 0 ||
+      op.getMatchingIndexingMap(op.getDpsInitOperand(0)).getNumResults() != 0)
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  int64_t total = 1;
+  for (int64_t range : ranges)
+    total *= range;
+  Location loc = op.getLoc();
+  int64_t block = std::max<int64_t>(1, std::min(blockSize, total));
+  gpu::LaunchOp launch = createLaunch(rewriter, loc, op, /*grid=*/1, block);
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(rewriter, loc, value);
+  };
+  Value thread = launch.getThreadIds().x;
+  Value zero =
+      arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(0.0f));
+  auto loop = scf::ForOp::create(rewriter, loc, thread, constant(total),
+                                 constant(block), ValueRange{zero});
+  rewriter.setInsertionPointToStart(loop.getBody());
+  // The iteration's indices, innermost fastest.
+  SmallVector<Value> ivs(ranges.size());
+  Value rest = loop.getInductionVar();
+  for (int64_t d = ranges.size() - 1; d >= 0; --d) {
+    ivs[d] =
+        d > 0 ? arith::RemUIOp::create(rewriter, loc, rest, constant(ranges[d]))
+                    .getResult()
+              : rest;
+    if (d > 0)
+      rest = arith::DivUIOp::create(rewriter, loc, rest, constant(ranges[d]));
+  }
+  IRMapping mapping;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    SmallVector<Value> indices;
+    for (unsigned r = 0; r < map.getNumResults(); ++r)
+      indices.push_back(affine::AffineApplyOp::create(rewriter, loc,
+                                                      map.getSubMap({r}), ivs));
+    Value element = input->get();
+    if (isa<MemRefType>(element.getType()))
+      element = memref::LoadOp::create(rewriter, loc, element, indices);
+    mapping.map(op.getMatchingBlockArgument(input), element);
+  }
+  Operation *add = op.getBody()->getTerminator()->getOperand(0).getDefiningOp();
+  for (Operation &bodyOp : op.getBody()->without_terminator())
+    if (&bodyOp != add)
+      rewriter.clone(bodyOp, mapping);
+  Value partial =
+      arith::AddFOp::create(rewriter, loc, loop.getRegionIterArgs()[0],
+                            mapping.lookupOrDefault(summand));
+  scf::YieldOp::create(rewriter, loc, partial);
+  rewriter.setInsertionPointAfter(loop);
+  Value sum = gpu::AllReduceOp::create(
+                  rewriter, loc, loop.getResult(0),
+                  gpu::AllReduceOperationAttr::get(
+                      rewriter.getContext(), gpu::AllReduceOperation::ADD),
+                  /*uniform=*/true)
+                  .getResult();
+  Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                      thread, constant(0));
+  auto store = scf::IfOp::create(rewriter, loc, first);
+  rewriter.setInsertionPointToStart(&store.getThenRegion().front());
+  Value out = op.getDpsInits()[0];
+  Value initial = memref::LoadOp::create(rewriter, loc, out, ValueRange{});
+  memref::StoreOp::create(rewriter, loc,
+                          arith::AddFOp::create(rewriter, loc, initial, sum),
+                          out, ValueRange{});
+  rewriter.eraseOp(op);
+  return true;
+}
+
 /// Lowers `op`, an op of a kernel, to loops in GPU launches.
 static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
                               int64_t blockSize) {
@@ -148,6 +253,8 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
   FailureOr<linalg::GenericOp> generic = getParallelFirst(rewriter, op);
   if (failed(generic))
     return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
+  if (launchBlockSum(rewriter, *generic, blockSize))
+    return success();
   Operation *target = *generic;
   Block *block = target->getBlock();
   Operation *previous = target->getPrevNode();
