@@ -119,8 +119,8 @@ func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000x
 
 // A sum of squares over a matrix read transposed (the body's other ops are
 // computed per element, the indices come from the linearized iteration,
-// innermost fastest); a reduction that is not a sum, or not into f32, keeps
-// the one-thread loop.
+// innermost fastest); a maximum is shared the same way (from -inf, combined
+// by maximumf); a product keeps the one-thread loop.
 #t = affine_map<(i, j) -> (j, i)>
 #s = affine_map<(i, j) -> ()>
 // CHECK-LABEL: func.func private @zest_kernel_1(
@@ -132,12 +132,17 @@ func.func private @zest_kernel_0(%apply: i1, %sum: memref<f32>, %x: memref<1000x
 // CHECK:             %[[SQ:.*]] = arith.mulf %[[V]], %[[V]] : f32
 // CHECK:             arith.addf %[[ACC]], %[[SQ]] : f32
 // CHECK:           gpu.all_reduce add
+// CHECK:         gpu.launch
+// CHECK:           scf.for {{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (f32) {
+// CHECK:             arith.maximumf
+// CHECK:           %[[MAX:.*]] = gpu.all_reduce maximumf
+// CHECK:           arith.maximumf %{{.*}}, %[[MAX]]
 // CHECK:         gpu.launch blocks(%{{.*}}) in (%{{.*}} = %[[ONE:.*]], %{{.*}} = %[[ONE]], %{{.*}} = %[[ONE]]) threads(%{{.*}}) in (%{{.*}} = %[[ONE]], %{{.*}} = %[[ONE]], %{{.*}} = %[[ONE]])
 // CHECK:           scf.for
-// CHECK:             arith.maximumf
+// CHECK:             arith.mulf
 // CHECK-NOT:       gpu.all_reduce
 // CHECK:         return
-func.func private @zest_kernel_1(%sum: memref<f32>, %x: memref<30x20xf32>, %max: memref<f32>) attributes {zest.kernel} {
+func.func private @zest_kernel_1(%sum: memref<f32>, %x: memref<30x20xf32>, %max: memref<f32>, %prod: memref<f32>) attributes {zest.kernel} {
   linalg.generic {indexing_maps = [#t, #s], iterator_types = ["reduction", "reduction"]}
       ins(%x : memref<30x20xf32>) outs(%sum : memref<f32>) {
   ^bb0(%in: f32, %acc: f32):
@@ -151,6 +156,46 @@ func.func private @zest_kernel_1(%sum: memref<f32>, %x: memref<30x20xf32>, %max:
     %r = arith.maximumf %acc, %in : f32
     linalg.yield %r : f32
   }
+  linalg.generic {indexing_maps = [#t, #s], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<30x20xf32>) outs(%prod : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.mulf %acc, %in : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Row sums along the contiguous dimension (a LayerNorm's mean): one block
+// of 256 threads per row, reading the row coalesced; a row of fewer than a
+// warp's 32 elements keeps one thread per row.
+// CHECK-LABEL: func.func private @zest_kernel_2(
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG:     %[[C256:.*]] = arith.constant 256 : index
+// CHECK-DAG:     %[[C300:.*]] = arith.constant 300 : index
+// CHECK:         gpu.launch blocks(%[[B:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C16]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:           scf.for %[[J:.*]] = %[[T]] to %[[C300]] step %[[C256]]
+// CHECK:             memref.load %arg1[%[[B]], %[[J]]] : memref<16x300xf32>
+// CHECK:           gpu.all_reduce add
+// CHECK:           memref.store %{{.*}}, %arg0[%[[B]]] : memref<16xf32>
+// CHECK:         gpu.launch
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:         return
+#row = affine_map<(i, j) -> (i, j)>
+#out = affine_map<(i, j) -> (i)>
+func.func private @zest_kernel_2(%sums: memref<16xf32>, %x: memref<16x300xf32>, %short: memref<16xf32>, %y: memref<16x8xf32>) attributes {zest.kernel} {
+  linalg.reduce ins(%x : memref<16x300xf32>) outs(%sums : memref<16xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %0 = arith.addf %in, %acc : f32
+      linalg.yield %0 : f32
+    }
+  linalg.reduce ins(%y : memref<16x8xf32>) outs(%short : memref<16xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %0 = arith.addf %in, %acc : f32
+      linalg.yield %0 : f32
+    }
   return
 }
 

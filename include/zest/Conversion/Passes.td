@@ -137,13 +137,21 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     parallel space is linearized and spread over 1-D blocks of
     `block-size` threads (fewer for a smaller space); each thread
     recovers its indices by division and remainder and does nothing past
-    the end. A sum of every iteration into a 0-d f32 buffer (a loss, a
-    squared norm for clipping) runs on one block: each thread sums a
-    strided share in a register, `gpu.all_reduce` combines the partial sums
-    in a tree (warp shuffles, then shared memory) and thread 0 adds the
-    total to the buffer; one block keeps the order fixed, so the result is
-    deterministic. Any other op without parallel dimensions (a fill of a 0-d
-    buffer, a maximum) runs on one thread.
+    the end.
+
+    An f32 sum or maximum (`addf` / `maximumf` of the accumulator and a
+    value computed per iteration) runs on blocks of threads instead when it
+    reduces to a scalar (a loss, a squared norm for clipping) or along the
+    inputs' contiguous dimension over at least a warp's 32 elements (the
+    rows of a LayerNorm or a softmax): one block per output element, each
+    thread combining a strided share in a register, `gpu.all_reduce`
+    combining the partial results in a tree (warp shuffles, then shared
+    memory) and thread 0 combining that with the buffer's element. No
+    atomics: the order is fixed and the result deterministic. A reduction
+    across the contiguous dimension (a column sum) keeps one thread per
+    output, so that neighbouring threads read neighbouring elements; any
+    other op without parallel dimensions (a fill of a 0-d buffer, a
+    product) runs on one thread.
 
     The host part of a kernel must not touch buffer elements, which live
     in device memory. Scalars it computes from them (the optimizer's

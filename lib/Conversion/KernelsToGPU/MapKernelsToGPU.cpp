@@ -18,6 +18,8 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <limits>
+
 namespace mlir::zest {
 #define GEN_PASS_DEF_MAPKERNELSTOGPUPASS
 #include "zest/Conversion/Passes.h.inc"
@@ -141,106 +143,160 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
   return true;
 }
 
-/// The operand a sum adds to its accumulator: `op`'s body yields
-/// `addf(acc, x)` (or `addf(x, acc)`) on f32, with the accumulator used
-/// nowhere else and no iteration index read; null otherwise.
-static Value getSummand(linalg::GenericOp op) {
+/// A reduction a block of threads can share: its body yields
+/// `combine(acc, x)` (or `combine(x, acc)`) on f32 with `combine` an addf
+/// or a maximumf, the accumulator used nowhere else and no iteration index
+/// read.
+struct Combiner {
+  Operation *combine;
+  Value element; // x
+  gpu::AllReduceOperation kind;
+  float identity;
+};
+
+static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1 || op.getNumResults() != 0)
-    return {};
+    return std::nullopt;
   Block *body = op.getBody();
   BlockArgument acc = body->getArguments().back();
   if (!acc.getType().isF32() || !acc.hasOneUse() ||
       !body->getOps<linalg::IndexOp>().empty())
-    return {};
-  auto add =
-      body->getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
-  if (!add || add->getBlock() != body)
-    return {};
-  if (add.getLhs() == acc)
-    return add.getRhs();
-  if (add.getRhs() == acc)
-    return add.getLhs();
-  return {};
+    return std::nullopt;
+  Operation *combine = body->getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || combine->getBlock() != body ||
+      !isa<arith::AddFOp, arith::MaximumFOp>(combine))
+    return std::nullopt;
+  Value lhs = combine->getOperand(0), rhs = combine->getOperand(1);
+  if (lhs != acc && rhs != acc)
+    return std::nullopt;
+  if (isa<arith::AddFOp>(combine))
+    return Combiner{combine, lhs == acc ? rhs : lhs,
+                    gpu::AllReduceOperation::ADD, 0.0f};
+  return Combiner{combine, lhs == acc ? rhs : lhs,
+                  gpu::AllReduceOperation::MAXIMUMF,
+                  -std::numeric_limits<float>::infinity()};
 }
 
-/// A sum of all of `op`'s iterations into a 0-d f32 buffer (a loss, a
-/// squared norm) as one block of `blockSize` threads: each thread sums a
-/// strided share in a register, the block combines the partial sums in a
-/// tree (gpu.all_reduce) and one thread adds the total to the buffer. One
-/// block keeps the order fixed (deterministic) without atomics. True if
-/// `op` is such a sum and was replaced.
-static bool launchBlockSum(RewriterBase &rewriter, linalg::GenericOp op,
-                           int64_t blockSize) {
-  Value summand = getSummand(op);
-  if (!summand || op.getNumParallelLoops() != 0 ||
-      op.getMatchingIndexingMap(op.getDpsInitOperand(0)).getNumResults() != 0)
-    return false;
+/// `linear` split into indices over `ranges`, innermost fastest.
+static SmallVector<Value> delinearize(OpBuilder &builder, Location loc,
+                                      Value linear, ArrayRef<int64_t> ranges) {
+  SmallVector<Value> indices(ranges.size());
+  for (int64_t d = ranges.size() - 1; d >= 0; --d) {
+    if (d == 0) {
+      indices[d] = linear;
+      break;
+    }
+    Value range = arith::ConstantIndexOp::create(builder, loc, ranges[d]);
+    indices[d] = arith::RemUIOp::create(builder, loc, linear, range);
+    linear = arith::DivUIOp::create(builder, loc, linear, range);
+  }
+  return indices;
+}
+
+/// A sum or maximum over `op`'s reduction iterations as one block of up to
+/// `blockSize` threads per output element: each thread combines a strided
+/// share in a register, the block combines the partial results in a tree
+/// (gpu.all_reduce) and thread 0 combines that with the buffer's element.
+/// A fixed order (no atomics), so the result is deterministic. Taken for
+/// reductions to a scalar, and for reductions along the inputs' contiguous
+/// dimension of at least a warp (a row of a LayerNorm or a softmax: the
+/// block reads the row coalesced, where one thread per row would stride
+/// across rows); a column sum keeps one thread per column. True if `op`
+/// (parallel iterators first) was replaced.
+static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                                 int64_t blockSize) {
+  std::optional<Combiner> combiner = getCombiner(op);
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (llvm::any_of(ranges, ShapedType::isDynamic))
+  unsigned numParallel = op.getNumParallelLoops();
+  if (!combiner || numParallel == ranges.size() ||
+      llvm::any_of(ranges, ShapedType::isDynamic))
     return false;
-  int64_t total = 1;
-  for (int64_t range : ranges)
+  ArrayRef<int64_t> parallelRanges = ArrayRef(ranges).take_front(numParallel);
+  ArrayRef<int64_t> reductionRanges = ArrayRef(ranges).drop_front(numParallel);
+  int64_t outputs = 1, total = 1;
+  for (int64_t range : parallelRanges)
+    outputs *= range;
+  for (int64_t range : reductionRanges)
     total *= range;
+  if (numParallel > 0) {
+    if (total < 32 || op.getNumDpsInputs() == 0)
+      return false;
+    AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
+    auto innermost = first.getNumResults()
+                         ? dyn_cast<AffineDimExpr>(first.getResults().back())
+                         : nullptr;
+    if (!innermost || innermost.getPosition() < numParallel)
+      return false;
+  }
+  if (outputs == 0 || total == 0)
+    return false;
   Location loc = op.getLoc();
   int64_t block = std::max<int64_t>(1, std::min(blockSize, total));
-  gpu::LaunchOp launch = createLaunch(rewriter, loc, op, /*grid=*/1, block);
+  gpu::LaunchOp launch = createLaunch(rewriter, loc, op, outputs, block);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
   auto constant = [&](int64_t value) -> Value {
     return arith::ConstantIndexOp::create(rewriter, loc, value);
   };
   Value thread = launch.getThreadIds().x;
-  Value zero =
-      arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(0.0f));
+  SmallVector<Value> outputIvs =
+      delinearize(rewriter, loc, launch.getBlockIds().x, parallelRanges);
+  Value identity = arith::ConstantOp::create(
+      rewriter, loc, rewriter.getF32FloatAttr(combiner->identity));
   auto loop = scf::ForOp::create(rewriter, loc, thread, constant(total),
-                                 constant(block), ValueRange{zero});
+                                 constant(block), ValueRange{identity});
   rewriter.setInsertionPointToStart(loop.getBody());
-  // The iteration's indices, innermost fastest.
-  SmallVector<Value> ivs(ranges.size());
-  Value rest = loop.getInductionVar();
-  for (int64_t d = ranges.size() - 1; d >= 0; --d) {
-    ivs[d] =
-        d > 0 ? arith::RemUIOp::create(rewriter, loc, rest, constant(ranges[d]))
-                    .getResult()
-              : rest;
-    if (d > 0)
-      rest = arith::DivUIOp::create(rewriter, loc, rest, constant(ranges[d]));
-  }
-  IRMapping mapping;
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    AffineMap map = op.getMatchingIndexingMap(input);
+  SmallVector<Value> ivs = outputIvs;
+  llvm::append_range(
+      ivs, delinearize(rewriter, loc, loop.getInductionVar(), reductionRanges));
+  auto indicesOf = [&](AffineMap map, ArrayRef<Value> dims) {
     SmallVector<Value> indices;
     for (unsigned r = 0; r < map.getNumResults(); ++r)
-      indices.push_back(affine::AffineApplyOp::create(rewriter, loc,
-                                                      map.getSubMap({r}), ivs));
+      indices.push_back(affine::AffineApplyOp::create(
+          rewriter, loc, map.getSubMap({r}), dims));
+    return indices;
+  };
+  IRMapping mapping;
+  for (OpOperand *input : op.getDpsInputOperands()) {
     Value element = input->get();
     if (isa<MemRefType>(element.getType()))
-      element = memref::LoadOp::create(rewriter, loc, element, indices);
+      element = memref::LoadOp::create(
+          rewriter, loc, element,
+          indicesOf(op.getMatchingIndexingMap(input), ivs));
     mapping.map(op.getMatchingBlockArgument(input), element);
   }
-  Operation *add = op.getBody()->getTerminator()->getOperand(0).getDefiningOp();
   for (Operation &bodyOp : op.getBody()->without_terminator())
-    if (&bodyOp != add)
+    if (&bodyOp != combiner->combine)
       rewriter.clone(bodyOp, mapping);
-  Value partial =
-      arith::AddFOp::create(rewriter, loc, loop.getRegionIterArgs()[0],
-                            mapping.lookupOrDefault(summand));
-  scf::YieldOp::create(rewriter, loc, partial);
+  auto combine = [&](Value lhs, Value rhs) -> Value {
+    Operation *clone = rewriter.clone(*combiner->combine);
+    clone->setOperands({lhs, rhs});
+    return clone->getResult(0);
+  };
+  scf::YieldOp::create(rewriter, loc,
+                       combine(loop.getRegionIterArgs()[0],
+                               mapping.lookupOrDefault(combiner->element)));
   rewriter.setInsertionPointAfter(loop);
-  Value sum = gpu::AllReduceOp::create(
-                  rewriter, loc, loop.getResult(0),
-                  gpu::AllReduceOperationAttr::get(
-                      rewriter.getContext(), gpu::AllReduceOperation::ADD),
-                  /*uniform=*/true)
-                  .getResult();
+  Value result =
+      gpu::AllReduceOp::create(rewriter, loc, loop.getResult(0),
+                               gpu::AllReduceOperationAttr::get(
+                                   rewriter.getContext(), combiner->kind),
+                               /*uniform=*/true)
+          .getResult();
   Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
                                       thread, constant(0));
   auto store = scf::IfOp::create(rewriter, loc, first);
   rewriter.setInsertionPointToStart(&store.getThenRegion().front());
-  Value out = op.getDpsInits()[0];
-  Value initial = memref::LoadOp::create(rewriter, loc, out, ValueRange{});
-  memref::StoreOp::create(rewriter, loc,
-                          arith::AddFOp::create(rewriter, loc, initial, sum),
-                          out, ValueRange{});
+  // The output reads only the parallel dimensions (the reductions' are
+  // the loop's, out of scope here).
+  OpOperand *init = op.getDpsInitOperand(0);
+  SmallVector<Value> outputDims = outputIvs;
+  outputDims.append(reductionRanges.size(), constant(0));
+  SmallVector<Value> outIndices =
+      indicesOf(op.getMatchingIndexingMap(init), outputDims);
+  Value initial =
+      memref::LoadOp::create(rewriter, loc, init->get(), outIndices);
+  memref::StoreOp::create(rewriter, loc, combine(initial, result), init->get(),
+                          outIndices);
   rewriter.eraseOp(op);
   return true;
 }
@@ -253,7 +309,7 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
   FailureOr<linalg::GenericOp> generic = getParallelFirst(rewriter, op);
   if (failed(generic))
     return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
-  if (launchBlockSum(rewriter, *generic, blockSize))
+  if (launchBlockReduction(rewriter, *generic, blockSize))
     return success();
   Operation *target = *generic;
   Block *block = target->getBlock();
