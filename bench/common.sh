@@ -1,10 +1,15 @@
 # Sourced by the benchmark scripts: the environment every run shares.
-# MPI as root where needed, shared-memory transport without the kernel's
-# single-copy path (not available in containers), one thread per rank.
+# MPI as root where needed, the shared-memory transport, one thread per rank.
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_btl=self,vader
+# Large messages are copied once, directly between the ranks (CMA), where
+# the kernel allows it (Open MPI's default, what a user's mpirun gets);
+# where a container forbids it, twice through a shared buffer.
+if ! python3 "$(dirname "${BASH_SOURCE[0]}")/cma_probe.py"; then
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 # The median of the numbers on standard input, one per line.

@@ -112,6 +112,9 @@ struct Runtime {
   Clock::time_point start = Clock::now();
   double timeoutSeconds = 300;
   std::unordered_map<zest_request_t, Request> requests;
+  /// requests.size(), readable without the lock: zest_progress returns at
+  /// once when nothing is in flight.
+  std::atomic<size_t> inFlight{0};
   zest_request_t nextRequest = 1;
   Pool pool;
   bool tracing = false;
@@ -183,6 +186,7 @@ zest_request_t enqueue(Start start, const char *kind, const char *tag,
   }
   rt.requests[id] = {std::move(op), kind,         tag ? tag : "", bytes,
                      now,           modeledEndUs, linkBeginUs};
+  rt.inFlight.store(rt.requests.size(), std::memory_order_relaxed);
   rt.pool.counters.bytes_sent += bytesSent;
   rt.pool.counters.collectives += 1;
   return id;
@@ -432,10 +436,13 @@ void zest_wait(zest_request_t id) {
           {"wait for " + describe(request), "wait", enteredUs, endUs, false});
   }
   rt.requests.erase(it);
+  rt.inFlight.store(rt.requests.size(), std::memory_order_relaxed);
 }
 
 void zest_progress(void) {
-  Runtime &rt = get();
+  if (!runtime || runtime->inFlight.load(std::memory_order_relaxed) == 0)
+    return;
+  Runtime &rt = *runtime;
   std::lock_guard<std::mutex> lock(rt.comm);
   for (auto &[id, request] : rt.requests)
     request.op->test();

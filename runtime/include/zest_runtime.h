@@ -170,8 +170,10 @@ zest_request_t zest_all_reduce_start(const void *send, void *recv,
                                      const char *tag);
 /* Blocks until the request completes (or the timeout aborts the job). */
 void zest_wait(zest_request_t request);
-/* Drives pending requests forward without blocking; call from long compute
- * loops when ZEST_PROGRESS=poll. */
+/* Drives pending requests forward without blocking (MPI's nonblocking
+ * collectives advance only inside MPI calls); returns at once when none is
+ * in flight or before zest_init. The runtime's products and fused linear
+ * layers call it, so a prefetched gather moves between them. */
 void zest_progress(void);
 
 void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root);

@@ -222,6 +222,7 @@ extern "C" void zest_linear_backward(
     const float *pre, int64_t ldpre, int32_t activation, const float *x,
     int64_t ldx, const float *w, int64_t ldw, int32_t w_transposed, float *dx,
     int64_t lddx, float *dw, int64_t lddw, int32_t dw_transposed, float *db) {
+  zest_progress();
   if (db)
     std::fill(db, db + n, 0.0f);
   // g: dy itself, or formed once into a per-thread scratch buffer that is
@@ -245,6 +246,7 @@ extern "C" void zest_linear_backward(
     cblas_sgemm(CblasRowMajor, CblasNoTrans,
                 w_transposed ? CblasNoTrans : CblasTrans, m, k, n, 1.0f, g, ldg,
                 w, ldw, 0.0f, dx, lddx);
+  zest_progress();
   if (dw && k && n) {
     if (dw_transposed)
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, g,
@@ -261,6 +263,7 @@ extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
                                     const float *bias, int32_t activation,
                                     float *pre, int64_t ldpre, float *y,
                                     int64_t ldy) {
+  zest_progress();
   // The product goes where the pre-activation is kept, or straight to y.
   float *product = pre ? pre : y;
   int64_t ldproduct = pre ? ldpre : ldy;
