@@ -13,11 +13,9 @@
 // is a bitmask) run as one elementwise kernel after a BIAS product. The
 // backward pass forms g = dy * act'(pre) and the bias gradient in kernels
 // (column sums in a fixed order: deterministic), then two products.
-// Descriptors, layouts and the chosen algorithm are cached per shape. The
-// workspace and the backward's g are the library's own scratch, outside the
-// runtime's pool (as the CPU kernels' are), so the pool holds exactly what
-// the compiled step allocates and zest-plan-memory predicts it on either
-// target.
+// Descriptors, layouts and the chosen algorithm are cached per shape; the
+// workspace and the backward's g come from the runtime's pool, where
+// zest-plan-memory counts them (ZEST_CUDA_WORKSPACE_BYTES).
 //
 //===----------------------------------------------------------------------===//
 
@@ -115,12 +113,11 @@ public:
   }
 
 private:
-  static constexpr size_t kWorkspaceBytes = 32 << 20;
+  static constexpr size_t kWorkspaceBytes = ZEST_CUDA_WORKSPACE_BYTES;
 
   Lt() {
     checkLt(cublasLtCreate(&handle), "cublasLtCreate");
-    cuda::checkCuda(cudaMalloc(&workspace, kWorkspaceBytes),
-                    "allocating the cuBLASLt workspace");
+    workspace = zest_pool_alloc(kWorkspaceBytes);
   }
 
   static cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows,
@@ -350,10 +347,7 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
   int64_t ldg = lddy;
   T *scratch = nullptr;
   if (activation != ZEST_ACTIVATION_NONE && m * n) {
-    // Stream-ordered: reused only by work later on the compute stream.
-    cuda::checkCuda(cudaMallocAsync(reinterpret_cast<void **>(&scratch),
-                                    m * n * sizeof(T), cuda::streams.compute),
-                    "allocating the activation gradient");
+    scratch = static_cast<T *>(zest_pool_alloc(m * n * sizeof(T)));
     gradientKernel<T><<<blocks(m * n), 256, 0, cuda::streams.compute>>>(
         m, n, dy, lddy, pre, ldpre, activation, scratch);
     cuda::checkCuda(cudaGetLastError(), "the activation gradient kernel");
@@ -390,8 +384,7 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
     Lt::get().run(p);
   }
   if (scratch)
-    cuda::checkCuda(cudaFreeAsync(scratch, cuda::streams.compute),
-                    "freeing the activation gradient");
+    zest_pool_free(scratch); // reused only by work later on the same stream
 }
 
 /// The 16-bit layers on uint16_t bit patterns (the C API's storage), as

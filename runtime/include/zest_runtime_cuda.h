@@ -19,6 +19,12 @@
 extern "C" {
 #endif
 
+/* The cuBLASLt workspace, taken from the runtime's pool at the first product
+ * and kept; a fused linear backward with an activation also takes its
+ * gradient g (m x n elements) from the pool for the call.
+ * zest-plan-memory counts both. */
+#define ZEST_CUDA_WORKSPACE_BYTES (32 << 20)
+
 /* The compute stream (a cudaStream_t) kernels and copies must use. */
 void *zest_cuda_compute_stream(void);
 /* The CUDA device this rank drives. */

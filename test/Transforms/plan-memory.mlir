@@ -204,3 +204,33 @@ func.func @overlap(%p: !llvm.ptr) {
   call @zest_wait(%0) : (i64) -> ()
   return
 }
+
+// -----
+
+// With --target=cuda the CUDA runtime takes cuBLASLt's workspace from the
+// pool at the first product and keeps it (ZEST_CUDA_WORKSPACE_BYTES, 32 MiB),
+// and a fused linear backward with an activation takes its gradient g
+// (m x n f32 here: 8 x 32 x 4 = 1024 bytes) for the call: 128 (a) + 1024
+// at the call, plus the workspace: 33555584. Without an activation (the
+// second call) there is no g.
+// CHECK:      "name": "gpu_step",
+// CHECK-NEXT: "peak_gathered_at": "",
+// CHECK-NEXT: "peak_pool_at": "func.call at {{.*}}plan-memory.mlir{{.}}":[[@LINE+15]]:3)",
+// CHECK-NEXT: "predicted_peak_gathered_bytes": 0,
+// CHECK-NEXT: "predicted_peak_pool_bytes": 33555584
+func.func private @zest_cuda_linear_backward(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr)
+func.func @gpu_step(%p: !llvm.ptr) {
+  %m = arith.constant 8 : i64
+  %n = arith.constant 32 : i64
+  %k = arith.constant 16 : i64
+  %gelu = arith.constant 2 : i32
+  %none = arith.constant 0 : i32
+  %t = arith.constant 1 : i32
+  %a = memref.alloc() : memref<32xf32>
+  %big = memref.alloc() : memref<200xf32>
+  memref.dealloc %big : memref<200xf32>
+  call @zest_cuda_linear_backward(%m, %n, %k, %p, %n, %p, %n, %none, %p, %k, %p, %k, %t, %p, %k, %p, %k, %t, %p) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr) -> ()
+  call @zest_cuda_linear_backward(%m, %n, %k, %p, %n, %p, %n, %gelu, %p, %k, %p, %k, %t, %p, %k, %p, %k, %t, %p) : (i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr) -> ()
+  memref.dealloc %a : memref<32xf32>
+  return
+}

@@ -9,9 +9,13 @@
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include "zest_runtime.h"
+#include "zest_runtime_cuda.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_PLANMEMORYPASS
@@ -25,6 +29,12 @@ namespace {
 
 /// The pool hands out 64-byte buckets (runtime/common/Runtime.cpp).
 constexpr int64_t kPoolBucket = 64;
+
+/// `bytes` as the pool counts a request for them.
+int64_t roundToBuckets(int64_t bytes) {
+  return (std::max<int64_t>(1, bytes) + kPoolBucket - 1) / kPoolBucket *
+         kPoolBucket;
+}
 
 /// The allocation a pointer or view derives from, through views and the
 /// address arithmetic of a runtime call's pointer (aligned pointer + offset,
@@ -53,14 +63,38 @@ std::optional<int64_t> getPoolBytes(memref::AllocOp alloc) {
   std::optional<int64_t> bytes = getStaticBufferBytes(alloc.getType());
   if (!bytes)
     return std::nullopt;
-  int64_t requested =
-      std::max<int64_t>(1, *bytes + alloc.getAlignment().value_or(0));
-  return (requested + kPoolBucket - 1) / kPoolBucket * kPoolBucket;
+  return roundToBuckets(*bytes + alloc.getAlignment().value_or(0));
+}
+
+/// Whether `callee` is a product of the CUDA runtime (cuBLASLt), which
+/// takes its workspace from the pool at the first call and keeps it.
+bool usesCudaWorkspace(StringRef callee) {
+  return callee.starts_with("zest_cuda_sgemm") ||
+         callee.starts_with("zest_cuda_linear_");
+}
+
+/// Bytes the CUDA runtime's fused linear backward takes from the pool for
+/// the duration of `call`: its activation gradient g (m x n), formed when
+/// there is an activation; 0 for anything else.
+int64_t getCudaCallScratch(func::CallOp call) {
+  StringRef callee = call.getCallee();
+  if (!callee.consume_front("zest_cuda_linear_backward") ||
+      call.getNumOperands() < 8)
+    return 0;
+  std::optional<int64_t> m = getConstantIntValue(call.getOperand(0)),
+                         n = getConstantIntValue(call.getOperand(1)),
+                         activation = getConstantIntValue(call.getOperand(7));
+  if (!m || !n || !activation || *activation == ZEST_ACTIVATION_NONE ||
+      *m * *n == 0)
+    return 0;
+  int64_t elementBytes = callee.empty() ? 4 : 2; // "", "_bf16", "_f16"
+  return roundToBuckets(*m * *n * elementBytes);
 }
 
 /// The pool as a replay goes: live buffers, running sums and peaks.
 struct Replay {
   int64_t pool = 0, gathered = 0;
+  bool cudaWorkspace = false;
   DenseMap<Operation *, int64_t> live;    // allocation -> pool bytes
   DenseMap<Operation *, int64_t> gathers; // allocation -> gathered bytes
   MemoryPlan plan;
@@ -98,6 +132,13 @@ LogicalResult replay(Block &block, Replay &state) {
       state.gathered -= state.gathers.lookup(alloc);
       state.gathers.erase(alloc);
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
+      state.cudaWorkspace |= usesCudaWorkspace(call.getCallee());
+      if (int64_t scratch = getCudaCallScratch(call)) {
+        state.pool += scratch;
+        state.raise(call);
+        state.pool -= scratch;
+        continue;
+      }
       if (call.getCallee() != "zest_pool_mark_gathered")
         continue;
       memref::AllocOp alloc = getAllocation(call.getOperand(0));
@@ -121,6 +162,7 @@ LogicalResult replay(Block &block, Replay &state) {
             inner.gathered != state.gathered)
           return failure();
         state.plan = inner.plan;
+        state.cudaWorkspace |= inner.cudaWorkspace;
       }
     }
   }
@@ -134,6 +176,10 @@ std::optional<MemoryPlan> mlir::zest::planFunctionMemory(func::FuncOp func) {
   if (!func.getBody().hasOneBlock() ||
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;
+  // The workspace stays in the pool from the first step's first product
+  // on: every later step peaks with it.
+  if (state.cudaWorkspace)
+    state.plan.peakPool += roundToBuckets(ZEST_CUDA_WORKSPACE_BYTES);
   return state.plan;
 }
 

@@ -496,8 +496,12 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     `memref.alloc` adds its size rounded up to the pool's 64-byte buckets,
     `memref.dealloc` subtracts it; a buffer passed to
     `zest_pool_mark_gathered` (an all-gather's result) also counts as
-    gathered parameter bytes, unrounded, until it is freed. The highest
-    running sums are the step's `predicted_peak_pool_bytes` and
+    gathered parameter bytes, unrounded, until it is freed. Under
+    `--target=cuda` the CUDA runtime's own pool use counts too: a fused
+    linear backward with an activation (`zest_cuda_linear_backward*`) holds
+    its `m x n` gradient for the call, and a step with any cuBLASLt product
+    holds the workspace (`ZEST_CUDA_WORKSPACE_BYTES`) throughout. The
+    highest running sums are the step's `predicted_peak_pool_bytes` and
     `predicted_peak_gathered_bytes`, which the executable's summary line
     must match exactly (`peak pool bytes per rank`, `peak gathered
     parameter bytes per rank`); the report also names the op at which each
