@@ -130,10 +130,15 @@ public:
                                        int64_t count, zest_dtype_t dtype,
                                        zest_group_t group) override {
     std::string what = describe("all_gather", count, dtype);
+    // In place when `send` is this rank's slot of `recv` (MPI forbids
+    // aliased buffers and spells it MPI_IN_PLACE).
+    bool inPlace =
+        send == static_cast<const char *>(recv) +
+                    groupRank(group) * count * zest_dtype_bytes(dtype);
     MPI_Request request;
-    check(MPI_Iallgather(send, toInt(count, what), datatype(dtype), recv,
-                         toInt(count, what), datatype(dtype),
-                         communicator(group), &request),
+    check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : send, toInt(count, what),
+                         datatype(dtype), recv, toInt(count, what),
+                         datatype(dtype), communicator(group), &request),
           what);
     return std::make_unique<MpiOp>(*this, request, what);
   }

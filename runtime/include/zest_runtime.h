@@ -155,7 +155,9 @@ void zest_set_timeout(double seconds);
  * group rank order; ZEST_AVG divides by the group's size. Buffers must not
  * be touched until the request is waited on. `tag` names the unit in traces
  * (may be NULL). Every rank of a group must issue the same collectives on
- * it in the same order. */
+ * it in the same order. An all-gather runs in place when `send` is this
+ * rank's slot of `recv` (recv + group rank * count elements); an
+ * all-reduce when `send` == `recv`. */
 
 zest_request_t zest_all_gather_start(const void *send, void *recv,
                                      int64_t count, zest_dtype_t dtype,

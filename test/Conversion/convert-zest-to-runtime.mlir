@@ -320,8 +320,9 @@ func.func @bucket(%sn: tensor<2xf32>, %sm: tensor<4xf32>, %gn: tensor<4xf32>, %g
 
 // Mixed precision: a unit's gathers travel as its gather_type and its
 // gradient reductions as its reduce_type (3 = bf16, 2 = f16): the step rounds
-// what it sends (an elementwise truncf), the collective moves the wire type,
-// and what arrives is widened (extf). Over one rank nothing moves, but the
+// what it sends (an elementwise truncf; a gather's shard straight into this
+// rank's slot of the gathered buffer, gathered in place), the collective
+// moves the wire type, and what arrives is widened (extf). Over one rank nothing moves, but the
 // values are still rounded, so every world size computes with the same ones.
 zest.unit @m sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
   "m.w" : tensor<8xf32> at 0
@@ -332,10 +333,15 @@ zest.unit @one sharded : f32, world_size = 1, padded_size = 8, shard_size = 8 [
 
 // CHECK-LABEL: func.func @mixed(
 // CHECK-SAME:    %[[S:[^:]*]]: tensor<4xf32>, %[[G:[^:]*]]: tensor<8xf32>, %[[T:[^:]*]]: tensor<8xf32>)
+// CHECK:       %[[RECV:.*]] = memref.alloc() : memref<8xbf16>
+// CHECK:       call @zest_pool_mark_gathered
+// CHECK:       %[[RANK:.*]] = call @zest_group_rank(%c1_i32)
+// CHECK:       %[[R:.*]] = arith.index_cast %[[RANK]] : i32 to index
+// CHECK:       %[[AT:.*]] = arith.muli %[[R]], %c4 : index
+// CHECK:       %[[SLOT:.*]] = memref.subview %[[RECV]][%[[AT]]] [4] [1]
 // CHECK:       %[[SENT:.*]] = linalg.generic {{.*}} ins(%[[S]] : tensor<4xf32>) outs(%{{.*}} : tensor<4xbf16>)
 // CHECK:         arith.truncf %{{.*}} : f32 to bf16
-// CHECK:       bufferization.to_buffer %[[SENT]] read_only : tensor<4xbf16> to memref<4xbf16>
-// CHECK:       memref.alloc() : memref<8xbf16>
+// CHECK:       bufferization.materialize_in_destination %[[SENT]] in restrict writable %[[SLOT]]
 // CHECK:       call @zest_all_gather_start(%{{.*}}, %{{.*}}, %c4_i64, %c3_i32, %c1_i32, %{{.*}})
 // CHECK:       call @zest_wait
 // CHECK:       %[[GOT:.*]] = bufferization.to_tensor %{{.*}} : memref<8xbf16> to tensor<8xbf16>

@@ -138,22 +138,49 @@ startCollective(PatternRewriter &rewriter, Operation *op,
     return rewriter.notifyMatchFailure(op, "element type without runtime "
                                            "dtype");
   Location loc = op->getLoc();
-  // Mixed precision: the compiled step rounds what it sends, so the
-  // collective moves (and reduces) the wire type on any backend.
-  Value input = info.input;
-  if (info.wireType)
-    input = convertElements(rewriter, loc, input, wireType);
-  auto inType = cast<RankedTensorType>(input.getType());
-  auto sendType = MemRefType::get(inType.getShape(), inType.getElementType());
-  Value send = bufferization::ToBufferOp::create(rewriter, loc, sendType, input,
-                                                 /*read_only=*/true);
   auto recvType = MemRefType::get(info.resultType.getShape(), wireType);
-  Value recv = memref::AllocOp::create(rewriter, loc, recvType);
+  // Mixed precision: the compiled step rounds what it sends, so the
+  // collective moves (and reduces) the wire type on any backend. A gather
+  // rounds its shard straight into this rank's slot of the gathered buffer
+  // and runs in place (NCCL's and MPI's in-place all-gather): no send
+  // buffer of its own.
+  bool inPlace = info.wireType && info.gathers && recvType.getRank() == 1;
+  Value send, recv;
+  if (!inPlace) {
+    Value input = info.input;
+    if (info.wireType)
+      input = convertElements(rewriter, loc, input, wireType);
+    auto inType = cast<RankedTensorType>(input.getType());
+    send = bufferization::ToBufferOp::create(
+        rewriter, loc,
+        MemRefType::get(inType.getShape(), inType.getElementType()), input,
+        /*read_only=*/true);
+  }
+  recv = memref::AllocOp::create(rewriter, loc, recvType);
   // A gathered buffer counts from its allocation: with prefetch it is held
   // while its gather is in flight.
   if (info.gathers)
     callRuntime(rewriter, loc, "zest_pool_mark_gathered", {},
                 getElementPointer(rewriter, loc, recv));
+  if (inPlace) {
+    Value rank = arith::IndexCastOp::create(
+        rewriter, loc, rewriter.getIndexType(),
+        callRuntime(rewriter, loc, "zest_group_rank", rewriter.getI32Type(),
+                    ValueRange{arith::ConstantIntOp::create(rewriter, loc,
+                                                            info.group, 32)})
+            .getResult(0));
+    Value offset = arith::MulIOp::create(
+        rewriter, loc, rank,
+        arith::ConstantIndexOp::create(rewriter, loc, info.count));
+    send = memref::SubViewOp::create(
+        rewriter, loc, recv, ArrayRef<OpFoldResult>{offset},
+        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(info.count)},
+        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
+    Value rounded = convertElements(rewriter, loc, info.input, wireType);
+    bufferization::MaterializeInDestinationOp::create(
+        rewriter, loc, TypeRange{}, rounded, send, /*restrict=*/true,
+        /*writable=*/true);
+  }
   SmallVector<Value> args = {
       getElementPointer(rewriter, loc, send),
       getElementPointer(rewriter, loc, recv),
