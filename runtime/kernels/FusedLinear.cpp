@@ -166,22 +166,10 @@ addRow(const float *row, float *sum, int64_t n) {
 
 /// 16-bit storage formats: bit patterns widened to f32 exactly and f32
 /// rounded to them to nearest even, as arith.truncf and PyTorch do (a NaN
-/// stays a quiet NaN).
+/// stays a quiet NaN); common/HalfFloat.h's conversions.
 struct BF16 {
-  ZEST_ALWAYS_INLINE static float widen(uint16_t value) {
-    uint32_t bits = uint32_t(value) << 16;
-    float result;
-    std::memcpy(&result, &bits, sizeof result);
-    return result;
-  }
-  ZEST_ALWAYS_INLINE static uint16_t narrow(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-      return uint16_t((bits >> 16) | 0x40u);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return uint16_t(bits >> 16);
-  }
+  static float widen(uint16_t value) { return zest::rt::bf16ToFloat(value); }
+  static uint16_t narrow(float value) { return zest::rt::floatToBf16(value); }
 };
 
 struct F16 {

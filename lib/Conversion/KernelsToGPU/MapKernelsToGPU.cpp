@@ -77,6 +77,22 @@ static void launchOnOneThread(RewriterBase &rewriter, Location loc,
     op->moveBefore(terminator);
 }
 
+/// `linear` split into indices over `ranges`, innermost fastest.
+static SmallVector<Value> delinearize(OpBuilder &builder, Location loc,
+                                      Value linear, ArrayRef<int64_t> ranges) {
+  SmallVector<Value> indices(ranges.size());
+  for (int64_t d = ranges.size() - 1; d >= 0; --d) {
+    if (d == 0) {
+      indices[d] = linear;
+      break;
+    }
+    Value range = arith::ConstantIndexOp::create(builder, loc, ranges[d]);
+    indices[d] = arith::RemUIOp::create(builder, loc, linear, range);
+    linear = arith::DivUIOp::create(builder, loc, linear, range);
+  }
+  return indices;
+}
+
 /// Replaces `loop` (no results, constant bounds) by a launch of one thread
 /// per iteration, `blockSize` threads per block; true if it could.
 static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
@@ -124,13 +140,9 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
   // Innermost dimension fastest, so neighbouring threads touch neighbouring
   // elements of row-major buffers.
   IRMapping mapping;
-  Value rest = id;
-  for (int64_t d = loop.getNumLoops() - 1; d >= 0; --d) {
-    Value index = rest;
-    if (d > 0) {
-      index = arith::RemUIOp::create(rewriter, loc, rest, constant(count[d]));
-      rest = arith::DivUIOp::create(rewriter, loc, rest, constant(count[d]));
-    }
+  SmallVector<Value> iterations = delinearize(rewriter, loc, id, count);
+  for (int64_t d = 0, e = loop.getNumLoops(); d < e; ++d) {
+    Value index = iterations[d];
     if (step[d] != 1)
       index = arith::MulIOp::create(rewriter, loc, index, constant(step[d]));
     if (lower[d] != 0)
@@ -175,22 +187,6 @@ static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
   return Combiner{combine, lhs == acc ? rhs : lhs,
                   gpu::AllReduceOperation::MAXIMUMF,
                   -std::numeric_limits<float>::infinity()};
-}
-
-/// `linear` split into indices over `ranges`, innermost fastest.
-static SmallVector<Value> delinearize(OpBuilder &builder, Location loc,
-                                      Value linear, ArrayRef<int64_t> ranges) {
-  SmallVector<Value> indices(ranges.size());
-  for (int64_t d = ranges.size() - 1; d >= 0; --d) {
-    if (d == 0) {
-      indices[d] = linear;
-      break;
-    }
-    Value range = arith::ConstantIndexOp::create(builder, loc, ranges[d]);
-    indices[d] = arith::RemUIOp::create(builder, loc, linear, range);
-    linear = arith::DivUIOp::create(builder, loc, linear, range);
-  }
-  return indices;
 }
 
 /// A sum or maximum over `op`'s reduction iterations as one block of up to

@@ -80,6 +80,26 @@ struct CollectiveInfo {
   Type wireType = {};
 };
 
+/// This rank's index in `group`, as an index.
+static Value getGroupRank(OpBuilder &builder, Location loc,
+                          zest_group_t group) {
+  Value rank =
+      callRuntime(
+          builder, loc, "zest_group_rank", builder.getI32Type(),
+          ValueRange{arith::ConstantIntOp::create(builder, loc, group, 32)})
+          .getResult(0);
+  return arith::IndexCastOp::create(builder, loc, builder.getIndexType(), rank);
+}
+
+/// Whether `generic` maps one input to one output element by element (all
+/// parallel, identity maps): a conversion or a copy.
+static bool isPointwise(linalg::GenericOp generic) {
+  return generic.getNumDpsInputs() == 1 && generic.getNumDpsInits() == 1 &&
+         generic.isAllParallelLoops() &&
+         llvm::all_of(generic.getIndexingMapsArray(),
+                      [](AffineMap map) { return map.isIdentity(); });
+}
+
 /// `tensor` with its elements rounded (truncf) or widened (extf) to
 /// `elementType`: an elementwise linalg.generic, which fuses with the model's
 /// own elementwise ops and runs wherever they run (a kernel on a GPU).
@@ -112,10 +132,7 @@ static Value convertElements(OpBuilder &builder, Location loc, Value tensor,
 /// The input of `op` if it is a convertElements widening (extf), else null.
 static Value getWidenedInput(Operation *op) {
   auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  if (!generic || generic.getNumDpsInputs() != 1 ||
-      generic.getNumDpsInits() != 1 || !generic.isAllParallelLoops() ||
-      !llvm::all_of(generic.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isIdentity(); }))
+  if (!generic || !isPointwise(generic))
     return {};
   Block &body = generic.getRegion().front();
   auto extf = dyn_cast<arith::ExtFOp>(body.front());
@@ -145,7 +162,7 @@ startCollective(PatternRewriter &rewriter, Operation *op,
   // and runs in place (NCCL's and MPI's in-place all-gather): no send
   // buffer of its own.
   bool inPlace = info.wireType && info.gathers && recvType.getRank() == 1;
-  Value send, recv;
+  Value send;
   if (!inPlace) {
     Value input = info.input;
     if (info.wireType)
@@ -156,21 +173,15 @@ startCollective(PatternRewriter &rewriter, Operation *op,
         MemRefType::get(inType.getShape(), inType.getElementType()), input,
         /*read_only=*/true);
   }
-  recv = memref::AllocOp::create(rewriter, loc, recvType);
+  Value recv = memref::AllocOp::create(rewriter, loc, recvType);
   // A gathered buffer counts from its allocation: with prefetch it is held
   // while its gather is in flight.
   if (info.gathers)
     callRuntime(rewriter, loc, "zest_pool_mark_gathered", {},
                 getElementPointer(rewriter, loc, recv));
   if (inPlace) {
-    Value rank = arith::IndexCastOp::create(
-        rewriter, loc, rewriter.getIndexType(),
-        callRuntime(rewriter, loc, "zest_group_rank", rewriter.getI32Type(),
-                    ValueRange{arith::ConstantIntOp::create(rewriter, loc,
-                                                            info.group, 32)})
-            .getResult(0));
     Value offset = arith::MulIOp::create(
-        rewriter, loc, rank,
+        rewriter, loc, getGroupRank(rewriter, loc, info.group),
         arith::ConstantIndexOp::create(rewriter, loc, info.count));
     send = memref::SubViewOp::create(
         rewriter, loc, recv, ArrayRef<OpFoldResult>{offset},
@@ -479,11 +490,9 @@ struct FuseWidenIntoConsumer : public OpRewritePattern<linalg::GenericOp> {
         rewriter.replaceOp(trunc, ext.getIn());
     });
     Block *body = op.getBody();
-    if (op.getNumDpsInputs() != 1 || op->getNumResults() != 1 ||
+    if (!isPointwise(op) || op->getNumResults() != 1 ||
         op.getDpsInputs()[0].getType() != op->getResult(0).getType() ||
-        body->getTerminator()->getOperand(0) != body->getArgument(0) ||
-        !llvm::all_of(op.getIndexingMapsArray(),
-                      [](AffineMap map) { return map.isIdentity(); }))
+        body->getTerminator()->getOperand(0) != body->getArgument(0))
       return;
     rewriter.replaceOp(op, op.getDpsInputs()[0]);
   }
@@ -766,14 +775,8 @@ struct LowerRank : public OpRewritePattern<RankOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(RankOp op,
                                 PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value group =
-        arith::ConstantIntOp::create(rewriter, loc, ZEST_GROUP_SHARD, 32);
-    Value rank = callRuntime(rewriter, loc, "zest_group_rank",
-                             rewriter.getI32Type(), group)
-                     .getResult(0);
-    rewriter.replaceOpWithNewOp<arith::IndexCastOp>(op, rewriter.getIndexType(),
-                                                    rank);
+    rewriter.replaceOp(op,
+                       getGroupRank(rewriter, op.getLoc(), ZEST_GROUP_SHARD));
     return success();
   }
 };
