@@ -44,6 +44,9 @@ static constexpr const char *kFuseLinear = "zest-fuse-linear,";
 // the optimizer is lowered (its in-place update stays one op).
 static constexpr const char *kFuseElementwise =
     "func.func(zest-fuse-elementwise),";
+// Repeated blocks are computed by one function each, so everything below
+// works on one copy of a stack's block.
+static constexpr const char *kOutlineRegions = "zest-outline-regions,";
 static constexpr const char *kLoweringPipeline =
     "func.func(zest-decompose-aggregates),"
     // bf16 (and f16) arithmetic and math run in f32, rounded back after each
@@ -65,6 +68,9 @@ static constexpr const char *kLoweringPipeline =
     // In-place updates (shard, optimizer state, gradient accumulator) come
     // back as their argument buffers: no result, no copy.
     "canonicalize,"
+    // A region's in-place updates come back as the buffers its caller
+    // passed in (once canonicalize has folded the branches that yield them).
+    "drop-equivalent-buffer-results,"
     "zest-drop-updated-results,"
     "buffer-results-to-out-params{modify-public-functions "
     "hoist-static-allocs},";
@@ -151,6 +157,8 @@ void mlir::zest::buildBufferizationPipeline(OpPassManager &pm,
   if (options.fuseElementwise)
     pipeline += kFuseElementwise;
   pipeline += kLoweringHead;
+  if (options.outlineRegions)
+    pipeline += kOutlineRegions;
   pipeline += kLoweringPipeline;
   pipeline += "zest-matmul-to-blas{target=" + options.target + "},";
   pipeline += kDeallocation;
@@ -204,11 +212,12 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   parseBuiltinPipeline(pipeline, pm);
 }
 
-void mlir::zest::stripRoleAttributes(func::FuncOp func) {
+void mlir::zest::stripRoleAttributes(func::FuncOp func, bool keepUnits) {
   // `zest.updated` stays for zest-drop-updated-results.
-  auto isZest = [](NamedAttribute attr) {
+  auto isZest = [&](NamedAttribute attr) {
     return attr.getName().getValue().starts_with("zest.") &&
-           attr.getName() != ZestDialect::kUpdatedAttrName;
+           attr.getName() != ZestDialect::kUpdatedAttrName &&
+           !(keepUnits && attr.getName() == ZestDialect::kUnitArgAttrName);
   };
   auto strip = [&](DictionaryAttr attrs) {
     SmallVector<NamedAttribute> kept;
@@ -533,7 +542,7 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
       updated += bool(func.getResultAttr(i, ZestDialect::kUpdatedAttrName));
     expectedInterfaceArgs[func.getSymName()] =
         func.getNumArguments() + func.getNumResults() - updated;
-    stripRoleAttributes(func);
+    stripRoleAttributes(func, options.outlineRegions);
   }
 
   PassManager lower(ctx);

@@ -99,7 +99,7 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   Candidate candidate;
   candidate.units = countGathers(*copy, candidate.gathers);
   for (auto func : copy->getOps<func::FuncOp>())
-    stripRoleAttributes(func);
+    stripRoleAttributes(func, options.outlineRegions);
   PassManager lower(ctx);
   buildBufferizationPipeline(lower, options);
   if (failed(lower.run(*copy)))

@@ -234,3 +234,30 @@ func.func @gpu_step(%p: !llvm.ptr) {
   memref.dealloc %a : memref<32xf32>
   return
 }
+
+// -----
+
+// A region function (zest-outline-regions) allocates and frees during each
+// call, on top of what its caller holds: 128 (a) + 64 (the region's t, 10
+// floats in one bucket) at the first call. Its own peak is not an entry
+// point's.
+// CHECK:      "name": "calls_region",
+// CHECK-NEXT: "peak_gathered_at": "",
+// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+14]]:8)",
+// CHECK-NEXT: "predicted_peak_gathered_bytes": 0,
+// CHECK-NEXT: "predicted_peak_pool_bytes": 192
+// CHECK-NOT:  "name": "zest_region"
+func.func @calls_region() {
+  %a = memref.alloc() : memref<32xf32>
+  call @zest_region(%a) : (memref<32xf32>) -> ()
+  memref.dealloc %a : memref<32xf32>
+  %b = memref.alloc() : memref<32xf32>
+  call @zest_region(%b) : (memref<32xf32>) -> ()
+  memref.dealloc %b : memref<32xf32>
+  return
+}
+func.func private @zest_region(%x: memref<32xf32>) {
+  %t = memref.alloc() : memref<10xf32>
+  memref.dealloc %t : memref<10xf32>
+  return
+}

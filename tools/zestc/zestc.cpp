@@ -105,6 +105,12 @@ static cl::opt<bool>
               cl::desc("Tile and vectorize loop nests in MLIR (default true; "
                        "--vectorize=false leaves vectorization to LLVM)"),
               cl::init(true), cl::cat(category));
+static cl::opt<bool> outlineRegions(
+    "outline-regions",
+    cl::desc("Compute each unit's forward and backward in functions, one per "
+             "distinct block (default true; --outline-regions=false keeps "
+             "one entry point body)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<unsigned> prefetch(
     "prefetch",
     cl::desc("All-gathers in flight ahead of the unit computing, with "
@@ -408,6 +414,7 @@ int main(int argc, char **argv) {
   options.fuseLinear = fuseLinear;
   options.fuseElementwise = fuseElementwise;
   options.vectorize = vectorize;
+  options.outlineRegions = outlineRegions;
   options.prefetch = prefetch;
   if (!isShardingStrategy(strategy)) {
     llvm::errs() << "zestc: error: --strategy expects full-shard, "

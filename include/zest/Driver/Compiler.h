@@ -38,6 +38,9 @@ struct CompileOptions {
   bool fuseElementwise = true;
   /// Tile and vectorize kernels in MLIR (zest-vectorize).
   bool vectorize = true;
+  /// Outline each unit's regions on tensors and compile repeated ones once
+  /// (zest-outline-regions).
+  bool outlineRegions = true;
   /// All-gathers in flight ahead of the unit computing; > 0 also overlaps
   /// reduce-scatters (zest-schedule-collectives).
   unsigned prefetch = 0;
@@ -92,7 +95,9 @@ void buildBufferizationPipeline(OpPassManager &pm,
 
 /// Drops the `zest.*` argument, result and function attributes of a sharded
 /// entry point before lowering: the model descriptor has recorded the roles.
-void stripRoleAttributes(func::FuncOp func);
+/// With `keepUnits`, `zest.unit` stays for zest-outline-regions, which
+/// consumes it.
+void stripRoleAttributes(func::FuncOp func, bool keepUnits);
 
 /// Picks the schedule under `options.memoryBudget` (zestc --memory-budget)
 /// and stores it in `options` (`prefetch`, `keepUnits`): for each prefetch

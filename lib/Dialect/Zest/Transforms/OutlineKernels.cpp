@@ -50,7 +50,12 @@ struct Extent {
   int64_t begin = 0, end = std::numeric_limits<int64_t>::max();
 };
 
-static std::optional<Extent> getExtent(Value memref) {
+/// Private functions whose buffer arguments are distinct buffers at every
+/// call (zest-outline-regions' regions: see getDistinctArgFunctions).
+using DistinctArgFunctions = DenseSet<Operation *>;
+
+static std::optional<Extent>
+getExtent(Value memref, const DistinctArgFunctions &distinctArgs) {
   auto type = dyn_cast<MemRefType>(memref.getType());
   if (!type)
     return std::nullopt;
@@ -78,11 +83,12 @@ static std::optional<Extent> getExtent(Value memref) {
       return std::nullopt;
     value = cast<ViewLikeOpInterface>(producer).getViewSource();
   }
-  // Only an entry point's arguments are known to be distinct buffers: a
-  // private function may be called with overlapping ones.
+  // Only an entry point's arguments are known to be distinct buffers, and
+  // those of a private function every call passes distinct buffers to.
   auto arg = cast<BlockArgument>(value);
   auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
-  if (!arg.getOwner()->isEntryBlock() || !func || !func.isPublic())
+  if (!arg.getOwner()->isEntryBlock() || !func ||
+      !(func.isPublic() || distinctArgs.contains(func)))
     return std::nullopt;
   extent.root = value;
   return extent;
@@ -92,7 +98,8 @@ static std::optional<Extent> getExtent(Value memref) {
 /// Distinct allocations never overlap, and entry-point arguments are
 /// distinct buffers (docs/Runtime.md); views of one root overlap unless
 /// their static ranges are disjoint.
-static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args) {
+static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args,
+                                  const DistinctArgFunctions &distinctArgs) {
   // A buffer the body reaches from above might be written by the body.
   for (Value arg : args)
     if (isa<MemRefType>(arg.getType()) &&
@@ -100,11 +107,11 @@ static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args) {
       return false;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     Value written = init.get();
-    std::optional<Extent> w = getExtent(written);
+    std::optional<Extent> w = getExtent(written, distinctArgs);
     for (Value other : args) {
       if (other == written || !isa<MemRefType>(other.getType()))
         continue;
-      std::optional<Extent> o = getExtent(other);
+      std::optional<Extent> o = getExtent(other, distinctArgs);
       if (!w || !o)
         return false;
       if (w->root == o->root && w->begin < o->end && o->begin < w->end)
@@ -114,11 +121,42 @@ static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args) {
   return true;
 }
 
+/// The private functions with a body whose every call passes each buffer
+/// argument a different root (allocation or entry-point argument): inside
+/// them, distinct arguments are distinct buffers.
+static DistinctArgFunctions getDistinctArgFunctions(ModuleOp module) {
+  DenseMap<Operation *, bool> distinct;
+  SymbolTableCollection symbols;
+  module.walk([&](func::CallOp call) {
+    auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    if (!callee || callee.isExternal() || callee.isPublic())
+      return;
+    bool &isDistinct = distinct.try_emplace(callee, true).first->second;
+    SmallVector<Value> roots;
+    for (Value operand : call.getOperands()) {
+      if (!isa<MemRefType>(operand.getType()))
+        continue;
+      std::optional<Extent> extent = getExtent(operand, {});
+      if (!extent || llvm::is_contained(roots, extent->root))
+        isDistinct = false;
+      else
+        roots.push_back(extent->root);
+    }
+  });
+  DistinctArgFunctions functions;
+  for (auto [function, isDistinct] : distinct)
+    if (isDistinct)
+      functions.insert(function);
+  return functions;
+}
+
 namespace {
 class KernelOutliner {
 public:
   KernelOutliner(ModuleOp module, bool deviceBuffers)
-      : module(module), symbols(module), deviceBuffers(deviceBuffers) {}
+      : module(module), symbols(module), deviceBuffers(deviceBuffers),
+        distinctArgs(getDistinctArgFunctions(module)) {}
 
   /// Replaces `op` by a call to its kernel.
   void outline(Operation *target) {
@@ -177,7 +215,7 @@ public:
     // convert-func-to-llvm drops `llvm.noalias` on memref arguments, so the
     // positions of their aligned pointers among the expanded descriptor
     // fields are recorded for zestc to mark after the lowering.
-    if (op && writesDisjointBuffers(op, args)) {
+    if (op && writesDisjointBuffers(op, args, distinctArgs)) {
       SmallVector<int64_t> alignedPointers;
       int64_t position = 0;
       for (Type type : argTypes) {
@@ -235,6 +273,7 @@ private:
   ModuleOp module;
   SymbolTable symbols;
   bool deviceBuffers;
+  DistinctArgFunctions distinctArgs;
   llvm::StringMap<func::FuncOp> kernels;
 };
 

@@ -25,21 +25,7 @@ namespace mlir::zest {
 using namespace mlir;
 using namespace mlir::zest;
 
-namespace {
-
-/// The pool hands out 64-byte buckets (runtime/common/Runtime.cpp).
-constexpr int64_t kPoolBucket = 64;
-
-/// `bytes` as the pool counts a request for them.
-int64_t roundToBuckets(int64_t bytes) {
-  return (std::max<int64_t>(1, bytes) + kPoolBucket - 1) / kPoolBucket *
-         kPoolBucket;
-}
-
-/// The allocation a pointer or view derives from, through views and the
-/// address arithmetic of a runtime call's pointer (aligned pointer + offset,
-/// cast to i64, then to a pointer); null if none.
-memref::AllocOp getAllocation(Value value) {
+memref::AllocOp mlir::zest::getAllocation(Value value) {
   while (Operation *def = value.getDefiningOp()) {
     if (auto alloc = dyn_cast<memref::AllocOp>(def))
       return alloc;
@@ -54,6 +40,17 @@ memref::AllocOp getAllocation(Value value) {
       return {};
   }
   return {};
+}
+
+namespace {
+
+/// The pool hands out 64-byte buckets (runtime/common/Runtime.cpp).
+constexpr int64_t kPoolBucket = 64;
+
+/// `bytes` as the pool counts a request for them.
+int64_t roundToBuckets(int64_t bytes) {
+  return (std::max<int64_t>(1, bytes) + kPoolBucket - 1) / kPoolBucket *
+         kPoolBucket;
 }
 
 /// Bytes the pool hands out for `alloc`: finalize-memref-to-llvm asks for
@@ -98,6 +95,7 @@ struct Replay {
   DenseMap<Operation *, int64_t> live;    // allocation -> pool bytes
   DenseMap<Operation *, int64_t> gathers; // allocation -> gathered bytes
   MemoryPlan plan;
+  SymbolTableCollection *symbols = nullptr; // finds the functions called
 
   void raise(Operation *at) {
     if (pool > plan.peakPool) {
@@ -133,6 +131,18 @@ LogicalResult replay(Block &block, Replay &state) {
       state.gathers.erase(alloc);
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
       state.cudaWorkspace |= usesCudaWorkspace(call.getCallee());
+      // A function of the model (a region of repeated blocks): its buffers
+      // come and go during the call, on top of what is live here.
+      if (auto callee = state.symbols->lookupNearestSymbolFrom<func::FuncOp>(
+              call, call.getCalleeAttr());
+          callee && !callee.isExternal()) {
+        int64_t pool = state.pool, gathered = state.gathered;
+        if (!callee.getBody().hasOneBlock() ||
+            failed(replay(callee.getBody().front(), state)) ||
+            state.pool != pool || state.gathered != gathered)
+          return failure();
+        continue;
+      }
       if (int64_t scratch = getCudaCallScratch(call)) {
         state.pool += scratch;
         state.raise(call);
@@ -172,7 +182,9 @@ LogicalResult replay(Block &block, Replay &state) {
 } // namespace
 
 std::optional<MemoryPlan> mlir::zest::planFunctionMemory(func::FuncOp func) {
+  SymbolTableCollection symbols;
   Replay state;
+  state.symbols = &symbols;
   if (!func.getBody().hasOneBlock() ||
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;

@@ -9,6 +9,7 @@
 #define ZEST_DIALECT_ZEST_TRANSFORMS_MEMORYPLAN_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <optional>
@@ -28,6 +29,11 @@ struct MemoryPlan {
 /// Bytes of the elements of a statically shaped int or float buffer or
 /// tensor type; nothing for any other type.
 std::optional<int64_t> getStaticBufferBytes(Type type);
+
+/// The allocation a pointer or view derives from, through views and the
+/// address arithmetic of a runtime call's pointer (aligned pointer + offset,
+/// cast to i64, then to a pointer); null if none.
+memref::AllocOp getAllocation(Value value);
 
 /// Replays the allocations and frees of `func` (bufferized, its frees
 /// placed, collectives lowered to runtime calls) in program order; nothing

@@ -442,6 +442,59 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def OutlineRegionsPass : Pass<"zest-outline-regions", "::mlir::ModuleOp"> {
+  let summary = "Outlines each unit's computation on tensors into functions "
+                "and compiles repeated ones once";
+  let description = [{
+    Regional compilation (torch.compile's `compile` of a repeated block,
+    IREE's deduplicated dispatch regions, at the grain of a leaf module): a
+    stack of L identical blocks should cost the compiler one block, not L.
+    `zest-outline-kernels` already emits each distinct loop nest once, but
+    everything before it (bufferization, deallocation, the lowering to LLVM)
+    still works on one entry point holding all L blocks. This pass runs on
+    tensors, before bufferization, and leaves the entry point a short list
+    of calls.
+
+    Each public function's block is cut into regions: maximal runs of
+    computation on tensors (linalg, tensor, arith, math, scf and Zest's
+    fused linear ops, with no buffers or runtime calls inside), cut at every
+    other op (a collective's runtime call, a buffer) and wherever the unit
+    the computation works for changes. An op works for the unit whose
+    parameters it reads through views (an entry argument marked
+    `zest.unit = @u`, or a gathered buffer whose collective carries `u`'s
+    tag); an op that reads none works for the unit of its first user that
+    has one, so a layer norm's statistics go with the block whose weights
+    scale them and a weight gradient (which reads activations only) with
+    the unit whose gradient buffer and optimizer step take it. A stack's
+    regions are thus each block's forward and, in reverse, each block's
+    backward with its optimizer step.
+
+    Each region becomes a private function `zest_region_N` taking the
+    values it reads and returning those read after it. Constants, empty
+    tensors and static views of values computed outside regions are cloned
+    in rather than passed, so the regions of different blocks (whose
+    parameters sit at the same offsets of their units' flat buffers) print
+    identically; a static view of a buffer the region computes is taken
+    again by the caller rather than returned (bufferization would copy it
+    out). Regions that print identically are one function. A region that
+    occurs once, or has fewer than `min-ops` ops, stays where it is: a
+    model without repeated blocks is left as it was.
+
+    After bufferization the regions' in-place updates of shards and
+    optimizer state come back as their arguments
+    (`drop-equivalent-buffer-results`), and `zest-plan-memory` replays each
+    call's allocations on top of its caller's, so the plan stays exact.
+
+    The `zest.unit` argument attributes are consumed (removed) here; zestc
+    keeps them for this pass only.
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "int64_t", /*default=*/"4",
+           "Regions with fewer ops stay in the entry point">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def DropOverwrittenFillsPass
     : Pass<"zest-drop-overwritten-fills", "::mlir::func::FuncOp"> {
   let summary = "Drops fills that the slices inserted into them overwrite";

@@ -1,0 +1,164 @@
+// RUN: zest-opt %s -split-input-file -zest-outline-regions="min-ops=2" | FileCheck %s
+// RUN: zest-opt %s -split-input-file -zest-outline-regions=min-ops=100 | FileCheck %s --check-prefix=LARGE
+
+// Three identical blocks, each on its own unit's flat buffer: one region
+// function called three times. The views of a unit's buffer are cloned into
+// the region (which takes the whole buffer), so the three regions print
+// alike. The op that reads no parameter (the square) goes with the unit its
+// first user works for. `zest.unit` is consumed.
+// CHECK-LABEL: func.func @stack(
+// CHECK-SAME:      %[[U0:[^:]*]]: tensor<8xf32>, %[[U1:[^:]*]]: tensor<8xf32>, %[[U2:[^:]*]]: tensor<8xf32>, %[[X:[^:]*]]: tensor<4xf32>)
+// CHECK-NOT:     zest.unit
+// CHECK-NOT:     linalg.generic
+// CHECK:         %[[Y0:.*]] = call @zest_region(%[[X]], %[[U0]])
+// CHECK:         %[[Y1:.*]] = call @zest_region(%[[Y0]], %[[U1]])
+// CHECK:         %[[Y2:.*]] = call @zest_region(%[[Y1]], %[[U2]])
+// CHECK:         return %[[Y2]]
+// CHECK:       func.func private @zest_region(%[[IN:.*]]: tensor<4xf32>, %[[FLAT:.*]]: tensor<8xf32>) -> tensor<4xf32>
+// CHECK:         %[[W:.*]] = tensor.extract_slice %[[FLAT]][4] [4] [1]
+// CHECK:         %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[IN]], %[[IN]] :
+// CHECK:         %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[SQ]], %[[W]] :
+// CHECK:         return %[[OUT]]
+// CHECK-NOT:   func.func private @zest_region_0
+
+// Regions under min-ops ops stay where they are.
+// LARGE-LABEL: func.func @stack(
+// LARGE-NOT:     call @zest_region
+// LARGE-COUNT-6: linalg.generic
+// LARGE-NOT:   func.func private @zest_region
+#id = affine_map<(i) -> (i)>
+func.func @stack(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> {zest.unit = @b1},
+                 %u2: tensor<8xf32> {zest.unit = @b2}, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %sq0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%x, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%sq0, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %sq1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%y0, %y0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %w1 = tensor.extract_slice %u1[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%sq1, %w1 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %sq2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%y1, %y1 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %w2 = tensor.extract_slice %u2[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%sq2, %w2 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %y2 : tensor<4xf32>
+}
+
+// -----
+
+// Units of gathered buffers come from the tag their collective carries. A
+// runtime call cuts regions. A region that occurs once stays inline (the
+// last block's, which also computes the output). What a region returns
+// that is a view of a buffer it computed is returned whole and viewed again
+// by the caller, so bufferization does not copy the view out.
+// CHECK-LABEL: func.func @gathered(
+// CHECK:         %[[G0:.*]] = bufferization.to_tensor %{{.*}} restrict
+// CHECK:         %[[R0:.*]] = call @zest_region(%{{.*}}, %[[G0]])
+// CHECK:         %[[V0:.*]] = tensor.extract_slice %[[R0]][0] [2] [1]
+// CHECK:         call @zest_pool_mark_gathered
+// CHECK:         %[[G1:.*]] = bufferization.to_tensor %{{.*}} restrict
+// CHECK:         %[[R1:.*]] = call @zest_region(%[[R0]], %[[G1]])
+// CHECK:         %[[V1:.*]] = tensor.extract_slice %[[R1]][0] [2] [1]
+// CHECK:         linalg.generic
+// CHECK:         return %[[V0]], %[[V1]]
+// CHECK:       func.func private @zest_region(%{{.*}}: tensor<4xf32>, %[[F:.*]]: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NOT:     tensor.extract_slice
+// CHECK:         return
+#id1 = affine_map<(i) -> (i)>
+llvm.mlir.global internal constant @zest.tag.b0("b0\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @zest.tag.b1("b1\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @zest.tag.b2("b2\00") {addr_space = 0 : i32}
+func.func private @zest_all_gather(!llvm.ptr, !llvm.ptr)
+func.func private @zest_pool_mark_gathered(!llvm.ptr)
+func.func @gathered(%x: tensor<4xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %t0 = llvm.mlir.addressof @zest.tag.b0 : !llvm.ptr
+  %a0 = memref.alloc() : memref<4xf32>
+  %i0 = memref.extract_aligned_pointer_as_index %a0 : memref<4xf32> -> index
+  %c0 = arith.index_cast %i0 : index to i64
+  %p0 = llvm.inttoptr %c0 : i64 to !llvm.ptr
+  call @zest_all_gather(%p0, %t0) : (!llvm.ptr, !llvm.ptr) -> ()
+  %g0 = bufferization.to_tensor %a0 restrict : memref<4xf32> to tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%x, %g0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %z0 = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%y0, %g0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %v0 = tensor.extract_slice %z0[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  call @zest_pool_mark_gathered(%p0) : (!llvm.ptr) -> ()
+  %t1 = llvm.mlir.addressof @zest.tag.b1 : !llvm.ptr
+  %a1 = memref.alloc() : memref<4xf32>
+  %i1 = memref.extract_aligned_pointer_as_index %a1 : memref<4xf32> -> index
+  %c1 = arith.index_cast %i1 : index to i64
+  %p1 = llvm.inttoptr %c1 : i64 to !llvm.ptr
+  call @zest_all_gather(%p1, %t1) : (!llvm.ptr, !llvm.ptr) -> ()
+  %g1 = bufferization.to_tensor %a1 restrict : memref<4xf32> to tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%z0, %g1 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %z1 = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%y1, %g1 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %v1 = tensor.extract_slice %z1[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  %t2 = llvm.mlir.addressof @zest.tag.b2 : !llvm.ptr
+  %a2 = memref.alloc() : memref<4xf32>
+  %i2 = memref.extract_aligned_pointer_as_index %a2 : memref<4xf32> -> index
+  %c2 = arith.index_cast %i2 : index to i64
+  %p2 = llvm.inttoptr %c2 : i64 to !llvm.ptr
+  call @zest_all_gather(%p2, %t2) : (!llvm.ptr, !llvm.ptr) -> ()
+  %g2 = bufferization.to_tensor %a2 restrict : memref<4xf32> to tensor<4xf32>
+  %y2 = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%z1, %g2 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.subf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %z2 = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%y2, %g2 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %v0, %v1, %z2 : tensor<2xf32>, tensor<2xf32>, tensor<4xf32>
+}
