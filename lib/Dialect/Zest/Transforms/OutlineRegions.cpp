@@ -398,8 +398,10 @@ struct OutlineRegionsPass
     builder.setInsertionPointAfter(last);
     SmallVector<Value> inputs;
     for (Value input : region.inputs)
-      inputs.push_back(replaced.lookup(input) ? replaced.lookup(input) : input);
+      inputs.push_back(replaced.lookup_or(input, input));
     auto call = func::CallOp::create(builder, last->getLoc(), function, inputs);
+    llvm::SmallPtrSet<Operation *, 32> inRegion(region.ops.begin(),
+                                                region.ops.end());
     IRMapping views;
     for (auto [output, result] : llvm::zip(region.outputs, call.getResults()))
       views.map(output, result);
@@ -409,8 +411,7 @@ struct OutlineRegionsPass
           builder.clone(*view, views);
       // Its uses in the region go with the region.
       value.replaceUsesWithIf(views.lookup(value), [&](OpOperand &use) {
-        return !llvm::is_contained(
-            region.ops,
+        return !inRegion.contains(
             last->getBlock()->findAncestorOpInBlock(*use.getOwner()));
       });
       replaced[value] = views.lookup(value);
