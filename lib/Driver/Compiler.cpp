@@ -2,6 +2,7 @@
 
 #include "zest/Driver/Compiler.h"
 #include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -33,251 +34,59 @@
 using namespace mlir;
 using namespace mlir::zest;
 
-// The lowering, as a textual pipeline so --print-pipeline shows exactly what
-// runs (and any step can be replayed with zest-opt).
-static constexpr const char *kLoweringHead = "zest-lower-optimizer,"
-                                             "convert-zest-to-runtime,";
-// Linear layers are recognized before their activations are approximated
-// (a polynomial tanh is not recognizable) and before bufferization.
-static constexpr const char *kFuseLinear = "zest-fuse-linear,";
-// After the linear layers (which want their activations apart) and before
-// the optimizer is lowered (its in-place update stays one op).
-static constexpr const char *kFuseElementwise =
-    "func.func(zest-fuse-elementwise),";
-// Repeated blocks are computed by one function each, so everything below
-// works on one copy of a stack's block.
-static constexpr const char *kOutlineRegions = "zest-outline-regions,";
-static constexpr const char *kLoweringPipeline =
-    "func.func(zest-decompose-aggregates),"
-    // bf16 (and f16) arithmetic and math run in f32, rounded back after each
-    // op, as PyTorch's CPU kernels do; then the f32 math is approximated.
-    "func.func(math-extend-to-supported-types),"
-    // x^n for a constant n (PyTorch's pow(x, 3) in GELU) as products: LLVM's
-    // powi takes no vector exponent once vectorized.
-    "func.func(math-expand-ops{ops=fpowi}),"
-    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 "
-    "target-type=f32}),"
-    "func.func(zest-approximate-math),"
-    // A concatenation's slices overwrite its fill.
-    "func.func(zest-drop-overwritten-fills),"
-    // Ops whose destination is a slice of a bigger tensor (gradients packed
-    // into a unit's flat buffer) write there directly instead of being copied.
-    "eliminate-empty-tensors,"
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},"
-    // In-place updates (shard, optimizer state, gradient accumulator) come
-    // back as their argument buffers: no result, no copy.
-    "canonicalize,"
-    // A region's in-place updates come back as the buffers its caller
-    // passed in (once canonicalize has folded the branches that yield them).
-    "drop-equivalent-buffer-results,"
-    "zest-drop-updated-results,"
-    "buffer-results-to-out-params{modify-public-functions "
-    "hoist-static-allocs},";
-// Then zest-matmul-to-blas for the target (buildBufferizationPipeline).
-static constexpr const char *kDeallocation =
-    // buffer-deallocation-pipeline, with owned allocations split out before
-    // the (pairwise) simplification.
-    "expand-realloc,canonicalize,ownership-based-buffer-deallocation,"
-    "canonicalize,func.func(zest-split-owned-deallocs),"
-    "buffer-deallocation-simplification,bufferization-lower-deallocations,"
-    "cse,canonicalize,"
-    "func.func(zest-free-after-last-use),"
-    "canonicalize,";
-// Every allocation and free of the step is now where it will run:
-// zest-plan-memory replays them here (buildLoweringPipeline).
-static constexpr const char *kLoweringKernels =
-    // Sums in a blocked order LLVM vectorizes.
-    "func.func(zest-reassociate-reductions),"
-    // Identical loop nests (one per block of a stack) are compiled once.
-    "zest-outline-kernels,";
-// Each distinct kernel is vectorized once (without it, LLVM's loop
-// vectorizer is left to vectorize the scalar loops).
-static constexpr const char *kVectorize = "func.func(zest-vectorize),";
-static constexpr const char *kLoweringTail =
-    // What zest-vectorize leaves (transfers that are not contiguous, ops it
-    // does not vectorize) becomes loops.
-    "convert-vector-to-scf{full-unroll},"
-    "convert-linalg-to-loops,"
-    // Views at dynamic offsets (a scatter's rows) leave affine.apply behind.
-    "expand-strided-metadata,"
-    "lower-affine,"
-    "convert-scf-to-cf,"
-    // Intrinsics first (sqrt, rsqrt, ...), libm for whatever is left.
-    "convert-math-to-llvm,"
-    "convert-math-to-libm,"
-    // Every vector reduction comes from zest-vectorize, which vectorizes
-    // only reductions whose order may change: combine lanes as a tree.
-    "convert-vector-to-llvm{reassociate-fp-reductions},"
-    "finalize-memref-to-llvm{use-generic-functions},"
-    // bf16 <-> f32 conversions as integer arithmetic, inlined (LLVM may
-    // still form a vector fptrunc to bf16, which calls the runtime's
-    // __truncsfbf2: runtime/common/SoftFloat.cpp).
-    "arith-expand{include-bf16},"
-    "convert-arith-to-llvm,"
-    "convert-index-to-llvm,"
-    // Function bodies behind a branch, so that signature conversion stays
-    // linear (Passes.td).
-    "func.func(zest-split-entry-block),"
-    "convert-cf-to-llvm,"
-    "convert-func-to-llvm,"
-    // Padding of vector transfers the vectorizer does not need.
-    "convert-ub-to-llvm,";
-// The end of the lowering for the CPU; --target=cuda turns the launches into
-// runtime calls first (buildLoweringPipeline).
-static constexpr const char *kReconcile = "reconcile-unrealized-casts";
-
-static void parseBuiltinPipeline(StringRef text, OpPassManager &pm) {
-  if (failed(parsePassPipeline(text.rtrim(','), pm)))
-    llvm::report_fatal_error("zest: the built-in lowering pipeline does not "
-                             "parse");
+/// Runs the passes `build` adds on `module`, with the command line's pass
+/// manager options (--mlir-timing, --mlir-print-ir-after, ...).
+static LogicalResult runPasses(ModuleOp module,
+                               function_ref<void(OpPassManager &)> build) {
+  PassManager pm(module.getContext());
+  build(pm);
+  applyDefaultTimingPassManagerCLOptions(pm);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  return pm.run(module);
 }
 
-void mlir::zest::buildFrontPipeline(OpPassManager &pm,
-                                    const CompileOptions &options) {
-  buildShardPipeline(pm, options.shard);
-  if (options.optimizer)
-    pm.addPass(createInsertOptimizerPass(*options.optimizer));
-  // After the updates exist: they move down with their reduce-scatter's wait.
-  ScheduleCollectivesPassOptions schedule;
-  schedule.prefetch = options.prefetch;
-  schedule.strategy = options.shard.strategy;
-  schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
-  schedule.unitPrefetch.assign(options.unitPrefetch.begin(),
-                               options.unitPrefetch.end());
-  schedule.bucketBytes = options.bucketBytes;
-  pm.addPass(createScheduleCollectivesPass(schedule));
-  // The calling convention is fixed before the descriptor describes it.
-  pm.addPass(createPrepareEntryPointsPass());
-}
-
-void mlir::zest::buildBufferizationPipeline(OpPassManager &pm,
-                                            const CompileOptions &options) {
-  std::string pipeline = options.fuseLinear ? kFuseLinear : "";
-  if (options.fuseElementwise)
-    pipeline += kFuseElementwise;
-  pipeline += kLoweringHead;
-  if (options.outlineRegions)
-    pipeline += kOutlineRegions;
-  pipeline += kLoweringPipeline;
-  pipeline += "zest-matmul-to-blas{target=" + options.target + "},";
-  pipeline += kDeallocation;
-  parseBuiltinPipeline(pipeline, pm);
-}
-
-/// --target=cuda: every kernel becomes GPU launches (zest-map-kernels-to-gpu)
-/// whose bodies upstream outlines into gpu.modules and lowers to NVVM; the
-/// host side is lowered by the common tail, then gpu-to-llvm turns launches
-/// into the GPU runtime's calls (mgpuLaunchKernel, ...) and the modules are
-/// serialized.
-static std::string getCudaKernelsPipeline(const CompileOptions &options) {
-  return "zest-outline-kernels{device-buffers},"
-         "zest-map-kernels-to-gpu,"
-         "lower-affine,"
-         "gpu-kernel-outlining,"
-         "nvvm-attach-target{chip=" +
-         options.cudaChip + " features=" + options.cudaFeatures +
-         " O=3},"
-         "expand-strided-metadata,"
-         "convert-scf-to-cf,"
-         "gpu.module(convert-gpu-to-nvvm,canonicalize,cse,"
-         "reconcile-unrealized-casts),";
-}
-
-void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
-                                       const CompileOptions &options) {
-  buildBufferizationPipeline(pm, options);
-  PlanMemoryPassOptions plan;
-  plan.reportJson = options.reportJson;
-  plan.reportText = options.reportText;
-  plan.memoryBudget = options.memoryBudget;
-  plan.machine = options.machine;
-  plan.link = options.link;
-  plan.replicaLink = options.replicaLink;
-  pm.addPass(createPlanMemoryPass(plan));
-  if (options.target == "cuda") {
-    // Launches become runtime calls before the casts are reconciled.
-    parseBuiltinPipeline(
-        getCudaKernelsPipeline(options) + kLoweringTail + "gpu-to-llvm," +
-            kReconcile + ",gpu-module-to-binary{format=" + options.cudaFormat +
-            " toolkit=" + options.cudaPath + "}",
-        pm);
-    return;
-  }
-  std::string pipeline = kLoweringKernels;
-  if (options.vectorize)
-    pipeline += kVectorize;
-  pipeline += kLoweringTail;
-  pipeline += kReconcile;
-  parseBuiltinPipeline(pipeline, pm);
-}
-
-void mlir::zest::stripRoleAttributes(func::FuncOp func, bool keepUnits) {
-  // `zest.updated` stays for zest-drop-updated-results.
-  auto isZest = [&](NamedAttribute attr) {
-    return attr.getName().getValue().starts_with("zest.") &&
-           attr.getName() != ZestDialect::kUpdatedAttrName &&
-           !(keepUnits && attr.getName() == ZestDialect::kUnitArgAttrName);
+void mlir::zest::printPipeline(const CompileOptions &options,
+                               llvm::raw_ostream &os) {
+  MLIRContext ctx;
+  auto print = [&](StringRef phase, function_ref<void(OpPassManager &)> build) {
+    PassManager pm(&ctx);
+    build(pm);
+    os << phase << ": ";
+    pm.printAsTextualPipeline(os);
+    os << "\n";
   };
-  auto strip = [&](DictionaryAttr attrs) {
-    SmallVector<NamedAttribute> kept;
-    if (attrs)
-      llvm::copy_if(attrs.getValue(), std::back_inserter(kept),
-                    [&](NamedAttribute attr) { return !isZest(attr); });
-    return DictionaryAttr::get(func.getContext(), kept);
-  };
-  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    func.setArgAttrs(i, strip(func.getArgAttrDict(i)));
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    func.setResultAttrs(i, strip(func.getResultAttrDict(i)));
-  func->removeAttr(ZestDialect::kOptimizerAttrName);
+  print("sharding",
+        [&](OpPassManager &pm) { buildFrontPipeline(pm, options.front); });
+  print("describing",
+        [&](OpPassManager &pm) { buildDescribePipeline(pm, options.lower); });
+  print("lowering",
+        [&](OpPassManager &pm) { buildLoweringPipeline(pm, options.lower); });
+  print("finalizing", [&](OpPassManager &pm) { buildFinalizePipeline(pm); });
+  os << "then: translate to LLVM IR, add the host interface, optimize -O"
+     << options.optLevel << ", emit an object, link\n";
 }
 
-/// Names of the entry points, in descriptor order.
-static SmallVector<std::string> getEntryPoints(ModuleOp module) {
-  SmallVector<std::string> names;
-  for (auto func : module.getOps<func::FuncOp>())
-    if (!func.isExternal() && func.isPublic())
-      names.push_back(func.getSymName().str());
-  return names;
-}
+/// What zest-describe-model recorded for the host: the descriptor text and
+/// the entry points, in its order.
+struct HostInterface {
+  std::string descriptor;
+  SmallVector<std::string> entries;
+};
 
-/// Checks what the host driver can call: tensors in, tensors out, and no
-/// name that clashes with the driver's own symbols.
-static LogicalResult checkEntryPoints(ModuleOp module) {
-  if (getEntryPoints(module).empty())
+static FailureOr<HostInterface> getHostInterface(ModuleOp module) {
+  auto descriptor =
+      module->getAttrOfType<StringAttr>(ZestDialect::kModelDescriptorAttrName);
+  auto entries =
+      module->getAttrOfType<ArrayAttr>(ZestDialect::kEntryPointsAttrName);
+  if (!descriptor || !entries)
     return emitError(module.getLoc())
-           << "the module has no entry point: zestc compiles the public "
-           << "functions with a body";
-  bool ok = true;
-  for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal() || !func.isPublic())
-      continue;
-    if (func.getSymName() == "main" || func.getSymName().starts_with("zest_")) {
-      func.emitError() << "entry point name '" << func.getSymName()
-                       << "' clashes with the runtime; rename the function";
-      ok = false;
-    }
-    auto isStaticTensor = [](Type type) {
-      auto tensor = dyn_cast<RankedTensorType>(type);
-      return tensor && tensor.hasStaticShape();
-    };
-    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
-      if (!isStaticTensor(type)) {
-        func.emitError() << "argument #" << i << " of entry point @"
-                         << func.getSymName() << " has type " << type
-                         << "; entry points take statically shaped tensors";
-        ok = false;
-      }
-    for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
-      if (!isStaticTensor(type)) {
-        func.emitError() << "result #" << i << " of entry point @"
-                         << func.getSymName() << " has type " << type
-                         << "; entry points return statically shaped tensors";
-        ok = false;
-      }
-  }
-  return success(ok);
+           << "the lowered module has no model descriptor (internal error: "
+           << "zest-describe-model did not run)";
+  HostInterface host{descriptor.getValue().str(), {}};
+  for (auto entry : entries.getAsRange<DictionaryAttr>())
+    host.entries.push_back(entry.getAs<StringAttr>("name").getValue().str());
+  return host;
 }
 
 /// Adds what the host driver links against: `zest_model_descriptor`, and
@@ -406,7 +215,7 @@ static LogicalResult link(ArrayRef<std::string> objects,
   llvm::sys::path::append(runtime, "libzest_runtime.a");
   llvm::sys::path::append(driver, "libzest_driver.a");
   llvm::sys::path::append(cudaRuntime, "libzest_runtime_cuda.a");
-  bool cuda = options.target == "cuda";
+  bool cuda = options.lower.target == Target::Cuda;
   if (cuda && StringRef(ZEST_CUDA_LINK_LIBRARIES).empty())
     return emitError(loc) << "this zestc was built without the CUDA runtime "
                           << "(ZEST_ENABLE_CUDA=OFF or no CUDA toolkit): "
@@ -520,144 +329,63 @@ static std::string emitObjectInNewContext(ArrayRef<char> bitcode, int optLevel,
   return writeObject(**module, *machine, path);
 }
 
-LogicalResult mlir::zest::compileModel(ModuleOp module,
-                                       const CompileOptions &options,
-                                       llvm::raw_ostream &printPipelineTo) {
-  MLIRContext *ctx = module.getContext();
-  PassManager front(ctx);
-  buildFrontPipeline(front, options);
-  applyDefaultTimingPassManagerCLOptions(front);
-  if (failed(applyPassManagerCLOptions(front)) || failed(front.run(module)) ||
-      failed(checkEntryPoints(module)))
-    return failure();
-  std::string descriptor = buildModelDescriptor(module);
-  SmallVector<std::string> entries = getEntryPoints(module);
-  // What each entry point's C interface takes once in-place updates are
-  // dropped: one descriptor per argument and per remaining result.
-  llvm::StringMap<unsigned> expectedInterfaceArgs;
-  // The descriptor carries the argument and result roles from here on.
-  for (auto func : module.getOps<func::FuncOp>()) {
-    unsigned updated = 0;
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-      updated += bool(func.getResultAttr(i, ZestDialect::kUpdatedAttrName));
-    expectedInterfaceArgs[func.getSymName()] =
-        func.getNumArguments() + func.getNumResults() - updated;
-    stripRoleAttributes(func, options.outlineRegions);
-  }
-
-  PassManager lower(ctx);
-  buildLoweringPipeline(lower, options);
-  applyDefaultTimingPassManagerCLOptions(lower);
-  if (failed(applyPassManagerCLOptions(lower)) || failed(lower.run(module)))
-    return failure();
-  // Kernels whose buffers never overlap: mark the pointers LLVM accesses
-  // them through (convert-func-to-llvm does not carry `llvm.noalias` over).
-  module.walk([](LLVM::LLVMFuncOp func) {
-    func->removeAttr(ZestDialect::kKernelAttrName);
-    auto positions = func->getAttrOfType<DenseI64ArrayAttr>(
-        ZestDialect::kNoAliasPointersAttrName);
-    if (!positions)
-      return;
-    for (int64_t position : positions.asArrayRef())
-      func.setArgAttr(position, LLVM::LLVMDialect::getNoAliasAttrName(),
-                      UnitAttr::get(func.getContext()));
-    func->removeAttr(ZestDialect::kNoAliasPointersAttrName);
-  });
-  // Units are compile-time metadata; the descriptor carries them on.
-  for (Operation &op : llvm::make_early_inc_range(module.getOps()))
-    if (isa<UnitOp, BucketOp>(op))
-      op.erase();
-  // Anything not in the LLVM dialect now is an op the lowering does not
-  // handle: name it where the model wrote it.
-  WalkResult leftover = module.walk([](Operation *op) {
-    if (isa<ModuleOp>(op) || isa<LLVM::LLVMDialect>(op->getDialect()))
-      return WalkResult::advance();
-    if (isa<UnrealizedConversionCastOp>(op))
-      return WalkResult::advance(); // reported through its operand's producer
-    // --target=cuda: serialized kernels and their launches, which the GPU
-    // dialect's translation turns into LLVM IR.
-    if (isa<gpu::BinaryOp, gpu::LaunchFuncOp>(op))
-      return WalkResult::skip();
-    op->emitError() << "zestc cannot lower '" << op->getName()
-                    << "' to machine code: the operation is not supported by "
-                    << "the lowering pipeline (zestc --print-pipeline)";
-    return WalkResult::interrupt();
-  });
-  if (leftover.wasInterrupted())
-    return failure();
-  // A shard, optimizer state or accumulator that bufferization could not
-  // update in place would come back as an extra result the host does not
-  // expect: refuse rather than silently train on stale values.
-  for (const std::string &name : entries) {
-    auto cInterface =
-        module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_" + name);
-    if (cInterface &&
-        cInterface.getNumArguments() != expectedInterfaceArgs.lookup(name))
-      return emitError(cInterface.getLoc())
-             << "entry point @" << name << " could not update its "
-             << "parameters and optimizer state in place (internal error: "
-             << "please report it with the model)";
-  }
-  if (options.emit == EmitKind::Mlir)
-    return writeOutput(options.output, module.getLoc(),
-                       [&](llvm::raw_pwrite_stream &os) {
-                         module.print(os);
-                         return success();
-                       });
-
-  registerBuiltinDialectTranslation(*ctx);
-  registerLLVMDialectTranslation(*ctx);
-  llvm::LLVMContext llvmContext;
+/// Translates the lowered `module` to LLVM IR with the host interface, and
+/// optimizes its kernels for `machine` at `-O optLevel`.
+static std::unique_ptr<llvm::Module>
+translateToLLVMIR(ModuleOp module, const CompileOptions &options,
+                  llvm::TargetMachine &machine,
+                  llvm::LLVMContext &llvmContext) {
+  FailureOr<HostInterface> host = getHostInterface(module);
+  if (failed(host))
+    return nullptr;
+  registerBuiltinDialectTranslation(*module.getContext());
+  registerLLVMDialectTranslation(*module.getContext());
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "zest-model");
-  if (!llvmModule)
-    return emitError(module.getLoc()) << "translation to LLVM IR failed";
-  if (failed(
-          addHostInterface(*llvmModule, entries, descriptor, options.target)))
-    return emitError(module.getLoc()) << "an entry point lost its C interface";
-
-  std::string error;
-  std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine(error);
-  if (!machine)
-    return emitError(module.getLoc()) << "no native target: " << error;
-  llvmModule->setDataLayout(machine->createDataLayout());
-  llvmModule->setTargetTriple(machine->getTargetTriple());
+  if (!llvmModule) {
+    emitError(module.getLoc()) << "translation to LLVM IR failed";
+    return nullptr;
+  }
+  if (failed(addHostInterface(*llvmModule, host->entries, host->descriptor,
+                              stringifyTarget(options.lower.target)))) {
+    emitError(module.getLoc()) << "an entry point lost its C interface";
+    return nullptr;
+  }
+  llvmModule->setDataLayout(machine.createDataLayout());
+  llvmModule->setTargetTriple(machine.getTargetTriple());
   // With the loop nests outlined into kernels, an entry point is straight-
   // line glue (allocations, views, calls) whose size grows with the model:
   // optimizing and scheduling it gains nothing at run time and makes code
   // generation superlinear in the number of blocks. Only kernels are
   // optimized.
-  for (const std::string &name : entries)
+  for (const std::string &name : host->entries)
     if (llvm::Function *entry = llvmModule->getFunction(name)) {
       entry->addFnAttr(llvm::Attribute::NoInline);
       entry->addFnAttr(llvm::Attribute::OptimizeNone);
     }
-  if (llvm::Error err = makeOptimizingTransformer(
-          options.optLevel, 0, machine.get())(llvmModule.get()))
-    return emitError(module.getLoc())
-           << "LLVM optimization failed: " << llvm::toString(std::move(err));
+  if (llvm::Error err = makeOptimizingTransformer(options.optLevel, 0,
+                                                  &machine)(llvmModule.get())) {
+    emitError(module.getLoc())
+        << "LLVM optimization failed: " << llvm::toString(std::move(err));
+    return nullptr;
+  }
+  return llvmModule;
+}
 
-  if (options.emit == EmitKind::Llvm)
-    return writeOutput(options.output, module.getLoc(),
-                       [&](llvm::raw_pwrite_stream &os) {
-                         llvmModule->print(os, nullptr);
-                         return success();
-                       });
-  if (options.emit == EmitKind::Object)
-    return emitObject(*llvmModule, *machine, options.output, module.getLoc());
-
-  // Glue and kernels are compiled apart, at the same time: the glue (entry
-  // points, their wrappers, the descriptor) at -O0, whose fast register
-  // allocation is linear in its size, the kernels at -O N in a thread of
-  // their own.
-  std::unique_ptr<llvm::Module> glue = splitOffGlue(*llvmModule);
+/// Glue and kernels are compiled apart, at the same time: the glue (entry
+/// points, their wrappers, the descriptor) at -O0, whose fast register
+/// allocation is linear in its size, the kernels at -O N in a thread of
+/// their own; then both objects are linked.
+static LogicalResult emitAndLink(llvm::Module &llvmModule,
+                                 const CompileOptions &options, Location loc) {
+  std::unique_ptr<llvm::Module> glue = splitOffGlue(llvmModule);
   SmallVector<std::string> objects;
   SmallVector<llvm::FileRemover> removers;
   for (int i = 0; i < 2; ++i) {
     SmallString<128> object;
     if (std::error_code ec =
             llvm::sys::fs::createTemporaryFile("zest-model", "o", object))
-      return emitError(module.getLoc())
+      return emitError(loc)
              << "cannot create a temporary object file: " << ec.message();
     objects.push_back(std::string(object));
     removers.emplace_back(object);
@@ -665,24 +393,60 @@ LogicalResult mlir::zest::compileModel(ModuleOp module,
   SmallVector<char, 0> kernelBitcode;
   {
     llvm::raw_svector_ostream os(kernelBitcode);
-    llvm::WriteBitcodeToFile(*llvmModule, os);
+    llvm::WriteBitcodeToFile(llvmModule, os);
   }
   std::string kernelError;
   std::thread kernels([&] {
     kernelError =
         emitObjectInNewContext(kernelBitcode, options.optLevel, objects[1]);
   });
+  std::string error;
   std::unique_ptr<llvm::TargetMachine> glueMachine =
       createHostTargetMachine(error, llvm::CodeGenOptLevel::None);
   LogicalResult glueResult =
-      glueMachine ? emitObject(*glue, *glueMachine, objects[0], module.getLoc())
+      glueMachine ? emitObject(*glue, *glueMachine, objects[0], loc)
                   : failure();
   kernels.join();
   if (!glueMachine)
-    return emitError(module.getLoc()) << "no native target: " << error;
+    return emitError(loc) << "no native target: " << error;
   if (!kernelError.empty())
-    return emitError(module.getLoc()) << kernelError;
+    return emitError(loc) << kernelError;
   if (failed(glueResult))
     return failure();
-  return link(objects, options, module.getLoc());
+  return link(objects, options, loc);
+}
+
+LogicalResult mlir::zest::compileModel(ModuleOp module,
+                                       const CompileOptions &options) {
+  if (failed(runPasses(
+          module,
+          [&](OpPassManager &pm) { buildFrontPipeline(pm, options.front); })) ||
+      failed(runPasses(module, [&](OpPassManager &pm) {
+        buildLowerToLLVMPipeline(pm, options.lower);
+      })))
+    return failure();
+  Location loc = module.getLoc();
+  if (options.emit == EmitKind::Mlir)
+    return writeOutput(options.output, loc, [&](llvm::raw_pwrite_stream &os) {
+      module.print(os);
+      return success();
+    });
+
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> machine = createHostTargetMachine(error);
+  if (!machine)
+    return emitError(loc) << "no native target: " << error;
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateToLLVMIR(module, options, *machine, llvmContext);
+  if (!llvmModule)
+    return failure();
+  if (options.emit == EmitKind::Llvm)
+    return writeOutput(options.output, loc, [&](llvm::raw_pwrite_stream &os) {
+      llvmModule->print(os, nullptr);
+      return success();
+    });
+  if (options.emit == EmitKind::Object)
+    return emitObject(*llvmModule, *machine, options.output, loc);
+  return emitAndLink(*llvmModule, options, loc);
 }

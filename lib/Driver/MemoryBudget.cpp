@@ -15,7 +15,6 @@
 #include "zest/Driver/Compiler.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -84,24 +83,29 @@ llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module,
   return units;
 }
 
-/// Compiles a copy of `module` under `options`' schedule up to its memory
-/// plan. Fails if the copy does not compile or its plan is not exact;
-/// diagnostics are dropped (the real compilation reports them).
+/// Compiles a copy of `module` under `options` with `schedule` up to its
+/// memory plan. Fails if the copy does not compile or its plan is not
+/// exact; diagnostics are dropped (the real compilation reports them).
 FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
+                              const Schedule &schedule,
                               const MachineModel &machine) {
   OwningOpRef<ModuleOp> copy(module.clone());
   MLIRContext *ctx = module.getContext();
   ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-  PassManager front(ctx);
-  buildFrontPipeline(front, options);
-  if (failed(front.run(*copy)))
+  FrontPipelineOptions front;
+  front.copyOptionValuesFrom(options.front);
+  applySchedule(front, schedule);
+  // Candidates write no manifest (their pipelines stop before the report).
+  front.manifest = "";
+  PassManager frontPm(ctx);
+  buildFrontPipeline(frontPm, front);
+  if (failed(frontPm.run(*copy)))
     return failure();
   Candidate candidate;
   candidate.units = countGathers(*copy, candidate.gathers);
-  for (auto func : copy->getOps<func::FuncOp>())
-    stripRoleAttributes(func, options.outlineRegions);
   PassManager lower(ctx);
-  buildBufferizationPipeline(lower, options);
+  buildDescribePipeline(lower, options.lower);
+  buildBufferizationPipeline(lower, options.lower);
   if (failed(lower.run(*copy)))
     return failure();
   std::optional<MemoryPlan> plan = planModuleMemory(*copy);
@@ -116,68 +120,63 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   return candidate;
 }
 
+/// The search for the fastest schedule under a budget.
+class ScheduleSearch {
+public:
+  ScheduleSearch(ModuleOp module, const CompileOptions &options,
+                 const MachineModel &machine)
+      : module(module), options(options), machine(machine),
+        budget(options.lower.memoryBudget),
+        baseKeep(options.front.keepUnits.begin(),
+                 options.front.keepUnits.end()) {}
+
+  FailureOr<std::optional<Schedule>> run();
+
+private:
+  FailureOr<Candidate> tryCandidate(unsigned depth,
+                                    std::vector<std::string> keep) {
+    Schedule schedule{depth, std::move(keep), {}};
+    return evaluate(module, options, schedule, machine);
+  }
+  LogicalResult reportInfeasible(const Candidate &lean);
+  void orderUnitsToKeep(const Candidate &lean);
+  void chooseKeptUnits(unsigned depth, const FailureOr<Candidate> &base);
+  std::vector<std::string> keepByBisection(unsigned depth, Candidate &current);
+  void considerChoice(unsigned depth, const std::vector<std::string> &keep,
+                      const Candidate &candidate);
+  void deepenSingleUnits(const Candidate &lean, unsigned maxDepth);
+  void printChoice() const;
+
+  ModuleOp module;
+  const CompileOptions &options;
+  const MachineModel &machine;
+  int64_t budget;
+  std::vector<std::string> baseKeep;
+  /// Units worth keeping, in the order they are tried.
+  SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
+  /// The best schedule so far and its figures.
+  std::optional<Schedule> best;
+  Candidate bestCandidate;
+};
+
 } // namespace
 
-LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
-                                         CompileOptions &options) {
-  int64_t budget = options.memoryBudget;
-  if (budget <= 0)
-    return success();
-  // Candidates write no manifest (their pipelines stop before the report).
-  std::string manifest = options.shard.manifest;
-  options.shard.manifest = "";
-  auto restore =
-      llvm::make_scope_exit([&] { options.shard.manifest = manifest; });
+LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
+  StringRef strategy = options.front.strategy;
+  return emitError(module.getLoc())
+         << "--memory-budget=" << budget << " bytes is infeasible: the "
+         << "leanest schedule (no prefetch, "
+         << (strategy == "shard-grad-op" ? "every unit kept"
+             : strategy == "no-shard"    ? "every unit replicated"
+                                         : "every unit re-gathered")
+         << ") peaks at " << lean.peakPool << " pool bytes per rank; "
+         << "the smallest feasible budget is --memory-budget=" << lean.peakPool;
+}
 
-  // The machine the candidates are timed on: the report's, else this one.
-  std::string error;
-  std::optional<MachineModel> machine =
-      getMachineModel(options.machine.empty() ? "cpu" : options.machine,
-                      options.link, options.replicaLink, error);
-  if (!machine)
-    return emitError(module.getLoc()) << error;
-
-  unsigned maxDepth = options.prefetch;
-  std::vector<std::string> baseKeep = options.keepUnits;
-  auto tryCandidate =
-      [&](unsigned depth,
-          std::vector<std::string> keep) -> FailureOr<Candidate> {
-    options.prefetch = depth;
-    options.keepUnits = std::move(keep);
-    return evaluate(module, options, *machine);
-  };
-
-  // The leanest schedule: no prefetch, only the units the user keeps.
-  FailureOr<Candidate> lean = tryCandidate(0, baseKeep);
-  if (failed(lean)) {
-    // The model does not compile, or its plan is not exact: the real
-    // compilation reports why (zest-plan-memory refuses a budget it cannot
-    // check), with the schedule as given.
-    options.prefetch = 0;
-    options.keepUnits = baseKeep;
-    return success();
-  }
-  if (lean->peakPool > budget)
-    return emitError(module.getLoc())
-           << "--memory-budget=" << budget << " bytes is infeasible: the "
-           << "leanest schedule (no prefetch, "
-           << (options.shard.strategy == "shard-grad-op" ? "every unit kept"
-               : options.shard.strategy == "no-shard"
-                   ? "every unit replicated"
-                   : "every unit re-gathered")
-           << ") peaks at " << lean->peakPool << " pool bytes per rank; "
-           << "the smallest feasible budget is --memory-budget="
-           << lean->peakPool;
-
-  // Beyond one less than the step's gathers, every depth is the same
-  // schedule.
-  maxDepth =
-      std::min<int64_t>(maxDepth, std::max<int64_t>(lean->gathers - 1, 0));
-
-  // Units worth keeping, most re-gathered bytes saved first; among equals
-  // the one gathered last in forward, whose kept buffer lives the shortest.
-  SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
-  for (auto &[name, gathers] : lean->units)
+/// Units worth keeping, most re-gathered bytes saved first; among equals the
+/// one gathered last in forward, whose kept buffer lives the shortest.
+void ScheduleSearch::orderUnitsToKeep(const Candidate &lean) {
+  for (auto &[name, gathers] : lean.units)
     if (gathers.regathers > 0 && !llvm::is_contained(baseKeep, name.str()))
       order.push_back({name.str(), gathers});
   llvm::sort(order, [](const auto &a, const auto &b) {
@@ -187,117 +186,167 @@ LogicalResult mlir::zest::chooseSchedule(ModuleOp module,
       return savedA > savedB;
     return a.second.firstGather > b.second.firstGather;
   });
+}
 
-  // At each depth that fits, keep greedily what fits and does not slow the
-  // step; the fastest (then the leanest) of these schedules wins.
-  struct Choice {
-    unsigned depth;
-    std::vector<std::string> keep;
-    Candidate candidate;
-  };
-  std::optional<Choice> best;
-  auto consider = [&](unsigned depth, const std::vector<std::string> &keep,
-                      const Candidate &candidate) {
-    if (!best || candidate.stepUs < best->candidate.stepUs ||
-        (candidate.stepUs == best->candidate.stepUs &&
-         candidate.peakPool < best->candidate.peakPool))
-      best = Choice{depth, keep, candidate};
+/// The fastest (then the leanest) schedule wins.
+void ScheduleSearch::considerChoice(unsigned depth,
+                                    const std::vector<std::string> &keep,
+                                    const Candidate &candidate) {
+  if (!best || candidate.stepUs < bestCandidate.stepUs ||
+      (candidate.stepUs == bestCandidate.stepUs &&
+       candidate.peakPool < bestCandidate.peakPool)) {
+    best = Schedule{depth, keep, {}};
+    bestCandidate = candidate;
+  }
+}
+
+/// Many units (a deep stack of equal blocks): the longest prefix of the
+/// order that fits and does not slow the step, by bisection.
+std::vector<std::string> ScheduleSearch::keepByBisection(unsigned depth,
+                                                         Candidate &current) {
+  std::vector<std::string> keep = baseKeep;
+  size_t low = 0, high = order.size(); // a prefix of `high` does not fit
+  while (low + 1 < high) {
+    size_t mid = (low + high) / 2;
+    std::vector<std::string> prefix = baseKeep;
+    for (size_t i = 0; i < mid; ++i)
+      prefix.push_back(order[i].first);
+    FailureOr<Candidate> kept = tryCandidate(depth, prefix);
+    if (succeeded(kept) && kept->peakPool <= budget &&
+        kept->stepUs <= current.stepUs) {
+      low = mid;
+      keep = std::move(prefix);
+      current = *kept;
+    } else {
+      high = mid;
+    }
+  }
+  return keep;
+}
+
+/// At `depth`, whose schedule without kept units is `base` (which fits),
+/// keeps greedily what fits and does not slow the step.
+void ScheduleSearch::chooseKeptUnits(unsigned depth,
+                                     const FailureOr<Candidate> &base) {
+  std::vector<std::string> keep = baseKeep;
+  Candidate current = *base;
+  auto fits = [&](const FailureOr<Candidate> &kept) {
+    return succeeded(kept) && kept->peakPool <= budget &&
+           kept->stepUs <= current.stepUs;
   };
   std::vector<std::string> all = baseKeep;
   for (auto &[name, gathers] : order)
     all.push_back(name);
+  FailureOr<Candidate> everything =
+      order.empty() ? base : tryCandidate(depth, all);
+  if (fits(everything))
+    return considerChoice(depth, all, *everything);
+  if (order.size() > kGreedyUnits) {
+    keep = keepByBisection(depth, current);
+    return considerChoice(depth, keep, current);
+  }
+  for (auto &[name, gathers] : order) {
+    std::vector<std::string> more = keep;
+    more.push_back(name);
+    FailureOr<Candidate> kept = tryCandidate(depth, more);
+    if (fits(kept)) {
+      keep = std::move(more);
+      current = *kept;
+    }
+  }
+  considerChoice(depth, keep, current);
+}
+
+/// Per-unit depths (DeepCompile's adaptive prefetch): below the deepest
+/// allowed, raises one unit's depth at a time, the largest gathers first,
+/// keeping each raise that fits and makes the step faster by 1% or more.
+void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
+                                       unsigned maxDepth) {
+  if (best->prefetch >= maxDepth)
+    return;
+  SmallVector<std::pair<std::string, Candidate::UnitGathers>> byBytes;
+  for (auto &[name, gathers] : lean.units)
+    byBytes.push_back({name.str(), gathers});
+  llvm::sort(byBytes, [](const auto &a, const auto &b) {
+    if (a.second.bytes != b.second.bytes)
+      return a.second.bytes > b.second.bytes;
+    return a.second.firstGather < b.second.firstGather;
+  });
+  if (byBytes.size() > kGreedyUnits)
+    byBytes.resize(kGreedyUnits);
+  for (auto &[name, gathers] : byBytes) {
+    Schedule raised = *best;
+    raised.unitPrefetch.push_back(name + ":" +
+                                  std::to_string(best->prefetch + 1));
+    FailureOr<Candidate> candidate = evaluate(module, options, raised, machine);
+    // At least 1% faster: the model's noise does not pick schedules.
+    if (succeeded(candidate) && candidate->peakPool <= budget &&
+        candidate->stepUs < 0.99 * bestCandidate.stepUs) {
+      best = std::move(raised);
+      bestCandidate = *candidate;
+    }
+  }
+}
+
+void ScheduleSearch::printChoice() const {
+  llvm::outs() << "schedule under --memory-budget=" << budget << ": prefetch "
+               << best->prefetch;
+  if (!best->unitPrefetch.empty())
+    llvm::outs() << " (deeper: " << llvm::join(best->unitPrefetch, ", ") << ")";
+  llvm::outs() << ", kept units:";
+  for (const std::string &unit : best->keepUnits)
+    llvm::outs() << " " << unit;
+  if (best->keepUnits.empty())
+    llvm::outs() << " none";
+  llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
+                                bestCandidate.stepUs / 1e3);
+}
+
+FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
+  // The leanest schedule: no prefetch, only the units the user keeps.
+  FailureOr<Candidate> lean = tryCandidate(0, baseKeep);
+  // The model does not compile, or its plan is not exact: the real
+  // compilation reports why (zest-plan-memory refuses a budget it cannot
+  // check), with the leanest schedule.
+  if (failed(lean))
+    return std::optional<Schedule>(Schedule{0, baseKeep, {}});
+  if (lean->peakPool > budget)
+    return reportInfeasible(*lean);
+  // Beyond one less than the step's gathers, every depth is the same
+  // schedule.
+  unsigned maxDepth = std::min<int64_t>(
+      options.front.prefetch, std::max<int64_t>(lean->gathers - 1, 0));
+  orderUnitsToKeep(*lean);
   for (unsigned depth = 0; depth <= maxDepth; ++depth) {
     FailureOr<Candidate> base =
         depth == 0 ? lean : tryCandidate(depth, baseKeep);
     if (failed(base) || base->peakPool > budget)
       break; // deeper prefetch holds more
-    std::vector<std::string> keep = baseKeep;
-    Candidate current = *base;
-    auto fits = [&](const FailureOr<Candidate> &kept) {
-      return succeeded(kept) && kept->peakPool <= budget &&
-             kept->stepUs <= current.stepUs;
-    };
-    FailureOr<Candidate> everything =
-        order.empty() ? base : tryCandidate(depth, all);
-    if (fits(everything)) {
-      consider(depth, all, *everything);
-      continue;
-    }
-    if (order.size() <= kGreedyUnits) {
-      for (auto &[name, gathers] : order) {
-        std::vector<std::string> more = keep;
-        more.push_back(name);
-        FailureOr<Candidate> kept = tryCandidate(depth, more);
-        if (fits(kept)) {
-          keep = std::move(more);
-          current = *kept;
-        }
-      }
-    } else {
-      // Many units (a deep stack of equal blocks): the longest prefix of
-      // the order that fits, by bisection.
-      size_t low = 0, high = order.size(); // a prefix of `high` does not fit
-      while (low + 1 < high) {
-        size_t mid = (low + high) / 2;
-        std::vector<std::string> prefix = baseKeep;
-        for (size_t i = 0; i < mid; ++i)
-          prefix.push_back(order[i].first);
-        FailureOr<Candidate> kept = tryCandidate(depth, prefix);
-        if (fits(kept)) {
-          low = mid;
-          keep = std::move(prefix);
-          current = *kept;
-        } else {
-          high = mid;
-        }
-      }
-    }
-    consider(depth, keep, current);
+    chooseKeptUnits(depth, base);
   }
-  options.prefetch = best->depth;
-  options.keepUnits = best->keep;
+  deepenSingleUnits(*lean, maxDepth);
+  if (options.lower.reportText)
+    printChoice();
+  return best;
+}
 
-  // Per-unit depths (DeepCompile's adaptive prefetch): below the deepest
-  // allowed, raise one unit's depth at a time, the largest gathers first,
-  // keeping each raise that fits and makes the step faster by 1% or more.
-  std::vector<std::string> deeper;
-  if (best->depth < maxDepth) {
-    SmallVector<std::pair<std::string, Candidate::UnitGathers>> byBytes;
-    for (auto &[name, gathers] : lean->units)
-      byBytes.push_back({name.str(), gathers});
-    llvm::sort(byBytes, [](const auto &a, const auto &b) {
-      if (a.second.bytes != b.second.bytes)
-        return a.second.bytes > b.second.bytes;
-      return a.second.firstGather < b.second.firstGather;
-    });
-    if (byBytes.size() > kGreedyUnits)
-      byBytes.resize(kGreedyUnits);
-    for (auto &[name, gathers] : byBytes) {
-      std::vector<std::string> more = deeper;
-      more.push_back(name + ":" + std::to_string(best->depth + 1));
-      options.unitPrefetch = more;
-      FailureOr<Candidate> raised = evaluate(module, options, *machine);
-      // At least 1% faster: the model's noise does not pick schedules.
-      if (succeeded(raised) && raised->peakPool <= budget &&
-          raised->stepUs < 0.99 * best->candidate.stepUs) {
-        deeper = std::move(more);
-        best->candidate = *raised;
-      }
-    }
-  }
-  options.unitPrefetch = deeper;
-  if (options.reportText) {
-    llvm::outs() << "schedule under --memory-budget=" << budget << ": prefetch "
-                 << best->depth;
-    if (!deeper.empty())
-      llvm::outs() << " (deeper: " << llvm::join(deeper, ", ") << ")";
-    llvm::outs() << ", kept units:";
-    for (const std::string &unit : best->keep)
-      llvm::outs() << " " << unit;
-    if (best->keep.empty())
-      llvm::outs() << " none";
-    llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
-                                  best->candidate.stepUs / 1e3);
-  }
-  return success();
+void mlir::zest::applySchedule(FrontPipelineOptions &front,
+                               const Schedule &schedule) {
+  front.prefetch = schedule.prefetch;
+  front.keepUnits = schedule.keepUnits;
+  front.unitPrefetch = schedule.unitPrefetch;
+}
+
+FailureOr<std::optional<Schedule>>
+mlir::zest::chooseSchedule(ModuleOp module, const CompileOptions &options) {
+  if (options.lower.memoryBudget <= 0)
+    return std::optional<Schedule>();
+  // The machine the candidates are timed on: the report's, else this one.
+  std::string error;
+  std::optional<MachineModel> machine = getMachineModel(
+      options.lower.machine.empty() ? "cpu" : options.lower.machine.getValue(),
+      options.lower.link, options.lower.replicaLink, error);
+  if (!machine)
+    return emitError(module.getLoc()) << error;
+  return ScheduleSearch(module, options, *machine).run();
 }

@@ -5,6 +5,7 @@
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/Transforms/BufferizableOpInterfaceImpl.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Pipelines/Pipelines.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"

@@ -5,8 +5,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "zest/Conversion/Passes.h"
-#include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Driver/Compiler.h"
 #include "zest/InitAllZest.h"
 
@@ -15,16 +13,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
-#include "llvm/MC/MCSubtargetInfo.h"
-#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/TargetParser/Triple.h"
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -209,57 +203,9 @@ static cl::opt<std::string>
              cl::desc("--target=cuda: the CUDA toolkit with ptxas (default "
                       "/usr/local/cuda)"),
              cl::init("/usr/local/cuda"), cl::cat(category));
-static cl::opt<bool> printPipeline("print-pipeline",
-                                   cl::desc("Print the passes zestc runs"),
-                                   cl::cat(category));
-
-/// Checks the --cuda-* options of --target=cuda: ptxas where the format
-/// needs it, and a GPU and PTX features LLVM's NVPTX backend knows (it would
-/// otherwise warn and compile for another GPU).
-static LogicalResult checkCudaOptions() {
-  if (cudaFormat != "isa" &&
-      !llvm::sys::fs::can_execute(cudaPath + "/bin/ptxas")) {
-    llvm::errs() << "zestc: error: --cuda-format=" << cudaFormat
-                 << " needs ptxas, which is not in " << cudaPath
-                 << "/bin; pass --cuda-path=<CUDA toolkit> or "
-                 << "--cuda-format=isa\n";
-    return failure();
-  }
-  StringRef chip = cudaChip;
-  LLVMInitializeNVPTXTargetInfo();
-  LLVMInitializeNVPTXTargetMC();
-  std::string error;
-  llvm::Triple triple("nvptx64-nvidia-cuda");
-  const llvm::Target *nvptx = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!nvptx) {
-    llvm::errs() << "zestc: error: this LLVM has no NVPTX backend: " << error
-                 << "\n";
-    return failure();
-  }
-  std::unique_ptr<llvm::MCSubtargetInfo> info(
-      nvptx->createMCSubtargetInfo(triple, "", ""));
-  if (!info->isCPUStringValid(chip)) {
-    llvm::errs() << "zestc: error: --cuda-chip=" << chip
-                 << " is not a GPU LLVM knows; use sm_XY (sm_80 for A100, "
-                 << "sm_90 for H100)\n";
-    return failure();
-  }
-  for (StringRef feature : llvm::split(cudaFeatures, ',')) {
-    feature = feature.trim();
-    if (feature.empty())
-      continue;
-    StringRef name = feature.drop_front(feature[0] == '+' || feature[0] == '-');
-    if (!llvm::any_of(info->getAllProcessorFeatures(),
-                      [&](const llvm::SubtargetFeatureKV &kv) {
-                        return name == kv.Key;
-                      })) {
-      llvm::errs() << "zestc: error: --cuda-features: '" << feature
-                   << "' is not a PTX feature LLVM knows (e.g. +ptx80)\n";
-      return failure();
-    }
-  }
-  return success();
-}
+static cl::opt<bool> printPipelineFlag("print-pipeline",
+                                       cl::desc("Print the passes zestc runs"),
+                                       cl::cat(category));
 
 static std::string defaultOutput() {
   StringRef stem = llvm::sys::path::stem(inputFile);
@@ -326,6 +272,137 @@ static LogicalResult applyMesh(ShardPipelineOptions &shard) {
   return success();
 }
 
+/// Reads a byte-count flag (`what` names its use in the error, `example` a
+/// value) into `bytes`; zero is accepted only with `allowZero`.
+static LogicalResult parseByteFlag(cl::opt<std::string> &flag,
+                                   StringRef adjective, StringRef example,
+                                   bool allowZero, int64_t &bytes) {
+  if (!flag.getNumOccurrences())
+    return success();
+  std::optional<int64_t> parsed = parseBytes(flag);
+  if (parsed && (*parsed > 0 || (allowZero && *parsed == 0))) {
+    bytes = *parsed;
+    return success();
+  }
+  llvm::errs() << "zestc: error: --" << flag.ArgStr << " expects " << adjective
+               << "number of bytes, optionally with KiB, MiB or GiB (e.g. --"
+               << flag.ArgStr << "=" << example << "), got '" << flag << "'\n";
+  return failure();
+}
+
+static std::vector<std::string> toVector(const cl::list<std::string> &list) {
+  return std::vector<std::string>(list.begin(), list.end());
+}
+
+/// zestc's flags into the options of the front phase.
+static void setFrontOptions(FrontPipelineOptions &front) {
+  front.worldSize = worldSize;
+  front.leafModules = toVector(leafModules);
+  front.leafClasses = toVector(leafClasses);
+  front.minUnitNumel = minUnitNumel;
+  front.paramDtype = paramDtype;
+  front.reduceDtype = reduceDtype;
+  front.ignore = toVector(ignore);
+  front.manifest = manifest;
+  front.strategy = strategy;
+  front.optimizer = optimizer;
+  front.momentum = momentum;
+  front.nesterov = nesterov;
+  front.maxGradNorm = clipGradNorm;
+  front.noSync = noSync;
+  front.prefetch = prefetch;
+}
+
+/// zestc's flags into the options of the lowering phases.
+static LogicalResult setLowerOptions(LowerPipelineOptions &lower) {
+  if (target != "cpu" && target != "cuda") {
+    llvm::errs() << "zestc: error: --target expects cpu or cuda, got '"
+                 << target << "'\n";
+    return failure();
+  }
+  lower.target = target == "cuda" ? Target::Cuda : Target::Cpu;
+  lower.cudaChip = cudaChip;
+  lower.cudaFeatures = cudaFeatures;
+  lower.cudaFormat = cudaFormat;
+  lower.cudaPath = cudaPath;
+  lower.fuseLinear = fuseLinear;
+  lower.fuseElementwise = fuseElementwise;
+  lower.vectorize = vectorize;
+  lower.outlineRegions = outlineRegions;
+  lower.reportJson = reportJson;
+  lower.reportText = reportText;
+  lower.machine = machine;
+  lower.link = link;
+  lower.replicaLink = replicaLink;
+  if ((!link.empty() || !replicaLink.empty()) && machine.empty())
+    lower.machine = "cpu";
+  return success();
+}
+
+/// The runtime libraries' folder: --runtime-dir, $ZEST_RUNTIME_DIR, or
+/// ../lib next to zestc.
+static std::string getRuntimeDir(const char *argv0) {
+  if (!runtimeDir.empty())
+    return runtimeDir;
+  if (auto env = llvm::sys::Process::GetEnv("ZEST_RUNTIME_DIR"))
+    return *env;
+  SmallString<256> dir(llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&defaultOutput)));
+  llvm::sys::path::remove_filename(dir);
+  llvm::sys::path::append(dir, "..", "lib");
+  return std::string(dir);
+}
+
+/// Every flag into `options`, checked.
+static LogicalResult buildCompileOptions(CompileOptions &options,
+                                         const char *argv0) {
+  setFrontOptions(options.front);
+  if (failed(setLowerOptions(options.lower)))
+    return failure();
+  options.emit = emit;
+  options.optLevel = optLevel;
+  if (failed(options.verify()) || failed(applyMesh(options.front)) ||
+      failed(parseByteFlag(bucketBytes, "a ", "4MiB", /*allowZero=*/true,
+                           options.front.bucketBytes.getValue())) ||
+      failed(parseByteFlag(memoryBudget, "a positive ", "512MiB",
+                           /*allowZero=*/false,
+                           options.lower.memoryBudget.getValue())))
+    return failure();
+  // A budget chooses the depth: up to 2 unless --prefetch says otherwise.
+  if (memoryBudget.getNumOccurrences() && !prefetch.getNumOccurrences())
+    options.front.prefetch = 2;
+  options.output = outputFile.empty() ? defaultOutput() : outputFile;
+  options.runtimeDir = getRuntimeDir(argv0);
+  return success();
+}
+
+/// Parses the model, fixes its schedule under the budget and compiles it.
+static LogicalResult compile(CompileOptions &options) {
+  DialectRegistry registry;
+  registerAllZestDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  std::string error;
+  auto file = openInputFile(inputFile, &error);
+  if (!file) {
+    llvm::errs() << "zestc: error: " << error << "\n";
+    return failure();
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+  if (!module)
+    return failure();
+  FailureOr<std::optional<Schedule>> schedule =
+      chooseSchedule(*module, options);
+  if (failed(schedule))
+    return failure();
+  if (*schedule)
+    applySchedule(options.front, **schedule);
+  return compileModel(*module, options);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllZestPasses();
@@ -339,174 +416,11 @@ int main(int argc, char **argv) {
                               "zestc: Zest model IR to sharded executables\n");
 
   CompileOptions options;
-  options.shard.worldSize = worldSize;
-  options.shard.leafModules =
-      std::vector<std::string>(leafModules.begin(), leafModules.end());
-  options.shard.leafClasses =
-      std::vector<std::string>(leafClasses.begin(), leafClasses.end());
-  options.shard.minUnitNumel = minUnitNumel;
-  options.shard.paramDtype = paramDtype;
-  options.shard.reduceDtype = reduceDtype;
-  options.shard.ignore = std::vector<std::string>(ignore.begin(), ignore.end());
-  options.shard.manifest = manifest;
-  if (optimizer == "none") {
-    options.optimizer.reset();
-  } else if (optimizer == "sgd" || optimizer == "adamw") {
-    options.optimizer->optimizer = optimizer;
-    options.optimizer->momentum = momentum;
-    options.optimizer->nesterov = nesterov;
-    options.optimizer->maxGradNorm = clipGradNorm;
-    options.optimizer->noSync = noSync;
-  } else {
-    llvm::errs() << "zestc: error: --optimizer expects sgd, adamw or none, "
-                 << "got '" << optimizer << "'\n";
+  if (failed(buildCompileOptions(options, argv[0])))
     return 1;
-  }
-  if ((momentum || nesterov) && optimizer != "sgd") {
-    llvm::errs() << "zestc: error: --momentum and --nesterov need "
-                 << "--optimizer=sgd\n";
-    return 1;
-  }
-  if (!(clipGradNorm >= 0)) {
-    llvm::errs() << "zestc: error: --clip-grad-norm must be positive (0 "
-                 << "disables clipping), got " << clipGradNorm << "\n";
-    return 1;
-  }
-  if (noSync && optimizer == "none") {
-    llvm::errs() << "zestc: error: --no-sync needs an optimizer "
-                 << "(--optimizer=sgd or adamw)\n";
-    return 1;
-  }
-  if (clipGradNorm > 0 && optimizer == "none") {
-    llvm::errs() << "zestc: error: --clip-grad-norm needs an optimizer "
-                 << "(--optimizer=sgd or adamw)\n";
-    return 1;
-  }
-  if (nesterov && !momentum) {
-    llvm::errs() << "zestc: error: --nesterov needs --momentum\n";
-    return 1;
-  }
-  if (target != "cpu" && target != "cuda") {
-    llvm::errs() << "zestc: error: --target expects cpu or cuda, got '"
-                 << target << "'\n";
-    return 1;
-  }
-  if (target == "cuda" && emit == EmitKind::Shared) {
-    llvm::errs() << "zestc: error: --target=cuda makes executables (or "
-                 << "mlir, llvm, obj), not --emit=shared: a host would have "
-                 << "to pass device buffers\n";
-    return 1;
-  }
-  if (cudaFormat != "fatbin" && cudaFormat != "bin" && cudaFormat != "isa") {
-    llvm::errs() << "zestc: error: --cuda-format expects fatbin, bin or isa, "
-                 << "got '" << cudaFormat << "'\n";
-    return 1;
-  }
-  if (target == "cuda" && failed(checkCudaOptions()))
-    return 1;
-  options.target = target;
-  options.cudaChip = cudaChip;
-  options.cudaFeatures = cudaFeatures;
-  options.cudaFormat = cudaFormat;
-  options.cudaPath = cudaPath;
-  options.emit = emit;
-  options.optLevel = optLevel;
-  options.fuseLinear = fuseLinear;
-  options.fuseElementwise = fuseElementwise;
-  options.vectorize = vectorize;
-  options.outlineRegions = outlineRegions;
-  options.prefetch = prefetch;
-  if (!isShardingStrategy(strategy)) {
-    llvm::errs() << "zestc: error: --strategy expects full-shard, "
-                 << "shard-grad-op, no-shard or hybrid-shard, got '" << strategy
-                 << "'\n";
-    return 1;
-  }
-  options.shard.strategy = strategy;
-  if (failed(applyMesh(options.shard)))
-    return 1;
-  if (bucketBytes.getNumOccurrences()) {
-    std::optional<int64_t> bytes = parseBytes(bucketBytes);
-    if (!bytes || *bytes < 0) {
-      llvm::errs() << "zestc: error: --bucket-bytes expects a number of "
-                   << "bytes, optionally with KiB, MiB or GiB (e.g. "
-                   << "--bucket-bytes=4MiB), got '" << bucketBytes << "'\n";
-      return 1;
-    }
-    options.bucketBytes = *bytes;
-  }
-  if (memoryBudget.getNumOccurrences()) {
-    std::optional<int64_t> budget = parseBytes(memoryBudget);
-    if (!budget || *budget <= 0) {
-      llvm::errs() << "zestc: error: --memory-budget expects a positive "
-                   << "number of bytes, optionally with KiB, MiB or GiB "
-                   << "(e.g. --memory-budget=512MiB), got '" << memoryBudget
-                   << "'\n";
-      return 1;
-    }
-    options.memoryBudget = *budget;
-    if (!prefetch.getNumOccurrences())
-      options.prefetch = 2;
-  }
-  options.reportJson = reportJson;
-  options.reportText = reportText;
-  options.machine = machine;
-  options.link = link;
-  options.replicaLink = replicaLink;
-  if ((!link.empty() || !replicaLink.empty()) && machine.empty())
-    options.machine = "cpu";
-  if (!options.machine.empty()) {
-    std::string error;
-    if (!getMachineModel(options.machine, options.link, options.replicaLink,
-                         error)) {
-      llvm::errs() << "zestc: error: " << error << "\n";
-      return 1;
-    }
-  }
-  options.output = outputFile.empty() ? defaultOutput() : outputFile;
-  if (!runtimeDir.empty()) {
-    options.runtimeDir = runtimeDir;
-  } else if (auto env = llvm::sys::Process::GetEnv("ZEST_RUNTIME_DIR")) {
-    options.runtimeDir = *env;
-  } else {
-    SmallString<256> dir(llvm::sys::fs::getMainExecutable(
-        argv[0], reinterpret_cast<void *>(&defaultOutput)));
-    llvm::sys::path::remove_filename(dir);
-    llvm::sys::path::append(dir, "..", "lib");
-    options.runtimeDir = std::string(dir);
-  }
-
-  if (printPipeline) {
-    MLIRContext ctx;
-    PassManager front(&ctx), lower(&ctx);
-    buildFrontPipeline(front, options);
-    buildLoweringPipeline(lower, options);
-    llvm::outs() << "sharding: ";
-    front.printAsTextualPipeline(llvm::outs());
-    llvm::outs() << "\nlowering: ";
-    lower.printAsTextualPipeline(llvm::outs());
-    llvm::outs() << "\nthen: translate to LLVM IR, add the host interface, "
-                 << "optimize -O" << optLevel << ", emit an object, link\n";
+  if (printPipelineFlag) {
+    printPipeline(options, llvm::outs());
     return 0;
   }
-
-  DialectRegistry registry;
-  registerAllZestDialects(registry);
-  MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
-  std::string error;
-  auto file = openInputFile(inputFile, &error);
-  if (!file) {
-    llvm::errs() << "zestc: error: " << error << "\n";
-    return 1;
-  }
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
-  if (!module)
-    return 1;
-  if (failed(chooseSchedule(*module, options)))
-    return 1;
-  return failed(compileModel(*module, options, llvm::outs())) ? 1 : 0;
+  return failed(compile(options)) ? 1 : 0;
 }

@@ -177,4 +177,65 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
+  let summary = "Records the model descriptor and drops the argument roles";
+  let description = [{
+    Runs first in the lowering, on the sharded module `zest-front` made.
+    Checks that the host driver can call every entry point (public functions
+    with a body: statically shaped tensors in and out, no name that clashes
+    with the runtime's `zest_*` symbols or `main`), then records on the
+    module what the host needs once the roles are gone:
+
+    * `zest.model_descriptor`: the text the training driver parses (units,
+      parameters, entry-point signatures; docs/Runtime.md);
+    * `zest.entry_points`: one `{name, c_interface_args}` per entry point,
+      in descriptor order, with the number of memref descriptors its C
+      interface takes once in-place updates are dropped (what
+      `zest-verify-lowering` checks).
+
+    Then the `zest.*` argument, result and function attributes of every
+    function are dropped, except `zest.updated` (for
+    `zest-drop-updated-results`) and, with `keep-units`, `zest.unit` (for
+    `zest-outline-regions`, which consumes it).
+
+    ```
+    zest-opt --zest-front="world-size=2" --zest-describe-model m.mlir
+    ```
+  }];
+  let options = [
+    Option<"keepUnits", "keep-units", "bool", /*default=*/"false",
+           "Keep `zest.unit` on unit arguments (for zest-outline-regions)">,
+  ];
+}
+
+def FinalizeLLVMPass : Pass<"zest-finalize-llvm", "::mlir::ModuleOp"> {
+  let summary = "Moves kernel no-alias facts onto LLVM arguments and drops "
+                "compile-time metadata";
+  let description = [{
+    Runs on the module in the LLVM dialect, before translation:
+
+    * a kernel whose buffers never overlap (`zest.noalias_pointers` from
+      `zest-outline-kernels`) gets `llvm.noalias` on those pointer
+      arguments, which `convert-func-to-llvm` does not carry over;
+      `zest.kernel` and `zest.noalias_pointers` are dropped;
+    * `zest.unit` and `zest.bucket` declarations are erased: units are
+      compile-time metadata, which the model descriptor carries on.
+  }];
+}
+
+def VerifyLoweringPass : Pass<"zest-verify-lowering", "::mlir::ModuleOp"> {
+  let summary = "Checks that the lowering left only what translation takes";
+  let description = [{
+    The last pass of the lowering (as IREE verifies its input before
+    each phase): fails, naming the op where the model wrote it, if any
+    operation outside the LLVM dialect is left (besides unrealized casts,
+    reported through their operand, and `--target=cuda`'s serialized
+    kernels and launches), and if an entry point's C interface takes
+    another number of arguments than `zest.entry_points` records: a shard,
+    optimizer state or accumulator that bufferization could not update in
+    place would come back as an extra result, and the host would train on
+    stale values.
+  }];
+}
+
 #endif // ZEST_CONVERSION_PASSES_TD

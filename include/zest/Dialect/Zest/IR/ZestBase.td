@@ -95,6 +95,13 @@ def Zest_Dialect : Dialect {
     // buffer descriptors) that no other argument aliases.
     static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =
         "zest.noalias_pointers";
+    // On the module, from zest-describe-model to the translation: the model
+    // descriptor the host driver reads (docs/Runtime.md), and the entry
+    // points in its order, each with the argument count of its C interface.
+    static constexpr ::llvm::StringLiteral kModelDescriptorAttrName =
+        "zest.model_descriptor";
+    static constexpr ::llvm::StringLiteral kEntryPointsAttrName =
+        "zest.entry_points";
   }];
 }
 

@@ -22,8 +22,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Conversion/ModelDescriptor.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
-#include "zest/Driver/Compiler.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/Support/raw_ostream.h"
 

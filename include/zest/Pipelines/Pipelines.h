@@ -1,0 +1,216 @@
+//===- Pipelines.h - The Zest compiler, phase by phase ----------*- C++ -*-===//
+//
+// The whole compiler order, built in C++ from typed pass options, in the
+// phases zestc runs (IREE builds its pipelines the same way):
+//
+//   front:     contract, units, sharding, optimizer, schedule, entry points
+//   describe:  the model descriptor; argument roles dropped
+//   lower:     fusion, bufferization, deallocation, the memory plan, then
+//              kernels and the LLVM dialect for the target
+//   finalize:  no-alias facts onto LLVM arguments, metadata dropped, and a
+//              check that only translatable IR is left
+//
+// Each phase is a registered pipeline as well (zest-front, zest-lower-cpu,
+// zest-lower-cuda), so zest-opt reproduces what zestc runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_PIPELINES_PIPELINES_H
+#define ZEST_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::zest {
+
+/// Where the step's computation runs.
+enum class Target {
+  /// Loop nests vectorized for this CPU, products through OpenBLAS.
+  Cpu,
+  /// Kernels compiled for an NVIDIA GPU, products through cuBLASLt.
+  Cuda,
+};
+
+/// The target's name as zestc --target and zest-matmul-to-blas take it.
+llvm::StringRef stringifyTarget(Target target);
+
+/// Options of `zest-shard-pipeline`: contract check, unit grouping,
+/// parameter sharding and, optionally, the manifest.
+struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::desc("Number of data-parallel ranks"),
+                            llvm::cl::init(1)};
+  ListOption<std::string> leafModules{
+      *this, "leaf-modules",
+      llvm::cl::desc("Module path globs whose modules become units")};
+  ListOption<std::string> leafClasses{
+      *this, "leaf-classes",
+      llvm::cl::desc("Module class names that become units")};
+  Option<int64_t> minUnitNumel{
+      *this, "min-unit-numel",
+      llvm::cl::desc("Size-based auto-wrap threshold (0 disables it)"),
+      llvm::cl::init(0)};
+  ListOption<std::string> ignore{
+      *this, "ignore", llvm::cl::desc("Parameter FQN globs kept replicated")};
+  Option<std::string> manifest{
+      *this, "manifest",
+      llvm::cl::desc("Write the layout manifest (JSON) to this file")};
+  Option<std::string> strategy{
+      *this, "strategy",
+      llvm::cl::desc("full-shard, shard-grad-op, hybrid-shard (sharded "
+                     "units) or no-shard (replicated units, DDP)"),
+      llvm::cl::init("full-shard")};
+  Option<int64_t> replicas{
+      *this, "replicas",
+      llvm::cl::desc("hybrid-shard: replica groups the world-size ranks form "
+                     "(shards within each)"),
+      llvm::cl::init(1)};
+  Option<std::string> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("Mixed precision: bf16 or f16 gathers (f32 master "
+                     "shards)")};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Mixed precision: bf16 or f16 gradient reductions")};
+};
+
+/// Options of `zest-front`: sharding, the optimizer compiled into training
+/// steps, and the schedule of their collectives.
+struct FrontPipelineOptions : public ShardPipelineOptions {
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("sgd, adamw, or none (training steps return their "
+                     "gradient shards)"),
+      llvm::cl::init("sgd")};
+  Option<bool> momentum{*this, "momentum",
+                        llvm::cl::desc("sgd: keep a momentum buffer"),
+                        llvm::cl::init(false)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::desc("sgd with momentum: Nesterov"),
+                        llvm::cl::init(false)};
+  Option<double> maxGradNorm{
+      *this, "max-grad-norm",
+      llvm::cl::desc("Clip gradients to this global L2 norm (0: no "
+                     "clipping)"),
+      llvm::cl::init(0.0)};
+  Option<bool> noSync{
+      *this, "no-sync",
+      llvm::cl::desc("Accumulate full gradients over micro-batches and "
+                     "reduce once per step"),
+      llvm::cl::init(false)};
+  Option<unsigned> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("All-gathers in flight ahead of the unit computing"),
+      llvm::cl::init(0)};
+  ListOption<std::string> keepUnits{
+      *this, "keep-units",
+      llvm::cl::desc("Units kept gathered from forward to backward besides "
+                     "those of the strategy")};
+  ListOption<std::string> unitPrefetch{
+      *this, "unit-prefetch",
+      llvm::cl::desc("<unit>:<depth>: units prefetched to another depth")};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Merge collectives of units while their buffers add up "
+                     "to at most this many bytes (0: one per unit)"),
+      llvm::cl::init(0)};
+
+  /// Whether training steps get an optimizer (`optimizer` is not none).
+  bool hasOptimizer() const { return optimizer != "none"; }
+};
+
+/// Options of the lowering phases (`zest-lower-cpu`, `zest-lower-cuda`).
+struct LowerPipelineOptions : public PassPipelineOptions<LowerPipelineOptions> {
+  Option<Target> target{
+      *this, "target", llvm::cl::desc("Where the step computes"),
+      llvm::cl::init(Target::Cpu),
+      llvm::cl::values(clEnumValN(Target::Cpu, "cpu", "this CPU"),
+                       clEnumValN(Target::Cuda, "cuda", "an NVIDIA GPU"))};
+  Option<bool> fuseLinear{
+      *this, "fuse-linear",
+      llvm::cl::desc("Rewrite linear layers into fused linear ops"),
+      llvm::cl::init(true)};
+  Option<bool> fuseElementwise{
+      *this, "fuse-elementwise",
+      llvm::cl::desc("Fuse elementwise producers into their consumers"),
+      llvm::cl::init(true)};
+  Option<bool> vectorize{*this, "vectorize",
+                         llvm::cl::desc("Tile and vectorize kernels in MLIR"),
+                         llvm::cl::init(true)};
+  Option<bool> outlineRegions{
+      *this, "outline-regions",
+      llvm::cl::desc("Outline each unit's regions and compile repeated ones "
+                     "once"),
+      llvm::cl::init(true)};
+  Option<std::string> reportJson{
+      *this, "report-json",
+      llvm::cl::desc("Where zest-plan-memory writes its JSON report")};
+  Option<bool> reportText{*this, "report",
+                          llvm::cl::desc("Print the memory plan as text"),
+                          llvm::cl::init(false)};
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Peak pool bytes per rank the step may reach (0: no "
+                     "budget)"),
+      llvm::cl::init(0)};
+  Option<std::string> machine{
+      *this, "machine",
+      llvm::cl::desc("Machine the report predicts step time on (cpu, "
+                     "h100-nvlink; empty: none)")};
+  Option<std::string> link{
+      *this, "link", llvm::cl::desc("The machine's link: <GB/s>,<latency us>")};
+  Option<std::string> replicaLink{
+      *this, "replica-link",
+      llvm::cl::desc("The machine's link between replica groups")};
+  Option<std::string> cudaChip{*this, "cuda-chip",
+                               llvm::cl::desc("cuda: the GPU (sm_90: H100)"),
+                               llvm::cl::init("sm_90")};
+  Option<std::string> cudaFeatures{*this, "cuda-features",
+                                   llvm::cl::desc("cuda: PTX features"),
+                                   llvm::cl::init("+ptx80")};
+  Option<std::string> cudaFormat{
+      *this, "cuda-format",
+      llvm::cl::desc("cuda: the kernels' binary format (fatbin, bin, isa)"),
+      llvm::cl::init("fatbin")};
+  Option<std::string> cudaPath{
+      *this, "cuda-path", llvm::cl::desc("cuda: the toolkit holding ptxas"),
+      llvm::cl::init("/usr/local/cuda")};
+};
+
+/// Phase "front" without the optimizer and the schedule: contract, units,
+/// sharding, manifest (`zest-shard-pipeline`).
+void buildShardPipeline(OpPassManager &pm, const ShardPipelineOptions &options);
+
+/// Phase "front" (`zest-front`): sharding, the optimizer, the schedule of
+/// collectives and the entry points' calling convention.
+void buildFrontPipeline(OpPassManager &pm, const FrontPipelineOptions &options);
+
+/// Phase "describe": the model descriptor, then roles dropped.
+void buildDescribePipeline(OpPassManager &pm,
+                           const LowerPipelineOptions &options);
+
+/// The first part of phase "lower": up to where every allocation and free
+/// of a step is placed (what zest-plan-memory replays).
+void buildBufferizationPipeline(OpPassManager &pm,
+                                const LowerPipelineOptions &options);
+
+/// Phase "lower": bufferization, the memory plan, and the lowering to the
+/// LLVM dialect for `options.target`.
+void buildLoweringPipeline(OpPassManager &pm,
+                           const LowerPipelineOptions &options);
+
+/// Phase "finalize": LLVM-level touches and the check of what is left.
+void buildFinalizePipeline(OpPassManager &pm);
+
+/// Phases describe, lower and finalize (`zest-lower-cpu`,
+/// `zest-lower-cuda`): a sharded module in, the LLVM dialect out.
+void buildLowerToLLVMPipeline(OpPassManager &pm,
+                              const LowerPipelineOptions &options);
+
+/// Registers zest-shard-pipeline, zest-front, zest-lower-cpu and
+/// zest-lower-cuda.
+void registerZestPipelines();
+
+} // namespace mlir::zest
+
+#endif // ZEST_PIPELINES_PIPELINES_H

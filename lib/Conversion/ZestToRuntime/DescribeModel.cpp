@@ -1,0 +1,128 @@
+//===- DescribeModel.cpp - What the host driver learns of the model -------===//
+//
+// The roles of a sharded entry point's arguments and results (unit shard,
+// optimizer state, data, loss, ...) are `zest.*` attributes that the
+// lowering does not carry. This pass writes them into the model descriptor
+// first, records each entry point's C-interface arity for
+// zest-verify-lowering, and drops them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Conversion/ModelDescriptor.h"
+#include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_DESCRIBEMODELPASS
+#include "zest/Conversion/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+static bool isEntryPoint(func::FuncOp func) {
+  return !func.isExternal() && func.isPublic();
+}
+
+static bool isStaticTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape();
+}
+
+/// Checks what the host driver can call: tensors in, tensors out, and no
+/// name that clashes with the driver's own symbols.
+static LogicalResult checkEntryPoint(func::FuncOp func) {
+  bool ok = true;
+  if (func.getSymName() == "main" || func.getSymName().starts_with("zest_")) {
+    func.emitError() << "entry point name '" << func.getSymName()
+                     << "' clashes with the runtime; rename the function";
+    ok = false;
+  }
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (!isStaticTensor(type)) {
+      func.emitError() << "argument #" << i << " of entry point @"
+                       << func.getSymName() << " has type " << type
+                       << "; entry points take statically shaped tensors";
+      ok = false;
+    }
+  for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
+    if (!isStaticTensor(type)) {
+      func.emitError() << "result #" << i << " of entry point @"
+                       << func.getSymName() << " has type " << type
+                       << "; entry points return statically shaped tensors";
+      ok = false;
+    }
+  return success(ok);
+}
+
+/// What the entry point's C interface takes once in-place updates are
+/// dropped: one descriptor per argument and per remaining result.
+static int64_t getCInterfaceArity(func::FuncOp func) {
+  unsigned updated = 0;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    updated += bool(func.getResultAttr(i, ZestDialect::kUpdatedAttrName));
+  return func.getNumArguments() + func.getNumResults() - updated;
+}
+
+/// Drops the `zest.*` argument, result and function attributes of `func`
+/// but `zest.updated` and, with `keepUnits`, `zest.unit`.
+static void stripRoleAttributes(func::FuncOp func, bool keepUnits) {
+  auto isRole = [&](NamedAttribute attr) {
+    return attr.getName().getValue().starts_with("zest.") &&
+           attr.getName() != ZestDialect::kUpdatedAttrName &&
+           !(keepUnits && attr.getName() == ZestDialect::kUnitArgAttrName);
+  };
+  auto strip = [&](DictionaryAttr attrs) {
+    SmallVector<NamedAttribute> kept;
+    if (attrs)
+      llvm::copy_if(attrs.getValue(), std::back_inserter(kept),
+                    [&](NamedAttribute attr) { return !isRole(attr); });
+    return DictionaryAttr::get(func.getContext(), kept);
+  };
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    func.setArgAttrs(i, strip(func.getArgAttrDict(i)));
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    func.setResultAttrs(i, strip(func.getResultAttrDict(i)));
+  func->removeAttr(ZestDialect::kOptimizerAttrName);
+}
+
+namespace {
+struct DescribeModelPass
+    : public zest::impl::DescribeModelPassBase<DescribeModelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> entries;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (isEntryPoint(func))
+        entries.push_back(func);
+    if (entries.empty()) {
+      emitError(module.getLoc())
+          << "the module has no entry point: zestc compiles the public "
+          << "functions with a body";
+      return signalPassFailure();
+    }
+    bool ok = true;
+    for (func::FuncOp func : entries)
+      ok &= succeeded(checkEntryPoint(func));
+    if (!ok)
+      return signalPassFailure();
+
+    Builder builder(module.getContext());
+    module->setAttr(ZestDialect::kModelDescriptorAttrName,
+                    builder.getStringAttr(buildModelDescriptor(module)));
+    SmallVector<Attribute> records;
+    for (func::FuncOp func : entries)
+      records.push_back(builder.getDictionaryAttr(
+          {builder.getNamedAttr("name", func.getSymNameAttr()),
+           builder.getNamedAttr(
+               "c_interface_args",
+               builder.getI64IntegerAttr(getCInterfaceArity(func)))}));
+    module->setAttr(ZestDialect::kEntryPointsAttrName,
+                    builder.getArrayAttr(records));
+    for (auto func : module.getOps<func::FuncOp>())
+      stripRoleAttributes(func, keepUnits);
+  }
+};
+} // namespace

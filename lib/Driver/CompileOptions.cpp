@@ -1,0 +1,124 @@
+//===- CompileOptions.cpp - Which option combinations zestc accepts -------===//
+//
+// Every combination of zestc's options is checked here, once, before any
+// pass runs: a bad combination is an error naming the flags, never a pass
+// failing halfway.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Driver/Compiler.h"
+
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Triple.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+/// Prints "zestc: error: <message>" and fails.
+static LogicalResult fail(const llvm::Twine &message) {
+  llvm::errs() << "zestc: error: " << message << "\n";
+  return failure();
+}
+
+static LogicalResult verifyOptimizer(const FrontPipelineOptions &front) {
+  StringRef optimizer = front.optimizer;
+  if (optimizer != "sgd" && optimizer != "adamw" && optimizer != "none")
+    return fail("--optimizer expects sgd, adamw or none, got '" + optimizer +
+                "'");
+  if ((front.momentum || front.nesterov) && optimizer != "sgd")
+    return fail("--momentum and --nesterov need --optimizer=sgd");
+  if (!(front.maxGradNorm >= 0)) {
+    std::string value;
+    llvm::raw_string_ostream(value) << front.maxGradNorm;
+    return fail("--clip-grad-norm must be positive (0 disables clipping), "
+                "got " +
+                value);
+  }
+  if (front.noSync && optimizer == "none")
+    return fail("--no-sync needs an optimizer (--optimizer=sgd or adamw)");
+  if (front.maxGradNorm > 0 && optimizer == "none")
+    return fail("--clip-grad-norm needs an optimizer (--optimizer=sgd or "
+                "adamw)");
+  if (front.nesterov && !front.momentum)
+    return fail("--nesterov needs --momentum");
+  return success();
+}
+
+/// The NVPTX subtarget of LLVM, to check GPUs and PTX features against.
+static std::unique_ptr<llvm::MCSubtargetInfo> getNVPTXInfo() {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTargetMC();
+  std::string error;
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  const llvm::Target *nvptx = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!nvptx) {
+    (void)fail("this LLVM has no NVPTX backend: " + error);
+    return nullptr;
+  }
+  return std::unique_ptr<llvm::MCSubtargetInfo>(
+      nvptx->createMCSubtargetInfo(triple, "", ""));
+}
+
+/// Checks the --cuda-* options of --target=cuda: ptxas where the format
+/// needs it, and a GPU and PTX features LLVM's NVPTX backend knows (it would
+/// otherwise warn and compile for another GPU).
+static LogicalResult verifyCudaOptions(const LowerPipelineOptions &lower) {
+  StringRef format = lower.cudaFormat, path = lower.cudaPath;
+  if (format != "isa" && !llvm::sys::fs::can_execute(path + "/bin/ptxas"))
+    return fail("--cuda-format=" + format + " needs ptxas, which is not in " +
+                path + "/bin; pass --cuda-path=<CUDA toolkit> or " +
+                "--cuda-format=isa");
+  std::unique_ptr<llvm::MCSubtargetInfo> info = getNVPTXInfo();
+  if (!info)
+    return failure();
+  StringRef chip = lower.cudaChip;
+  if (!info->isCPUStringValid(chip))
+    return fail("--cuda-chip=" + chip + " is not a GPU LLVM knows; use " +
+                "sm_XY (sm_80 for A100, sm_90 for H100)");
+  for (StringRef feature : llvm::split(lower.cudaFeatures, ',')) {
+    feature = feature.trim();
+    if (feature.empty())
+      continue;
+    StringRef name = feature.drop_front(feature[0] == '+' || feature[0] == '-');
+    if (!llvm::any_of(
+            info->getAllProcessorFeatures(),
+            [&](const llvm::SubtargetFeatureKV &kv) { return name == kv.Key; }))
+      return fail("--cuda-features: '" + feature + "' is not a PTX feature " +
+                  "LLVM knows (e.g. +ptx80)");
+  }
+  return success();
+}
+
+static LogicalResult verifyTarget(const CompileOptions &options) {
+  const LowerPipelineOptions &lower = options.lower;
+  if (lower.target == Target::Cuda && options.emit == EmitKind::Shared)
+    return fail("--target=cuda makes executables (or mlir, llvm, obj), not "
+                "--emit=shared: a host would have to pass device buffers");
+  StringRef format = lower.cudaFormat;
+  if (format != "fatbin" && format != "bin" && format != "isa")
+    return fail("--cuda-format expects fatbin, bin or isa, got '" + format +
+                "'");
+  if (lower.target == Target::Cuda)
+    return verifyCudaOptions(lower);
+  return success();
+}
+
+LogicalResult CompileOptions::verify() const {
+  if (failed(verifyOptimizer(front)) || failed(verifyTarget(*this)))
+    return failure();
+  if (!isShardingStrategy(front.strategy))
+    return fail("--strategy expects full-shard, shard-grad-op, no-shard or "
+                "hybrid-shard, got '" +
+                front.strategy + "'");
+  if (!lower.machine.empty()) {
+    std::string error;
+    if (!getMachineModel(lower.machine, lower.link, lower.replicaLink, error))
+      return fail(error);
+  }
+  return success();
+}

@@ -1,0 +1,350 @@
+//===- Pipelines.cpp - The Zest compiler, phase by phase ------------------===//
+//
+// Every pass zestc runs, in order, with typed options: a typo in a pass or
+// an option name is a compile error here, not a failure at run time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Pipelines/Pipelines.h"
+#include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+StringRef mlir::zest::stringifyTarget(Target target) {
+  return target == Target::Cuda ? "cuda" : "cpu";
+}
+
+//===----------------------------------------------------------------------===//
+// Phase "front"
+//===----------------------------------------------------------------------===//
+
+static GroupUnitsPassOptions
+getGroupUnitsOptions(const ShardPipelineOptions &options) {
+  GroupUnitsPassOptions group;
+  group.worldSize = options.worldSize;
+  group.leafModules.assign(options.leafModules.begin(),
+                           options.leafModules.end());
+  group.leafClasses.assign(options.leafClasses.begin(),
+                           options.leafClasses.end());
+  group.minUnitNumel = options.minUnitNumel;
+  group.ignore.assign(options.ignore.begin(), options.ignore.end());
+  group.strategy = options.strategy;
+  group.replicas = options.replicas;
+  group.paramDtype = options.paramDtype;
+  group.reduceDtype = options.reduceDtype;
+  return group;
+}
+
+void mlir::zest::buildShardPipeline(OpPassManager &pm,
+                                    const ShardPipelineOptions &options) {
+  pm.addPass(createVerifyContractPass());
+  pm.addPass(createGroupUnitsPass(getGroupUnitsOptions(options)));
+  pm.addPass(createShardParamsPass());
+  if (!options.manifest.empty()) {
+    WriteManifestPassOptions manifest;
+    manifest.path = options.manifest;
+    pm.addPass(createWriteManifestPass(manifest));
+  }
+}
+
+static InsertOptimizerPassOptions
+getOptimizerOptions(const FrontPipelineOptions &options) {
+  InsertOptimizerPassOptions optimizer;
+  optimizer.optimizer = options.optimizer;
+  optimizer.momentum = options.momentum;
+  optimizer.nesterov = options.nesterov;
+  optimizer.maxGradNorm = options.maxGradNorm;
+  optimizer.noSync = options.noSync;
+  return optimizer;
+}
+
+static ScheduleCollectivesPassOptions
+getScheduleOptions(const FrontPipelineOptions &options) {
+  ScheduleCollectivesPassOptions schedule;
+  schedule.prefetch = options.prefetch;
+  schedule.strategy = options.strategy;
+  schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
+  schedule.unitPrefetch.assign(options.unitPrefetch.begin(),
+                               options.unitPrefetch.end());
+  schedule.bucketBytes = options.bucketBytes;
+  return schedule;
+}
+
+void mlir::zest::buildFrontPipeline(OpPassManager &pm,
+                                    const FrontPipelineOptions &options) {
+  buildShardPipeline(pm, options);
+  if (options.hasOptimizer())
+    pm.addPass(createInsertOptimizerPass(getOptimizerOptions(options)));
+  // After the updates exist: they move down with their reduce-scatter's wait.
+  pm.addPass(createScheduleCollectivesPass(getScheduleOptions(options)));
+  // The calling convention is fixed before the descriptor describes it.
+  pm.addPass(createPrepareEntryPointsPass());
+}
+
+//===----------------------------------------------------------------------===//
+// Phase "describe"
+//===----------------------------------------------------------------------===//
+
+void mlir::zest::buildDescribePipeline(OpPassManager &pm,
+                                       const LowerPipelineOptions &options) {
+  DescribeModelPassOptions describe;
+  // zest-outline-regions finds each region's unit by its arguments.
+  describe.keepUnits = options.outlineRegions;
+  pm.addPass(createDescribeModelPass(describe));
+}
+
+//===----------------------------------------------------------------------===//
+// Phase "lower": bufferization
+//===----------------------------------------------------------------------===//
+
+/// From the sharded step on tensors to the runtime's collectives, with the
+/// fusions that want tensors.
+static void addTensorPasses(OpPassManager &pm,
+                            const LowerPipelineOptions &options) {
+  // Linear layers are recognized before their activations are approximated
+  // (a polynomial tanh is not recognizable) and before bufferization.
+  if (options.fuseLinear)
+    pm.addPass(createFuseLinearPass());
+  // After the linear layers (which want their activations apart) and before
+  // the optimizer is lowered (its in-place update stays one op).
+  if (options.fuseElementwise)
+    pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  pm.addPass(createLowerOptimizerPass());
+  pm.addPass(createConvertZestToRuntimePass());
+  // Repeated blocks are computed by one function each, so everything below
+  // works on one copy of a stack's block.
+  if (options.outlineRegions)
+    pm.addPass(createOutlineRegionsPass());
+}
+
+/// bf16 (and f16) arithmetic and math run in f32, rounded back after each
+/// op, as PyTorch's CPU kernels do; then the f32 math is approximated.
+static void addFloatEmulationPasses(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createDecomposeAggregatesPass());
+  pm.addNestedPass<func::FuncOp>(math::createMathExtendToSupportedTypes());
+  // x^n for a constant n (PyTorch's pow(x, 3) in GELU) as products: LLVM's
+  // powi takes no vector exponent once vectorized.
+  math::MathExpandOpsPassOptions expand;
+  expand.opMnemonics = {"fpowi"};
+  pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expand));
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16", "f16"};
+  emulate.targetTypeStr = "f32";
+  pm.addNestedPass<func::FuncOp>(
+      arith::createArithEmulateUnsupportedFloats(emulate));
+  pm.addNestedPass<func::FuncOp>(createApproximateMathPass());
+}
+
+static void addBufferizePasses(OpPassManager &pm) {
+  // A concatenation's slices overwrite its fill.
+  pm.addNestedPass<func::FuncOp>(createDropOverwrittenFillsPass());
+  // Ops whose destination is a slice of a bigger tensor (gradients packed
+  // into a unit's flat buffer) write there directly instead of being copied.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // In-place updates (shard, optimizer state, gradient accumulator) come
+  // back as their argument buffers: no result, no copy.
+  pm.addPass(createCanonicalizerPass());
+  // A region's in-place updates come back as the buffers its caller
+  // passed in (once canonicalize has folded the branches that yield them).
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  pm.addPass(createDropUpdatedResultsPass());
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.modifyPublicFunctions = true;
+  outParams.hoistStaticAllocs = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+}
+
+/// buffer-deallocation-pipeline, with owned allocations split out before
+/// the (pairwise) simplification, and frees moved to last uses.
+static void addDeallocationPasses(OpPassManager &pm) {
+  pm.addPass(memref::createExpandReallocPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createSplitOwnedDeallocsPass());
+  pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createFreeAfterLastUsePass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::zest::buildBufferizationPipeline(
+    OpPassManager &pm, const LowerPipelineOptions &options) {
+  addTensorPasses(pm, options);
+  addFloatEmulationPasses(pm);
+  addBufferizePasses(pm);
+  MatmulToBlasPassOptions blas;
+  blas.target = stringifyTarget(options.target).str();
+  pm.addPass(createMatmulToBlasPass(blas));
+  addDeallocationPasses(pm);
+}
+
+//===----------------------------------------------------------------------===//
+// Phase "lower": the memory plan, kernels and the LLVM dialect
+//===----------------------------------------------------------------------===//
+
+static void addPlanMemoryPass(OpPassManager &pm,
+                              const LowerPipelineOptions &options) {
+  PlanMemoryPassOptions plan;
+  plan.reportJson = options.reportJson;
+  plan.reportText = options.reportText;
+  plan.memoryBudget = options.memoryBudget;
+  plan.machine = options.machine;
+  plan.link = options.link;
+  plan.replicaLink = options.replicaLink;
+  pm.addPass(createPlanMemoryPass(plan));
+}
+
+/// Loops, then the LLVM dialect, for what runs on the host.
+static void addToLLVMPasses(OpPassManager &pm) {
+  // What zest-vectorize leaves (transfers that are not contiguous, ops it
+  // does not vectorize) becomes loops.
+  pm.addPass(createConvertVectorToSCFPass(
+      VectorTransferToSCFOptions().enableFullUnroll()));
+  pm.addPass(createConvertLinalgToLoopsPass());
+  // Views at dynamic offsets (a scatter's rows) leave affine.apply behind.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  // Intrinsics first (sqrt, rsqrt, ...), libm for whatever is left.
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  // Every vector reduction comes from zest-vectorize, which vectorizes only
+  // reductions whose order may change: combine lanes as a tree.
+  ConvertVectorToLLVMPassOptions vector;
+  vector.reassociateFPReductions = true;
+  pm.addPass(createConvertVectorToLLVMPass(vector));
+  FinalizeMemRefToLLVMConversionPassOptions memref;
+  memref.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memref));
+  // bf16 <-> f32 conversions as integer arithmetic, inlined (LLVM may still
+  // form a vector fptrunc to bf16, which calls the runtime's __truncsfbf2:
+  // runtime/common/SoftFloat.cpp).
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  // Function bodies behind a branch, so that signature conversion stays
+  // linear (Passes.td).
+  pm.addNestedPass<func::FuncOp>(createSplitEntryBlockPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  // Padding of vector transfers the vectorizer does not need.
+  pm.addPass(createUBToLLVMConversionPass());
+}
+
+static void addCpuKernelPasses(OpPassManager &pm,
+                               const LowerPipelineOptions &options) {
+  // Sums in a blocked order LLVM vectorizes.
+  pm.addNestedPass<func::FuncOp>(createReassociateReductionsPass());
+  // Identical loop nests (one per block of a stack) are compiled once.
+  pm.addPass(createOutlineKernelsPass());
+  // Each distinct kernel is vectorized once (without it, LLVM's loop
+  // vectorizer is left to vectorize the scalar loops).
+  if (options.vectorize)
+    pm.addNestedPass<func::FuncOp>(createVectorizePass());
+}
+
+/// --target=cuda: every kernel becomes GPU launches (zest-map-kernels-to-gpu)
+/// whose bodies upstream outlines into gpu.modules and lowers to NVVM.
+static void addCudaKernelPasses(OpPassManager &pm,
+                                const LowerPipelineOptions &options) {
+  OutlineKernelsPassOptions outline;
+  outline.deviceBuffers = true;
+  pm.addPass(createOutlineKernelsPass(outline));
+  pm.addPass(createMapKernelsToGPUPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createGpuKernelOutliningPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.cudaChip;
+  target.features = options.cudaFeatures;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createSCFToControlFlowPass());
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
+                                       const LowerPipelineOptions &options) {
+  buildBufferizationPipeline(pm, options);
+  // Every allocation and free of the step is now where it will run.
+  addPlanMemoryPass(pm, options);
+  if (options.target == Target::Cpu) {
+    addCpuKernelPasses(pm, options);
+    addToLLVMPasses(pm);
+    pm.addPass(createReconcileUnrealizedCastsPass());
+    return;
+  }
+  addCudaKernelPasses(pm, options);
+  addToLLVMPasses(pm);
+  // The host side is lowered; launches become the GPU runtime's calls
+  // (mgpuLaunchKernel, ...) before the casts are reconciled, and the
+  // kernel modules are serialized.
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.cudaFormat;
+  binary.toolkitPath = options.cudaPath;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+//===----------------------------------------------------------------------===//
+// Phase "finalize", and the registered pipelines
+//===----------------------------------------------------------------------===//
+
+void mlir::zest::buildFinalizePipeline(OpPassManager &pm) {
+  pm.addPass(createFinalizeLLVMPass());
+  pm.addPass(createVerifyLoweringPass());
+}
+
+void mlir::zest::buildLowerToLLVMPipeline(OpPassManager &pm,
+                                          const LowerPipelineOptions &options) {
+  buildDescribePipeline(pm, options);
+  buildLoweringPipeline(pm, options);
+  buildFinalizePipeline(pm);
+}
+
+void mlir::zest::registerZestPipelines() {
+  PassPipelineRegistration<ShardPipelineOptions>(
+      "zest-shard-pipeline",
+      "Checks the contract, groups parameters into units and shards them "
+      "(verify-contract, group-units, shard-params, optional manifest)",
+      buildShardPipeline);
+  PassPipelineRegistration<FrontPipelineOptions>(
+      "zest-front",
+      "zestc's first phase: the shard pipeline, the optimizer, the schedule "
+      "of collectives and the entry points' calling convention",
+      buildFrontPipeline);
+  PassPipelineRegistration<LowerPipelineOptions>(
+      "zest-lower",
+      "zestc's lowering of a sharded module (zest-front's output) to the "
+      "LLVM dialect for the target: describe, lower, finalize",
+      buildLowerToLLVMPipeline);
+}
