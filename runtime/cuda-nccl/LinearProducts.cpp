@@ -390,124 +390,68 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
 /// The 16-bit layers on uint16_t bit patterns (the C API's storage), as
 /// the device type `B` (bf16 or half) the products and kernels use.
 template <typename B>
-void linearForward16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
-                     int64_t ldx, const uint16_t *w, int64_t ldw,
-                     int32_t wTransposed, const uint16_t *bias,
-                     int32_t activation, uint16_t *pre, int64_t ldpre,
-                     uint16_t *y, int64_t ldy) {
+void linearForward16(ZEST_linear_forward_PARAMS(uint16_t)) {
   linearForward(m, n, k, reinterpret_cast<const B *>(x), ldx,
-                reinterpret_cast<const B *>(w), ldw, wTransposed,
+                reinterpret_cast<const B *>(w), ldw, w_transposed,
                 reinterpret_cast<const B *>(bias), activation,
                 reinterpret_cast<B *>(pre), ldpre, reinterpret_cast<B *>(y),
                 ldy);
 }
 
 template <typename B>
-void linearBackward16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
-                      int64_t lddy, const uint16_t *pre, int64_t ldpre,
-                      int32_t activation, const uint16_t *x, int64_t ldx,
-                      const uint16_t *w, int64_t ldw, int32_t wTransposed,
-                      uint16_t *dx, int64_t lddx, uint16_t *dw, int64_t lddw,
-                      int32_t dwTransposed, uint16_t *db) {
+void linearBackward16(ZEST_linear_backward_PARAMS(uint16_t)) {
   linearBackward(m, n, k, reinterpret_cast<const B *>(dy), lddy,
                  reinterpret_cast<const B *>(pre), ldpre, activation,
                  reinterpret_cast<const B *>(x), ldx,
-                 reinterpret_cast<const B *>(w), ldw, wTransposed,
+                 reinterpret_cast<const B *>(w), ldw, w_transposed,
                  reinterpret_cast<B *>(dx), lddx, reinterpret_cast<B *>(dw),
-                 lddw, dwTransposed, reinterpret_cast<B *>(db));
+                 lddw, dw_transposed, reinterpret_cast<B *>(db));
 }
 
 } // namespace
 
 extern "C" {
 
-void zest_cuda_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
-                     int64_t k, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, float *c, int64_t ldc, int32_t accumulate) {
-  zest_cuda_sgemm_batched(transA, transB, 1, m, n, k, a, lda, 0, b, ldb, 0, c,
+void zest_cuda_sgemm(ZEST_sgemm_PARAMS(float)) {
+  zest_cuda_sgemm_batched(trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c,
                           ldc, 0, accumulate);
 }
 
-void zest_cuda_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
-                             int64_t m, int64_t n, int64_t k, const float *a,
-                             int64_t lda, int64_t strideA, const float *b,
-                             int64_t ldb, int64_t strideB, float *c,
-                             int64_t ldc, int64_t strideC, int32_t accumulate) {
+void zest_cuda_sgemm_batched(ZEST_sgemm_batched_PARAMS(float)) {
   if (batch == 0)
     return;
   Product p;
-  p.transA = transA != 0, p.transB = transB != 0;
+  p.transA = trans_a != 0, p.transB = trans_b != 0;
   p.m = m, p.n = n, p.k = k;
   p.a = a, p.lda = lda, p.b = b, p.ldb = ldb, p.d = c, p.ldd = ldc;
   p.accumulate = accumulate != 0;
-  p.batch = batch, p.strideA = strideA, p.strideB = strideB;
-  p.strideD = strideC;
+  p.batch = batch, p.strideA = stride_a, p.strideB = stride_b;
+  p.strideD = stride_c;
   Lt::get().run(p);
 }
 
-void zest_cuda_linear_forward(int64_t m, int64_t n, int64_t k, const float *x,
-                              int64_t ldx, const float *w, int64_t ldw,
-                              int32_t wTransposed, const float *bias,
-                              int32_t activation, float *pre, int64_t ldpre,
-                              float *y, int64_t ldy) {
-  linearForward(m, n, k, x, ldx, w, ldw, wTransposed, bias, activation, pre,
-                ldpre, y, ldy);
+void zest_cuda_linear_forward(ZEST_linear_forward_PARAMS(float)) {
+  linearForward(ZEST_linear_forward_ARGS);
 }
 
-void zest_cuda_linear_backward(int64_t m, int64_t n, int64_t k, const float *dy,
-                               int64_t lddy, const float *pre, int64_t ldpre,
-                               int32_t activation, const float *x, int64_t ldx,
-                               const float *w, int64_t ldw, int32_t wTransposed,
-                               float *dx, int64_t lddx, float *dw, int64_t lddw,
-                               int32_t dwTransposed, float *db) {
-  linearBackward(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w, ldw,
-                 wTransposed, dx, lddx, dw, lddw, dwTransposed, db);
+void zest_cuda_linear_backward(ZEST_linear_backward_PARAMS(float)) {
+  linearBackward(ZEST_linear_backward_ARGS);
 }
 
-void zest_cuda_linear_forward_bf16(int64_t m, int64_t n, int64_t k,
-                                   const uint16_t *x, int64_t ldx,
-                                   const uint16_t *w, int64_t ldw,
-                                   int32_t wTransposed, const uint16_t *bias,
-                                   int32_t activation, uint16_t *pre,
-                                   int64_t ldpre, uint16_t *y, int64_t ldy) {
-  linearForward16<__nv_bfloat16>(m, n, k, x, ldx, w, ldw, wTransposed, bias,
-                                 activation, pre, ldpre, y, ldy);
+void zest_cuda_linear_forward_bf16(ZEST_linear_forward_PARAMS(uint16_t)) {
+  linearForward16<__nv_bfloat16>(ZEST_linear_forward_ARGS);
 }
 
-void zest_cuda_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
-                                    const uint16_t *dy, int64_t lddy,
-                                    const uint16_t *pre, int64_t ldpre,
-                                    int32_t activation, const uint16_t *x,
-                                    int64_t ldx, const uint16_t *w, int64_t ldw,
-                                    int32_t wTransposed, uint16_t *dx,
-                                    int64_t lddx, uint16_t *dw, int64_t lddw,
-                                    int32_t dwTransposed, uint16_t *db) {
-  linearBackward16<__nv_bfloat16>(m, n, k, dy, lddy, pre, ldpre, activation, x,
-                                  ldx, w, ldw, wTransposed, dx, lddx, dw, lddw,
-                                  dwTransposed, db);
+void zest_cuda_linear_backward_bf16(ZEST_linear_backward_PARAMS(uint16_t)) {
+  linearBackward16<__nv_bfloat16>(ZEST_linear_backward_ARGS);
 }
 
-void zest_cuda_linear_forward_f16(int64_t m, int64_t n, int64_t k,
-                                  const uint16_t *x, int64_t ldx,
-                                  const uint16_t *w, int64_t ldw,
-                                  int32_t wTransposed, const uint16_t *bias,
-                                  int32_t activation, uint16_t *pre,
-                                  int64_t ldpre, uint16_t *y, int64_t ldy) {
-  linearForward16<__half>(m, n, k, x, ldx, w, ldw, wTransposed, bias,
-                          activation, pre, ldpre, y, ldy);
+void zest_cuda_linear_forward_f16(ZEST_linear_forward_PARAMS(uint16_t)) {
+  linearForward16<__half>(ZEST_linear_forward_ARGS);
 }
 
-void zest_cuda_linear_backward_f16(int64_t m, int64_t n, int64_t k,
-                                   const uint16_t *dy, int64_t lddy,
-                                   const uint16_t *pre, int64_t ldpre,
-                                   int32_t activation, const uint16_t *x,
-                                   int64_t ldx, const uint16_t *w, int64_t ldw,
-                                   int32_t wTransposed, uint16_t *dx,
-                                   int64_t lddx, uint16_t *dw, int64_t lddw,
-                                   int32_t dwTransposed, uint16_t *db) {
-  linearBackward16<__half>(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w,
-                           ldw, wTransposed, dx, lddx, dw, lddw, dwTransposed,
-                           db);
+void zest_cuda_linear_backward_f16(ZEST_linear_backward_PARAMS(uint16_t)) {
+  linearBackward16<__half>(ZEST_linear_backward_ARGS);
 }
 
 } // extern "C"

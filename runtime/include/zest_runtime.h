@@ -233,19 +233,6 @@ int zest_trace_write(const char *path);
 
 /*--- Kernels -------------------------------------------------------------*/
 
-/* Row-major C[M,N] += op(A) op(B) (C = op(A) op(B) when accumulate == 0),
- * op = transpose when trans_* != 0; lda/ldb/ldc are row strides in
- * elements. */
-void zest_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
-                int64_t k, const float *a, int64_t lda, const float *b,
-                int64_t ldb, float *c, int64_t ldc, int32_t accumulate);
-/* `batch` independent products; operand i starts at a + i * stride_a. */
-void zest_sgemm_batched(int32_t trans_a, int32_t trans_b, int64_t batch,
-                        int64_t m, int64_t n, int64_t k, const float *a,
-                        int64_t lda, int64_t stride_a, const float *b,
-                        int64_t ldb, int64_t stride_b, float *c, int64_t ldc,
-                        int64_t stride_c, int32_t accumulate);
-
 /* Activations of the fused linear kernels. */
 typedef enum {
   ZEST_ACTIVATION_NONE = 0,
@@ -255,66 +242,76 @@ typedef enum {
   ZEST_ACTIVATION_SILU = 4
 } zest_activation_t;
 
-/* Linear forward, row-major: Y[M,N] = act(X[M,K] W^T + bias), with W the
- * [N,K] weight of torch.nn.Linear (w_transposed != 0) or a [K,N] matrix.
- * `bias` may be null. When `pre` is not null it receives X W^T + bias (the
- * pre-activation backward needs); it may equal `y` for act = NONE. The
- * product runs on OpenBLAS starting from the broadcast bias, and the
- * activation is applied in one vectorized pass over the output. */
-void zest_linear_forward(int64_t m, int64_t n, int64_t k, const float *x,
-                         int64_t ldx, const float *w, int64_t ldw,
-                         int32_t w_transposed, const float *bias,
-                         int32_t activation, float *pre, int64_t ldpre,
-                         float *y, int64_t ldy);
+/* The parameters of each kind of product, spelled once: zest_products.def
+ * declares zest_<kind>(_bf16, _f16) with them here and zest_cuda_<kind>(...)
+ * in zest_runtime_cuda.h; the runtimes define them with the same macros,
+ * and zestc checks its calls against them. T is the element storage;
+ * ZEST_<kind>_ARGS names the parameters, to forward them. */
 
-/* Linear backward for the layer of zest_linear_forward (m rows, n outputs,
- * k inputs), row-major: g = dy * act'(pre) (dy itself for act = NONE, and
- * `pre` unused; for RELU the layer's output may stand for `pre`), then
+/* zest_sgemm: row-major C[M,N] += op(A) op(B) (C = op(A) op(B) when
+ * accumulate == 0), op = transpose when trans_* != 0; lda/ldb/ldc are row
+ * strides in elements. */
+#define ZEST_sgemm_PARAMS(T)                                                   \
+  int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,           \
+      const T *a, int64_t lda, const T *b, int64_t ldb, T *c, int64_t ldc,     \
+      int32_t accumulate
+#define ZEST_sgemm_ARGS                                                        \
+  trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate
+
+/* zest_sgemm_batched: `batch` independent products; operand i starts at
+ * a + i * stride_a. */
+#define ZEST_sgemm_batched_PARAMS(T)                                           \
+  int32_t trans_a, int32_t trans_b, int64_t batch, int64_t m, int64_t n,       \
+      int64_t k, const T *a, int64_t lda, int64_t stride_a, const T *b,        \
+      int64_t ldb, int64_t stride_b, T *c, int64_t ldc, int64_t stride_c,      \
+      int32_t accumulate
+#define ZEST_sgemm_batched_ARGS                                                \
+  trans_a, trans_b, batch, m, n, k, a, lda, stride_a, b, ldb, stride_b, c,     \
+      ldc, stride_c, accumulate
+
+/* zest_linear_forward: row-major Y[M,N] = act(X[M,K] W^T + bias), with W
+ * the [N,K] weight of torch.nn.Linear (w_transposed != 0) or a [K,N]
+ * matrix. `bias` may be null. When `pre` is not null it receives
+ * X W^T + bias (the pre-activation backward needs); it may equal `y` for
+ * act = NONE. On the CPU the product runs on OpenBLAS starting from the
+ * broadcast bias, and the activation is applied in one vectorized pass over
+ * the output. */
+#define ZEST_linear_forward_PARAMS(T)                                          \
+  int64_t m, int64_t n, int64_t k, const T *x, int64_t ldx, const T *w,        \
+      int64_t ldw, int32_t w_transposed, const T *bias, int32_t activation,    \
+      T *pre, int64_t ldpre, T *y, int64_t ldy
+#define ZEST_linear_forward_ARGS                                               \
+  m, n, k, x, ldx, w, ldw, w_transposed, bias, activation, pre, ldpre, y, ldy
+
+/* zest_linear_backward, for the layer of zest_linear_forward (m rows, n
+ * outputs, k inputs), row-major: g = dy * act'(pre) (dy itself for
+ * act = NONE, and `pre` unused; for RELU the layer's output may stand for
+ * `pre`), then
  *   dx[M,K] = g W   (W [N,K], w_transposed != 0)  or  g W^T  (W [K,N]),
  *   dw      = g^T x ([N,K], dw_transposed != 0)   or  x^T g  ([K,N]),
  *   db[N]   = column sums of g.
  * Any of dx, dw, db may be null (then w, x are not read). Outputs are
  * overwritten. g is formed once, with db summed in the same pass; the two
- * products run on OpenBLAS. */
-void zest_linear_backward(int64_t m, int64_t n, int64_t k, const float *dy,
-                          int64_t lddy, const float *pre, int64_t ldpre,
-                          int32_t activation, const float *x, int64_t ldx,
-                          const float *w, int64_t ldw, int32_t w_transposed,
-                          float *dx, int64_t lddx, float *dw, int64_t lddw,
-                          int32_t dw_transposed, float *db);
+ * products run on OpenBLAS on the CPU. */
+#define ZEST_linear_backward_PARAMS(T)                                         \
+  int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy, const T *pre,    \
+      int64_t ldpre, int32_t activation, const T *x, int64_t ldx, const T *w,  \
+      int64_t ldw, int32_t w_transposed, T *dx, int64_t lddx, T *dw,           \
+      int64_t lddw, int32_t dw_transposed, T *db
+#define ZEST_linear_backward_ARGS                                              \
+  m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w, ldw, w_transposed, dx, \
+      lddx, dw, lddw, dw_transposed, db
 
-/* The same layers with bf16 (or f16: the _f16 variants) storage (uint16_t
- * bit patterns) for every matrix and vector: products accumulate in f32 and
- * the epilogues run in f32; each stored tensor is rounded to 16 bits once
- * (to nearest even), and a stored intermediate (the pre-activation, g) is
- * rounded before it is used, as PyTorch's CPU bf16 linear layers compute. */
-void zest_linear_forward_bf16(int64_t m, int64_t n, int64_t k,
-                              const uint16_t *x, int64_t ldx, const uint16_t *w,
-                              int64_t ldw, int32_t w_transposed,
-                              const uint16_t *bias, int32_t activation,
-                              uint16_t *pre, int64_t ldpre, uint16_t *y,
-                              int64_t ldy);
-void zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
-                               const uint16_t *dy, int64_t lddy,
-                               const uint16_t *pre, int64_t ldpre,
-                               int32_t activation, const uint16_t *x,
-                               int64_t ldx, const uint16_t *w, int64_t ldw,
-                               int32_t w_transposed, uint16_t *dx, int64_t lddx,
-                               uint16_t *dw, int64_t lddw,
-                               int32_t dw_transposed, uint16_t *db);
-void zest_linear_forward_f16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
-                             int64_t ldx, const uint16_t *w, int64_t ldw,
-                             int32_t w_transposed, const uint16_t *bias,
-                             int32_t activation, uint16_t *pre, int64_t ldpre,
-                             uint16_t *y, int64_t ldy);
-void zest_linear_backward_f16(int64_t m, int64_t n, int64_t k,
-                              const uint16_t *dy, int64_t lddy,
-                              const uint16_t *pre, int64_t ldpre,
-                              int32_t activation, const uint16_t *x,
-                              int64_t ldx, const uint16_t *w, int64_t ldw,
-                              int32_t w_transposed, uint16_t *dx, int64_t lddx,
-                              uint16_t *dw, int64_t lddw, int32_t dw_transposed,
-                              uint16_t *db);
+/* The CPU runtime's products (OpenBLAS). The layers with bf16 (_bf16) or f16
+ * (_f16) storage, uint16_t bit patterns for every matrix and vector,
+ * accumulate their products in f32 and run the epilogues in f32; each stored
+ * tensor is rounded to 16 bits once (to nearest even), and a stored
+ * intermediate (the pre-activation, g) is rounded before it is used, as
+ * PyTorch's CPU bf16 linear layers compute. */
+#define ZEST_PRODUCT(KIND, SUFFIX, T)                                          \
+  void zest_##KIND##SUFFIX(ZEST_##KIND##_PARAMS(T));
+#include "zest_products.def"
+#undef ZEST_PRODUCT
 
 #ifdef __cplusplus
 }

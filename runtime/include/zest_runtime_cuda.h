@@ -13,6 +13,8 @@
 #ifndef ZEST_RUNTIME_CUDA_H
 #define ZEST_RUNTIME_CUDA_H
 
+#include "zest_runtime.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -37,54 +39,10 @@ int zest_cuda_device(void);
  * pre-activation kept), RELU_BIAS; GELU with erf, SiLU and ReLU with a kept
  * pre-activation run one elementwise kernel after a BIAS product. f32
  * products accumulate in f32 without TF32. */
-void zest_cuda_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
-                     int64_t k, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, float *c, int64_t ldc, int32_t accumulate);
-void zest_cuda_sgemm_batched(int32_t trans_a, int32_t trans_b, int64_t batch,
-                             int64_t m, int64_t n, int64_t k, const float *a,
-                             int64_t lda, int64_t stride_a, const float *b,
-                             int64_t ldb, int64_t stride_b, float *c,
-                             int64_t ldc, int64_t stride_c, int32_t accumulate);
-void zest_cuda_linear_forward(int64_t m, int64_t n, int64_t k, const float *x,
-                              int64_t ldx, const float *w, int64_t ldw,
-                              int32_t w_transposed, const float *bias,
-                              int32_t activation, float *pre, int64_t ldpre,
-                              float *y, int64_t ldy);
-void zest_cuda_linear_backward(int64_t m, int64_t n, int64_t k, const float *dy,
-                               int64_t lddy, const float *pre, int64_t ldpre,
-                               int32_t activation, const float *x, int64_t ldx,
-                               const float *w, int64_t ldw,
-                               int32_t w_transposed, float *dx, int64_t lddx,
-                               float *dw, int64_t lddw, int32_t dw_transposed,
-                               float *db);
-void zest_cuda_linear_forward_bf16(int64_t m, int64_t n, int64_t k,
-                                   const uint16_t *x, int64_t ldx,
-                                   const uint16_t *w, int64_t ldw,
-                                   int32_t w_transposed, const uint16_t *bias,
-                                   int32_t activation, uint16_t *pre,
-                                   int64_t ldpre, uint16_t *y, int64_t ldy);
-void zest_cuda_linear_backward_bf16(int64_t m, int64_t n, int64_t k,
-                                    const uint16_t *dy, int64_t lddy,
-                                    const uint16_t *pre, int64_t ldpre,
-                                    int32_t activation, const uint16_t *x,
-                                    int64_t ldx, const uint16_t *w, int64_t ldw,
-                                    int32_t w_transposed, uint16_t *dx,
-                                    int64_t lddx, uint16_t *dw, int64_t lddw,
-                                    int32_t dw_transposed, uint16_t *db);
-void zest_cuda_linear_forward_f16(int64_t m, int64_t n, int64_t k,
-                                  const uint16_t *x, int64_t ldx,
-                                  const uint16_t *w, int64_t ldw,
-                                  int32_t w_transposed, const uint16_t *bias,
-                                  int32_t activation, uint16_t *pre,
-                                  int64_t ldpre, uint16_t *y, int64_t ldy);
-void zest_cuda_linear_backward_f16(int64_t m, int64_t n, int64_t k,
-                                   const uint16_t *dy, int64_t lddy,
-                                   const uint16_t *pre, int64_t ldpre,
-                                   int32_t activation, const uint16_t *x,
-                                   int64_t ldx, const uint16_t *w, int64_t ldw,
-                                   int32_t w_transposed, uint16_t *dx,
-                                   int64_t lddx, uint16_t *dw, int64_t lddw,
-                                   int32_t dw_transposed, uint16_t *db);
+#define ZEST_PRODUCT(KIND, SUFFIX, T)                                          \
+  void zest_cuda_##KIND##SUFFIX(ZEST_##KIND##_PARAMS(T));
+#include "zest_products.def"
+#undef ZEST_PRODUCT
 
 #ifdef __cplusplus
 }

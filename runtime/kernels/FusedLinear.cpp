@@ -205,11 +205,7 @@ template <typename Format> void roundTo(std::vector<float> &values) {
 
 } // namespace
 
-extern "C" void zest_linear_backward(
-    int64_t m, int64_t n, int64_t k, const float *dy, int64_t lddy,
-    const float *pre, int64_t ldpre, int32_t activation, const float *x,
-    int64_t ldx, const float *w, int64_t ldw, int32_t w_transposed, float *dx,
-    int64_t lddx, float *dw, int64_t lddw, int32_t dw_transposed, float *db) {
+extern "C" void zest_linear_backward(ZEST_linear_backward_PARAMS(float)) {
   zest_progress();
   if (db)
     std::fill(db, db + n, 0.0f);
@@ -245,12 +241,7 @@ extern "C" void zest_linear_backward(
   }
 }
 
-extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
-                                    const float *x, int64_t ldx, const float *w,
-                                    int64_t ldw, int32_t w_transposed,
-                                    const float *bias, int32_t activation,
-                                    float *pre, int64_t ldpre, float *y,
-                                    int64_t ldy) {
+extern "C" void zest_linear_forward(ZEST_linear_forward_PARAMS(float)) {
   zest_progress();
   // The product goes where the pre-activation is kept, or straight to y.
   float *product = pre ? pre : y;
@@ -284,11 +275,7 @@ extern "C" void zest_linear_forward(int64_t m, int64_t n, int64_t k,
 namespace {
 
 template <typename Format>
-void linearForward16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
-                     int64_t ldx, const uint16_t *w, int64_t ldw,
-                     int32_t w_transposed, const uint16_t *bias,
-                     int32_t activation, uint16_t *pre, int64_t ldpre,
-                     uint16_t *y, int64_t ldy) {
+void linearForward16(ZEST_linear_forward_PARAMS(uint16_t)) {
   int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
   std::vector<float> x32 = widenMatrix<Format>(x, m, k, ldx),
                      w32 = widenMatrix<Format>(w, wRows, wCols, ldw),
@@ -308,12 +295,7 @@ void linearForward16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
 }
 
 template <typename Format>
-void linearBackward16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
-                      int64_t lddy, const uint16_t *pre, int64_t ldpre,
-                      int32_t activation, const uint16_t *x, int64_t ldx,
-                      const uint16_t *w, int64_t ldw, int32_t w_transposed,
-                      uint16_t *dx, int64_t lddx, uint16_t *dw, int64_t lddw,
-                      int32_t dw_transposed, uint16_t *db) {
+void linearBackward16(ZEST_linear_backward_PARAMS(uint16_t)) {
   std::vector<float> g = widenMatrix<Format>(dy, m, n, lddy);
   if (activation != ZEST_ACTIVATION_NONE) {
     std::vector<float> pre32 = widenMatrix<Format>(pre, m, n, ldpre);
@@ -350,46 +332,22 @@ void linearBackward16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
 
 } // namespace
 
-extern "C" void
-zest_linear_forward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
-                         int64_t ldx, const uint16_t *w, int64_t ldw,
-                         int32_t w_transposed, const uint16_t *bias,
-                         int32_t activation, uint16_t *pre, int64_t ldpre,
-                         uint16_t *y, int64_t ldy) {
-  linearForward16<BF16>(m, n, k, x, ldx, w, ldw, w_transposed, bias, activation,
-                        pre, ldpre, y, ldy);
+extern "C" {
+
+void zest_linear_forward_bf16(ZEST_linear_forward_PARAMS(uint16_t)) {
+  linearForward16<BF16>(ZEST_linear_forward_ARGS);
 }
 
-extern "C" void
-zest_linear_backward_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
-                          int64_t lddy, const uint16_t *pre, int64_t ldpre,
-                          int32_t activation, const uint16_t *x, int64_t ldx,
-                          const uint16_t *w, int64_t ldw, int32_t w_transposed,
-                          uint16_t *dx, int64_t lddx, uint16_t *dw,
-                          int64_t lddw, int32_t dw_transposed, uint16_t *db) {
-  linearBackward16<BF16>(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w,
-                         ldw, w_transposed, dx, lddx, dw, lddw, dw_transposed,
-                         db);
+void zest_linear_backward_bf16(ZEST_linear_backward_PARAMS(uint16_t)) {
+  linearBackward16<BF16>(ZEST_linear_backward_ARGS);
 }
 
-extern "C" void
-zest_linear_forward_f16(int64_t m, int64_t n, int64_t k, const uint16_t *x,
-                        int64_t ldx, const uint16_t *w, int64_t ldw,
-                        int32_t w_transposed, const uint16_t *bias,
-                        int32_t activation, uint16_t *pre, int64_t ldpre,
-                        uint16_t *y, int64_t ldy) {
-  linearForward16<F16>(m, n, k, x, ldx, w, ldw, w_transposed, bias, activation,
-                       pre, ldpre, y, ldy);
+void zest_linear_forward_f16(ZEST_linear_forward_PARAMS(uint16_t)) {
+  linearForward16<F16>(ZEST_linear_forward_ARGS);
 }
 
-extern "C" void
-zest_linear_backward_f16(int64_t m, int64_t n, int64_t k, const uint16_t *dy,
-                         int64_t lddy, const uint16_t *pre, int64_t ldpre,
-                         int32_t activation, const uint16_t *x, int64_t ldx,
-                         const uint16_t *w, int64_t ldw, int32_t w_transposed,
-                         uint16_t *dx, int64_t lddx, uint16_t *dw, int64_t lddw,
-                         int32_t dw_transposed, uint16_t *db) {
-  linearBackward16<F16>(m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w,
-                        ldw, w_transposed, dx, lddx, dw, lddw, dw_transposed,
-                        db);
+void zest_linear_backward_f16(ZEST_linear_backward_PARAMS(uint16_t)) {
+  linearBackward16<F16>(ZEST_linear_backward_ARGS);
 }
+
+} // extern "C"

@@ -23,6 +23,15 @@ func::FuncOp getOrDeclareRuntimeFn(ModuleOp module, StringRef name,
 func::CallOp callRuntime(OpBuilder &builder, Location loc, StringRef name,
                          TypeRange results, ValueRange args);
 
+struct RuntimeProduct;
+
+/// Emits a call to `product` (the GPU runtime's with `cuda`), declaring it
+/// if needed. `args` must match its C signature in zest_runtime.h (i32,
+/// i64, `!llvm.ptr`): a mismatch is a compiler bug, reported as fatal.
+func::CallOp callProduct(OpBuilder &builder, Location loc,
+                         const RuntimeProduct &product, bool cuda,
+                         ValueRange args);
+
 /// Returns an `!llvm.ptr` to the first element of `memref` (aligned base
 /// pointer plus offset), for runtime functions that take `void *`.
 Value getElementPointer(OpBuilder &builder, Location loc, Value memref);

@@ -2,6 +2,7 @@
 
 #include "zest/Conversion/Passes.h"
 #include "zest/Conversion/RuntimeCalls.h"
+#include "zest/Conversion/RuntimeProducts.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 
@@ -53,9 +54,9 @@ static linalg::FillOp getZeroFillBefore(Operation *op, Value c) {
 }
 
 struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
-  LowerToBlas(MLIRContext *ctx, StringRef prefix)
-      : OpInterfaceRewritePattern(ctx), prefix(prefix.str()) {}
-  std::string prefix;
+  LowerToBlas(MLIRContext *ctx, bool cuda)
+      : OpInterfaceRewritePattern(ctx), cuda(cuda) {}
+  bool cuda;
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
@@ -108,8 +109,11 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
       args.push_back(i64(metaC.getStrides()[0]));
     linalg::FillOp zeroFill = getZeroFillBefore(op, c);
     args.push_back(i32(!zeroFill)); // accumulate into C
-    callRuntime(rewriter, loc, prefix + (batchDims ? "sgemm_batched" : "sgemm"),
-                {}, args);
+    callProduct(rewriter, loc,
+                *lookupRuntimeProduct(batchDims ? ProductKind::sgemm_batched
+                                                : ProductKind::sgemm,
+                                      rewriter.getF32Type()),
+                cuda, args);
     rewriter.eraseOp(op);
     if (zeroFill)
       rewriter.eraseOp(zeroFill);
@@ -124,13 +128,11 @@ struct RuntimeOperand {
   SmallVector<Value, 2> sizes;
 };
 
-/// The kernel for a fused linear op's storage type: `name` for f32, or its
-/// bf16 or f16 variant.
-static std::string getKernelName(Operation *op, StringRef prefix,
-                                 StringRef name) {
-  Type type = getElementTypeOrSelf(op->getOperand(0).getType());
-  StringRef suffix = type.isBF16() ? "_bf16" : type.isF16() ? "_f16" : "";
-  return (prefix + name + suffix).str();
+/// The product `kind` for a fused linear op's storage type (f32, bf16,
+/// f16; the op's verifier admits no other).
+static const RuntimeProduct &getLinearProduct(Operation *op, ProductKind kind) {
+  return *lookupRuntimeProduct(
+      kind, getElementTypeOrSelf(op->getOperand(0).getType()));
 }
 
 static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
@@ -206,9 +208,9 @@ private:
 
 /// zest.linear on memrefs -> zest_linear_forward(_bf16, _f16).
 struct LowerLinear : public OpRewritePattern<LinearOp> {
-  LowerLinear(MLIRContext *ctx, StringRef prefix)
-      : OpRewritePattern(ctx), prefix(prefix.str()) {}
-  std::string prefix;
+  LowerLinear(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern(ctx), cuda(cuda) {}
+  bool cuda;
 
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
@@ -221,8 +223,8 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
                    b = operands.input(op.getBias()),
                    y = operands.output(op.getOutput()),
                    pre = operands.output(op.getPreactivation());
-    callRuntime(
-        rewriter, loc, getKernelName(op, prefix, "linear_forward"), {},
+    callProduct(
+        rewriter, loc, getLinearProduct(op, ProductKind::linear_forward), cuda,
         {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
          getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
@@ -235,9 +237,9 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
 
 /// zest.linear_backward on memrefs -> zest_linear_backward(_bf16, _f16).
 struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
-  LowerLinearBackward(MLIRContext *ctx, StringRef prefix)
-      : OpRewritePattern(ctx), prefix(prefix.str()) {}
-  std::string prefix;
+  LowerLinearBackward(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern(ctx), cuda(cuda) {}
+  bool cuda;
 
   LogicalResult matchAndRewrite(LinearBackwardOp op,
                                 PatternRewriter &rewriter) const override {
@@ -260,8 +262,8 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
       k = dx.sizes[1];
     else
       k = arith::ConstantIntOp::create(rewriter, loc, 0, 64);
-    callRuntime(
-        rewriter, loc, getKernelName(op, prefix, "linear_backward"), {},
+    callProduct(
+        rewriter, loc, getLinearProduct(op, ProductKind::linear_backward), cuda,
         {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
          x.pointer, x.ld, w.pointer, w.ld,
@@ -285,9 +287,8 @@ struct MatmulToBlasPass
       return signalPassFailure();
     }
     // The CUDA runtime's products (cuBLASLt) take device pointers.
-    std::string prefix = target == "cuda" ? "zest_cuda_" : "zest_";
-    patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(&getContext(),
-                                                                prefix);
+    patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(
+        &getContext(), /*cuda=*/target == "cuda");
     // Each op is rewritten once into calls no pattern matches: one walk,
     // linear in the size of the step, instead of the greedy driver's
     // iterations over the whole (one huge block) entry point.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
+#include "zest/Conversion/RuntimeProducts.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest_runtime.h"
@@ -184,10 +185,17 @@ double getConstant(func::CallOp call, unsigned index) {
 
 bool isNull(Value pointer) { return pointer.getDefiningOp<LLVM::ZeroOp>(); }
 
-/// Time of a BLAS or fused linear call; nothing for other callees.
+/// Time of a BLAS or fused linear call of the CPU runtime; nothing for other
+/// callees.
 std::optional<double> getKernelCallUs(func::CallOp call,
                                       const MachineModel &machine) {
-  StringRef callee = call.getCallee();
+  bool cuda = false;
+  const RuntimeProduct *product = lookupRuntimeProduct(call.getCallee(), &cuda);
+  if (!product || cuda)
+    return std::nullopt;
+  auto operand = [&](StringRef name) {
+    return getConstant(call, product->getParamIndex(name));
+  };
   auto gemm = [&](double m, double n, double k, double products) {
     return machine.kernelOverheadUs +
            products * 2 * m * n * k / machine.gemmFlopsPerUs;
@@ -197,23 +205,22 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   auto epilogue = [&](double m, double n) {
     return 2 * m * n * 4 / machine.memoryBytesPerUs;
   };
-  if (callee == "zest_sgemm")
-    return gemm(getConstant(call, 2), getConstant(call, 3),
-                getConstant(call, 4), 1);
-  if (callee == "zest_sgemm_batched")
-    return gemm(getConstant(call, 3), getConstant(call, 4),
-                getConstant(call, 5), getConstant(call, 2));
-  double m = getConstant(call, 0), n = getConstant(call, 1),
-         k = getConstant(call, 2);
-  if (callee.starts_with("zest_linear_forward"))
+  double m = operand("m"), n = operand("n"), k = operand("k");
+  switch (product->kind) {
+  case ProductKind::sgemm:
+    return gemm(m, n, k, 1);
+  case ProductKind::sgemm_batched:
+    return gemm(m, n, k, operand("batch"));
+  case ProductKind::linear_forward:
     return gemm(m, n, k, 1) + epilogue(m, n);
-  if (callee.starts_with("zest_linear_backward")) {
+  case ProductKind::linear_backward: {
     // dx and dw are optional (null pointers).
     double products = 0;
-    for (unsigned index : {13u, 15u})
-      if (index < call.getNumOperands() && !isNull(call.getOperand(index)))
+    for (StringRef name : {"dx", "dw"})
+      if (!isNull(call.getOperand(product->getParamIndex(name))))
         ++products;
     return gemm(m, n, k, products) + epilogue(m, n);
+  }
   }
   return std::nullopt;
 }

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Conversion/RuntimeProducts.h"
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
@@ -66,25 +67,27 @@ std::optional<int64_t> getPoolBytes(memref::AllocOp alloc) {
 /// Whether `callee` is a product of the CUDA runtime (cuBLASLt), which
 /// takes its workspace from the pool at the first call and keeps it.
 bool usesCudaWorkspace(StringRef callee) {
-  return callee.starts_with("zest_cuda_sgemm") ||
-         callee.starts_with("zest_cuda_linear_");
+  bool cuda = false;
+  return lookupRuntimeProduct(callee, &cuda) && cuda;
 }
 
 /// Bytes the CUDA runtime's fused linear backward takes from the pool for
 /// the duration of `call`: its activation gradient g (m x n), formed when
 /// there is an activation; 0 for anything else.
 int64_t getCudaCallScratch(func::CallOp call) {
-  StringRef callee = call.getCallee();
-  if (!callee.consume_front("zest_cuda_linear_backward") ||
-      call.getNumOperands() < 8)
+  bool cuda = false;
+  const RuntimeProduct *product = lookupRuntimeProduct(call.getCallee(), &cuda);
+  if (!cuda || product->kind != ProductKind::linear_backward)
     return 0;
-  std::optional<int64_t> m = getConstantIntValue(call.getOperand(0)),
-                         n = getConstantIntValue(call.getOperand(1)),
-                         activation = getConstantIntValue(call.getOperand(7));
+  auto operand = [&](StringRef name) {
+    return getConstantIntValue(call.getOperand(product->getParamIndex(name)));
+  };
+  std::optional<int64_t> m = operand("m"), n = operand("n"),
+                         activation = operand("activation");
   if (!m || !n || !activation || *activation == ZEST_ACTIVATION_NONE ||
       *m * *n == 0)
     return 0;
-  int64_t elementBytes = callee.empty() ? 4 : 2; // "", "_bf16", "_f16"
+  int64_t elementBytes = product->suffix.empty() ? 4 : 2; // f32, bf16, f16
   return roundToBuckets(*m * *n * elementBytes);
 }
 
