@@ -26,11 +26,8 @@ static LogicalResult fail(const llvm::Twine &message) {
 }
 
 static LogicalResult verifyOptimizer(const FrontPipelineOptions &front) {
-  StringRef optimizer = front.optimizer;
-  if (optimizer != "sgd" && optimizer != "adamw" && optimizer != "none")
-    return fail("--optimizer expects sgd, adamw or none, got '" + optimizer +
-                "'");
-  if ((front.momentum || front.nesterov) && optimizer != "sgd")
+  OptimizerChoice optimizer = front.optimizer;
+  if ((front.momentum || front.nesterov) && optimizer != OptimizerChoice::SGD)
     return fail("--momentum and --nesterov need --optimizer=sgd");
   if (!(front.maxGradNorm >= 0)) {
     std::string value;
@@ -39,9 +36,9 @@ static LogicalResult verifyOptimizer(const FrontPipelineOptions &front) {
                 "got " +
                 value);
   }
-  if (front.noSync && optimizer == "none")
+  if (front.noSync && optimizer == OptimizerChoice::None)
     return fail("--no-sync needs an optimizer (--optimizer=sgd or adamw)");
-  if (front.maxGradNorm > 0 && optimizer == "none")
+  if (front.maxGradNorm > 0 && optimizer == OptimizerChoice::None)
     return fail("--clip-grad-norm needs an optimizer (--optimizer=sgd or "
                 "adamw)");
   if (front.nesterov && !front.momentum)
@@ -111,10 +108,6 @@ static LogicalResult verifyTarget(const CompileOptions &options) {
 LogicalResult CompileOptions::verify() const {
   if (failed(verifyOptimizer(front)) || failed(verifyTarget(*this)))
     return failure();
-  if (!isShardingStrategy(front.strategy))
-    return fail("--strategy expects full-shard, shard-grad-op, no-shard or "
-                "hybrid-shard, got '" +
-                front.strategy + "'");
   if (!lower.machine.empty()) {
     std::string error;
     if (!getMachineModel(lower.machine, lower.link, lower.replicaLink, error))

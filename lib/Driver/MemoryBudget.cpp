@@ -68,8 +68,10 @@ llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module,
         ref = start.getUnitAttr();
       else
         return;
-      // A bucket gathers each of its units.
-      for (UnitOp unit : lookupCollectiveLayout(op, ref)->units)
+      // A bucket gathers each of its units (the layout held here: iterating
+      // a member of the temporary would read freed memory).
+      std::optional<CollectiveLayout> layout = lookupCollectiveLayout(op, ref);
+      for (UnitOp unit : layout->units)
         if (counts[unit.getSymName()]++ == 0)
           units[unit.getSymName()].firstGather = position;
     });
@@ -162,13 +164,13 @@ private:
 } // namespace
 
 LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
-  StringRef strategy = options.front.strategy;
+  ShardingStrategy strategy = options.front.strategy;
   return emitError(module.getLoc())
          << "--memory-budget=" << budget << " bytes is infeasible: the "
          << "leanest schedule (no prefetch, "
-         << (strategy == "shard-grad-op" ? "every unit kept"
-             : strategy == "no-shard"    ? "every unit replicated"
-                                         : "every unit re-gathered")
+         << (strategy == ShardingStrategy::ShardGradOp ? "every unit kept"
+             : strategy == ShardingStrategy::NoShard   ? "every unit replicated"
+                                                     : "every unit re-gathered")
          << ") peaks at " << lean.peakPool << " pool bytes per rank; "
          << "the smallest feasible budget is --memory-budget=" << lean.peakPool;
 }

@@ -32,6 +32,12 @@ StringRef mlir::zest::stringifyTarget(Target target) {
 // Phase "front"
 //===----------------------------------------------------------------------===//
 
+/// The `param-dtype` / `reduce-dtype` of zest-group-units: empty for f32
+/// (no mixed precision).
+static std::string getWireTypeOption(WireType type) {
+  return type == WireType::F32 ? "" : stringifyWireType(type).str();
+}
+
 static GroupUnitsPassOptions
 getGroupUnitsOptions(const ShardPipelineOptions &options) {
   GroupUnitsPassOptions group;
@@ -42,10 +48,10 @@ getGroupUnitsOptions(const ShardPipelineOptions &options) {
                            options.leafClasses.end());
   group.minUnitNumel = options.minUnitNumel;
   group.ignore.assign(options.ignore.begin(), options.ignore.end());
-  group.strategy = options.strategy;
+  group.strategy = stringifyShardingStrategy(options.strategy).str();
   group.replicas = options.replicas;
-  group.paramDtype = options.paramDtype;
-  group.reduceDtype = options.reduceDtype;
+  group.paramDtype = getWireTypeOption(options.paramDtype);
+  group.reduceDtype = getWireTypeOption(options.reduceDtype);
   return group;
 }
 
@@ -64,7 +70,11 @@ void mlir::zest::buildShardPipeline(OpPassManager &pm,
 static InsertOptimizerPassOptions
 getOptimizerOptions(const FrontPipelineOptions &options) {
   InsertOptimizerPassOptions optimizer;
-  optimizer.optimizer = options.optimizer;
+  optimizer.optimizer =
+      stringifyOptimizer(options.optimizer == OptimizerChoice::AdamW
+                             ? Optimizer::AdamW
+                             : Optimizer::SGD)
+          .str();
   optimizer.momentum = options.momentum;
   optimizer.nesterov = options.nesterov;
   optimizer.maxGradNorm = options.maxGradNorm;
@@ -76,7 +86,7 @@ static ScheduleCollectivesPassOptions
 getScheduleOptions(const FrontPipelineOptions &options) {
   ScheduleCollectivesPassOptions schedule;
   schedule.prefetch = options.prefetch;
-  schedule.strategy = options.strategy;
+  schedule.strategy = stringifyShardingStrategy(options.strategy).str();
   schedule.keepUnits.assign(options.keepUnits.begin(), options.keepUnits.end());
   schedule.unitPrefetch.assign(options.unitPrefetch.begin(),
                                options.unitPrefetch.end());

@@ -178,7 +178,7 @@ static cl::opt<int> optLevel("O", cl::desc("LLVM optimization level"),
                              cl::init(2), cl::Prefix, cl::cat(category));
 static cl::opt<std::string>
     runtimeDir("runtime-dir",
-               cl::desc("Folder with libzest_runtime.a and libzest_driver.a "
+               cl::desc("Folder with libzest_runtime.a and libzest_trainer.a "
                         "(default: ../lib next to zestc)"),
                cl::cat(category));
 static cl::opt<std::string>
@@ -244,7 +244,7 @@ static std::optional<int64_t> parseBytes(StringRef text) {
 /// --mesh=RxS with --strategy=hybrid-shard: R replica groups of S ranks
 /// (--world-size, if given, must be R * S).
 static LogicalResult applyMesh(ShardPipelineOptions &shard) {
-  bool hybrid = strategy == "hybrid-shard";
+  bool hybrid = shard.strategy == ShardingStrategy::HybridShard;
   if (!hybrid && mesh.getNumOccurrences()) {
     llvm::errs() << "zestc: error: --mesh needs --strategy=hybrid-shard\n";
     return failure();
@@ -294,33 +294,70 @@ static std::vector<std::string> toVector(const cl::list<std::string> &list) {
   return std::vector<std::string>(list.begin(), list.end());
 }
 
+/// Parses flag `name`'s value `text` as one of `values` (an enum's
+/// symbolize function), or reports what it expects.
+template <typename T>
+static LogicalResult parseChoice(StringRef name, StringRef text,
+                                 std::optional<T> value, StringRef expected,
+                                 T &result) {
+  if (!value) {
+    llvm::errs() << "zestc: error: --" << name << " expects " << expected
+                 << ", got '" << text << "'\n";
+    return failure();
+  }
+  result = *value;
+  return success();
+}
+
+static std::optional<OptimizerChoice> symbolizeOptimizerChoice(StringRef name) {
+  if (name == "none")
+    return OptimizerChoice::None;
+  if (std::optional<Optimizer> kind = symbolizeOptimizer(name))
+    return *kind == Optimizer::AdamW ? OptimizerChoice::AdamW
+                                     : OptimizerChoice::SGD;
+  return std::nullopt;
+}
+
 /// zestc's flags into the options of the front phase.
-static void setFrontOptions(FrontPipelineOptions &front) {
+static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
   front.worldSize = worldSize;
   front.leafModules = toVector(leafModules);
   front.leafClasses = toVector(leafClasses);
   front.minUnitNumel = minUnitNumel;
-  front.paramDtype = paramDtype;
-  front.reduceDtype = reduceDtype;
   front.ignore = toVector(ignore);
   front.manifest = manifest;
-  front.strategy = strategy;
-  front.optimizer = optimizer;
   front.momentum = momentum;
   front.nesterov = nesterov;
   front.maxGradNorm = clipGradNorm;
   front.noSync = noSync;
   front.prefetch = prefetch;
+  auto wireType = [](StringRef text) {
+    return text.empty() ? std::optional<WireType>(WireType::F32)
+                        : symbolizeWireType(text);
+  };
+  return success(
+      succeeded(parseChoice(
+          "optimizer", optimizer, symbolizeOptimizerChoice(optimizer),
+          "sgd, adamw or none", front.optimizer.getValue())) &&
+      succeeded(parseChoice("strategy", strategy,
+                            symbolizeShardingStrategy(strategy),
+                            "full-shard, shard-grad-op, no-shard or "
+                            "hybrid-shard",
+                            front.strategy.getValue())) &&
+      succeeded(parseChoice("param-dtype", paramDtype, wireType(paramDtype),
+                            "bf16, f16 or f32", front.paramDtype.getValue())) &&
+      succeeded(parseChoice("reduce-dtype", reduceDtype, wireType(reduceDtype),
+                            "bf16, f16 or f32", front.reduceDtype.getValue())));
 }
 
 /// zestc's flags into the options of the lowering phases.
 static LogicalResult setLowerOptions(LowerPipelineOptions &lower) {
-  if (target != "cpu" && target != "cuda") {
-    llvm::errs() << "zestc: error: --target expects cpu or cuda, got '"
-                 << target << "'\n";
+  std::optional<Target> parsed;
+  if (target == "cpu" || target == "cuda")
+    parsed = target == "cuda" ? Target::Cuda : Target::Cpu;
+  if (failed(parseChoice("target", target, parsed, "cpu or cuda",
+                         lower.target.getValue())))
     return failure();
-  }
-  lower.target = target == "cuda" ? Target::Cuda : Target::Cpu;
   lower.cudaChip = cudaChip;
   lower.cudaFeatures = cudaFeatures;
   lower.cudaFormat = cudaFormat;
@@ -356,8 +393,8 @@ static std::string getRuntimeDir(const char *argv0) {
 /// Every flag into `options`, checked.
 static LogicalResult buildCompileOptions(CompileOptions &options,
                                          const char *argv0) {
-  setFrontOptions(options.front);
-  if (failed(setLowerOptions(options.lower)))
+  if (failed(setFrontOptions(options.front)) ||
+      failed(setLowerOptions(options.lower)))
     return failure();
   options.emit = emit;
   options.optLevel = optLevel;

@@ -18,6 +18,8 @@
 #ifndef ZEST_PIPELINES_PIPELINES_H
 #define ZEST_PIPELINES_PIPELINES_H
 
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -33,6 +35,17 @@ enum class Target {
 
 /// The target's name as zestc --target and zest-matmul-to-blas take it.
 llvm::StringRef stringifyTarget(Target target);
+
+/// The optimizer compiled into training steps, or none (they return their
+/// gradient shards).
+enum class OptimizerChoice { None, SGD, AdamW };
+
+/// The values of a mixed-precision type option.
+inline auto wireTypeValues() {
+  return llvm::cl::values(clEnumValN(WireType::F32, "f32", "no rounding"),
+                          clEnumValN(WireType::BF16, "bf16", "bfloat16"),
+                          clEnumValN(WireType::F16, "f16", "float16"));
+}
 
 /// Options of `zest-shard-pipeline`: contract check, unit grouping,
 /// parameter sharding and, optionally, the manifest.
@@ -55,33 +68,45 @@ struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
   Option<std::string> manifest{
       *this, "manifest",
       llvm::cl::desc("Write the layout manifest (JSON) to this file")};
-  Option<std::string> strategy{
-      *this, "strategy",
-      llvm::cl::desc("full-shard, shard-grad-op, hybrid-shard (sharded "
-                     "units) or no-shard (replicated units, DDP)"),
-      llvm::cl::init("full-shard")};
+  Option<ShardingStrategy> strategy{
+      *this, "strategy", llvm::cl::desc("How units are sharded"),
+      llvm::cl::init(ShardingStrategy::FullShard),
+      llvm::cl::values(
+          clEnumValN(ShardingStrategy::FullShard, "full-shard",
+                     "re-gathered for backward (ZeRO-3)"),
+          clEnumValN(ShardingStrategy::ShardGradOp, "shard-grad-op",
+                     "kept gathered from forward to backward (ZeRO-2)"),
+          clEnumValN(ShardingStrategy::NoShard, "no-shard",
+                     "replicated, gradients all-reduced (DDP)"),
+          clEnumValN(ShardingStrategy::HybridShard, "hybrid-shard",
+                     "sharded within replica groups (HSDP)"))};
   Option<int64_t> replicas{
       *this, "replicas",
       llvm::cl::desc("hybrid-shard: replica groups the world-size ranks form "
                      "(shards within each)"),
       llvm::cl::init(1)};
-  Option<std::string> paramDtype{
+  Option<WireType> paramDtype{
       *this, "param-dtype",
-      llvm::cl::desc("Mixed precision: bf16 or f16 gathers (f32 master "
-                     "shards)")};
-  Option<std::string> reduceDtype{
+      llvm::cl::desc("Mixed precision: the gathers' type (f32 master shards)"),
+      llvm::cl::init(WireType::F32), wireTypeValues()};
+  Option<WireType> reduceDtype{
       *this, "reduce-dtype",
-      llvm::cl::desc("Mixed precision: bf16 or f16 gradient reductions")};
+      llvm::cl::desc("Mixed precision: the gradient reductions' type"),
+      llvm::cl::init(WireType::F32), wireTypeValues()};
 };
 
 /// Options of `zest-front`: sharding, the optimizer compiled into training
 /// steps, and the schedule of their collectives.
 struct FrontPipelineOptions : public ShardPipelineOptions {
-  Option<std::string> optimizer{
+  Option<OptimizerChoice> optimizer{
       *this, "optimizer",
-      llvm::cl::desc("sgd, adamw, or none (training steps return their "
-                     "gradient shards)"),
-      llvm::cl::init("sgd")};
+      llvm::cl::desc("The optimizer compiled into training steps"),
+      llvm::cl::init(OptimizerChoice::SGD),
+      llvm::cl::values(
+          clEnumValN(OptimizerChoice::SGD, "sgd", "SGD (momentum optional)"),
+          clEnumValN(OptimizerChoice::AdamW, "adamw", "AdamW"),
+          clEnumValN(OptimizerChoice::None, "none",
+                     "none: training steps return their gradient shards"))};
   Option<bool> momentum{*this, "momentum",
                         llvm::cl::desc("sgd: keep a momentum buffer"),
                         llvm::cl::init(false)};
@@ -116,7 +141,7 @@ struct FrontPipelineOptions : public ShardPipelineOptions {
       llvm::cl::init(0)};
 
   /// Whether training steps get an optimizer (`optimizer` is not none).
-  bool hasOptimizer() const { return optimizer != "none"; }
+  bool hasOptimizer() const { return optimizer != OptimizerChoice::None; }
 };
 
 /// Options of the lowering phases (`zest-lower-cpu`, `zest-lower-cuda`).

@@ -66,13 +66,16 @@ private:
 
   unsigned addUnit(StringRef name, UnitKind kind) {
     // no-shard (DDP): every unit keeps its whole buffer on every rank.
-    if (strategy == "no-shard")
+    if (strategyKind == ShardingStrategy::NoShard)
       kind = UnitKind::Replicated;
     plans.push_back({name.str(), kind, {}});
     return plans.size() - 1;
   }
 
   ModelContract contract;
+  /// The options `strategy`, `param-dtype` and `reduce-dtype`, parsed.
+  ShardingStrategy strategyKind = ShardingStrategy::FullShard;
+  WireType paramType = WireType::F32, reduceType = WireType::F32;
   std::vector<ModuleNode> nodes;
   llvm::StringMap<unsigned> nodeByPath;
   SmallVector<bool> isLeaf;
@@ -85,20 +88,22 @@ private:
 } // namespace
 
 /// The `gather_type` / `reduce_type` of a unit of `elementType` under the
-/// option `dtype`: mixed precision applies to f32 units only.
-static TypeAttr communicationType(StringRef dtype, Type elementType) {
+/// option `wire`: mixed precision applies to f32 units only.
+static TypeAttr communicationType(WireType wire, Type elementType) {
   MLIRContext *ctx = elementType.getContext();
-  if (!elementType.isF32() || dtype.empty() || dtype == "f32")
+  if (!elementType.isF32() || wire == WireType::F32)
     return {};
-  return TypeAttr::get(dtype == "bf16" ? Type(BFloat16Type::get(ctx))
-                                       : Type(Float16Type::get(ctx)));
+  return TypeAttr::get(wire == WireType::BF16 ? Type(BFloat16Type::get(ctx))
+                                              : Type(Float16Type::get(ctx)));
 }
 
 LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
-  if (!isShardingStrategy(strategy))
+  std::optional<ShardingStrategy> parsed = symbolizeShardingStrategy(strategy);
+  if (!parsed)
     return emitError(module.getLoc())
            << "unknown strategy '" << strategy
            << "': use full-shard, shard-grad-op, no-shard or hybrid-shard";
+  strategyKind = *parsed;
   if (worldSize < 1)
     return emitError(module.getLoc())
            << "world-size must be at least 1, got " << worldSize.getValue();
@@ -107,7 +112,7 @@ LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
            << "replicas=" << replicas.getValue()
            << " must be a positive divisor of world-size="
            << worldSize.getValue();
-  if (replicas > 1 && strategy != "hybrid-shard")
+  if (replicas > 1 && strategyKind != ShardingStrategy::HybridShard)
     return emitError(module.getLoc())
            << "replicas=" << replicas.getValue()
            << " needs strategy=hybrid-shard (got " << strategy << ")";
@@ -115,12 +120,16 @@ LogicalResult GroupUnitsPass::checkOptions(ModuleOp module) {
     return emitError(module.getLoc())
            << "min-unit-numel must be non-negative, got "
            << minUnitNumel.getValue();
-  for (auto [name, value] : {std::make_pair("param-dtype", &paramDtype),
-                             std::make_pair("reduce-dtype", &reduceDtype)}) {
+  for (auto [name, value, wire] :
+       {std::make_tuple("param-dtype", &paramDtype, &paramType),
+        std::make_tuple("reduce-dtype", &reduceDtype, &reduceType)}) {
     StringRef text = value->getValue();
-    if (!text.empty() && text != "bf16" && text != "f16" && text != "f32")
+    std::optional<WireType> parsedWire =
+        text.empty() ? WireType::F32 : symbolizeWireType(text);
+    if (!parsedWire)
       return emitError(module.getLoc())
              << name << " must be bf16, f16 or f32, got '" << text << "'";
+    *wire = *parsedWire;
   }
   if (!module.getOps<UnitOp>().empty())
     return emitError(module.getLoc())
@@ -331,8 +340,8 @@ void GroupUnitsPass::declareUnits(ModuleOp module) {
           builder, loc, uniqueName(base, taken), plan.kind, elementType, shards,
           replicas > 1 ? builder.getI64IntegerAttr(replicas) : IntegerAttr(),
           padded, shard, builder.getArrayAttr(entries),
-          communicationType(paramDtype, elementType),
-          communicationType(reduceDtype, elementType));
+          communicationType(paramType, elementType),
+          communicationType(reduceType, elementType));
     }
   }
 }

@@ -64,8 +64,10 @@ struct Depths {
   /// A gather's depth: its unit's, or the deepest of its bucket's members.
   unsigned of(AllGatherStartOp start) const {
     unsigned depth = 0;
-    for (UnitOp unit :
-         lookupCollectiveLayout(start, start.getUnitAttr())->units)
+    // Held here: iterating a member of the temporary would read freed memory.
+    std::optional<CollectiveLayout> layout =
+        lookupCollectiveLayout(start, start.getUnitAttr());
+    for (UnitOp unit : layout->units)
       depth = std::max(depth, of(unit.getSymName()));
     return depth;
   }
@@ -236,7 +238,8 @@ struct ScheduleCollectivesPass
   /// The sharded units to keep gathered; failure (reported) for an unknown
   /// strategy or a named unit that is not a sharded unit of the module.
   FailureOr<DenseSet<StringRef>> getKeptUnits(ModuleOp module) {
-    if (!isShardingStrategy(strategy)) {
+    std::optional<ShardingStrategy> kind = symbolizeShardingStrategy(strategy);
+    if (!kind) {
       emitError(module.getLoc())
           << "unknown strategy '" << strategy
           << "' for zest-schedule-collectives: use full-shard, "
@@ -245,7 +248,7 @@ struct ScheduleCollectivesPass
     }
     DenseSet<StringRef> kept;
     for (UnitOp unit : module.getOps<UnitOp>())
-      if (strategy == "shard-grad-op" && unit.isSharded())
+      if (*kind == ShardingStrategy::ShardGradOp && unit.isSharded())
         kept.insert(unit.getSymName());
     for (const std::string &name : keepUnits) {
       auto unit = module.lookupSymbol<UnitOp>(name);

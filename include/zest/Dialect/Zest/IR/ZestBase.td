@@ -142,6 +142,32 @@ def Zest_OptimizerAttr : I32EnumAttr<"Optimizer", "optimizer of a unit update", 
   let cppNamespace = "::mlir::zest";
 }
 
+// How units are distributed and re-gathered (FSDP's ShardingStrategy): the
+// `strategy` of zest-group-units, zest-schedule-collectives, zest-front and
+// zestc, parsed once into this enum.
+def Zest_ShardingStrategyEnum : I32EnumAttr<"ShardingStrategy",
+                                            "sharding strategy", [
+    I32EnumAttrCase<"FullShard", 0, "full-shard">,
+    I32EnumAttrCase<"ShardGradOp", 1, "shard-grad-op">,
+    I32EnumAttrCase<"NoShard", 2, "no-shard">,
+    I32EnumAttrCase<"HybridShard", 3, "hybrid-shard">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+  let genSpecializedAttr = 0;
+}
+
+// The 16-bit type of mixed-precision collectives (FSDP's
+// MixedPrecision.param_dtype / reduce_dtype over f32 units).
+def Zest_WireTypeEnum : I32EnumAttr<"WireType",
+                                    "element type of mixed-precision collectives", [
+    I32EnumAttrCase<"F32", 0, "f32">,
+    I32EnumAttrCase<"BF16", 1, "bf16">,
+    I32EnumAttrCase<"F16", 2, "f16">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+  let genSpecializedAttr = 0;
+}
+
 // Values match `zest_activation_t` in runtime/include/zest_runtime.h.
 def Zest_ActivationAttr : I32EnumAttr<"Activation",
                                       "activation of a fused linear op", [

@@ -23,14 +23,6 @@ namespace mlir::zest {
 #define GEN_PASS_DECL
 #include "zest/Dialect/Zest/Transforms/Passes.h.inc"
 
-/// Whether `name` is a sharding strategy: full-shard, shard-grad-op or
-/// no-shard (the `strategy` of zest-group-units and
-/// zest-schedule-collectives, zestc --strategy).
-inline bool isShardingStrategy(llvm::StringRef name) {
-  return name == "full-shard" || name == "shard-grad-op" ||
-         name == "no-shard" || name == "hybrid-shard";
-}
-
 /// Registration of every Zest pass: registerZestPasses().
 #define GEN_PASS_REGISTRATION
 #include "zest/Dialect/Zest/Transforms/Passes.h.inc"
