@@ -200,7 +200,7 @@ static LogicalResult emitObject(llvm::Module &module,
 }
 
 /// Links `object` with the runtime (and, for executables, the training
-/// driver), MPI and OpenBLAS using the system C++ compiler driver; for
+/// program), MPI and OpenBLAS using the system C++ compiler driver; for
 /// --target=cuda also the CUDA runtime library, CUDA, cuBLASLt and NCCL.
 static LogicalResult link(ArrayRef<std::string> objects,
                           const CompileOptions &options, Location loc) {
@@ -210,17 +210,17 @@ static LogicalResult link(ArrayRef<std::string> objects,
   if (!cxx)
     return emitError(loc) << "no C++ compiler driver (c++ or g++) to link "
                           << "with; install g++ or use --emit=obj";
-  SmallString<256> runtime(options.runtimeDir), driver(options.runtimeDir),
+  SmallString<256> runtime(options.runtimeDir), trainer(options.runtimeDir),
       cudaRuntime(options.runtimeDir);
   llvm::sys::path::append(runtime, "libzest_runtime.a");
-  llvm::sys::path::append(driver, "libzest_driver.a");
+  llvm::sys::path::append(trainer, "libzest_trainer.a");
   llvm::sys::path::append(cudaRuntime, "libzest_runtime_cuda.a");
   bool cuda = options.lower.target == Target::Cuda;
   if (cuda && StringRef(ZEST_CUDA_LINK_LIBRARIES).empty())
     return emitError(loc) << "this zestc was built without the CUDA runtime "
                           << "(ZEST_ENABLE_CUDA=OFF or no CUDA toolkit): "
                           << "--target=cuda can emit mlir, llvm or obj only";
-  SmallVector<StringRef> libs = {runtime, driver};
+  SmallVector<StringRef> libs = {runtime, trainer};
   if (cuda)
     libs.push_back(cudaRuntime);
   for (StringRef lib : libs)
@@ -232,7 +232,7 @@ static LogicalResult link(ArrayRef<std::string> objects,
     args.push_back("-shared");
   llvm::append_range(args, objects);
   if (options.emit == EmitKind::Executable)
-    args.push_back(std::string(driver));
+    args.push_back(std::string(trainer));
   // The CUDA backends, kernel launches and cuBLASLt products, before the
   // core runtime they build on.
   if (cuda)

@@ -8,28 +8,42 @@ with --weights, the initial parameters as safetensors keyed by FQN.
 import argparse
 import sys
 
-from . import ImportError_, import_model, load_factory
+from . import ZestImportError, import_model, load_factory
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="zest-import", description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="zest-import",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     parser.add_argument("factory", help="FILE.py:FACTORY")
-    parser.add_argument("-o", "--output", required=True,
-                        help="where to write the IR (- for standard output)")
-    parser.add_argument("--weights", help="write the initial parameters here "
-                        "(safetensors, keyed by FQN)")
-    parser.add_argument("--name", help="the entry point's name (default: the "
-                        "model's class in snake case, e.g. llama_for_causal_lm)")
-    parser.add_argument("--forward", action="store_true",
-                        help="also write NAME_forward: the loss in eval mode, "
-                        "without gradients (runs with --function)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="where to write the IR (- for standard output)",
+    )
+    parser.add_argument(
+        "--weights",
+        help="write the initial parameters here (safetensors, keyed by FQN)",
+    )
+    parser.add_argument(
+        "--name",
+        help="the entry point's name (default: the "
+        "model's class in snake case, e.g. llama_for_causal_lm)",
+    )
+    parser.add_argument(
+        "--forward",
+        action="store_true",
+        help="also write NAME_forward: the loss in eval mode, "
+        "without gradients (runs with --function)",
+    )
     args = parser.parse_args(argv)
     try:
         model, loss_fn, batch = load_factory(args.factory)
-        text, weights = import_model(model, loss_fn, batch, args.name,
-                                     args.forward)
-    except ImportError_ as error:
+        text, weights = import_model(model, loss_fn, batch, args.name, args.forward)
+    except ZestImportError as error:
         print(f"zest-import: error: {error}", file=sys.stderr)
         return 1
     if args.output == "-":
@@ -39,6 +53,7 @@ def main(argv=None):
             out.write(text)
     if args.weights:
         from safetensors.torch import save_file
+
         save_file(weights, args.weights)
     return 0
 

@@ -30,7 +30,8 @@
 import argparse
 import sys
 
-from . import ImportError_, load_factory, rng, run_command
+from . import load_factory, rng, run_command
+from .errors import ZestImportError
 
 
 def per_sample(batch):
@@ -43,6 +44,7 @@ def _columns(batch, samples, seed, int_bound):
     batch argument."""
     import numpy as np
     import torch
+
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(samples):
@@ -54,15 +56,18 @@ def _columns(batch, samples, seed, int_bound):
                 values = rng.integers(0, int_bound, size=shape)
             row.append(torch.from_numpy(np.asarray(values)).to(dtype))
         rows.append(row)
-    return [torch.stack([row[i] for row in rows]).contiguous()
-            for i in range(len(batch))]
+    return [
+        torch.stack([row[i] for row in rows]).contiguous() for i in range(len(batch))
+    ]
 
 
 def _paths(spec, count):
     paths = spec.split(",")
     if len(paths) != count:
-        raise ImportError_(f"'{spec}' names {len(paths)} .npy file(s) for "
-                           f"{count} batch argument(s)")
+        raise ZestImportError(
+            f"'{spec}' names {len(paths)} .npy file(s) for "
+            f"{count} batch argument(s)"
+        )
     return paths
 
 
@@ -73,10 +78,12 @@ def write_data(args):
     columns = _columns(batch, args.samples, args.seed, args.int_bound)
     if args.output.endswith(".npy"):
         import numpy as np
+
         for path, column in zip(_paths(args.output, len(columns)), columns):
             np.save(path, column.numpy())
     elif args.output.endswith(".safetensors"):
         from safetensors.torch import save_file
+
         save_file({str(i): c for i, c in enumerate(columns)}, args.output)
     else:
         with open(args.output, "wb") as out:
@@ -90,29 +97,33 @@ def read_samples(path, batch):
     write_data's formats."""
     import numpy as np
     import torch
+
     if path.endswith(".npy"):
-        columns = [torch.from_numpy(np.load(p))
-                   for p in _paths(path, len(batch))]
+        columns = [torch.from_numpy(np.load(p)) for p in _paths(path, len(batch))]
         return [list(parts) for parts in zip(*columns)]
     if path.endswith(".safetensors"):
         from safetensors.torch import load_file
+
         tensors = load_file(path)
         columns = [tensors[str(i)] for i in range(len(batch))]
         return [list(parts) for parts in zip(*columns)]
     layout = per_sample(batch)
-    sizes = [int(np.prod(shape, dtype=np.int64)) *
-             torch.empty((), dtype=dtype).element_size()
-             for shape, dtype in layout]
+    sizes = [
+        int(np.prod(shape, dtype=np.int64))
+        * torch.empty((), dtype=dtype).element_size()
+        for shape, dtype in layout
+    ]
     raw = open(path, "rb").read()
     sample_bytes = sum(sizes)
     if sample_bytes == 0 or len(raw) % sample_bytes:
-        raise ImportError_(f"'{path}' does not hold whole samples of "
-                           f"{sample_bytes} bytes")
+        raise ZestImportError(
+            f"'{path}' does not hold whole samples of {sample_bytes} bytes"
+        )
     samples = []
     for start in range(0, len(raw), sample_bytes):
         parts, offset = [], start
         for (shape, dtype), size in zip(layout, sizes):
-            chunk = bytearray(raw[offset:offset + size])
+            chunk = bytearray(raw[offset : offset + size])
             parts.append(torch.frombuffer(chunk, dtype=dtype).reshape(shape))
             offset += size
         samples.append(parts)
@@ -123,21 +134,24 @@ def micro_batch(samples, first, micro):
     """The batch arguments of samples [first, first + micro) (mod their
     count), as the executable reads them."""
     import torch
+
     chosen = [samples[(first + s) % len(samples)] for s in range(micro)]
-    return [torch.stack([sample[i] for sample in chosen])
-            for i in range(len(chosen[0]))]
+    return [
+        torch.stack([sample[i] for sample in chosen]) for i in range(len(chosen[0]))
+    ]
 
 
 def train(args):
     import torch
     from safetensors.torch import load_file
+
     torch.manual_seed(0)
     model, loss_fn, batch = load_factory(args.factory)
     weights = load_file(args.weights)
     params = dict(model.named_parameters())
     missing = sorted(set(params) - set(weights))
     if missing:
-        raise ImportError_(f"'{args.weights}' lacks {', '.join(missing)}")
+        raise ZestImportError(f"'{args.weights}' lacks {', '.join(missing)}")
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(weights[name])
@@ -145,8 +159,10 @@ def train(args):
     micro = batch[0].shape[0]
     global_batch = args.global_batch or micro
     if global_batch % micro:
-        raise ImportError_(f"--global-batch {global_batch} is not a multiple "
-                           f"of the example batch ({micro})")
+        raise ZestImportError(
+            f"--global-batch {global_batch} is not a multiple "
+            f"of the example batch ({micro})"
+        )
     accum = global_batch // micro
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     model.train()
@@ -155,8 +171,10 @@ def train(args):
         for a in range(accum):
             first = step * global_batch + a * micro
             inputs = micro_batch(samples, first, micro)
-            streams = torch.tensor([rng.signed(rng.step_key(args.seed, step)),
-                                    a * micro], dtype=torch.int64)
+            streams = torch.tensor(
+                [rng.signed(rng.step_key(args.seed, step)), a * micro],
+                dtype=torch.int64,
+            )
             with rng.EagerStreams(streams, micro):
                 loss = loss_fn(model, *inputs)
             (loss / accum).backward()
@@ -166,8 +184,14 @@ def train(args):
         print(f"step {step + 1} loss {total / accum:.9g}", flush=True)
     if args.save:
         from safetensors.torch import save_file
-        save_file({name: param.detach().contiguous()
-                   for name, param in model.named_parameters()}, args.save)
+
+        save_file(
+            {
+                name: param.detach().contiguous()
+                for name, param in model.named_parameters()
+            },
+            args.save,
+        )
 
 
 def evaluate(args):
@@ -175,6 +199,7 @@ def evaluate(args):
     sum of the eval-mode losses of every micro-batch of every step."""
     import torch
     from safetensors.torch import load_file
+
     model, loss_fn, batch = load_factory(args.factory)
     model.load_state_dict(load_file(args.weights), strict=False)
     samples = read_samples(args.data, batch)
@@ -183,8 +208,9 @@ def evaluate(args):
     total = 0.0
     with torch.no_grad():
         per_step = args.global_batch // micro
-        for m in range(args.start_step * per_step,
-                       (args.start_step + args.steps) * per_step):
+        for m in range(
+            args.start_step * per_step, (args.start_step + args.steps) * per_step
+        ):
             inputs = micro_batch(samples, m * micro, micro)
             total += loss_fn(model, *inputs).item()
     print(f"checksum {total:.9g}")
@@ -192,19 +218,24 @@ def evaluate(args):
 
 def check_state_dict(args):
     from .weights import load_state_dict
+
     model, _, _ = load_factory(args.factory)
     try:
         model.load_state_dict(load_state_dict(args.weights), strict=True)
     except RuntimeError as error:
-        raise ImportError_(str(error).strip())
-    print(f"{args.weights}: load_state_dict(strict=True) took "
-          f"{len(model.state_dict())} tensors")
+        raise ZestImportError(str(error).strip())
+    print(
+        f"{args.weights}: load_state_dict(strict=True) took "
+        f"{len(model.state_dict())} tensors"
+    )
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="zest_import.reference",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="zest_import.reference",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     data = commands.add_parser("data")
     data.add_argument("factory")
@@ -218,22 +249,33 @@ def main(argv=None):
         runner.add_argument("--weights", required=True)
         runner.add_argument("--data", required=True)
         runner.add_argument("--steps", type=int, required=True)
-        runner.add_argument("--global-batch", type=int,
-                            required=runner is evaluation, default=0)
+        runner.add_argument(
+            "--global-batch", type=int, required=runner is evaluation, default=0
+        )
     run.add_argument("--lr", type=float, required=True)
-    run.add_argument("--seed", type=int, default=0,
-                     help="the executable's --seed (random streams)")
+    run.add_argument(
+        "--seed", type=int, default=0, help="the executable's --seed (random streams)"
+    )
     run.add_argument("--save", help="write the trained parameters here")
-    evaluation.add_argument("--start-step", type=int, default=0,
-                            help="the step the run starts at (a loaded "
-                            "checkpoint's)")
+    evaluation.add_argument(
+        "--start-step",
+        type=int,
+        default=0,
+        help="the step the run starts at (a loaded checkpoint's)",
+    )
     check = commands.add_parser("check-state-dict")
     check.add_argument("factory")
     check.add_argument("weights")
-    return run_command("zest_import.reference",
-                       {"data": write_data, "train": train, "eval": evaluate,
-                        "check-state-dict": check_state_dict},
-                       parser.parse_args(argv))
+    return run_command(
+        "zest_import.reference",
+        {
+            "data": write_data,
+            "train": train,
+            "eval": evaluate,
+            "check-state-dict": check_state_dict,
+        },
+        parser.parse_args(argv),
+    )
 
 
 if __name__ == "__main__":

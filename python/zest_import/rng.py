@@ -5,7 +5,7 @@ global seed that every rank starts from 0 and no checkpoint holds. Instead,
 an imported step that draws random numbers takes one more argument,
 ``{zest.rng}``: a ``tensor<2xi64>`` holding the step's key and the index,
 within the step's global batch, of the micro-batch's first sample. The
-executable fills it (runtime/driver/Data.h): the key is ``step_key(seed,
+executable fills it (runtime/trainer/Data.h): the key is ``step_key(seed,
 step)``, so the streams follow from ``--seed`` and the step number that
 checkpoints hold.
 
@@ -85,7 +85,8 @@ class Streams:
         inner = numel // self.micro if batch_major else numel
         key = _mix_tensor(self.rng[0] + signed(draw * GOLDEN))
         counter = self.rng[1] * inner + torch.arange(
-            numel, dtype=torch.int64, device=device).reshape(shape)
+            numel, dtype=torch.int64, device=device
+        ).reshape(shape)
         return _shr(_mix_tensor(counter ^ key), 40)
 
     def uniform(self, shape, device=None):
@@ -108,8 +109,10 @@ def _bernoulli_p(streams, like, p=0.5, generator=None):
 
 
 def _bernoulli_tensor(streams, probabilities, generator=None):
-    keep = streams.uniform(tuple(probabilities.shape),
-                           probabilities.device) < probabilities
+    keep = (
+        streams.uniform(tuple(probabilities.shape), probabilities.device)
+        < probabilities
+    )
     return keep.to(probabilities.dtype)
 
 
@@ -117,10 +120,8 @@ def replacements(streams):
     """{ATen overload: implementation} drawing from `streams`."""
     aten = torch.ops.aten
     return {
-        aten.bernoulli.p: lambda x, p=0.5, generator=None:
-            _bernoulli_p(streams, x, p),
-        aten.bernoulli.default: lambda x, generator=None:
-            _bernoulli_tensor(streams, x),
+        aten.bernoulli.p: lambda x, p=0.5, generator=None: _bernoulli_p(streams, x, p),
+        aten.bernoulli.default: lambda x, generator=None: _bernoulli_tensor(streams, x),
     }
 
 
@@ -128,18 +129,35 @@ def inplace_replacements(streams):
     """The in-place forms eager dropout calls, for a dispatch mode."""
     aten = torch.ops.aten
     return {
-        aten.bernoulli_.float: lambda x, p=0.5, generator=None:
-            x.copy_(_bernoulli_p(streams, x, p)),
-        aten.bernoulli_.Tensor: lambda x, p, generator=None:
-            x.copy_(_bernoulli_tensor(streams, p.expand_as(x))),
+        aten.bernoulli_.float: lambda x, p=0.5, generator=None: x.copy_(
+            _bernoulli_p(streams, x, p)
+        ),
+        aten.bernoulli_.Tensor: lambda x, p, generator=None: x.copy_(
+            _bernoulli_tensor(streams, p.expand_as(x))
+        ),
     }
 
 
 # Random ops with no counter-based replacement: the importer refuses them.
-UNSUPPORTED = ("rand", "randn", "randint", "randperm", "normal", "uniform",
-               "exponential", "multinomial", "random", "rand_like",
-               "randn_like", "randint_like", "cauchy", "geometric",
-               "log_normal", "poisson", "native_dropout")
+UNSUPPORTED = (
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "normal",
+    "uniform",
+    "exponential",
+    "multinomial",
+    "random",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "cauchy",
+    "geometric",
+    "log_normal",
+    "poisson",
+    "native_dropout",
+)
 
 
 class EagerStreams(torch.utils._python_dispatch.TorchDispatchMode):
@@ -149,8 +167,10 @@ class EagerStreams(torch.utils._python_dispatch.TorchDispatchMode):
     def __init__(self, rng, micro):
         super().__init__()
         self.streams = Streams(rng, micro)
-        self.table = {**replacements(self.streams),
-                      **inplace_replacements(self.streams)}
+        self.table = {
+            **replacements(self.streams),
+            **inplace_replacements(self.streams),
+        }
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -24,12 +24,16 @@ def _combiner(op):
     update, current = body.arguments[0], body.arguments[1]
     if len(ops) == 1 and ops[0].operands[0] == update:
         return "assign"
-    if len(ops) == 2 and ops[0].operation.name == "arith.addf" and \
-            set(ops[0].operands) == {update, current} and \
-            ops[1].operands[0] == ops[0].results[0]:
+    if (
+        len(ops) == 2
+        and ops[0].operation.name == "arith.addf"
+        and set(ops[0].operands) == {update, current}
+        and ops[1].operands[0] == ops[0].results[0]
+    ):
         return "add"
-    raise ScatterError("a tm_tensor.scatter whose combiner is neither an "
-                       "assignment nor an addition")
+    raise ScatterError(
+        "a tm_tensor.scatter whose combiner is neither an assignment nor an addition"
+    )
 
 
 def _index(value):
@@ -55,30 +59,38 @@ def _lower(op):
             raw = tensor.extract(indices, [i, _index(k)])
             position[d] = arith.index_cast(ir.IndexType.get(), raw)
         if not slice_shape:
-            update = tensor.extract(updates, [i] + [_index(0)] *
-                                    (len(update_shape) - 1))
+            update = tensor.extract(
+                updates, [i] + [_index(0)] * (len(update_shape) - 1)
+            )
             if combine == "add":
                 update = arith.addf(tensor.extract(acc, position), update)
             result = tensor.insert(update, acc, position)
         else:
             dynamic = ir.ShapedType.get_dynamic_size()
             offsets = [dynamic if p is not None else 0 for p in position]
-            sizes = [1 if p is not None else size
-                     for p, size in zip(position, shape)]
+            sizes = [1 if p is not None else size for p, size in zip(position, shape)]
             ones = [1] * len(shape)
             slice_type = ir.RankedTensorType.get(slice_shape, element)
             dynamic_offsets = [p for p in position if p is not None]
-            current = tensor.extract_slice(slice_type, acc, dynamic_offsets,
-                                           [], [], offsets, sizes, ones)
+            current = tensor.extract_slice(
+                slice_type, acc, dynamic_offsets, [], [], offsets, sizes, ones
+            )
             update_sizes = [1] + update_shape[1:]
             update = tensor.extract_slice(
-                slice_type, updates, [i], [], [],
-                [dynamic] + [0] * (len(update_shape) - 1), update_sizes,
-                [1] * len(update_shape))
+                slice_type,
+                updates,
+                [i],
+                [],
+                [],
+                [dynamic] + [0] * (len(update_shape) - 1),
+                update_sizes,
+                [1] * len(update_shape),
+            )
             if combine == "add":
                 update = linalg.add(current, update, outs=[current])
-            result = tensor.insert_slice(update, acc, dynamic_offsets, [], [],
-                                         offsets, sizes, ones)
+            result = tensor.insert_slice(
+                update, acc, dynamic_offsets, [], [], offsets, sizes, ones
+            )
         scf.YieldOp([result])
     return loop.results[0]
 
@@ -96,8 +108,9 @@ def lower_scatters(module):
         module.operation.walk(collect)
         for op in scatters:
             if len(op.operands) != 3:
-                raise ScatterError("a tm_tensor.scatter with "
-                                   f"{len(op.operands)} operands")
+                raise ScatterError(
+                    f"a tm_tensor.scatter with {len(op.operands)} operands"
+                )
             with ir.InsertionPoint(op), op.location:
                 replacement = _lower(op)
             op.results[0].replace_all_uses_with(replacement)

@@ -23,88 +23,109 @@ import subprocess
 import sys
 import tempfile
 
-from . import ImportError_, load_factory, run_command
+from . import load_factory, run_command
+from .errors import ZestImportError
 
 
 def _zest_ckpt():
-    candidates = [os.environ.get("ZEST_CKPT"), shutil.which("zest-ckpt"),
-                  os.path.join(os.path.dirname(__file__), "..", "..", "build",
-                               "bin", "zest-ckpt")]
+    candidates = [
+        os.environ.get("ZEST_CKPT"),
+        shutil.which("zest-ckpt"),
+        os.path.join(
+            os.path.dirname(__file__), "..", "..", "build", "bin", "zest-ckpt"
+        ),
+    ]
     for path in candidates:
         if path and os.access(path, os.X_OK):
             return path
-    raise ImportError_("cannot find zest-ckpt: build the project or set "
-                       "ZEST_CKPT")
+    raise ZestImportError("cannot find zest-ckpt: build the project or set ZEST_CKPT")
 
 
 def _run_zest_ckpt(*args):
-    done = subprocess.run([_zest_ckpt(), *args], capture_output=True,
-                          text=True)
+    done = subprocess.run([_zest_ckpt(), *args], capture_output=True, text=True)
     if done.returncode != 0:
         message = done.stderr.strip().removeprefix("zest-ckpt: error: ")
-        raise ImportError_(message or f"zest-ckpt {args[0]} failed with "
-                           f"status {done.returncode}")
+        raise ZestImportError(
+            message or f"zest-ckpt {args[0]} failed with status {done.returncode}"
+        )
     return done.stdout
 
 
 def load_state_dict(path):
     """{name: tensor} from a .pt or .safetensors state dict."""
     import torch
+
     if path.endswith(".safetensors"):
         from safetensors.torch import load_file
+
         return load_file(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise ImportError_(f"no file '{path}'")
+        raise ZestImportError(f"no file '{path}'")
     except Exception as error:
-        raise ImportError_(f"'{path}' is not a PyTorch state dict that "
-                           f"torch.load(weights_only=True) reads: {error}")
+        raise ZestImportError(
+            f"'{path}' is not a PyTorch state dict that "
+            f"torch.load(weights_only=True) reads: {error}"
+        )
     for key in ("state_dict", "model"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
     if not isinstance(state, dict) or not all(
-            isinstance(v, torch.Tensor) for v in state.values()):
-        raise ImportError_(f"'{path}' holds no dict of tensors (save "
-                           f"model.state_dict())")
+        isinstance(v, torch.Tensor) for v in state.values()
+    ):
+        raise ZestImportError(
+            f"'{path}' holds no dict of tensors (save model.state_dict())"
+        )
     return state
 
 
 def _manifest_params(path):
     import json
+
     try:
         with open(path) as file:
             manifest = json.load(file)
     except (OSError, ValueError) as error:
-        raise ImportError_(f"cannot read manifest '{path}': {error}")
-    return [param["fqn"] for unit in manifest.get("units", [])
-            for param in unit.get("params", [])]
+        raise ZestImportError(f"cannot read manifest '{path}': {error}")
+    return [
+        param["fqn"]
+        for unit in manifest.get("units", [])
+        for param in unit.get("params", [])
+    ]
 
 
 def split(args):
     from safetensors.torch import save_file
     import torch
+
     state = load_state_dict(args.state)
     wanted = _manifest_params(args.manifest)
     missing = [name for name in wanted if name not in state]
     if missing:
-        raise ImportError_(f"'{args.state}' lacks parameter(s) "
-                           f"{', '.join(missing[:5])}"
-                           f"{' ...' if len(missing) > 5 else ''} of the "
-                           f"manifest '{args.manifest}'")
+        raise ZestImportError(
+            f"'{args.state}' lacks parameter(s) "
+            f"{', '.join(missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''} of the "
+            f"manifest '{args.manifest}'"
+        )
     with tempfile.TemporaryDirectory() as scratch:
         full = os.path.join(scratch, "full.safetensors")
-        save_file({name: state[name].detach().to(torch.float32).contiguous()
-                   for name in wanted}, full)
-        extra = ["--world-size", str(args.world_size)] if args.world_size \
-            else []
-        sys.stdout.write(_run_zest_ckpt("split", full, args.manifest,
-                                        args.out, *extra))
+        save_file(
+            {
+                name: state[name].detach().to(torch.float32).contiguous()
+                for name in wanted
+            },
+            full,
+        )
+        extra = ["--world-size", str(args.world_size)] if args.world_size else []
+        sys.stdout.write(_run_zest_ckpt("split", full, args.manifest, args.out, *extra))
 
 
 def export(args):
     from safetensors.torch import load_file, save_file
     import torch
+
     with tempfile.TemporaryDirectory() as scratch:
         full = os.path.join(scratch, "full.safetensors")
         _run_zest_ckpt("consolidate", args.checkpoint, full)
@@ -118,33 +139,36 @@ def export(args):
             by_tensor[id(param)] = name
         complete = {}
         for name, value in reference.items():
-            owner = by_tensor.get(id(params[name])) if name in params \
-                else None
+            owner = by_tensor.get(id(params[name])) if name in params else None
             if owner is not None and owner in state:
                 if tuple(state[owner].shape) != tuple(value.shape):
-                    raise ImportError_(
+                    raise ZestImportError(
                         f"checkpoint '{args.checkpoint}' holds '{owner}' as "
                         f"{tuple(state[owner].shape)}, but the model's "
-                        f"'{name}' is {tuple(value.shape)}")
+                        f"'{name}' is {tuple(value.shape)}"
+                    )
                 complete[name] = state[owner].to(value.dtype)
             elif name in params:
-                raise ImportError_(f"checkpoint '{args.checkpoint}' lacks "
-                                   f"parameter '{name}'")
+                raise ZestImportError(
+                    f"checkpoint '{args.checkpoint}' lacks parameter '{name}'"
+                )
             else:  # a buffer: the model's own value
                 complete[name] = value.detach().clone()
         state = complete
     if args.out.endswith(".safetensors"):
         # safetensors refuses shared storage: one copy per name.
-        save_file({k: v.contiguous().clone() for k, v in state.items()},
-                  args.out)
+        save_file({k: v.contiguous().clone() for k, v in state.items()}, args.out)
     else:
         torch.save(state, args.out)
     print(f"wrote {len(state)} tensors to '{args.out}'")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="zest-weights", description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="zest-weights",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     to_zest = commands.add_parser("split")
     to_zest.add_argument("state")
@@ -154,10 +178,12 @@ def main(argv=None):
     to_torch = commands.add_parser("export")
     to_torch.add_argument("checkpoint")
     to_torch.add_argument("out")
-    to_torch.add_argument("--like", help="FILE.py:FACTORY whose model the "
-                          "state dict is for")
-    return run_command("zest-weights", {"split": split, "export": export},
-                       parser.parse_args(argv))
+    to_torch.add_argument(
+        "--like", help="FILE.py:FACTORY whose model the state dict is for"
+    )
+    return run_command(
+        "zest-weights", {"split": split, "export": export}, parser.parse_args(argv)
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 //
 // What the host driver learns about a compiled model: units, parameters and
 // entry-point signatures, one record per line (the format is documented in
-// ModelDescriptor.cpp and docs/Runtime.md; runtime/driver parses it).
+// ModelDescriptor.cpp and docs/Runtime.md; runtime/trainer parses it).
 //
 //===----------------------------------------------------------------------===//
 

@@ -186,7 +186,7 @@ def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
     with the runtime's `zest_*` symbols or `main`), then records on the
     module what the host needs once the roles are gone:
 
-    * `zest.model_descriptor`: the text the training driver parses (units,
+    * `zest.model_descriptor`: the text the training program parses (units,
       parameters, entry-point signatures; docs/Runtime.md);
     * `zest.entry_points`: one `{name, c_interface_args}` per entry point,
       in descriptor order, with the number of memref descriptors its C

@@ -33,7 +33,7 @@ struct CompileOptions {
   EmitKind emit = EmitKind::Executable;
   std::string output;
   int optLevel = 2;
-  /// Folder holding libzest_runtime.a and libzest_driver.a.
+  /// Folder holding libzest_runtime.a and libzest_trainer.a.
   std::string runtimeDir;
 
   /// Checks every combination of options, printing what is wrong as

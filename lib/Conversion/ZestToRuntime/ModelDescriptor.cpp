@@ -1,24 +1,7 @@
 //===- ModelDescriptor.cpp - The text record of a sharded model -----------===//
 //
-// One record per line, fields separated by single spaces (names never hold
-// spaces: they are FQNs and symbols):
-//
-//   zest-model 1
-//   world_size <W>
-//   mesh <replicas> <shards>                (hybrid sharding only)
-//   unit <name> <sharded|replicated> <dtype> <numel> <padded> <shard> <n>
-//   param <fqn> <dtype> <offset> <rank> <dim>...        (n per unit)
-//   function <name> <num_args> <num_results>
-//   optimizer sgd|adamw                               (training steps only)
-//   accumulate_for <name>          (no-sync: accumulates for that step)
-//   arg unit <unit> | arg data <dtype> <rank> <dim>...
-//   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
-//   arg grad_sum <unit> | arg rng
-//   result loss|output <dtype> <rank> <dim>... | result grad <unit>
-//
-// Results updated in place (`zest.updated`) are not results of the compiled
-// entry point and are not listed.
-//   end
+// Writes the format of runtime/include/zest_model_descriptor.h (the training
+// program reads it with the same names).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +12,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/Support/raw_ostream.h"
+
+#include "zest_model_descriptor.h"
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -43,19 +28,19 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   SmallVector<UnitOp> units(module.getOps<UnitOp>());
-  os << "zest-model 1\n";
+  os << ZEST_DESCRIPTOR_HEADER "\n";
   DeviceMesh mesh = getModuleMesh(module);
-  os << "world_size " << mesh.getWorldSize() << "\n";
+  os << ZEST_RECORD_WORLD_SIZE " " << mesh.getWorldSize() << "\n";
   if (mesh.replicas > 1)
-    os << "mesh " << mesh.replicas << " " << mesh.shards << "\n";
+    os << ZEST_RECORD_MESH " " << mesh.replicas << " " << mesh.shards << "\n";
   for (UnitOp unit : units) {
-    os << "unit " << unit.getSymName() << " "
-       << stringifyUnitKind(unit.getKind()) << " "
+    os << ZEST_RECORD_UNIT " " << unit.getSymName() << " "
+       << (unit.isSharded() ? ZEST_UNIT_SHARDED : ZEST_UNIT_REPLICATED) << " "
        << getDTypeName(unit.getElementType()) << " " << unit.getNumElements()
        << " " << unit.getPaddedSize() << " " << unit.getShardSize() << " "
        << unit.getParams().size() << "\n";
     for (auto param : unit.getParams().getAsRange<ParamAttr>()) {
-      os << "param " << param.getName() << " "
+      os << ZEST_RECORD_PARAM " " << param.getName() << " "
          << getDTypeName(unit.getElementType()) << " " << param.getOffset()
          << " " << param.getValueType().getRank();
       for (int64_t dim : param.getValueType().getShape())
@@ -70,64 +55,67 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
       if (!func.getResultAttr(i, ZestDialect::kUpdatedAttrName))
         results.push_back(i);
-    os << "function " << func.getSymName() << " " << func.getNumArguments()
-       << " " << results.size() << "\n";
+    os << ZEST_RECORD_FUNCTION " " << func.getSymName() << " "
+       << func.getNumArguments() << " " << results.size() << "\n";
     if (auto optimizer =
             func->getAttrOfType<StringAttr>(ZestDialect::kOptimizerAttrName))
-      os << "optimizer " << optimizer.getValue() << "\n";
+      os << ZEST_RECORD_OPTIMIZER " " << optimizer.getValue() << "\n";
     if (auto step = func->getAttrOfType<FlatSymbolRefAttr>(
             ZestDialect::kAccumulateForAttrName))
-      os << "accumulate_for " << step.getValue() << "\n";
+      os << ZEST_RECORD_ACCUMULATE_FOR " " << step.getValue() << "\n";
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kUnitArgAttrName)) {
-        os << "arg unit " << unit.getValue() << "\n";
+        os << ZEST_RECORD_ARG " " ZEST_ARG_UNIT " " << unit.getValue() << "\n";
         continue;
       }
       if (auto state = func.getArgAttrOfType<DictionaryAttr>(
               i, ZestDialect::kOptimizerStateAttrName)) {
-        os << "arg state " << state.getAs<FlatSymbolRefAttr>("unit").getValue()
-           << " " << state.getAs<StringAttr>("name").getValue() << "\n";
+        os << ZEST_RECORD_ARG " " ZEST_ARG_STATE " "
+           << state.getAs<FlatSymbolRefAttr>("unit").getValue() << " "
+           << state.getAs<StringAttr>("name").getValue() << "\n";
         continue;
       }
       if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kGradAccumAttrName)) {
-        os << "arg accum " << unit.getValue() << "\n";
+        os << ZEST_RECORD_ARG " " ZEST_ARG_ACCUM " " << unit.getValue() << "\n";
         continue;
       }
       if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kGradSumAttrName)) {
-        os << "arg grad_sum " << unit.getValue() << "\n";
+        os << ZEST_RECORD_ARG " " ZEST_ARG_GRAD_SUM " " << unit.getValue()
+           << "\n";
         continue;
       }
       if (func.getArgAttr(i, ZestDialect::kHyperAttrName)) {
-        os << "arg hyper "
+        os << ZEST_RECORD_ARG " " ZEST_ARG_HYPER " "
            << cast<RankedTensorType>(func.getArgumentTypes()[i])
                   .getNumElements()
            << "\n";
         continue;
       }
       if (func.getArgAttr(i, ZestDialect::kRngAttrName)) {
-        os << "arg rng\n";
+        os << ZEST_RECORD_ARG " " ZEST_ARG_RNG "\n";
         continue;
       }
-      os << "arg data ";
+      os << ZEST_RECORD_ARG " " ZEST_ARG_DATA " ";
       printShape(os, cast<RankedTensorType>(func.getArgumentTypes()[i]));
       os << "\n";
     }
     for (unsigned i : results) {
       if (auto unit = func.getResultAttrOfType<FlatSymbolRefAttr>(
               i, ZestDialect::kUnitGradAttrName)) {
-        os << "result grad " << unit.getValue() << "\n";
+        os << ZEST_RECORD_RESULT " " ZEST_RESULT_GRAD " " << unit.getValue()
+           << "\n";
         continue;
       }
       os << (func.getResultAttr(i, ZestDialect::kLossAttrName)
-                 ? "result loss "
-                 : "result output ");
+                 ? ZEST_RECORD_RESULT " " ZEST_RESULT_LOSS " "
+                 : ZEST_RECORD_RESULT " " ZEST_RESULT_OUTPUT " ");
       printShape(os, cast<RankedTensorType>(func.getResultTypes()[i]));
       os << "\n";
     }
   }
-  os << "end\n";
+  os << ZEST_RECORD_END "\n";
   return text;
 }

@@ -323,9 +323,141 @@ struct InsertOptimizerPass
   }
 
   LogicalResult rewrite(func::FuncOp func, Optimizer kind);
+
+private:
+  /// What a training step carries through its rewrite.
+  struct Step {
+    func::FuncOp func;
+    func::ReturnOp ret;
+    BlockArgument hyper;
+    SmallVector<StringRef> stateNames;
+    /// no_sync: the accumulate flag, and each unit's gradient sum and the
+    /// argument it overwrites.
+    Value accumulate;
+    SmallVector<Value> gradSums;
+    SmallVector<unsigned> gradSumArgs;
+  };
+  FailureOr<UnitUpdate> planUnitUpdate(Step &step, UnitOp unit, Value grad);
+  void emitUpdates(Step &step, ArrayRef<UnitUpdate> updates, Optimizer kind,
+                   Value updateHyper, SmallVectorImpl<Value> &newResults,
+                   SmallVectorImpl<unsigned> &updatedArgs);
 };
 
 } // namespace
+
+/// The argument of `func` that holds `unit`; null if none.
+static BlockArgument getUnitArgument(func::FuncOp func, UnitOp unit) {
+  for (BlockArgument arg : func.getArguments())
+    if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
+            arg.getArgNumber(), ZestDialect::kUnitArgAttrName))
+      if (ref.getValue() == unit.getSymName())
+        return arg;
+  return {};
+}
+
+/// Where the update of the unit in `param` goes, as early as possible: after
+/// its gradient `grad` exists and after the last read of the shard (or of a
+/// view that may share its storage); null for the start of `body`.
+static Operation *getUpdatePoint(Block &body, Operation *ret, Value grad,
+                                 BlockArgument param) {
+  Operation *after = grad.getDefiningOp()
+                         ? body.findAncestorOpInBlock(*grad.getDefiningOp())
+                         : nullptr;
+  for (Value alias : getAliases(param))
+    for (Operation *user : alias.getUsers()) {
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (top && top != ret && (!after || after->isBeforeInBlock(top)))
+        after = top;
+    }
+  return after;
+}
+
+/// Adds `unit`'s optimizer state arguments (`names`, in the shard's type).
+static SmallVector<Value> appendStateArguments(func::FuncOp func, UnitOp unit,
+                                               ArrayRef<StringRef> names) {
+  MLIRContext *ctx = func.getContext();
+  auto flatRef = FlatSymbolRefAttr::get(unit.getSymNameAttr());
+  SmallVector<Value> state;
+  for (StringRef name : names)
+    state.push_back(appendArgument(
+        func, unit.getShardType(), ZestDialect::kOptimizerStateAttrName,
+        DictionaryAttr::get(
+            ctx, {NamedAttribute(StringAttr::get(ctx, "unit"), flatRef),
+                  NamedAttribute(StringAttr::get(ctx, "name"),
+                                 StringAttr::get(ctx, name))})));
+  return state;
+}
+
+/// Checks `unit` can be stepped, adds its state and accumulator arguments
+/// (no-sync: sums its gradient instead) and says where its update goes.
+FailureOr<UnitUpdate>
+InsertOptimizerPass::planUnitUpdate(Step &step, UnitOp unit, Value grad) {
+  func::FuncOp func = step.func;
+  BlockArgument param = getUnitArgument(func, unit);
+  if (!param)
+    return func.emitError()
+           << "returns a gradient of unit @" << unit.getSymName()
+           << " but takes no argument for it";
+  if (!unit.getElementType().isF32())
+    return func.emitError()
+           << "unit @" << unit.getSymName() << " holds "
+           << unit.getElementType()
+           << " parameters; the optimizer updates f32 units only";
+  SmallVector<Value> state = appendStateArguments(func, unit, step.stateNames);
+  SmallVector<StringRef> frozen = getFrozenParams(unit, grad);
+  BlockArgument accum;
+  if (noSync) {
+    FailureOr<GradSum> summed =
+        sumGradient(func, func, unit, grad, step.accumulate);
+    if (failed(summed))
+      return failure();
+    summed->reduce->setOperand(0, summed->sum);
+    step.gradSums.push_back(summed->sum);
+    step.gradSumArgs.push_back(summed->arg.getArgNumber());
+  } else {
+    accum = appendArgument(func, unit.getShardType(),
+                           ZestDialect::kGradAccumAttrName,
+                           FlatSymbolRefAttr::get(unit.getSymNameAttr()));
+  }
+  Operation *after = getUpdatePoint(func.front(), step.ret, grad, param);
+  return UnitUpdate{unit, param, accum, grad, state, after, frozen};
+}
+
+/// Emits each unit's `zest.update` and collects its new values: per unit the
+/// updated shard, state and accumulator, each with the argument it
+/// overwrites.
+void InsertOptimizerPass::emitUpdates(Step &step, ArrayRef<UnitUpdate> updates,
+                                      Optimizer kind, Value updateHyper,
+                                      SmallVectorImpl<Value> &newResults,
+                                      SmallVectorImpl<unsigned> &updatedArgs) {
+  OpBuilder builder(step.func.getContext());
+  bool clip = maxGradNorm > 0;
+  for (const UnitUpdate &u : updates) {
+    UnitOp unit = u.unit; // (its accessors are not const)
+    if (clip)
+      builder.setInsertionPoint(step.ret);
+    else if (u.after)
+      builder.setInsertionPointAfter(u.after);
+    else
+      builder.setInsertionPointToStart(&step.func.front());
+    SmallVector<Type> valueTypes(u.state.size() + (u.accum ? 1 : 0),
+                                 unit.getShardType());
+    auto update = UpdateOp::create(
+        builder, u.grad.getLoc(), unit.getShardType(), valueTypes, kind,
+        unit.getSymName(), u.param, u.grad, u.state, u.accum, updateHyper,
+        /*nesterov=*/nesterov && momentum, builder.getStrArrayAttr(u.frozen));
+    newResults.push_back(update.getNewParam());
+    updatedArgs.push_back(u.param.getArgNumber());
+    for (auto [value, arg] : llvm::zip(update.getNewState(), u.state)) {
+      newResults.push_back(value);
+      updatedArgs.push_back(cast<BlockArgument>(arg).getArgNumber());
+    }
+    if (u.accum) {
+      newResults.push_back(update.getNewAccum());
+      updatedArgs.push_back(u.accum.getArgNumber());
+    }
+  }
+}
 
 LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
   MLIRContext *ctx = func.getContext();
@@ -342,138 +474,54 @@ LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
   if (func->hasAttr(ZestDialect::kOptimizerAttrName))
     return func.emitError() << "already has an optimizer";
 
-  Block &body = func.front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  auto unitArgOf = [&](UnitOp unit) -> BlockArgument {
-    for (BlockArgument arg : func.getArguments())
-      if (auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(
-              arg.getArgNumber(), ZestDialect::kUnitArgAttrName))
-        if (ref.getValue() == unit.getSymName())
-          return arg;
-    return {};
-  };
-
+  Step step;
+  step.func = func;
+  step.ret = cast<func::ReturnOp>(func.front().getTerminator());
   // New arguments: the hyperparameters, then per unit its state and its
   // gradient accumulator, all in the shard's layout.
   auto hyperType =
       RankedTensorType::get({ZEST_HYPER_COUNT}, Float32Type::get(ctx));
-  auto appendArg = [&](Type type, StringRef attr, Attribute value) {
-    return appendArgument(func, type, attr, value);
-  };
-  BlockArgument hyper =
-      appendArg(hyperType, ZestDialect::kHyperAttrName, UnitAttr::get(ctx));
-  SmallVector<StringRef> stateNames = UpdateOp::getStateNames(kind, momentum);
-
-  OpBuilder builder(ctx);
+  step.hyper = appendArgument(func, hyperType, ZestDialect::kHyperAttrName,
+                              UnitAttr::get(ctx));
+  step.stateNames = UpdateOp::getStateNames(kind, momentum);
   if (maxGradNorm < 0)
     return func.emitError() << "max-grad-norm must be positive (0 disables "
                             << "clipping), got " << maxGradNorm;
-  bool clip = maxGradNorm > 0;
-  SmallVector<UnitUpdate> updates;
   // no_sync: each unit's flat gradient joins the sum of the earlier
   // micro-batches (the accumulate entry point's) before its one reduction.
-  SmallVector<Value> gradSums;
-  SmallVector<unsigned> gradSumArgs;
-  Value accumulate;
+  OpBuilder builder(ctx);
   if (noSync) {
-    builder.setInsertionPointToStart(&body);
-    accumulate = buildAccumulateFlag(builder, func.getLoc(), hyper);
+    builder.setInsertionPointToStart(&func.front());
+    step.accumulate = buildAccumulateFlag(builder, func.getLoc(), step.hyper);
   }
+  SmallVector<UnitUpdate> updates;
   for (auto [unit, resultIndex] : trained) {
-    BlockArgument param = unitArgOf(unit);
-    if (!param)
-      return func.emitError()
-             << "returns a gradient of unit @" << unit.getSymName()
-             << " but takes no argument for it";
-    if (!unit.getElementType().isF32())
-      return func.emitError()
-             << "unit @" << unit.getSymName() << " holds "
-             << unit.getElementType()
-             << " parameters; the optimizer updates f32 units only";
-    Value grad = ret.getOperand(resultIndex);
-    auto flatRef = FlatSymbolRefAttr::get(unit.getSymNameAttr());
-    SmallVector<Value> state;
-    for (StringRef name : stateNames)
-      state.push_back(appendArg(
-          unit.getShardType(), ZestDialect::kOptimizerStateAttrName,
-          DictionaryAttr::get(
-              ctx, {NamedAttribute(StringAttr::get(ctx, "unit"), flatRef),
-                    NamedAttribute(StringAttr::get(ctx, "name"),
-                                   StringAttr::get(ctx, name))})));
-    SmallVector<StringRef> frozen = getFrozenParams(unit, grad);
-    BlockArgument accum;
-    if (noSync) {
-      FailureOr<GradSum> summed =
-          sumGradient(func, func, unit, grad, accumulate);
-      if (failed(summed))
-        return failure();
-      summed->reduce->setOperand(0, summed->sum);
-      gradSums.push_back(summed->sum);
-      gradSumArgs.push_back(summed->arg.getArgNumber());
-    } else {
-      accum = appendArg(unit.getShardType(), ZestDialect::kGradAccumAttrName,
-                        flatRef);
-    }
-
-    // As early as possible: after the gradient exists and after the last
-    // read of the shard (or of a view that may share its storage).
-    Operation *after = grad.getDefiningOp()
-                           ? body.findAncestorOpInBlock(*grad.getDefiningOp())
-                           : nullptr;
-    for (Value alias : getAliases(param))
-      for (Operation *user : alias.getUsers()) {
-        Operation *top = body.findAncestorOpInBlock(*user);
-        if (top && top != ret && (!after || after->isBeforeInBlock(top)))
-          after = top;
-      }
-    updates.push_back({unit, param, accum, grad, state, after, frozen});
+    FailureOr<UnitUpdate> update =
+        planUnitUpdate(step, unit, step.ret.getOperand(resultIndex));
+    if (failed(update))
+      return failure();
+    updates.push_back(std::move(*update));
   }
 
   // With clipping, every update waits for the global norm at the end and
   // takes its gradient scale multiplied by the clipping coefficient.
-  Value updateHyper = hyper;
-  if (clip) {
-    builder.setInsertionPoint(ret);
-    updateHyper =
-        buildClippedHyper(builder, ret.getLoc(), updates, hyper, maxGradNorm);
+  Value updateHyper = step.hyper;
+  if (maxGradNorm > 0) {
+    builder.setInsertionPoint(step.ret);
+    updateHyper = buildClippedHyper(builder, step.ret.getLoc(), updates,
+                                    step.hyper, maxGradNorm);
   }
-
-  // New results: per unit the updated shard, state and accumulator (or, with
-  // no-sync, the gradient sum), each tagged with the argument it overwrites.
   SmallVector<Value> newResults;
   SmallVector<unsigned> updatedArgs;
-  for (UnitUpdate &u : updates) {
-    if (clip)
-      builder.setInsertionPoint(ret);
-    else if (u.after)
-      builder.setInsertionPointAfter(u.after);
-    else
-      builder.setInsertionPointToStart(&body);
-    SmallVector<Type> valueTypes(u.state.size() + (u.accum ? 1 : 0),
-                                 u.unit.getShardType());
-    auto update = UpdateOp::create(
-        builder, u.grad.getLoc(), u.unit.getShardType(), valueTypes, kind,
-        u.unit.getSymName(), u.param, u.grad, u.state, u.accum, updateHyper,
-        /*nesterov=*/nesterov && momentum, builder.getStrArrayAttr(u.frozen));
-    newResults.push_back(update.getNewParam());
-    updatedArgs.push_back(u.param.getArgNumber());
-    for (auto [value, arg] : llvm::zip(update.getNewState(), u.state)) {
-      newResults.push_back(value);
-      updatedArgs.push_back(cast<BlockArgument>(arg).getArgNumber());
-    }
-    if (u.accum) {
-      newResults.push_back(update.getNewAccum());
-      updatedArgs.push_back(u.accum.getArgNumber());
-    }
-  }
-  llvm::append_range(newResults, gradSums);
-  llvm::append_range(updatedArgs, gradSumArgs);
+  emitUpdates(step, updates, kind, updateHyper, newResults, updatedArgs);
+  llvm::append_range(newResults, step.gradSums);
+  llvm::append_range(updatedArgs, step.gradSumArgs);
 
   // Gradient results give way to the updated values.
   llvm::BitVector erase(func.getNumResults());
   for (auto &entry : trained)
     erase.set(entry.second);
-  if (failed(replaceResults(func, ret, erase, newResults, updatedArgs)))
+  if (failed(replaceResults(func, step.ret, erase, newResults, updatedArgs)))
     return failure();
   func->setAttr(ZestDialect::kOptimizerAttrName,
                 StringAttr::get(ctx, stringifyOptimizer(kind)));

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZEST_RUNTIME_DRIVER_TRAINSTATE_H
-#define ZEST_RUNTIME_DRIVER_TRAINSTATE_H
+#ifndef ZEST_RUNTIME_TRAINER_TRAINSTATE_H
+#define ZEST_RUNTIME_TRAINER_TRAINSTATE_H
 
 #include "ModelDescriptor.h"
 #include "Options.h"
@@ -66,4 +66,4 @@ private:
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_TRAINSTATE_H
+#endif // ZEST_RUNTIME_TRAINER_TRAINSTATE_H

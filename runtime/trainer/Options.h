@@ -1,7 +1,7 @@
 //===- Options.h - Command-line options of the training driver --*- C++ -*-===//
 
-#ifndef ZEST_RUNTIME_DRIVER_OPTIONS_H
-#define ZEST_RUNTIME_DRIVER_OPTIONS_H
+#ifndef ZEST_RUNTIME_TRAINER_OPTIONS_H
+#define ZEST_RUNTIME_TRAINER_OPTIONS_H
 
 #include <cstdint>
 #include <string>
@@ -45,4 +45,4 @@ Options parseOptions(int argc, char **argv);
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_OPTIONS_H
+#endif // ZEST_RUNTIME_TRAINER_OPTIONS_H

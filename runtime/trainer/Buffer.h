@@ -1,7 +1,7 @@
 //===- Buffer.h - Host buffers and memref descriptors -----------*- C++ -*-===//
 
-#ifndef ZEST_RUNTIME_DRIVER_BUFFER_H
-#define ZEST_RUNTIME_DRIVER_BUFFER_H
+#ifndef ZEST_RUNTIME_TRAINER_BUFFER_H
+#define ZEST_RUNTIME_TRAINER_BUFFER_H
 
 #include "ModelDescriptor.h"
 
@@ -62,4 +62,4 @@ inline double readFloat(Buffer &buffer, int64_t i) {
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_BUFFER_H
+#endif // ZEST_RUNTIME_TRAINER_BUFFER_H

@@ -1,7 +1,7 @@
 //===- Data.h - Deterministic values and per-rank data ---------*- C++ -*-===//
 
-#ifndef ZEST_RUNTIME_DRIVER_DATA_H
-#define ZEST_RUNTIME_DRIVER_DATA_H
+#ifndef ZEST_RUNTIME_TRAINER_DATA_H
+#define ZEST_RUNTIME_TRAINER_DATA_H
 
 #include "Buffer.h"
 #include "ModelDescriptor.h"
@@ -118,4 +118,4 @@ private:
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_DATA_H
+#endif // ZEST_RUNTIME_TRAINER_DATA_H

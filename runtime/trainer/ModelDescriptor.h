@@ -1,12 +1,12 @@
 //===- ModelDescriptor.h - What a compiled model looks like ----*- C++ -*-===//
 //
 // Parses `zest_model_descriptor`, the text record zestc embeds in every
-// model (format: lib/Driver/ModelDescriptor.cpp, docs/Runtime.md).
+// model (format: runtime/include/zest_model_descriptor.h).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZEST_RUNTIME_DRIVER_MODELDESCRIPTOR_H
-#define ZEST_RUNTIME_DRIVER_MODELDESCRIPTOR_H
+#ifndef ZEST_RUNTIME_TRAINER_MODELDESCRIPTOR_H
+#define ZEST_RUNTIME_TRAINER_MODELDESCRIPTOR_H
 
 #include "zest_runtime.h"
 
@@ -98,4 +98,4 @@ ModelInfo parseModelDescriptor(const char *text);
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_MODELDESCRIPTOR_H
+#endif // ZEST_RUNTIME_TRAINER_MODELDESCRIPTOR_H

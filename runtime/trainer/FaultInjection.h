@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZEST_RUNTIME_DRIVER_FAULTINJECTION_H
-#define ZEST_RUNTIME_DRIVER_FAULTINJECTION_H
+#ifndef ZEST_RUNTIME_TRAINER_FAULTINJECTION_H
+#define ZEST_RUNTIME_TRAINER_FAULTINJECTION_H
 
 #include <cstdint>
 #include <cstdio>
@@ -42,4 +42,4 @@ inline Fault readFault() {
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_FAULTINJECTION_H
+#endif // ZEST_RUNTIME_TRAINER_FAULTINJECTION_H

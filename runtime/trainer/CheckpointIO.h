@@ -1,8 +1,8 @@
 //===- CheckpointIO.h - Sharded checkpoints of the training state -*- C++
 //-*-===//
 
-#ifndef ZEST_RUNTIME_DRIVER_CHECKPOINTIO_H
-#define ZEST_RUNTIME_DRIVER_CHECKPOINTIO_H
+#ifndef ZEST_RUNTIME_TRAINER_CHECKPOINTIO_H
+#define ZEST_RUNTIME_TRAINER_CHECKPOINTIO_H
 
 #include "ModelDescriptor.h"
 #include "TrainState.h"
@@ -43,4 +43,4 @@ int64_t loadCheckpoint(const std::string &dir, const ModelInfo &model,
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_CHECKPOINTIO_H
+#endif // ZEST_RUNTIME_TRAINER_CHECKPOINTIO_H

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZEST_RUNTIME_DRIVER_SAMPLEFILES_H
-#define ZEST_RUNTIME_DRIVER_SAMPLEFILES_H
+#ifndef ZEST_RUNTIME_TRAINER_SAMPLEFILES_H
+#define ZEST_RUNTIME_TRAINER_SAMPLEFILES_H
 
 #include "ModelDescriptor.h"
 
@@ -42,4 +42,4 @@ void readSample(const SampleColumn &column, int64_t sample, char *out);
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_SAMPLEFILES_H
+#endif // ZEST_RUNTIME_TRAINER_SAMPLEFILES_H

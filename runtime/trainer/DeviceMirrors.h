@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZEST_RUNTIME_DRIVER_DEVICEMIRRORS_H
-#define ZEST_RUNTIME_DRIVER_DEVICEMIRRORS_H
+#ifndef ZEST_RUNTIME_TRAINER_DEVICEMIRRORS_H
+#define ZEST_RUNTIME_TRAINER_DEVICEMIRRORS_H
 
 #include "Buffer.h"
 
@@ -52,4 +52,4 @@ private:
 
 } // namespace zest
 
-#endif // ZEST_RUNTIME_DRIVER_DEVICEMIRRORS_H
+#endif // ZEST_RUNTIME_TRAINER_DEVICEMIRRORS_H

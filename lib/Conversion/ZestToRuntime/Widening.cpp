@@ -1,0 +1,143 @@
+//===- Widening.cpp - Mixed precision: round, move, widen where used ------===//
+//
+// Under mixed precision a collective's f32 buffer travels rounded to bf16 or
+// f16, and what arrives is widened where it is used: these patterns move the
+// widening of a gathered buffer into each parameter's view and fuse it into
+// elementwise consumers, so gathered parameters stay in the wire type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ZestToRuntime.h"
+#include "zest/Conversion/RuntimeCalls.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+using namespace mlir::zest::zest_to_runtime;
+
+/// Whether `generic` maps one input to one output element by element (all
+/// parallel, identity maps): a conversion or a copy.
+bool zest_to_runtime::isPointwise(linalg::GenericOp generic) {
+  return generic.getNumDpsInputs() == 1 && generic.getNumDpsInits() == 1 &&
+         generic.isAllParallelLoops() &&
+         llvm::all_of(generic.getIndexingMapsArray(),
+                      [](AffineMap map) { return map.isIdentity(); });
+}
+
+/// `tensor` with its elements rounded (truncf) or widened (extf) to
+/// `elementType`: an elementwise linalg.generic, which fuses with the model's
+/// own elementwise ops and runs wherever they run (a kernel on a GPU).
+Value zest_to_runtime::convertElements(OpBuilder &builder, Location loc,
+                                       Value tensor, Type elementType) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto resultType = type.clone(elementType);
+  Value init =
+      tensor::EmptyOp::create(builder, loc, resultType.getShape(), elementType);
+  unsigned rank = type.getRank();
+  AffineMap id = builder.getMultiDimIdentityMap(rank);
+  bool widens = elementType.getIntOrFloatBitWidth() >
+                type.getElementType().getIntOrFloatBitWidth();
+  return linalg::GenericOp::create(
+             builder, loc, resultType, tensor, init,
+             SmallVector<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               Value converted =
+                   widens ? arith::ExtFOp::create(b, l, elementType, args[0])
+                                .getResult()
+                          : arith::TruncFOp::create(b, l, elementType, args[0])
+                                .getResult();
+               linalg::YieldOp::create(b, l, converted);
+             })
+      .getResult(0);
+}
+
+/// The input of `op` if it is a convertElements widening (extf), else null.
+Value zest_to_runtime::getWidenedInput(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || !isPointwise(generic))
+    return {};
+  Block &body = generic.getRegion().front();
+  auto extf = dyn_cast<arith::ExtFOp>(body.front());
+  if (!extf || body.getOperations().size() != 2 ||
+      extf.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != extf.getResult())
+    return {};
+  return generic.getDpsInputs()[0];
+}
+
+namespace {
+
+/// A view (a parameter's slice, its reshape) of a widened gather is the
+/// widening of the same view of the received buffer: each parameter is
+/// widened where it is used, and a model that computes in the wire type
+/// (autocast) reads the received values with no f32 copy (its truncf of
+/// the extf folds once the two are fused).
+template <typename ViewOp>
+struct SinkWidenIntoView : public OpRewritePattern<ViewOp> {
+  using OpRewritePattern<ViewOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(ViewOp view,
+                                PatternRewriter &rewriter) const override {
+    Value narrow = getWidenedInput(view->getOperand(0).getDefiningOp());
+    if (!narrow)
+      return rewriter.notifyMatchFailure(view, "not a view of a widening");
+    auto type = cast<RankedTensorType>(view.getType());
+    Type narrowType = cast<RankedTensorType>(narrow.getType()).getElementType();
+    Operation *narrowView = rewriter.clone(*view);
+    narrowView->setOperand(0, narrow);
+    narrowView->getResult(0).setType(type.clone(narrowType));
+    rewriter.replaceOp(view, convertElements(rewriter, view.getLoc(),
+                                             narrowView->getResult(0),
+                                             type.getElementType()));
+    return success();
+  }
+};
+
+/// A widening read by one elementwise consumer is fused into it (the pass
+/// runs after zest-fuse-elementwise): the consumer reads the received
+/// values, with no f32 copy of them. A consumer that rounds them back (an
+/// autocast model's cast of its parameters) reads them as they are.
+struct FuseWidenIntoConsumer : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::GenericOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (OpOperand &operand : consumer->getOpOperands()) {
+      if (!getWidenedInput(operand.get().getDefiningOp()))
+        continue;
+      FailureOr<linalg::GenericOp> fused =
+          fuseElementwiseProducer(rewriter, operand);
+      if (failed(fused))
+        continue;
+      foldRoundTrips(rewriter, *fused);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(consumer, "reads no widening");
+  }
+
+  /// truncf(extf(x)) is x (exact); a generic left copying its one input is
+  /// that input.
+  static void foldRoundTrips(RewriterBase &rewriter, linalg::GenericOp op) {
+    op.getBody()->walk([&](arith::TruncFOp trunc) {
+      auto ext = trunc.getIn().getDefiningOp<arith::ExtFOp>();
+      if (ext && ext.getIn().getType() == trunc.getType())
+        rewriter.replaceOp(trunc, ext.getIn());
+    });
+    Block *body = op.getBody();
+    if (!isPointwise(op) || op->getNumResults() != 1 ||
+        op.getDpsInputs()[0].getType() != op->getResult(0).getType() ||
+        body->getTerminator()->getOperand(0) != body->getArgument(0))
+      return;
+    rewriter.replaceOp(op, op.getDpsInputs()[0]);
+  }
+};
+
+} // namespace
+
+void zest_to_runtime::populateWideningPatterns(RewritePatternSet &patterns) {
+  patterns
+      .add<SinkWidenIntoView<tensor::ExtractSliceOp>,
+           SinkWidenIntoView<tensor::ExpandShapeOp>,
+           SinkWidenIntoView<tensor::CollapseShapeOp>, FuseWidenIntoConsumer>(
+          patterns.getContext());
+}

@@ -1,0 +1,110 @@
+//===- RuntimeState.h - The runtime core's state, shared by its parts -*- C++
+//-*-//
+//
+// One Runtime per process, created by zest_init: the backend, the request
+// table and modeled links (Requests.cpp), the pool (Pool.cpp) and the trace
+// (Trace.cpp). Internal to runtime/common.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_COMMON_RUNTIMESTATE_H
+#define ZEST_RUNTIME_COMMON_RUNTIMESTATE_H
+
+#include "Backend.h"
+#include "Pool.h"
+#include "zest_runtime.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace zest::rt {
+
+using Clock = std::chrono::steady_clock;
+
+/// A collective in flight.
+struct Request {
+  std::unique_ptr<PendingOp> op;
+  const char *kind;
+  std::string tag;
+  int64_t bytes;
+  double startUs;
+  /// With a modeled link: when the transfer would be complete (0: none),
+  /// and when the link started on it.
+  double modeledEndUs;
+  double linkBeginUs;
+};
+
+/// A span or a counter sample of the trace.
+struct TraceEvent {
+  std::string name, category;
+  double startUs, endUs;
+  bool counter; // a pool counter sample: endUs holds the value
+};
+
+/// A modeled link (bytes per microsecond, latency); transfers on it are
+/// serialized, each done no earlier than its modeled duration after it
+/// could start.
+struct ModeledLink {
+  double bytesPerUs = 0, latencyUs = 0, busyUntilUs = 0;
+};
+
+struct Runtime {
+  std::unique_ptr<Backend> backend;
+  Clock::time_point start = Clock::now();
+  double timeoutSeconds = 300;
+  std::unordered_map<zest_request_t, Request> requests;
+  /// requests.size(), readable without the lock: zest_progress returns at
+  /// once when nothing is in flight.
+  std::atomic<size_t> inFlight{0};
+  zest_request_t nextRequest = 1;
+  Pool pool;
+  bool tracing = false;
+  std::vector<TraceEvent> trace;
+  std::mutex mutex; // guards the pool: allocations may come from any thread
+  // Every backend call and the request table are guarded by `comm`, so a
+  // progress thread can test requests while the main thread computes (MPI
+  // then only needs MPI_THREAD_SERIALIZED).
+  std::mutex comm;
+  std::thread progressThread;
+  std::atomic<bool> stopProgress{false};
+  /// ZEST_LINK: within a replica group, and everywhere without a replica
+  /// link. ZEST_REPLICA_LINK: between replica groups (hybrid sharding's
+  /// all-reduces across replicas, and collectives over all ranks when there
+  /// are several groups), a separate link with its own queue.
+  ModeledLink link, replicaLink;
+
+  /// The link a collective over `group` crosses; null if not modeled.
+  ModeledLink *getLink(zest_group_t group) {
+    bool crossesGroups = zest_group_spans_replicas(
+        group, backend->groupSize(ZEST_GROUP_REPLICA));
+    ModeledLink *chosen =
+        crossesGroups && replicaLink.bytesPerUs > 0 ? &replicaLink : &link;
+    return chosen->bytesPerUs > 0 ? chosen : nullptr;
+  }
+};
+
+/// The runtime zest_init made; null before it and after zest_finalize.
+extern Runtime *runtime;
+
+/// The runtime; a fatal error before zest_init.
+Runtime &get();
+
+/// Microseconds since zest_init.
+double nowUs();
+
+/// The modeled link the environment variable `name` describes
+/// (<GB/s>,<latency us>); none if it is unset or empty.
+ModeledLink parseLink(const char *name);
+
+/// Records the pool's counters in the trace, when tracing.
+void traceCounters();
+
+} // namespace zest::rt
+
+#endif // ZEST_RUNTIME_COMMON_RUNTIMESTATE_H

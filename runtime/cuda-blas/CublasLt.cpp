@@ -1,0 +1,124 @@
+//===- CublasLt.cpp - Row-major products on cuBLASLt, planned once --------===//
+
+#include "CublasLt.h"
+#include "../cuda-nccl/Device.h"
+#include "zest_runtime.h"
+
+#include <string>
+
+using namespace zest::rt;
+using namespace zest::rt::cuda;
+
+namespace {
+
+void checkLt(cublasStatus_t status, const char *what) {
+  // (cublasGetStatusString is in cuBLAS, which the runtime does not link.)
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fatal(std::string("cuBLASLt error in ") + what + ": cublasStatus_t " +
+          std::to_string(int(status)));
+}
+
+template <typename T>
+void setAttribute(cublasLtMatmulDesc_t desc,
+                  cublasLtMatmulDescAttributes_t attribute, const T &value,
+                  const char *what) {
+  checkLt(
+      cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+      what);
+}
+
+} // namespace
+
+Lt &Lt::get() {
+  static Lt lt;
+  return lt;
+}
+
+void Lt::run(const Product &p) {
+  if (p.m == 0 || p.n == 0)
+    return;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = plans.try_emplace(p.key());
+  if (inserted)
+    it->second = plan(p);
+  Plan &plan = it->second;
+  if (p.bias)
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias,
+                 "setting the bias");
+  if (p.aux)
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux,
+                 "setting the pre-activation output");
+  float alpha = 1, beta = p.accumulate ? 1 : 0;
+  // K = 0: the product is zero, the epilogue still applies.
+  checkLt(cublasLtMatmul(handle, plan.desc, &alpha, p.b, plan.first, p.a,
+                         plan.second, &beta, p.d, plan.out, p.d, plan.out,
+                         &plan.algo, workspace, kWorkspaceBytes,
+                         cuda::streams.compute),
+          "a product");
+}
+
+Lt::Lt() {
+  checkLt(cublasLtCreate(&handle), "cublasLtCreate");
+  workspace = zest_pool_alloc(kWorkspaceBytes);
+}
+
+cublasLtMatrixLayout_t Lt::layout(cudaDataType_t type, int64_t rows,
+                                  int64_t cols, int64_t ld, int64_t batch,
+                                  int64_t stride) {
+  cublasLtMatrixLayout_t layout;
+  checkLt(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld),
+          "a matrix layout");
+  if (batch > 1) {
+    int32_t count = int32_t(batch);
+    checkLt(cublasLtMatrixLayoutSetAttribute(layout,
+                                             CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                             &count, sizeof(count)),
+            "a batch count");
+    checkLt(cublasLtMatrixLayoutSetAttribute(
+                layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                sizeof(stride)),
+            "a batch stride");
+  }
+  return layout;
+}
+
+Plan Lt::plan(const Product &p) {
+  Plan plan;
+  // f32 products accumulate in f32 without TF32, as the CPU's do.
+  checkLt(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          "a product descriptor");
+  // Column-major D^T[n,m] = op(B)^T[n,k] op(A)^T[k,m].
+  cublasOperation_t first = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    second = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, first, "transposition");
+  setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, second, "transposition");
+  setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue,
+               "the epilogue");
+  if (p.ldaux)
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.ldaux,
+                 "the pre-activation's row stride");
+  plan.first = layout(p.type, p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.ldb,
+                      p.batch, p.strideB);
+  plan.second = layout(p.type, p.transA ? p.m : p.k, p.transA ? p.k : p.m,
+                       p.lda, p.batch, p.strideA);
+  plan.out = layout(p.type, p.n, p.m, p.ldd, p.batch, p.strideD);
+  cublasLtMatmulPreference_t preference;
+  checkLt(cublasLtMatmulPreferenceCreate(&preference), "a preference");
+  size_t bytes = kWorkspaceBytes;
+  checkLt(cublasLtMatmulPreferenceSetAttribute(
+              preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+              sizeof(bytes)),
+          "the workspace size");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  checkLt(cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.first,
+                                         plan.second, plan.out, plan.out,
+                                         preference, 1, &result, &found),
+          "choosing an algorithm");
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (found == 0)
+    fatal("cuBLASLt has no algorithm for a " + std::to_string(p.m) + " x " +
+          std::to_string(p.n) + " x " + std::to_string(p.k) + " product");
+  plan.algo = result.algo;
+  return plan;
+}

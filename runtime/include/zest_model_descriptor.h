@@ -1,0 +1,66 @@
+/*===- zest_model_descriptor.h - The model descriptor's schema --*- C -*-===*
+ *
+ * The text zestc embeds in every executable (`zest_model_descriptor`) and
+ * the training program parses: what the host needs to know of a sharded
+ * model. One record per line, fields separated by single spaces (names
+ * never hold spaces: they are FQNs and symbols):
+ *
+ *   zest-model 1
+ *   world_size <W>
+ *   mesh <replicas> <shards>                         (hybrid sharding only)
+ *   unit <name> <sharded|replicated> <dtype> <numel> <padded> <shard> <n>
+ *   param <fqn> <dtype> <offset> <rank> <dim>...           (n per unit)
+ *   function <name> <num_args> <num_results>
+ *   optimizer sgd|adamw                           (training steps only)
+ *   accumulate_for <name>             (no-sync: accumulates for that step)
+ *   arg unit <unit> | arg data <dtype> <rank> <dim>...
+ *   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
+ *   arg grad_sum <unit> | arg rng
+ *   result loss|output <dtype> <rank> <dim>... | result grad <unit>
+ *   end
+ *
+ * Results an entry point updates in place (`zest.updated`) are not results
+ * of the compiled entry point and are not listed. The writer is
+ * lib/Conversion/ZestToRuntime/ModelDescriptor.cpp (zest-describe-model),
+ * the reader runtime/trainer/ModelDescriptor.cpp; both spell the format with
+ * these names.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef ZEST_MODEL_DESCRIPTOR_H
+#define ZEST_MODEL_DESCRIPTOR_H
+
+/* The first line: the format and its version. */
+#define ZEST_DESCRIPTOR_HEADER "zest-model 1"
+
+/* Records (the first field of a line). */
+#define ZEST_RECORD_WORLD_SIZE "world_size"
+#define ZEST_RECORD_MESH "mesh"
+#define ZEST_RECORD_UNIT "unit"
+#define ZEST_RECORD_PARAM "param"
+#define ZEST_RECORD_FUNCTION "function"
+#define ZEST_RECORD_OPTIMIZER "optimizer"
+#define ZEST_RECORD_ACCUMULATE_FOR "accumulate_for"
+#define ZEST_RECORD_ARG "arg"
+#define ZEST_RECORD_RESULT "result"
+#define ZEST_RECORD_END "end"
+
+/* Unit kinds. */
+#define ZEST_UNIT_SHARDED "sharded"
+#define ZEST_UNIT_REPLICATED "replicated"
+
+/* Argument roles (`arg <role> ...`). */
+#define ZEST_ARG_UNIT "unit"
+#define ZEST_ARG_DATA "data"
+#define ZEST_ARG_STATE "state"
+#define ZEST_ARG_ACCUM "accum"
+#define ZEST_ARG_HYPER "hyper"
+#define ZEST_ARG_GRAD_SUM "grad_sum"
+#define ZEST_ARG_RNG "rng"
+
+/* Result roles (`result <role> ...`). */
+#define ZEST_RESULT_LOSS "loss"
+#define ZEST_RESULT_OUTPUT "output"
+#define ZEST_RESULT_GRAD "grad"
+
+#endif /* ZEST_MODEL_DESCRIPTOR_H */
