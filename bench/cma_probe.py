@@ -23,8 +23,9 @@ if child == 0:
     target = ctypes.create_string_buffer(16)
     local = IoVec(ctypes.addressof(target), 16)
     remote = IoVec(ctypes.addressof(source), 16)
-    read = libc.process_vm_readv(parent, ctypes.byref(local), 1,
-                                 ctypes.byref(remote), 1, 0)
+    read = libc.process_vm_readv(
+        parent, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0
+    )
     os._exit(0 if read == 16 and target.value == b"zest-cma" else 1)
 _, status = os.waitpid(child, 0)
 sys.exit(0 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else 1)

@@ -15,6 +15,8 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   # Benchmarks (bench/): arithmetic on timings, peak memory of zestc.
   bc time
+  # The format check make test runs (scripts/check-format.sh).
+  clang-format black git
   # The virtualenv of zest-import (scripts/setup-venv.sh).
   python3-venv
   # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.

@@ -8,12 +8,21 @@ from lit.llvm.subst import ToolSubst
 config.name = "ZEST"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "lib", "zestc.test.bad.mlir", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = [
+    "Inputs",
+    "lib",
+    "zestc.test.bad.mlir",
+    "CMakeLists.txt",
+    "lit.cfg.py",
+    "lit.site.cfg.py",
+]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.zest_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
-config.substitutions.append(("%examples", os.path.join(config.zest_src_root, "examples")))
+config.substitutions.append(
+    ("%examples", os.path.join(config.zest_src_root, "examples"))
+)
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
@@ -35,31 +44,43 @@ if mpirun:
     config.available_features.add("mpi")
     # Root is allowed in CI containers; oversubscription lets 4 ranks share
     # 2 cores; the shared-memory transport avoids probing the network.
-    for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
-                        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
-                        ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
-                        ("OMPI_MCA_btl", "self,vader"),
-                        ("OMPI_MCA_btl_vader_single_copy_mechanism", "none")]:
+    for name, value in [
+        ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+        ("OMPI_MCA_btl", "self,vader"),
+        ("OMPI_MCA_btl_vader_single_copy_mechanism", "none"),
+    ]:
         config.environment[name] = value
     # `timeout` bounds every run: a hang fails the test instead of CI.
     config.substitutions.append(
-        ("%mpirun", "timeout 300 " + mpirun + " --oversubscribe -np"))
+        ("%mpirun", "timeout 300 " + mpirun + " --oversubscribe -np")
+    )
 config.substitutions.append(
-    ("%compare", sys.executable + " " +
-     os.path.join(config.zest_src_root, "test", "lib", "compare.py")))
+    (
+        "%compare",
+        sys.executable
+        + " "
+        + os.path.join(config.zest_src_root, "test", "lib", "compare.py"),
+    )
+)
 
 # GPU tests (REQUIRES: cuda) run where the CUDA backends were built and a
 # GPU is visible; CI machines compile them but have none.
 nvidia_smi = shutil.which("nvidia-smi")
-if getattr(config, "zest_enable_cuda", False) and nvidia_smi and \
-        "GPU" in subprocess.run([nvidia_smi, "-L"], capture_output=True,
-                                text=True).stdout:
+if (
+    getattr(config, "zest_enable_cuda", False)
+    and nvidia_smi
+    and "GPU"
+    in subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True).stdout
+):
     config.available_features.add("cuda")
 if getattr(config, "zest_enable_cuda", False):
     # zestc links --target=cuda executables with the CUDA runtime library.
     config.available_features.add("cuda-runtime")
     llvm_config.add_tool_substitutions(
-        ["zest-cuda-backend-test", "zest-cuda-linear-test"], tool_dirs)
+        ["zest-cuda-backend-test", "zest-cuda-linear-test"], tool_dirs
+    )
 # zestc --target=cuda embeds fatbins with ptxas from zestc's default
 # --cuda-path; PTX text (--cuda-format=isa) needs nothing.
 if os.access("/usr/local/cuda/bin/ptxas", os.X_OK):
@@ -72,17 +93,28 @@ import subprocess
 
 venv_python = os.path.join(config.zest_src_root, ".venv", "bin", "python")
 python_dir = os.path.join(config.zest_src_root, "python")
-if os.path.exists(venv_python) and subprocess.run(
-        [venv_python, "-c",
-         "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) "
-         "for m in ('torch', 'torch_mlir', 'safetensors', 'numpy', "
-         "'transformers')) else 1)"]
-).returncode == 0:
+if (
+    os.path.exists(venv_python)
+    and subprocess.run(
+        [
+            venv_python,
+            "-c",
+            "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) "
+            "for m in ('torch', 'torch_mlir', 'safetensors', 'numpy', "
+            "'transformers')) else 1)",
+        ]
+    ).returncode
+    == 0
+):
     config.available_features.add("torch")
-    for name, module in [("%zest-import", "zest_import"),
-                         ("%zest-weights", "zest_import.weights"),
-                         ("%zest-reference", "zest_import.reference")]:
+    for name, module in [
+        ("%zest-import", "zest_import"),
+        ("%zest-weights", "zest_import.weights"),
+        ("%zest-reference", "zest_import.reference"),
+    ]:
         config.substitutions.append(
-            (name, f"env PYTHONPATH={python_dir} {venv_python} -m {module}"))
+            (name, f"env PYTHONPATH={python_dir} {venv_python} -m {module}")
+        )
     config.substitutions.append(
-        ("%zest-python", f"env PYTHONPATH={python_dir} {venv_python}"))
+        ("%zest-python", f"env PYTHONPATH={python_dir} {venv_python}")
+    )

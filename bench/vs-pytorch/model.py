@@ -27,6 +27,7 @@ def warm_up():
     kernels PyTorch loads lazily count as the process base, not the model."""
     import torch
     from torch import nn
+
     layer = nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8), nn.GELU("tanh"))
     x = torch.randn(2, 8, 8)
     y = torch.softmax(layer(x) @ x.transpose(-1, -2), dim=-1)
@@ -46,6 +47,7 @@ def peak_resident_bytes():
 
 def write_data(args):
     import numpy as np
+
     rng = np.random.default_rng(args.seed)
     samples = rng.uniform(-1, 1, size=(args.samples, 2 * args.seq * args.dim))
     samples.astype("<f4").tofile(args.out)
@@ -96,6 +98,7 @@ def build(args):
     model = Stack(args.layers, args.dim, 4 * args.dim)
     if args.weights:
         from safetensors.torch import load_file
+
         state = load_file(args.weights)
         if args.layers == 1:
             state = {k.replace("block.", "layers.0.", 1): v for k, v in state.items()}
@@ -106,6 +109,7 @@ def build(args):
 def batches(args, rank=0, world=1):
     import numpy as np
     import torch
+
     data = np.fromfile(args.data, dtype="<f4").reshape(-1, 2, args.seq, args.dim)
     step = 0
     while True:
@@ -118,6 +122,7 @@ def batches(args, rank=0, world=1):
 
 def train(args, model, rank=0, world=1, barrier=lambda: None):
     import torch
+
     if args.optimizer == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     else:
@@ -151,12 +156,16 @@ def train(args, model, rank=0, world=1, barrier=lambda: None):
 def summary(times, base):
     # The first step warms up allocators and caches, as in Zest's summary.
     median = statistics.median(times[1:] if len(times) > 1 else times)
-    print(f"summary: step time {median * 1000:.3f} ms, peak RSS above base "
-          f"bytes per rank {peak_resident_bytes() - base}", flush=True)
+    print(
+        f"summary: step time {median * 1000:.3f} ms, peak RSS above base "
+        f"bytes per rank {peak_resident_bytes() - base}",
+        flush=True,
+    )
 
 
 def eager(args):
     import torch
+
     torch.set_num_threads(1)
     warm_up()
     base = resident_bytes()
@@ -172,11 +181,16 @@ def fsdp2_worker(rank, args):
     import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
+
     torch.set_num_threads(1)
     warm_up()
     base = resident_bytes()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
-                            rank=rank, world_size=args.world_size)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{args.port}",
+        rank=rank,
+        world_size=args.world_size,
+    )
     model = build(args)
     for block in model.layers:
         fully_shard(block)
@@ -212,6 +226,7 @@ def main():
         eager(args)
     else:
         import torch.multiprocessing as mp
+
         mp.spawn(fsdp2_worker, args=(args,), nprocs=args.world_size)
 
 

@@ -57,10 +57,12 @@ public:
 
   /// Memory for the runtime's pool (zest_pool_alloc), where this backend's
   /// collectives and the compiled code read it: host memory here, device
-  /// memory for the CUDA backends. Never returned: the pool reuses it.
+  /// memory for the CUDA backends. The pool reuses it, and returns it with
+  /// freeMemory at zest_finalize.
   virtual void *allocateMemory(size_t bytes, size_t alignment) {
     return std::aligned_alloc(alignment, bytes);
   }
+  virtual void freeMemory(void *ptr) { std::free(ptr); }
 
   /// Whether memory from allocateMemory is device memory the host cannot
   /// read (the CUDA backends): the driver then stages its host buffers.

@@ -52,6 +52,13 @@ void Pool::markGathered(void *ptr) {
       std::max(counters.gathered_peak_bytes, counters.gathered_bytes);
 }
 
+void Pool::releaseUnused(Backend &source) {
+  for (auto &[size, free] : freeLists)
+    for (void *ptr : free)
+      source.freeMemory(ptr);
+  freeLists.clear();
+}
+
 extern "C" {
 
 void *zest_pool_alloc(int64_t bytes) {

@@ -29,6 +29,8 @@ public:
   void *allocate(int64_t bytes, Backend &source);
   void release(void *ptr);
   void markGathered(void *ptr);
+  /// Returns the buffers no allocation holds to `source` (zest_finalize).
+  void releaseUnused(Backend &source);
 
   zest_counters_t counters = {};
 

@@ -96,6 +96,7 @@ void zest_finalize(void) {
   if (!runtime->requests.empty())
     fatal(std::to_string(runtime->requests.size()) +
           " collectives were started but never waited on");
+  runtime->pool.releaseUnused(*runtime->backend);
   runtime->backend->finalize();
   delete runtime;
   runtime = nullptr;
@@ -143,6 +144,11 @@ void *zest_buffer_alloc(int64_t bytes) {
   // 64-byte aligned like the pool's buffers; at least one byte.
   return get().backend->allocateMemory(
       size_t(std::max<int64_t>(64, (bytes + 63) / 64 * 64)), 64);
+}
+
+void zest_buffer_free(void *ptr) {
+  if (ptr)
+    get().backend->freeMemory(ptr);
 }
 
 void zest_copy_to_device(void *device, const void *host, int64_t bytes) {

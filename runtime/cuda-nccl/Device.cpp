@@ -62,6 +62,10 @@ void *cuda::DeviceBackend::allocateMemory(size_t bytes, size_t alignment) {
   return ptr;
 }
 
+void cuda::DeviceBackend::freeMemory(void *ptr) {
+  checkCuda(cudaFreeAsync(ptr, streams.compute), "freeing device memory");
+}
+
 void cuda::DeviceBackend::copyToDevice(void *device, const void *host,
                                        size_t bytes) {
   checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,

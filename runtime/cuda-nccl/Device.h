@@ -46,6 +46,7 @@ public:
   /// Ordered on the compute stream (cudaMallocAsync); 256-byte aligned,
   /// which covers any `alignment` the pool asks for.
   void *allocateMemory(size_t bytes, size_t alignment) override;
+  void freeMemory(void *ptr) override;
   bool buffersOnDevice() const override { return true; }
   /// On the compute stream; from pageable memory cudaMemcpyAsync returns
   /// once `host` has been staged, so it may be reused.

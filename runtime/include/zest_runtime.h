@@ -196,8 +196,10 @@ void zest_pool_mark_gathered(void *ptr);
  * only through the copies below. */
 int zest_buffers_on_device(void);
 /* A long-lived buffer (a parameter shard, optimizer state, a batch) in the
- * backend's memory, outside the pool's accounting; never freed. */
+ * backend's memory, outside the pool's accounting, until zest_buffer_free
+ * (before zest_finalize). */
 void *zest_buffer_alloc(int64_t bytes);
+void zest_buffer_free(void *ptr);
 /* Copies between host memory and zest_buffer_alloc / pool memory, ordered
  * with the compiled code's work: to the device, `host` may be reused on
  * return; to the host, the bytes are there on return. Plain copies when the

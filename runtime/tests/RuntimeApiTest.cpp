@@ -221,6 +221,7 @@ void testBuffers() {
   zest_copy_to_host(out, buffer, sizeof out);
   check(std::equal(in, in + 5, out), "copies round-trip");
   zest_copy_to_host(out, nullptr, 0); // nothing to copy: no access
+  zest_buffer_free(buffer);
 }
 
 void testTrace(const char *dir) {

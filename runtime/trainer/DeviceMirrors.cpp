@@ -8,6 +8,11 @@ using namespace zest;
 
 DeviceMirrors::DeviceMirrors() : onDevice(zest_buffers_on_device() != 0) {}
 
+DeviceMirrors::~DeviceMirrors() {
+  for (auto &[host, mirror] : mirrors)
+    zest_buffer_free(mirror.device);
+}
+
 std::vector<int64_t> DeviceMirrors::descriptorFor(Buffer &buffer,
                                                   bool persistent) {
   std::vector<int64_t> descriptor = buffer.descriptor;

@@ -23,6 +23,10 @@ namespace zest {
 class DeviceMirrors {
 public:
   DeviceMirrors();
+  /// Frees the mirrors (before zest_finalize).
+  ~DeviceMirrors();
+  DeviceMirrors(const DeviceMirrors &) = delete;
+  DeviceMirrors &operator=(const DeviceMirrors &) = delete;
 
   /// The memref descriptor of `buffer`'s device mirror (`buffer`'s own
   /// descriptor when nothing is mirrored). A persistent buffer's mirror is

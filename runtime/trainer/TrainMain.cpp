@@ -403,10 +403,13 @@ int main(int argc, char **argv) {
     zest_set_timeout(options.timeout);
   int rank = zest_rank(), world = zest_world_size();
   ModelInfo model = readModel(world);
-  Run run(model, chooseEntry(model, options), options, rank, world);
-  run.run();
-  run.printSummary(baseRss);
-  run.finish();
+  {
+    // Gone before zest_finalize: its device mirrors are freed.
+    Run run(model, chooseEntry(model, options), options, rank, world);
+    run.run();
+    run.printSummary(baseRss);
+    run.finish();
+  }
   std::fflush(stdout);
   zest_finalize();
   return 0;

@@ -13,30 +13,64 @@ INT = int
 OPT_INT = (int, type(None))
 
 # key -> type(s), per object of the schema zest-report/1.
-TOP = {"schema": str, "world_size": INT, "mesh": dict,
-       "memory_budget_bytes": OPT_INT, "units": list, "functions": list,
-       "predicted_peak_pool_bytes": OPT_INT,
-       "predicted_peak_gathered_bytes": OPT_INT}
-UNIT = {"name": str, "kind": str, "dtype": str, "parameters": list,
-        "numel": INT, "bytes": INT, "shard_bytes": INT, "prefetch": OPT_INT,
-        "decision": str}
-FUNCTION = {"name": str, "collectives": list, "sent_bytes_per_rank": INT,
-            "argument_bytes": INT, "accumulate_for": (str, type(None)),
-            "predicted_peak_pool_bytes": OPT_INT,
-            "predicted_peak_gathered_bytes": OPT_INT}
-MACHINE = {"name": str, "gemm_gflops": (int, float),
-           "vector_gflops": (int, float), "memory_gb_per_s": (int, float),
-           "kernel_overhead_us": (int, float), "link_gb_per_s": (int, float),
-           "link_latency_us": (int, float),
-           "replica_link_gb_per_s": (int, float, type(None)),
-           "replica_link_latency_us": (int, float, type(None))}
-COST = {"compute_us": (int, float), "communication_us": (int, float),
-        "exposed_communication_us": (int, float), "step_us": (int, float)}
+TOP = {
+    "schema": str,
+    "world_size": INT,
+    "mesh": dict,
+    "memory_budget_bytes": OPT_INT,
+    "units": list,
+    "functions": list,
+    "predicted_peak_pool_bytes": OPT_INT,
+    "predicted_peak_gathered_bytes": OPT_INT,
+}
+UNIT = {
+    "name": str,
+    "kind": str,
+    "dtype": str,
+    "parameters": list,
+    "numel": INT,
+    "bytes": INT,
+    "shard_bytes": INT,
+    "prefetch": OPT_INT,
+    "decision": str,
+}
+FUNCTION = {
+    "name": str,
+    "collectives": list,
+    "sent_bytes_per_rank": INT,
+    "argument_bytes": INT,
+    "accumulate_for": (str, type(None)),
+    "predicted_peak_pool_bytes": OPT_INT,
+    "predicted_peak_gathered_bytes": OPT_INT,
+}
+MACHINE = {
+    "name": str,
+    "gemm_gflops": (int, float),
+    "vector_gflops": (int, float),
+    "memory_gb_per_s": (int, float),
+    "kernel_overhead_us": (int, float),
+    "link_gb_per_s": (int, float),
+    "link_latency_us": (int, float),
+    "replica_link_gb_per_s": (int, float, type(None)),
+    "replica_link_latency_us": (int, float, type(None)),
+}
+COST = {
+    "compute_us": (int, float),
+    "communication_us": (int, float),
+    "exposed_communication_us": (int, float),
+    "step_us": (int, float),
+}
 MESH = {"replicas": INT, "shards": INT}
-COLLECTIVE = {"kind": str, "unit": str, "units": list, "group": str,
-              "bytes": INT,
-              "sent_bytes_per_rank": INT, "received_bytes_per_rank": INT,
-              "at": str}
+COLLECTIVE = {
+    "kind": str,
+    "unit": str,
+    "units": list,
+    "group": str,
+    "bytes": INT,
+    "sent_bytes_per_rank": INT,
+    "received_bytes_per_rank": INT,
+    "at": str,
+}
 
 
 def check_object(obj, schema, where):
@@ -70,8 +104,7 @@ def check_schema(report):
             check_object(function["cost"], COST, "cost")
         for collective in function["collectives"]:
             check_object(collective, COLLECTIVE, "collective")
-            if collective["kind"] not in ("all_gather", "reduce_scatter",
-                                          "all_reduce"):
+            if collective["kind"] not in ("all_gather", "reduce_scatter", "all_reduce"):
                 sys.exit(f"checkplan: collective kind {collective['kind']}")
             if collective["group"] not in ("world", "shard", "replica"):
                 sys.exit(f"checkplan: collective group {collective['group']}")
@@ -79,8 +112,10 @@ def check_schema(report):
             if not set(collective["units"]) <= names:
                 sys.exit(f"checkplan: collective units {collective['units']}")
             # A unit's own collective names it; a bucket lists 2 or more.
-            if collective["units"] not in ([], [collective["unit"]]) and \
-                    len(collective["units"]) < 2:
+            if (
+                collective["units"] not in ([], [collective["unit"]])
+                and len(collective["units"]) < 2
+            ):
                 sys.exit(f"checkplan: bucket {collective['unit']} units")
         total = sum(c["sent_bytes_per_rank"] for c in function["collectives"])
         if total != function["sent_bytes_per_rank"]:
@@ -96,8 +131,9 @@ def main():
     log = open(sys.argv[2]).read()
     check_schema(report)
     peaks = {
-        "predicted_peak_gathered_bytes":
-            measured(log, "peak gathered parameter bytes per rank"),
+        "predicted_peak_gathered_bytes": measured(
+            log, "peak gathered parameter bytes per rank"
+        ),
         "predicted_peak_pool_bytes": measured(log, "peak pool bytes per rank"),
     }
     for key, value in peaks.items():
@@ -117,15 +153,20 @@ def main():
         world = report["world_size"]
         # With no-sync, all micro-batches but the last run the step's
         # accumulate entry point.
-        per_call = {f["accumulate_for"] is not None: f["sent_bytes_per_rank"]
-                    for f in report["functions"]}
+        per_call = {
+            f["accumulate_for"] is not None: f["sent_bytes_per_rank"]
+            for f in report["functions"]
+        }
         step = per_call[False]
-        predicted = step + (accum - 1) * per_call.get(True, step) + \
-            2 * 8 * (world - 1) // world
+        predicted = (
+            step + (accum - 1) * per_call.get(True, step) + 2 * 8 * (world - 1) // world
+        )
         sent = measured(log, "bytes sent per step per rank")
         if predicted != sent:
-            sys.exit(f"checkplan: {predicted} bytes sent per step predicted "
-                     f"but {sent} measured")
+            sys.exit(
+                f"checkplan: {predicted} bytes sent per step predicted "
+                f"but {sent} measured"
+            )
         print(f"bytes sent per step per rank {predicted} == measured")
 
 

@@ -44,8 +44,9 @@ def read_safetensors(path):
         data = f.read()
     (length,) = struct.unpack("<Q", data[:8])
     import json
-    header = json.loads(data[8:8 + length])
-    body = data[8 + length:]
+
+    header = json.loads(data[8 : 8 + length])
+    body = data[8 + length :]
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -67,7 +68,7 @@ def main():
     if "--rtol" in args:
         i = args.index("--rtol")
         rtol = float(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     mode, ref, others = args[0], args[1], args[2:]
     if mode == "falling":
         losses = parse_losses(ref)
@@ -80,26 +81,34 @@ def main():
             sys.exit(f"compare: loss did not fall: {first} -> {last}")
         print(f"loss falls: {first:.6g} -> {last:.6g}")
         return
-    load = {"losses": parse_losses, "checksums": parse_checksum,
-            "params": read_safetensors}[mode]
+    load = {
+        "losses": parse_losses,
+        "checksums": parse_checksum,
+        "params": read_safetensors,
+    }[mode]
     reference = load(ref)
     for other in others:
         values = load(other)
         if not set(values) <= set(reference) or not values:
-            sys.exit(f"compare: {other} has keys {sorted(values)[:5]}..., "
-                     f"{ref} has {sorted(reference)[:5]}...")
+            sys.exit(
+                f"compare: {other} has keys {sorted(values)[:5]}..., "
+                f"{ref} has {sorted(reference)[:5]}..."
+            )
         worst = 0.0
         for key, value in values.items():
             ref_value = reference[key]
-            pairs = zip(ref_value, value) if mode == "params" else [
-                (ref_value, value)]
+            pairs = zip(ref_value, value) if mode == "params" else [(ref_value, value)]
             for a, b in pairs:
                 if not close(a, b, rtol):
-                    sys.exit(f"compare: {other}: {key}: {b!r} differs from "
-                             f"{a!r} (rtol {rtol})")
+                    sys.exit(
+                        f"compare: {other}: {key}: {b!r} differs from "
+                        f"{a!r} (rtol {rtol})"
+                    )
                 worst = max(worst, abs(a - b) / max(abs(a), abs(b), 1.0))
-        print(f"{other}: {len(values)} {mode} match "
-              f"(max relative difference {worst:.2e})")
+        print(
+            f"{other}: {len(values)} {mode} match "
+            f"(max relative difference {worst:.2e})"
+        )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ def main():
     parser.add_argument("--must-differ", action="store_true")
     args = parser.parse_args()
     lib = ctypes.CDLL(args.library, mode=ctypes.RTLD_GLOBAL)
-    text = ctypes.cast(ctypes.addressof(ctypes.c_char.in_dll(
-        lib, "zest_model_descriptor")), ctypes.c_char_p).value.decode()
+    text = ctypes.cast(
+        ctypes.addressof(ctypes.c_char.in_dll(lib, "zest_model_descriptor")),
+        ctypes.c_char_p,
+    ).value.decode()
     function = parse_descriptor(text)[1][0]
     inputs = [Buffer(spec) for _, _, spec in function["args"]]
     outputs = [Buffer(spec) for _, _, spec in function["results"]]
@@ -35,7 +37,8 @@ def main():
         for i in range(len(buffer.values)):
             buffer.values[i] = rng.uniform(-args.scale, args.scale)
     pointers = (ctypes.c_void_p * (len(inputs) + len(outputs)))(
-        *[ctypes.addressof(b.descriptor) for b in inputs + outputs])
+        *[ctypes.addressof(b.descriptor) for b in inputs + outputs]
+    )
     lib.zest_init(None, None)
     entries = (ctypes.c_void_p * 1).in_dll(lib, "zest_model_entries")
     ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))(entries[0])(pointers)

@@ -38,7 +38,7 @@ def parse_descriptor(text):
                 functions[-1][key].append((f[1], f[2], spec))
             else:
                 rank = int(f[3])
-                spec = Spec(f[2], [int(d) for d in f[4:4 + rank]])
+                spec = Spec(f[2], [int(d) for d in f[4 : 4 + rank]])
                 functions[-1][key].append((f[1], None, spec))
     return units, functions
 
@@ -67,19 +67,23 @@ def main():
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--step", type=float, default=1e-2)
-    parser.add_argument("--int-bound", type=int, default=16,
-                        help="integer data is drawn from [0, N)")
+    parser.add_argument(
+        "--int-bound", type=int, default=16, help="integer data is drawn from [0, N)"
+    )
     args = parser.parse_args()
 
     lib = ctypes.CDLL(args.library, mode=ctypes.RTLD_GLOBAL)
     # The descriptor is a char array, not a pointer: take its address.
-    text = ctypes.cast(ctypes.addressof(ctypes.c_char.in_dll(
-        lib, "zest_model_descriptor")), ctypes.c_char_p).value.decode()
+    text = ctypes.cast(
+        ctypes.addressof(ctypes.c_char.in_dll(lib, "zest_model_descriptor")),
+        ctypes.c_char_p,
+    ).value.decode()
     units, functions = parse_descriptor(text)
     if "world_size 1" not in text:
         sys.exit("gradcheck: compile the library with --world-size=1")
-    fn = next(i for i, f in enumerate(functions)
-              if any(r[0] == "loss" for r in f["results"]))
+    fn = next(
+        i for i, f in enumerate(functions) if any(r[0] == "loss" for r in f["results"])
+    )
     function = functions[fn]
     entry_type = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
     entries = (ctypes.c_void_p * len(functions)).in_dll(lib, "zest_model_entries")
@@ -92,15 +96,20 @@ def main():
     for (kind, _, spec), buffer in zip(function["args"], arg_buffers):
         scale = 0.3 if kind == "unit" else 1.0
         for i in range(spec.numel):
-            buffer.values[i] = (rng.randrange(args.int_bound) if buffer.integer
-                                else rng.uniform(-scale, scale))
+            buffer.values[i] = (
+                rng.randrange(args.int_bound)
+                if buffer.integer
+                else rng.uniform(-scale, scale)
+            )
     pointers = (ctypes.c_void_p * (len(arg_buffers) + len(result_buffers)))(
-        *[ctypes.addressof(b.descriptor) for b in arg_buffers + result_buffers])
+        *[ctypes.addressof(b.descriptor) for b in arg_buffers + result_buffers]
+    )
 
     def run():
         step_fn(pointers)
-        loss_index = next(i for i, r in enumerate(function["results"])
-                          if r[0] == "loss")
+        loss_index = next(
+            i for i, r in enumerate(function["results"]) if r[0] == "loss"
+        )
         return result_buffers[loss_index].values[0]
 
     run()
@@ -126,11 +135,15 @@ def main():
         worst = max(worst, error / max(abs(analytic), 1e-2))
         if error > 2e-3 + 3e-2 * abs(analytic):
             failures += 1
-            print(f"MISMATCH {unit}[{i}]: finite difference {numeric:.6g}, "
-                  f"gradient {analytic:.6g}")
+            print(
+                f"MISMATCH {unit}[{i}]: finite difference {numeric:.6g}, "
+                f"gradient {analytic:.6g}"
+            )
     lib.zest_finalize()
-    print(f"gradcheck: {min(args.samples, len(candidates))} elements, "
-          f"{failures} mismatches, worst relative error {worst:.2e}")
+    print(
+        f"gradcheck: {min(args.samples, len(candidates))} elements, "
+        f"{failures} mismatches, worst relative error {worst:.2e}"
+    )
     sys.exit(1 if failures else 0)
 
 

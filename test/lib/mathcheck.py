@@ -41,8 +41,8 @@ def f32_from_bits(bits):
 def ulp(x):
     """Spacing of f32 values at |x| (subnormal spacing near zero)."""
     x = abs(x)
-    if x < 2.0 ** -126:
-        return 2.0 ** -149
+    if x < 2.0**-126:
+        return 2.0**-149
     return 2.0 ** (math.frexp(x)[1] - 24)
 
 
@@ -59,8 +59,7 @@ def reference(name, x):
         if name == "log":
             return -math.inf if x == 0 else math.log(x) if x > 0 else math.nan
         if name == "log1p":
-            return (-math.inf if x == -1 else math.log1p(x) if x > -1
-                    else math.nan)
+            return -math.inf if x == -1 else math.log1p(x) if x > -1 else math.nan
         if name == "log2":
             return -math.inf if x == 0 else math.log2(x) if x > 0 else math.nan
     except OverflowError:
@@ -72,14 +71,20 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
     parser.add_argument("--stride", type=int, default=4099)
-    parser.add_argument("--bound", action="append", default=[],
-                        help="NAME=ULPS: fail if NAME's worst error is larger")
+    parser.add_argument(
+        "--bound",
+        action="append",
+        default=[],
+        help="NAME=ULPS: fail if NAME's worst error is larger",
+    )
     args = parser.parse_args()
     bounds = dict((b.split("=")[0], float(b.split("=")[1])) for b in args.bound)
 
     lib = ctypes.CDLL(args.library, mode=ctypes.RTLD_GLOBAL)
-    text = ctypes.cast(ctypes.addressof(ctypes.c_char.in_dll(
-        lib, "zest_model_descriptor")), ctypes.c_char_p).value.decode()
+    text = ctypes.cast(
+        ctypes.addressof(ctypes.c_char.in_dll(lib, "zest_model_descriptor")),
+        ctypes.c_char_p,
+    ).value.decode()
     _, functions = parse_descriptor(text)
     function = functions[0]
     entries = (ctypes.c_void_p * 1).in_dll(lib, "zest_model_entries")
@@ -88,40 +93,61 @@ def main():
     x_buffer = Buffer(function["args"][0][2])
     results = [Buffer(spec) for _, _, spec in function["results"]]
     pointers = (ctypes.c_void_p * (1 + len(results)))(
-        *[ctypes.addressof(b.descriptor) for b in [x_buffer] + results])
+        *[ctypes.addressof(b.descriptor) for b in [x_buffer] + results]
+    )
     n = function["args"][0][2].numel
 
-    inputs = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0 ** -149, -(2.0 ** -149),
-              2.0 ** -126, 88.7, 89.0, -87.3, -104.0, 9.0, -9.0, 1e-8, -1e-8,
-              math.inf, -math.inf]
-    inputs += [f32_from_bits(b) for b in range(0, 2 ** 32, args.stride)]
+    inputs = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0**-149,
+        -(2.0**-149),
+        2.0**-126,
+        88.7,
+        89.0,
+        -87.3,
+        -104.0,
+        9.0,
+        -9.0,
+        1e-8,
+        -1e-8,
+        math.inf,
+        -math.inf,
+    ]
+    inputs += [f32_from_bits(b) for b in range(0, 2**32, args.stride)]
     inputs = [x for x in inputs if not math.isnan(x)]
     worst = {name: (0.0, 0.0) for name in FUNCTIONS}
     mismatches = 0
     for begin in range(0, len(inputs), n):
-        chunk = inputs[begin:begin + n]
+        chunk = inputs[begin : begin + n]
         chunk += [0.0] * (n - len(chunk))
         for i, x in enumerate(chunk):
             x_buffer.values[i] = x
         run(pointers)
         for name, buffer in zip(FUNCTIONS, results):
-            for i, x in enumerate(chunk[:len(inputs) - begin]):
+            for i, x in enumerate(chunk[: len(inputs) - begin]):
                 got = buffer.values[i]
                 want = to_f32(reference(name, x))
                 if math.isnan(want) or math.isinf(want):
-                    same = (math.isnan(got) if math.isnan(want) else got == want)
+                    same = math.isnan(got) if math.isnan(want) else got == want
                     if not same:
                         mismatches += 1
                         if mismatches <= 10:
-                            print(f"MISMATCH {name}({x!r}) = {got!r}, "
-                                  f"expected {want!r}")
+                            print(
+                                f"MISMATCH {name}({x!r}) = {got!r}, "
+                                f"expected {want!r}"
+                            )
                     continue
                 if math.isnan(got) or math.isinf(got):
                     error = math.inf
-                elif abs(want) < 2.0 ** -126:
+                elif abs(want) < 2.0**-126:
                     # A subnormal result may flush to zero: the absolute
                     # error must stay below the smallest normal.
-                    if abs(got - want) >= 2.0 ** -126:
+                    if abs(got - want) >= 2.0**-126:
                         error = math.inf
                     else:
                         continue
@@ -139,8 +165,7 @@ def main():
             verdict = " ok" if error <= bound else f" ABOVE BOUND {bound:g}"
             failed |= error > bound
         print(f"{name}: max error {error:.3g} ulp at x = {x!r}{verdict}")
-    print(f"mathcheck: {len(inputs)} inputs, {mismatches} special-value "
-          f"mismatches")
+    print(f"mathcheck: {len(inputs)} inputs, {mismatches} special-value mismatches")
     sys.exit(1 if failed else 0)
 
 

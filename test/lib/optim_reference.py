@@ -30,13 +30,13 @@ def read_safetensors(path):
     with open(path, "rb") as f:
         data = f.read()
     (size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + size])
+    header = json.loads(data[8 : 8 + size])
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
-        raw = data[8 + size + begin:8 + size + end]
+        raw = data[8 + size + begin : 8 + size + end]
         tensors[name] = list(struct.unpack(f"<{len(raw) // 4}f", raw))
     return tensors
 
@@ -54,7 +54,8 @@ def learning_rate(args, step):
     span = max(1, args.schedule_steps - args.warmup_steps)
     progress = min(1.0, (t - args.warmup_steps) / span)
     return args.min_lr + (args.lr - args.min_lr) * 0.5 * (
-        1 + math.cos(math.pi * progress))
+        1 + math.cos(math.pi * progress)
+    )
 
 
 def main():
@@ -82,11 +83,14 @@ def main():
         args.schedule_steps = args.steps
 
     lib = ctypes.CDLL(args.library, mode=ctypes.RTLD_GLOBAL)
-    text = ctypes.cast(ctypes.addressof(ctypes.c_char.in_dll(
-        lib, "zest_model_descriptor")), ctypes.c_char_p).value.decode()
+    text = ctypes.cast(
+        ctypes.addressof(ctypes.c_char.in_dll(lib, "zest_model_descriptor")),
+        ctypes.c_char_p,
+    ).value.decode()
     _, functions = parse_descriptor(text)
-    fn = next(i for i, f in enumerate(functions)
-              if any(r[0] == "loss" for r in f["results"]))
+    fn = next(
+        i for i, f in enumerate(functions) if any(r[0] == "loss" for r in f["results"])
+    )
     function = functions[fn]
     entries = (ctypes.c_void_p * len(functions)).in_dll(lib, "zest_model_entries")
     step_fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))(entries[fn])
@@ -95,21 +99,33 @@ def main():
     arg_buffers = [Buffer(spec) for _, _, spec in function["args"]]
     result_buffers = [Buffer(spec) for _, _, spec in function["results"]]
     pointers = (ctypes.c_void_p * (len(arg_buffers) + len(result_buffers)))(
-        *[ctypes.addressof(b.descriptor) for b in arg_buffers + result_buffers])
+        *[ctypes.addressof(b.descriptor) for b in arg_buffers + result_buffers]
+    )
 
     # Parameters (float64 master copy) and optimizer state, per unit.
     start = read_safetensors(rank_file(args.start))
     units = [unit for kind, unit, _ in function["args"] if kind == "unit"]
     params = {u: list(start[u]) for u in units}
-    states = {u: {name: [0.0] * len(params[u])
-                  for name in (["exp_avg", "exp_avg_sq"]
-                               if args.optimizer == "adamw" else
-                               ["momentum_buffer"] if args.momentum else [])}
-              for u in units}
+    states = {
+        u: {
+            name: [0.0] * len(params[u])
+            for name in (
+                ["exp_avg", "exp_avg_sq"]
+                if args.optimizer == "adamw"
+                else ["momentum_buffer"]
+                if args.momentum
+                else []
+            )
+        }
+        for u in units
+    }
 
     # Data: samples back to back, the data arguments' slices in order.
-    data_args = [(i, spec) for i, (kind, _, spec) in enumerate(function["args"])
-                 if kind == "data"]
+    data_args = [
+        (i, spec)
+        for i, (kind, _, spec) in enumerate(function["args"])
+        if kind == "data"
+    ]
     batch = data_args[0][1].shape[0]
     per_sample = [spec.numel // batch for _, spec in data_args]
     with open(args.data, "rb") as f:
@@ -126,7 +142,7 @@ def main():
         for a in range(args.accum):
             first = (step * args.accum + a) * batch
             for (index, spec), n in zip(data_args, per_sample):
-                offset = sum(per_sample[:data_args.index((index, spec))])
+                offset = sum(per_sample[: data_args.index((index, spec))])
                 for s in range(batch):
                     base = ((first + s) % count) * sample_floats + offset
                     for j in range(n):
@@ -149,8 +165,9 @@ def main():
         # torch.nn.utils.clip_grad_norm_: one coefficient for all gradients.
         coef = 1.0
         if args.clip_grad_norm > 0:
-            total = math.sqrt(sum((g / args.accum) ** 2
-                                  for u in units for g in grad_sum[u]))
+            total = math.sqrt(
+                sum((g / args.accum) ** 2 for u in units for g in grad_sum[u])
+            )
             coef = min(1.0, args.clip_grad_norm / (total + 1e-6))
             clipped.append(coef < 1.0)
         for u in units:
@@ -169,16 +186,17 @@ def main():
                     p[i] *= 1 - lr * args.weight_decay
                     m[i] = args.beta1 * m[i] + (1 - args.beta1) * g
                     v[i] = args.beta2 * v[i] + (1 - args.beta2) * g * g
-                    step_size = lr / (1 - args.beta1 ** t)
-                    denom = math.sqrt(v[i]) / math.sqrt(1 - args.beta2 ** t) + args.eps
+                    step_size = lr / (1 - args.beta1**t)
+                    denom = math.sqrt(v[i]) / math.sqrt(1 - args.beta2**t) + args.eps
                     p[i] -= step_size * m[i] / denom
     lib.zest_finalize()
 
     end = read_safetensors(rank_file(args.end))
     worst, failures = 0.0, 0
     for u in units:
-        checks = [(u, params[u])] + [(f"{u}.{name}", values)
-                                     for name, values in states[u].items()]
+        checks = [(u, params[u])] + [
+            (f"{u}.{name}", values) for name, values in states[u].items()
+        ]
         for name, reference in checks:
             if name not in end:
                 print(f"MISSING {name} in {args.end}")
@@ -190,23 +208,30 @@ def main():
                 if error > args.tolerance:
                     failures += 1
                     if failures <= 10:
-                        print(f"MISMATCH {name}[{i}]: reference {want:.9g}, "
-                              f"compiled {got:.9g}")
-    logged = [float(x) for x in re.findall(r"^step \d+ loss (\S+)$",
-                                           open(args.log).read(), re.M)]
+                        print(
+                            f"MISMATCH {name}[{i}]: reference {want:.9g}, "
+                            f"compiled {got:.9g}"
+                        )
+    logged = [
+        float(x)
+        for x in re.findall(r"^step \d+ loss (\S+)$", open(args.log).read(), re.M)
+    ]
     if len(logged) != len(losses):
         print(f"MISMATCH: {len(logged)} logged losses, {len(losses)} expected")
         failures += 1
     for i, (want, got) in enumerate(zip(losses, logged)):
         if abs(want - got) > args.tolerance * max(1.0, abs(want)):
             failures += 1
-            print(f"MISMATCH loss of step {i + 1}: reference {want:.9g}, "
-                  f"compiled {got:.9g}")
+            print(
+                f"MISMATCH loss of step {i + 1}: reference {want:.9g}, "
+                f"compiled {got:.9g}"
+            )
     if args.clip_grad_norm > 0:
-        print(f"optim-reference: clipped {sum(clipped)} of {len(clipped)} "
-              f"steps")
-    print(f"optim-reference: {args.optimizer}, {args.steps} steps, "
-          f"{failures} mismatches, worst relative error {worst:.2e}")
+        print(f"optim-reference: clipped {sum(clipped)} of {len(clipped)} steps")
+    print(
+        f"optim-reference: {args.optimizer}, {args.steps} steps, "
+        f"{failures} mismatches, worst relative error {worst:.2e}"
+    )
     sys.exit(1 if failures else 0)
 
 

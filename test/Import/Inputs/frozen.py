@@ -8,8 +8,9 @@ class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.encoder = nn.Sequential(nn.Linear(16, 32), nn.ReLU())
-        self.head = nn.Sequential(nn.Linear(32, 32), nn.GELU(approximate="tanh"),
-                                  nn.Linear(32, 4))
+        self.head = nn.Sequential(
+            nn.Linear(32, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 4)
+        )
 
     def forward(self, x):
         return self.head(self.encoder(x))

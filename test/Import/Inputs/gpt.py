@@ -18,7 +18,9 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        q, k, v = (
+            z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v)
+        )
         att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
         mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
         att = att.masked_fill(mask, float("-inf")).softmax(-1)

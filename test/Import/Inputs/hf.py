@@ -17,19 +17,27 @@ def llama():
     of attention and of the loss. The masking utilities branch on the mask's
     values, which make_fx cannot trace; zest-import exports the loss first."""
     from transformers import LlamaConfig, LlamaForCausalLM
+
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32,
-                         intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=SEQ, bos_token_id=1,
-                         eos_token_id=2, pad_token_id=0,
-                         attn_implementation="sdpa", loss_type="ForCausalLM")
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=SEQ,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
     model = LlamaForCausalLM(config)
 
     def loss_fn(model, ids):
         # The first token always attends, so no row of attention is empty.
-        mask = torch.cat([torch.ones_like(ids[:, :1]), (ids[:, 1:] != 0).long()],
-                         dim=1)
+        mask = torch.cat([torch.ones_like(ids[:, :1]), (ids[:, 1:] != 0).long()], dim=1)
         labels = ids.masked_fill(ids == 0, -100)
         return model(input_ids=ids, attention_mask=mask, labels=labels).loss
 
@@ -40,11 +48,22 @@ def gpt2():
     """GPT2LMHeadModel: learned positions, LayerNorm, tanh-GELU, the head tied
     to the token embedding."""
     from transformers import GPT2Config, GPT2LMHeadModel
+
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
-                        n_positions=SEQ, resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, bos_token_id=1, eos_token_id=2,
-                        attn_implementation="sdpa", loss_type="ForCausalLM")
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=SEQ,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
     model = GPT2LMHeadModel(config)
 
     def loss_fn(model, ids):
@@ -57,10 +76,19 @@ def gpt2_dropout():
     """GPT2LMHeadModel with its default dropout (0.1 on embeddings, residuals
     and attention weights, the last inside scaled_dot_product_attention)."""
     from transformers import GPT2Config, GPT2LMHeadModel
+
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
-                        n_positions=SEQ, bos_token_id=1, eos_token_id=2,
-                        attn_implementation="sdpa", loss_type="ForCausalLM")
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=SEQ,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
     model = GPT2LMHeadModel(config)
 
     def loss_fn(model, ids):

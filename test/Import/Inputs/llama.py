@@ -18,7 +18,7 @@ class RMSNorm(nn.Module):
 
 
 def rotary(x, cos, sin):
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
@@ -69,7 +69,9 @@ class Llama(nn.Module):
     def __init__(self, vocab=64, d=32, heads=4, kv_heads=2, hidden=64, layers=2, seq=8):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        self.layers = nn.ModuleList(DecoderLayer(d, heads, kv_heads, hidden) for _ in range(layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(d, heads, kv_heads, hidden) for _ in range(layers)
+        )
         self.norm = RMSNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         hd = d // heads
@@ -93,4 +95,8 @@ def loss_fn(model, ids, targets):
 
 def make():
     torch.manual_seed(0)
-    return Llama(), loss_fn, (torch.randint(0, 64, (4, 8)), torch.randint(0, 64, (4, 8)))
+    return (
+        Llama(),
+        loss_fn,
+        (torch.randint(0, 64, (4, 8)), torch.randint(0, 64, (4, 8))),
+    )

@@ -6,8 +6,9 @@ from torch import nn
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = nn.Sequential(nn.Linear(16, 32), nn.GELU(approximate="tanh"),
-                                    nn.Linear(32, 4))
+        self.layers = nn.Sequential(
+            nn.Linear(16, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 4)
+        )
 
     def forward(self, x):
         return self.layers(x)

@@ -16,8 +16,7 @@ class RunningMeanLM(nn.Module):
         self.mix = nn.Linear(D, D)
         self.head = nn.Linear(D, VOCAB)
         # A persistent buffer: in the state dict, a constant of the step.
-        self.register_buffer("counts", torch.arange(1, SEQ + 1).float()
-                             .view(1, SEQ, 1))
+        self.register_buffer("counts", torch.arange(1, SEQ + 1).float().view(1, SEQ, 1))
 
     def forward(self, ids):
         positions = (ids != 0).long().cumsum(dim=1)  # 0 = padding
@@ -31,7 +30,8 @@ def make():
 
     def loss_fn(model, ids):
         logits = model(ids)
-        return F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
-                               ids[:, 1:].reshape(-1))
+        return F.cross_entropy(
+            logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1)
+        )
 
     return RunningMeanLM(), loss_fn, (ids,)
