@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
-#include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Driver/Compiler.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"

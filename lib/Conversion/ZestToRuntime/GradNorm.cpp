@@ -54,12 +54,13 @@ static Value buildSumOfSquares(OpBuilder &builder, Location loc, Value grad,
   return sum.getResult(0);
 }
 
+namespace {
+
 /// The global gradient norm: per unit the sum of squares of the gradient
 /// the update applies (the accumulator is read only when accumulating),
 /// divided by the number of ranks holding the same values (a replicated
 /// unit's world, a sharded unit's replicas under hybrid sharding), summed
 /// over ranks, then the square root.
-namespace {
 struct LowerGlobalGradNorm : public OpRewritePattern<GlobalGradNormOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(GlobalGradNormOp op,
