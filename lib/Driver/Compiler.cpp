@@ -1,6 +1,7 @@
 //===- Compiler.cpp - The zestc compilation pipeline ----------------------===//
 
 #include "zest/Driver/Compiler.h"
+#include "zest/Conversion/ModelDescriptor.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 
@@ -77,15 +78,17 @@ struct HostInterface {
 static FailureOr<HostInterface> getHostInterface(ModuleOp module) {
   auto descriptor =
       module->getAttrOfType<StringAttr>(ZestDialect::kModelDescriptorAttrName);
-  auto entries =
-      module->getAttrOfType<ArrayAttr>(ZestDialect::kEntryPointsAttrName);
-  if (!descriptor || !entries)
+  if (!descriptor)
     return emitError(module.getLoc())
            << "the lowered module has no model descriptor (internal error: "
            << "zest-describe-model did not run)";
+  FailureOr<SmallVector<EntryPointRecord>> entries =
+      getEntryPointRecords(module);
+  if (failed(entries))
+    return failure();
   HostInterface host{descriptor.getValue().str(), {}};
-  for (auto entry : entries.getAsRange<DictionaryAttr>())
-    host.entries.push_back(entry.getAs<StringAttr>("name").getValue().str());
+  for (const EntryPointRecord &entry : *entries)
+    host.entries.push_back(entry.name);
   return host;
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Conversion/ModelDescriptor.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
@@ -116,7 +117,7 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   candidate.peakPool = plan->peakPool;
   DeviceMesh mesh = getModuleMesh(*copy);
   for (auto func : copy->getOps<func::FuncOp>())
-    if (!func.isExternal() && func.isPublic())
+    if (isEntryPoint(func))
       candidate.stepUs = std::max(candidate.stepUs,
                                   estimateStepCost(func, machine, mesh).stepUs);
   return candidate;

@@ -28,6 +28,23 @@ StringRef mlir::zest::stringifyTarget(Target target) {
   return target == Target::Cuda ? "cuda" : "cpu";
 }
 
+std::optional<Target> mlir::zest::symbolizeTarget(StringRef name) {
+  for (Target target : {Target::Cpu, Target::Cuda})
+    if (name == stringifyTarget(target))
+      return target;
+  return std::nullopt;
+}
+
+std::optional<OptimizerChoice>
+mlir::zest::symbolizeOptimizerChoice(StringRef name) {
+  if (name == "none")
+    return OptimizerChoice::None;
+  if (std::optional<Optimizer> kind = symbolizeOptimizer(name))
+    return *kind == Optimizer::AdamW ? OptimizerChoice::AdamW
+                                     : OptimizerChoice::SGD;
+  return std::nullopt;
+}
+
 //===----------------------------------------------------------------------===//
 // Phase "front"
 //===----------------------------------------------------------------------===//

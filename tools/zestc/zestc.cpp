@@ -309,15 +309,6 @@ static LogicalResult parseChoice(StringRef name, StringRef text,
   return success();
 }
 
-static std::optional<OptimizerChoice> symbolizeOptimizerChoice(StringRef name) {
-  if (name == "none")
-    return OptimizerChoice::None;
-  if (std::optional<Optimizer> kind = symbolizeOptimizer(name))
-    return *kind == Optimizer::AdamW ? OptimizerChoice::AdamW
-                                     : OptimizerChoice::SGD;
-  return std::nullopt;
-}
-
 /// zestc's flags into the options of the front phase.
 static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
   front.worldSize = worldSize;
@@ -352,11 +343,8 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
 
 /// zestc's flags into the options of the lowering phases.
 static LogicalResult setLowerOptions(LowerPipelineOptions &lower) {
-  std::optional<Target> parsed;
-  if (target == "cpu" || target == "cuda")
-    parsed = target == "cuda" ? Target::Cuda : Target::Cpu;
-  if (failed(parseChoice("target", target, parsed, "cpu or cuda",
-                         lower.target.getValue())))
+  if (failed(parseChoice("target", target, symbolizeTarget(target),
+                         "cpu or cuda", lower.target.getValue())))
     return failure();
   lower.cudaChip = cudaChip;
   lower.cudaFeatures = cudaFeatures;

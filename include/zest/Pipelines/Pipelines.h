@@ -35,10 +35,15 @@ enum class Target {
 
 /// The target's name as zestc --target and zest-matmul-to-blas take it.
 llvm::StringRef stringifyTarget(Target target);
+/// The target named `name` (cpu, cuda); none for any other name.
+std::optional<Target> symbolizeTarget(llvm::StringRef name);
 
 /// The optimizer compiled into training steps, or none (they return their
 /// gradient shards).
 enum class OptimizerChoice { None, SGD, AdamW };
+
+/// The choice named `name` (sgd, adamw, none); none for any other name.
+std::optional<OptimizerChoice> symbolizeOptimizerChoice(llvm::StringRef name);
 
 /// The values of a mixed-precision type option.
 inline auto wireTypeValues() {

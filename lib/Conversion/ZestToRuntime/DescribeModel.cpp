@@ -20,10 +20,6 @@ namespace mlir::zest {
 using namespace mlir;
 using namespace mlir::zest;
 
-static bool isEntryPoint(func::FuncOp func) {
-  return !func.isExternal() && func.isPublic();
-}
-
 static bool isStaticTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && tensor.hasStaticShape();
@@ -109,18 +105,13 @@ struct DescribeModelPass
     if (!ok)
       return signalPassFailure();
 
-    Builder builder(module.getContext());
-    module->setAttr(ZestDialect::kModelDescriptorAttrName,
-                    builder.getStringAttr(buildModelDescriptor(module)));
-    SmallVector<Attribute> records;
+    module->setAttr(
+        ZestDialect::kModelDescriptorAttrName,
+        StringAttr::get(module.getContext(), buildModelDescriptor(module)));
+    SmallVector<EntryPointRecord> records;
     for (func::FuncOp func : entries)
-      records.push_back(builder.getDictionaryAttr(
-          {builder.getNamedAttr("name", func.getSymNameAttr()),
-           builder.getNamedAttr(
-               "c_interface_args",
-               builder.getI64IntegerAttr(getCInterfaceArity(func)))}));
-    module->setAttr(ZestDialect::kEntryPointsAttrName,
-                    builder.getArrayAttr(records));
+      records.push_back({func.getSymName().str(), getCInterfaceArity(func)});
+    setEntryPointRecords(module, records);
     for (auto func : module.getOps<func::FuncOp>())
       stripRoleAttributes(func, keepUnits);
   }

@@ -18,6 +18,40 @@
 using namespace mlir;
 using namespace mlir::zest;
 
+void mlir::zest::setEntryPointRecords(ModuleOp module,
+                                      ArrayRef<EntryPointRecord> entries) {
+  Builder builder(module.getContext());
+  SmallVector<Attribute> records;
+  for (const EntryPointRecord &entry : entries)
+    records.push_back(builder.getDictionaryAttr(
+        {builder.getNamedAttr("name", builder.getStringAttr(entry.name)),
+         builder.getNamedAttr("c_interface_args", builder.getI64IntegerAttr(
+                                                      entry.cInterfaceArgs))}));
+  module->setAttr(ZestDialect::kEntryPointsAttrName,
+                  builder.getArrayAttr(records));
+}
+
+FailureOr<SmallVector<EntryPointRecord>>
+mlir::zest::getEntryPointRecords(ModuleOp module) {
+  SmallVector<EntryPointRecord> records;
+  auto entries =
+      module->getAttrOfType<ArrayAttr>(ZestDialect::kEntryPointsAttrName);
+  if (!entries)
+    return records;
+  for (Attribute attr : entries) {
+    auto entry = dyn_cast<DictionaryAttr>(attr);
+    auto name = entry ? entry.getAs<StringAttr>("name") : StringAttr();
+    auto arity =
+        entry ? entry.getAs<IntegerAttr>("c_interface_args") : IntegerAttr();
+    if (!name || !arity)
+      return emitError(module.getLoc())
+             << "malformed '" << ZestDialect::kEntryPointsAttrName
+             << "' record " << attr << ": expected {name, c_interface_args}";
+    records.push_back({name.getValue().str(), arity.getInt()});
+  }
+  return records;
+}
+
 static void printShape(llvm::raw_ostream &os, RankedTensorType type) {
   os << getDTypeName(type.getElementType()) << " " << type.getRank();
   for (int64_t dim : type.getShape())
@@ -49,7 +83,7 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
     }
   }
   for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal() || !func.isPublic())
+    if (!isEntryPoint(func))
       continue;
     SmallVector<unsigned> results;
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)

@@ -1,5 +1,6 @@
 //===- PrepareEntryPoints.cpp - Entry point calling convention ------------===//
 
+#include "zest/Conversion/ModelDescriptor.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 
@@ -54,7 +55,7 @@ struct PrepareEntryPointsPass
   void runOnOperation() override {
     Builder builder(&getContext());
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal() || !func.isPublic())
+      if (!isEntryPoint(func))
         continue;
       scalarsToTensors(func);
       func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());

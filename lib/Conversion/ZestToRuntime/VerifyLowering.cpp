@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Conversion/ModelDescriptor.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 
@@ -40,22 +41,16 @@ static LogicalResult checkOnlyLLVMLeft(ModuleOp module) {
 /// update in place comes back as an extra result the host does not expect:
 /// refuse rather than silently train on stale values.
 static LogicalResult checkCInterfaces(ModuleOp module) {
-  auto entries =
-      module->getAttrOfType<ArrayAttr>(ZestDialect::kEntryPointsAttrName);
-  if (!entries)
-    return success();
-  for (auto entry : entries.getAsRange<DictionaryAttr>()) {
-    auto name = entry.getAs<StringAttr>("name");
-    auto arity = entry.getAs<IntegerAttr>("c_interface_args");
-    if (!name || !arity)
-      return emitError(module.getLoc())
-             << "malformed '" << ZestDialect::kEntryPointsAttrName
-             << "' record " << entry << ": expected {name, c_interface_args}";
-    auto cInterface = module.lookupSymbol<LLVM::LLVMFuncOp>(
-        ("_mlir_ciface_" + name.getValue()).str());
-    if (cInterface && cInterface.getNumArguments() != arity.getInt())
+  FailureOr<SmallVector<EntryPointRecord>> entries =
+      getEntryPointRecords(module);
+  if (failed(entries))
+    return failure();
+  for (const EntryPointRecord &entry : *entries) {
+    auto cInterface =
+        module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_" + entry.name);
+    if (cInterface && cInterface.getNumArguments() != entry.cInterfaceArgs)
       return emitError(cInterface.getLoc())
-             << "entry point @" << name.getValue() << " could not update its "
+             << "entry point @" << entry.name << " could not update its "
              << "parameters and optimizer state in place (internal error: "
              << "please report it with the model)";
   }
