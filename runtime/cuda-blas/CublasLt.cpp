@@ -27,7 +27,27 @@ void setAttribute(cublasLtMatmulDesc_t desc,
       what);
 }
 
+/// The largest power of two up to 256 dividing every value.
+uint32_t alignmentOf(std::initializer_list<uint64_t> values) {
+  uint32_t align = 256;
+  for (uint64_t value : values)
+    while (align > 1 && value % align != 0)
+      align /= 2;
+  return align;
+}
+
 } // namespace
+
+std::array<uint32_t, 5> Product::alignments() const {
+  uint64_t element = type == CUDA_R_32F ? 4 : 2;
+  auto matrix = [&](const void *ptr, int64_t ld, int64_t stride) {
+    return alignmentOf({uint64_t(uintptr_t(ptr)), uint64_t(ld) * element,
+                        batch > 1 ? uint64_t(stride) * element : 0});
+  };
+  return {matrix(b, ldb, strideB), matrix(a, lda, strideA),
+          matrix(d, ldd, strideD), alignmentOf({uint64_t(uintptr_t(bias))}),
+          alignmentOf({uint64_t(uintptr_t(aux)), uint64_t(ldaux) * element})};
+}
 
 Lt &Lt::get() {
   static Lt lt;
@@ -94,6 +114,13 @@ Plan Lt::plan(const Product &p) {
   setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, second, "transposition");
   setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue,
                "the epilogue");
+  // The heuristic reads the bias and aux pointers' alignment.
+  if (p.bias)
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias,
+                 "setting the bias");
+  if (p.aux)
+    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux,
+                 "setting the pre-activation output");
   if (p.ldaux)
     setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.ldaux,
                  "the pre-activation's row stride");
@@ -109,6 +136,17 @@ Plan Lt::plan(const Product &p) {
               preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
               sizeof(bytes)),
           "the workspace size");
+  // Without these cuBLASLt assumes 256-byte alignment, which views into
+  // flat units and attention's slices do not have.
+  std::array<uint32_t, 5> align = p.alignments();
+  for (auto [attribute, value] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align[0]},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align[1]},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align[2]},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align[2]}})
+    checkLt(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value,
+                                                 sizeof(value)),
+            "an alignment preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   checkLt(cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.first,

@@ -17,6 +17,7 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -40,10 +41,17 @@ struct Product {
   int64_t ldaux = 0;
   int64_t batch = 1, strideA = 0, strideB = 0, strideD = 0;
 
+  /// The alignment (a power of two up to 256 bytes) cuBLASLt may assume of
+  /// cuBLASLt's A (our b), B (our a), C = D, the bias and the aux: what
+  /// their pointers, leading dimensions and batch strides all offer.
+  std::array<uint32_t, 5> alignments() const;
+
+  /// A plan serves every product with the same shape and alignments: an
+  /// algorithm chosen for more alignment than a call offers would fault.
   auto key() const {
     return std::make_tuple(int(type), transA, transB, m, n, k, lda, ldb, ldd,
                            int(epilogue), ldaux, batch, strideA, strideB,
-                           strideD);
+                           strideD, alignments());
   }
 };
 

@@ -15,7 +15,30 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#ifdef ZEST_CUDA_EMULATED
+// Built for the emulated device: the kernels are host functions that read
+// their thread's coordinates from the emulator (cuda-emulated/Launch.h).
+#include "../cuda-emulated/Launch.h"
+#define ZEST_LAUNCH(kernel, grid, block, stream, ...)                          \
+  (::zest::emulated::requireDeviceArguments(#kernel, __VA_ARGS__),             \
+   ::zest::emulated::launchThreads(#kernel, dim3(grid), dim3(block), stream,   \
+                                   [&] { kernel(__VA_ARGS__); }))
+#else
+#define ZEST_LAUNCH(kernel, grid, block, stream, ...)                          \
+  kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#endif
+
 namespace zest::rt::cuda {
+
+/// This thread's index in a 1-D grid of 1-D blocks.
+inline __device__ int64_t globalThreadIndex() {
+#ifdef ZEST_CUDA_EMULATED
+  const ::zest::emulated::ThreadIndex &t = ::zest::emulated::current;
+  return int64_t(t.blockIdx.x) * t.blockDim.x + t.threadIdx.x;
+#else
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+#endif
+}
 
 /// f32 arithmetic on stored values.
 inline __device__ float load(float v) { return v; }
@@ -74,7 +97,7 @@ template <typename T>
 __global__ void activateKernel(int64_t m, int64_t n, const T *pre,
                                int64_t ldpre, int activation, T *y,
                                int64_t ldy) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t i = globalThreadIndex();
   if (i >= m * n)
     return;
   int64_t row = i / n, col = i % n;
@@ -87,7 +110,7 @@ template <typename T>
 __global__ void gradientKernel(int64_t m, int64_t n, const T *dy, int64_t lddy,
                                const T *pre, int64_t ldpre, int activation,
                                T *g) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t i = globalThreadIndex();
   if (i >= m * n)
     return;
   int64_t row = i / n, col = i % n;
@@ -99,7 +122,7 @@ __global__ void gradientKernel(int64_t m, int64_t n, const T *dy, int64_t lddy,
 template <typename T>
 __global__ void columnSumKernel(int64_t m, int64_t n, const T *g, int64_t ldg,
                                 T *db) {
-  int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t col = globalThreadIndex();
   if (col >= n)
     return;
   float sum = 0;

@@ -47,7 +47,10 @@ void linearForward(int64_t m, int64_t n, int64_t k, const T *x, int64_t ldx,
   p.a = x, p.lda = ldx;
   p.b = w, p.ldb = ldw, p.transB = wTransposed != 0;
   p.bias = bias;
-  bool fusedActivation = (activation == ZEST_ACTIVATION_GELU_TANH) ||
+  // cuBLASLt's GELU aux needs a leading dimension divisible by 8; other
+  // kept pre-activations take the BIAS product and a kernel.
+  bool auxFits = !pre || ldpre % 8 == 0;
+  bool fusedActivation = (activation == ZEST_ACTIVATION_GELU_TANH && auxFits) ||
                          (activation == ZEST_ACTIVATION_RELU && !pre) ||
                          activation == ZEST_ACTIVATION_NONE;
   if (fusedActivation) {
@@ -78,9 +81,9 @@ void linearForward(int64_t m, int64_t n, int64_t k, const T *x, int64_t ldx,
   p.d = target, p.ldd = ldtarget;
   p.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   Lt::get().run(p);
-  if (m * n)
-    activateKernel<T><<<blocks(m * n), 256, 0, cuda::streams.compute>>>(
-        m, n, target, ldtarget, activation, y, ldy);
+  if (m * n != 0)
+    ZEST_LAUNCH(activateKernel<T>, blocks(m * n), 256, cuda::streams.compute, m,
+                n, target, ldtarget, activation, y, ldy);
   cuda::checkCuda(cudaGetLastError(), "the activation kernel");
 }
 
@@ -93,16 +96,16 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
   const T *g = dy;
   int64_t ldg = lddy;
   T *scratch = nullptr;
-  if (activation != ZEST_ACTIVATION_NONE && m * n) {
+  if (activation != ZEST_ACTIVATION_NONE && m * n != 0) {
     scratch = static_cast<T *>(zest_pool_alloc(m * n * sizeof(T)));
-    gradientKernel<T><<<blocks(m * n), 256, 0, cuda::streams.compute>>>(
-        m, n, dy, lddy, pre, ldpre, activation, scratch);
+    ZEST_LAUNCH(gradientKernel<T>, blocks(m * n), 256, cuda::streams.compute, m,
+                n, dy, lddy, pre, ldpre, activation, scratch);
     cuda::checkCuda(cudaGetLastError(), "the activation gradient kernel");
     g = scratch, ldg = n;
   }
   if (db && n) {
-    columnSumKernel<T>
-        <<<blocks(n), 256, 0, cuda::streams.compute>>>(m, n, g, ldg, db);
+    ZEST_LAUNCH(columnSumKernel<T>, blocks(n), 256, cuda::streams.compute, m, n,
+                g, ldg, db);
     cuda::checkCuda(cudaGetLastError(), "the bias gradient kernel");
   }
   if (dx) {

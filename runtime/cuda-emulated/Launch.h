@@ -1,0 +1,49 @@
+//===- Launch.h - CUDA C++ kernels on the emulated GPU ----------*- C++ -*-===//
+//
+// The runtime's own CUDA C++ kernels (cuda-blas/EpilogueKernels.cuh) are
+// compiled for the host when the runtime is built for the emulated device:
+// a launch runs every thread of every block in order on the calling thread,
+// with the thread's index in `current`. They have no barriers (one thread
+// per element or per column), which is what makes this order valid; a
+// kernel with barriers would need zestc's split (zest-emulate-gpu-kernels).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_CUDA_EMULATED_LAUNCH_H
+#define ZEST_RUNTIME_CUDA_EMULATED_LAUNCH_H
+
+#include "DeviceMemory.h"
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <type_traits>
+
+namespace zest::emulated {
+
+/// The running emulated thread's coordinates.
+struct ThreadIndex {
+  dim3 blockIdx, blockDim, threadIdx, gridDim;
+};
+extern thread_local ThreadIndex current;
+
+/// Runs `thread` for every thread of a grid x block launch on `stream`.
+void launchThreads(const char *kernel, dim3 grid, dim3 block,
+                   cudaStream_t stream, const std::function<void()> &thread);
+
+/// Checks that every pointer argument of a launch of `kernel` is device
+/// memory (or null).
+inline void requireDeviceArguments(const char *kernel) {}
+template <typename First, typename... Rest>
+void requireDeviceArguments(const char *kernel, First first, Rest... rest) {
+  if constexpr (std::is_pointer_v<First>)
+    if (first)
+      requireDevice(first, 1,
+                    std::string("a pointer argument of kernel ") + kernel);
+  requireDeviceArguments(kernel, rest...);
+}
+
+} // namespace zest::emulated
+
+#endif // ZEST_RUNTIME_CUDA_EMULATED_LAUNCH_H
