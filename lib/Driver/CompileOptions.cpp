@@ -93,8 +93,9 @@ static LogicalResult verifyCudaOptions(const LowerPipelineOptions &lower) {
 
 static LogicalResult verifyTarget(const CompileOptions &options) {
   const LowerPipelineOptions &lower = options.lower;
-  if (lower.target == Target::Cuda && options.emit == EmitKind::Shared)
-    return fail("--target=cuda makes executables (or mlir, llvm, obj), not "
+  if (isDeviceTarget(lower.target) && options.emit == EmitKind::Shared)
+    return fail("--target=" + stringifyTarget(lower.target) +
+                " makes executables (or mlir, llvm, obj), not "
                 "--emit=shared: a host would have to pass device buffers");
   StringRef format = lower.cudaFormat;
   if (format != "fatbin" && format != "bin" && format != "isa")

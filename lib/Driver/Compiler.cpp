@@ -130,7 +130,8 @@ static LogicalResult addHostInterface(llvm::Module &module,
   new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, text,
                            "zest_model_descriptor");
-  // Where the step computes: the driver picks a CUDA backend for "cuda".
+  // Where the step computes: the driver picks a CUDA backend for "cuda" and
+  // "cuda-emulated".
   llvm::Constant *where =
       llvm::ConstantDataArray::getString(ctx, target, /*AddNull=*/true);
   new llvm::GlobalVariable(module, where->getType(), /*isConstant=*/true,
@@ -204,7 +205,8 @@ static LogicalResult emitObject(llvm::Module &module,
 
 /// Links `object` with the runtime (and, for executables, the training
 /// program), MPI and OpenBLAS using the system C++ compiler driver; for
-/// --target=cuda also the CUDA runtime library, CUDA, cuBLASLt and NCCL.
+/// --target=cuda also the CUDA runtime library, CUDA, cuBLASLt and NCCL;
+/// for --target=cuda-emulated the runtime library of the emulated device.
 static LogicalResult link(ArrayRef<std::string> objects,
                           const CompileOptions &options, Location loc) {
   auto cxx = llvm::sys::findProgramByName("c++");
@@ -217,14 +219,20 @@ static LogicalResult link(ArrayRef<std::string> objects,
       cudaRuntime(options.runtimeDir);
   llvm::sys::path::append(runtime, "libzest_runtime.a");
   llvm::sys::path::append(trainer, "libzest_trainer.a");
-  llvm::sys::path::append(cudaRuntime, "libzest_runtime_cuda.a");
-  bool cuda = options.lower.target == Target::Cuda;
-  if (cuda && StringRef(ZEST_CUDA_LINK_LIBRARIES).empty())
+  Target target = options.lower.target;
+  llvm::sys::path::append(cudaRuntime, target == Target::CudaEmulated
+                                           ? "libzest_runtime_cuda_emulated.a"
+                                           : "libzest_runtime_cuda.a");
+  bool device = isDeviceTarget(target);
+  // The real GPU also needs CUDA, cuBLASLt and NCCL.
+  bool cuda = target == Target::Cuda;
+  if (device && StringRef(ZEST_CUDA_LINK_LIBRARIES).empty())
     return emitError(loc) << "this zestc was built without the CUDA runtime "
                           << "(ZEST_ENABLE_CUDA=OFF or no CUDA toolkit): "
-                          << "--target=cuda can emit mlir, llvm or obj only";
+                          << "--target=" << stringifyTarget(target)
+                          << " can emit mlir, llvm or obj only";
   SmallVector<StringRef> libs = {runtime, trainer};
-  if (cuda)
+  if (device)
     libs.push_back(cudaRuntime);
   for (StringRef lib : libs)
     if (!llvm::sys::fs::exists(lib))
@@ -236,9 +244,9 @@ static LogicalResult link(ArrayRef<std::string> objects,
   llvm::append_range(args, objects);
   if (options.emit == EmitKind::Executable)
     args.push_back(std::string(trainer));
-  // The CUDA backends, kernel launches and cuBLASLt products, before the
-  // core runtime they build on.
-  if (cuda)
+  // The CUDA backends, kernel launches and cuBLASLt products (or the
+  // emulated device they run on), before the core runtime they build on.
+  if (device)
     args.push_back(std::string(cudaRuntime));
   // A shared library exports the whole runtime C API (zest_init, ...), even
   // the parts its model does not call.

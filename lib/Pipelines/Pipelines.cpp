@@ -25,11 +25,19 @@ using namespace mlir;
 using namespace mlir::zest;
 
 StringRef mlir::zest::stringifyTarget(Target target) {
-  return target == Target::Cuda ? "cuda" : "cpu";
+  switch (target) {
+  case Target::Cpu:
+    return "cpu";
+  case Target::Cuda:
+    return "cuda";
+  case Target::CudaEmulated:
+    return "cuda-emulated";
+  }
+  llvm_unreachable("a target");
 }
 
 std::optional<Target> mlir::zest::symbolizeTarget(StringRef name) {
-  for (Target target : {Target::Cpu, Target::Cuda})
+  for (Target target : {Target::Cpu, Target::Cuda, Target::CudaEmulated})
     if (name == stringifyTarget(target))
       return target;
   return std::nullopt;
@@ -222,7 +230,10 @@ void mlir::zest::buildBufferizationPipeline(
   addFloatEmulationPasses(pm);
   addBufferizePasses(pm);
   MatmulToBlasPassOptions blas;
-  blas.target = stringifyTarget(options.target).str();
+  // The emulated device has the GPU's products.
+  blas.target = stringifyTarget(isDeviceTarget(options.target) ? Target::Cuda
+                                                               : Target::Cpu)
+                    .str();
   pm.addPass(createMatmulToBlasPass(blas));
   addDeallocationPasses(pm);
 }
@@ -295,7 +306,8 @@ static void addCpuKernelPasses(OpPassManager &pm,
 }
 
 /// --target=cuda: every kernel becomes GPU launches (zest-map-kernels-to-gpu)
-/// whose bodies upstream outlines into gpu.modules and lowers to NVVM.
+/// whose bodies upstream outlines into gpu.modules and lowers to NVVM;
+/// --target=cuda-emulated compiles those bodies for the host instead.
 static void addCudaKernelPasses(OpPassManager &pm,
                                 const LowerPipelineOptions &options) {
   OutlineKernelsPassOptions outline;
@@ -304,6 +316,12 @@ static void addCudaKernelPasses(OpPassManager &pm,
   pm.addPass(createMapKernelsToGPUPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createGpuKernelOutliningPass());
+  // The emulated device runs the kernels on the host: from here they are
+  // host functions, lowered with the rest.
+  if (options.target == Target::CudaEmulated) {
+    pm.addPass(createEmulateGPUKernelsPass());
+    return;
+  }
   GpuNVVMAttachTargetOptions target;
   target.chip = options.cudaChip;
   target.features = options.cudaFeatures;
@@ -336,6 +354,10 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   // kernel modules are serialized.
   pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  if (options.target == Target::CudaEmulated) {
+    pm.addPass(createEmulatedKernelEntriesPass());
+    return;
+  }
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.cudaFormat;
   binary.toolkitPath = options.cudaPath;

@@ -55,6 +55,11 @@ public:
   broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
   virtual std::unique_ptr<PendingOp> barrier() = 0;
 
+  /// The backend for collectives on host memory: this one, or the MPI
+  /// backend a CUDA backend starts from (whose collectives take device
+  /// memory).
+  virtual Backend &host() { return *this; }
+
   /// Memory for the runtime's pool (zest_pool_alloc), where this backend's
   /// collectives and the compiled code read it: host memory here, device
   /// memory for the CUDA backends. The pool reuses it, and returns it with

@@ -183,6 +183,31 @@ void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) {
       ZEST_GROUP_WORLD));
 }
 
+void zest_host_all_reduce(const void *send, void *recv, int64_t count,
+                          zest_dtype_t dtype, zest_reduction_t op) {
+  int64_t bytes = count * zest_dtype_size(dtype);
+  int ranks = get().backend->worldSize();
+  zest_wait(enqueue(
+      [&](Backend &b) {
+        return b.host().allReduce(send, recv, count, dtype, op,
+                                  ZEST_GROUP_WORLD);
+      },
+      "host_all_reduce", nullptr, bytes, ringBytesSent(true, bytes, ranks),
+      ZEST_GROUP_WORLD));
+}
+
+void zest_host_all_gather(const void *send, void *recv, int64_t count,
+                          zest_dtype_t dtype) {
+  int64_t bytes = count * zest_dtype_size(dtype);
+  int ranks = get().backend->worldSize();
+  zest_wait(enqueue(
+      [&](Backend &b) {
+        return b.host().allGather(send, recv, count, dtype, ZEST_GROUP_WORLD);
+      },
+      "host_all_gather", nullptr, bytes * ranks,
+      ringBytesSent(false, bytes, ranks), ZEST_GROUP_WORLD));
+}
+
 void zest_barrier(void) {
   zest_wait(enqueue([](Backend &b) { return b.barrier(); }, "barrier", nullptr,
                     0, 0, ZEST_GROUP_WORLD));

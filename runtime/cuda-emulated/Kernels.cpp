@@ -36,6 +36,9 @@ thread_local ThreadIndex zest::emulated::current;
 
 namespace {
 
+/// The kernel whose blocks are running, for errors from inside it.
+thread_local const CUkern_st *running = nullptr;
+
 std::map<std::pair<std::string, std::string>, CUkern_st> &registry() {
   static auto *kernels =
       new std::map<std::pair<std::string, std::string>, CUkern_st>;
@@ -137,13 +140,21 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
   AccessScope scope;
   int64_t launch[9] = {0,       0,      0,      block.x, block.y,
                        block.z, grid.x, grid.y, grid.z};
+  running = kernel;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         launch[0] = x, launch[1] = y, launch[2] = z;
         kernel->entry(params, launch);
       }
+  running = nullptr;
   return cudaSuccess;
+}
+
+void zest_emulated_divergent_barrier(void) {
+  deviceError(std::string("kernel ") + (running ? running->name : "?") +
+              " synchronizes its block under a condition that differs between "
+              "the block's threads (undefined on a GPU: it hangs or races)");
 }
 
 } // extern "C"

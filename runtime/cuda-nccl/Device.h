@@ -43,6 +43,7 @@ public:
   int rank() const override { return mpi->rank(); }
   int worldSize() const override { return mpi->worldSize(); }
   bool supportsProgressThread() const override { return false; }
+  Backend &host() override { return *mpi; }
   /// Ordered on the compute stream (cudaMallocAsync); 256-byte aligned,
   /// which covers any `alignment` the pool asks for.
   void *allocateMemory(size_t bytes, size_t alignment) override;

@@ -181,6 +181,14 @@ void zest_progress(void);
 void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root);
 void zest_barrier(void);
 
+/* Blocking collectives over all ranks on host memory, whatever the backend
+ * (the collectives above take device memory under a CUDA backend): for a
+ * driver's scalars, such as the loss average and agreement checks. */
+void zest_host_all_reduce(const void *send, void *recv, int64_t count,
+                          zest_dtype_t dtype, zest_reduction_t op);
+void zest_host_all_gather(const void *send, void *recv, int64_t count,
+                          zest_dtype_t dtype);
+
 /*--- Memory --------------------------------------------------------------*/
 /* Buffers come from a pool of size-bucketed free lists: a freed buffer is
  * reused by the next allocation of its bucket. Gathered buffers are counted

@@ -32,6 +32,10 @@ void zest_emulated_register_kernel(const char *module, const char *name,
                                    int32_t num_params, const int32_t *buffers,
                                    int32_t num_buffers);
 
+/* Called by an emulated kernel whose threads disagree on a branch that
+ * holds a barrier; ends the job naming the kernel. */
+void zest_emulated_divergent_barrier(void);
+
 /* The image zestc embeds for a GPU module of emulated kernels (what
  * cudaLibraryLoadData receives): this prefix, then the module's name. */
 #define ZEST_EMULATED_IMAGE_PREFIX "zest-emulated-kernels:"

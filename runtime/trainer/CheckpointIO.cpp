@@ -30,8 +30,7 @@ using namespace zest;
 /// for errors only some ranks may see (a corrupt file of one rank).
 void zest::agreeOrExit(bool ok, const std::string &message) {
   int32_t local = ok ? 1 : 0, all = 0;
-  zest_wait(zest_all_reduce_start(&local, &all, 1, ZEST_I32, ZEST_SUM,
-                                  ZEST_GROUP_WORLD, "agree"));
+  zest_host_all_reduce(&local, &all, 1, ZEST_I32, ZEST_SUM);
   if (all == zest_world_size())
     return;
   if (!ok)
@@ -303,8 +302,7 @@ int64_t zest::loadCheckpoint(const std::string &root, const ModelInfo &model,
   // steps and compares the smallest with the largest.
   int64_t ranks = zest_world_size();
   std::vector<int64_t> steps(size_t(ranks), 0);
-  zest_wait(zest_all_gather_start(&step, steps.data(), 1, ZEST_I64,
-                                  ZEST_GROUP_WORLD, "agree"));
+  zest_host_all_gather(&step, steps.data(), 1, ZEST_I64);
   auto [lowest, highest] = std::minmax_element(steps.begin(), steps.end());
   agreeOrExit(*lowest == *highest,
               "checkpoint '" + dir + "' mixes steps across ranks (" +

@@ -33,7 +33,8 @@
 extern "C" {
 extern const char zest_model_descriptor[];
 extern void (*const zest_model_entries[])(void **);
-/// "cpu" or "cuda": where zestc compiled the step to compute (--target).
+/// "cpu", "cuda" or "cuda-emulated": where zestc compiled the step to
+/// compute (--target).
 extern const char zest_model_target[];
 }
 
@@ -150,13 +151,16 @@ std::optional<size_t> findAccumulateEntry(const ModelInfo &model,
 /// (NCCL by default).
 void startRuntime(int *argc, char ***argv) {
   zest_select_blas_kernels(*argv); // May re-execute: before MPI starts.
-  bool cudaTarget = std::strcmp(zest_model_target, "cuda") == 0;
+  // "cuda" or "cuda-emulated": the same program, on a GPU or emulated.
+  bool cudaTarget = std::strncmp(zest_model_target, "cuda", 4) == 0;
   if (cudaTarget)
     setenv("ZEST_BACKEND", "nccl", /*overwrite=*/0);
   zest_init(argc, argv);
   if (cudaTarget && !zest_buffers_on_device())
-    usageError("this executable was compiled with zestc --target=cuda: run "
-               "it with ZEST_BACKEND=nccl (one GPU per rank, the default) or "
+    usageError(std::string("this executable was compiled with zestc "
+                           "--target=") +
+               zest_model_target +
+               ": run it with ZEST_BACKEND=nccl (one GPU per rank, the default) or "
                "ZEST_BACKEND=staged (ranks sharing a GPU)");
 }
 
@@ -317,8 +321,7 @@ void Run::runStep(int64_t step) {
     loss += callMicroBatch(step, a);
   if (training) {
     double local = loss / double(options.accum), global = 0;
-    zest_wait(zest_all_reduce_start(&local, &global, 1, ZEST_F64, ZEST_AVG,
-                                    ZEST_GROUP_WORLD, "loss"));
+    zest_host_all_reduce(&local, &global, 1, ZEST_F64, ZEST_AVG);
     if (rank == 0)
       std::printf("step %lld loss %.9g\n", static_cast<long long>(step + 1),
                   global);
@@ -354,8 +357,7 @@ void Run::printSummary(int64_t baseRss) {
   zest_get_counters(&counters);
   if (!training) {
     double global = 0;
-    zest_wait(zest_all_reduce_start(&checksum, &global, 1, ZEST_F64, ZEST_SUM,
-                                    ZEST_GROUP_WORLD, "checksum"));
+    zest_host_all_reduce(&checksum, &global, 1, ZEST_F64, ZEST_SUM);
     checksum = global;
   }
   if (rank != 0)

@@ -208,6 +208,62 @@ def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
   ];
 }
 
+def EmulateGPUKernelsPass
+    : Pass<"zest-emulate-gpu-kernels", "::mlir::ModuleOp"> {
+  let summary = "Compiles outlined GPU kernels for the host, one block per "
+                "call (--target=cuda-emulated)";
+  let description = [{
+    After `gpu-kernel-outlining`, in place of the NVVM lowering: each
+    `gpu.func` kernel becomes a private host function that runs one block
+    of a launch, taking the kernel's arguments and then the block's index,
+    the block's size and the grid's size (nine `index` values). Each
+    `gpu.module` becomes a `gpu.binary` whose object is the image the
+    emulated device's `cudaLibraryLoadData` recognizes, so the host side
+    (`gpu.launch_func`, its translation, the runtime's module loading and
+    `cudaLaunchKernel`) is exactly the GPU target's.
+
+    A block's threads run as loops over the thread index, split where the
+    threads synchronize, so that each thread sees the others' writes as on a
+    GPU: at a `gpu.barrier`, and at a `gpu.all_reduce`, which becomes a
+    combine over every thread's value after the loop that computes them.
+    An `scf.if` holding either is executed once for the block; its condition
+    must be the same for all threads (checked at run time: a divergent
+    barrier is an error, as it is undefined on a GPU). A value computed
+    before a split and used after it is kept per thread in a stack array.
+    Constants are hoisted. Barriers in loops, `gpu.all_reduce` with a region,
+    shuffles, shared memory and any other GPU op are errors naming the op.
+
+    The host functions carry `zest.emulated_kernel` (module, name, and the
+    positions of their buffers' aligned pointers among the LLVM parameters)
+    for `zest-emulated-kernel-entries`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+def EmulatedKernelEntriesPass
+    : Pass<"zest-emulated-kernel-entries", "::mlir::ModuleOp"> {
+  let summary = "Registers the emulated kernels with the runtime";
+  let description = [{
+    On the LLVM dialect, after `zest-emulate-gpu-kernels` and the lowering:
+    for each function marked `zest.emulated_kernel`, an entry
+    `void (void **params, const int64_t *launch)` that loads each LLVM
+    parameter from `params` (the array a launch passes, one pointer per
+    parameter) and the nine launch values, and calls it; and one global
+    constructor that registers every entry with
+    `zest_emulated_register_kernel` (zest_runtime_emulated.h) under its
+    module's and its kernel's name, with the buffer positions a launch
+    checks.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def FinalizeLLVMPass : Pass<"zest-finalize-llvm", "::mlir::ModuleOp"> {
   let summary = "Moves kernel no-alias facts onto LLVM arguments and drops "
                 "compile-time metadata";

@@ -31,11 +31,20 @@ enum class Target {
   Cpu,
   /// Kernels compiled for an NVIDIA GPU, products through cuBLASLt.
   Cuda,
+  /// The GPU program, its kernels compiled for the host, run on the
+  /// emulated device (runtime/cuda-emulated): every launch, copy, product
+  /// and collective checked as a strict GPU would.
+  CudaEmulated,
 };
+
+/// Whether `target` runs the GPU program (on a GPU or the emulated device):
+/// buffers in device memory, kernels as launches, cuBLASLt products.
+inline bool isDeviceTarget(Target target) { return target != Target::Cpu; }
 
 /// The target's name as zestc --target and zest-matmul-to-blas take it.
 llvm::StringRef stringifyTarget(Target target);
-/// The target named `name` (cpu, cuda); none for any other name.
+/// The target named `name` (cpu, cuda, cuda-emulated); none for any other
+/// name.
 std::optional<Target> symbolizeTarget(llvm::StringRef name);
 
 /// The optimizer compiled into training steps, or none (they return their
@@ -155,7 +164,9 @@ struct LowerPipelineOptions : public PassPipelineOptions<LowerPipelineOptions> {
       *this, "target", llvm::cl::desc("Where the step computes"),
       llvm::cl::init(Target::Cpu),
       llvm::cl::values(clEnumValN(Target::Cpu, "cpu", "this CPU"),
-                       clEnumValN(Target::Cuda, "cuda", "an NVIDIA GPU"))};
+                       clEnumValN(Target::Cuda, "cuda", "an NVIDIA GPU"),
+                       clEnumValN(Target::CudaEmulated, "cuda-emulated",
+                                  "the GPU program on the emulated device"))};
   Option<bool> fuseLinear{
       *this, "fuse-linear",
       llvm::cl::desc("Rewrite linear layers into fused linear ops"),
