@@ -102,6 +102,10 @@ std::unique_ptr<Backend> createMpiBackend(int *argc, char ***argv,
 [[gnu::weak]] std::unique_ptr<Backend>
 createCudaBackend(const std::string &kind, int *argc, char ***argv);
 
+/// Seconds a wait may block before the job is aborted (ZEST_TIMEOUT_S,
+/// --timeout).
+double timeoutSeconds();
+
 /// Reports a fatal error on this rank and aborts the job with `code`.
 [[noreturn]] void fatal(const std::string &message, int code = 1);
 

@@ -30,6 +30,10 @@ double zest::rt::nowUs() {
       .count();
 }
 
+double zest::rt::timeoutSeconds() {
+  return runtime ? runtime->timeoutSeconds : 300;
+}
+
 [[noreturn]] void zest::rt::fatal(const std::string &message, int code) {
   // Before the backend exists (it failed to start) the rank is unknown.
   if (runtime && runtime->backend)

@@ -22,7 +22,7 @@
 #define ZEST_LAUNCH(kernel, grid, block, stream, ...)                          \
   (::zest::emulated::requireDeviceArguments(#kernel, __VA_ARGS__),             \
    ::zest::emulated::launchThreads(#kernel, dim3(grid), dim3(block), stream,   \
-                                   [&] { kernel(__VA_ARGS__); }))
+                                   [=] { kernel(__VA_ARGS__); }))
 #else
 #define ZEST_LAUNCH(kernel, grid, block, stream, ...)                          \
   kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)

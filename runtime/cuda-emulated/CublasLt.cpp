@@ -415,11 +415,16 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t handle, const void *alpha,
     requireDevice(workspace, workspaceBytes, "cublasLtMatmul's workspace");
   requireHost(alpha, "cublasLtMatmul's alpha (host pointer mode)");
   requireHost(beta, "cublasLtMatmul's beta (host pointer mode)");
-  beforeWorkOn(stream, "cublasLtMatmul");
-  AccessScope scope;
-  compute(desc_, *static_cast<const float *>(alpha),
-          *static_cast<const float *>(beta), a, *ls[0], b, *ls[1], c, *ls[2], d,
-          *ls[3]);
+  float alphaValue = *static_cast<const float *>(alpha);
+  float betaValue = *static_cast<const float *>(beta);
+  Layout copies[4] = {*ls[0], *ls[1], *ls[2], *ls[3]};
+  enqueueWork(
+      stream,
+      [=] {
+        compute(desc_, alphaValue, betaValue, a, copies[0], b, copies[1], c,
+                copies[2], d, copies[3]);
+      },
+      "cublasLtMatmul");
   return CUBLAS_STATUS_SUCCESS;
 }
 

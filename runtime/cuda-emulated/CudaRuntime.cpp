@@ -11,19 +11,22 @@
 #include "DeviceMemory.h"
 #include "Streams.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <deque>
 #include <set>
+#include <thread>
+#include <vector>
 
 using namespace zest::emulated;
 
 struct CUstream_st {
-  WorkList pending;
+  std::deque<std::shared_ptr<StreamOp>> queue;
 };
 
 struct CUevent_st {
-  WorkList pending;
+  std::shared_ptr<StreamOp> last; // null: complete
 };
 
 namespace {
@@ -57,14 +60,64 @@ CUevent_st &getEvent(cudaEvent_t event, const std::string &what) {
   return *event;
 }
 
+/// Host work in stream order.
+class Work : public StreamOp {
+public:
+  explicit Work(std::function<void()> work) : work(std::move(work)) {}
+  bool advance() override {
+    AccessScope scope;
+    work();
+    return true;
+  }
+
+private:
+  std::function<void()> work;
+};
+
+/// cudaStreamWaitEvent: complete once the event's operation is.
+class WaitEvent : public StreamOp {
+public:
+  explicit WaitEvent(std::shared_ptr<StreamOp> last) : last(std::move(last)) {}
+  bool advance() override { return !last || last->done; }
+
+private:
+  std::shared_ptr<StreamOp> last;
+};
+
+/// Runs the front operations of `stream` that can complete; true if any did.
+bool advanceStream(CUstream_st &stream) {
+  bool moved = false;
+  while (!stream.queue.empty()) {
+    std::shared_ptr<StreamOp> op = stream.queue.front();
+    if (!op->advance())
+      break;
+    op->done = true;
+    stream.queue.pop_front();
+    moved = true;
+  }
+  return moved;
+}
+
+bool running = false; // progress() is not reentrant
+
+void waitUntil(const std::function<bool()> &complete) {
+  for (int spins = 0; !complete(); ++spins) {
+    progress();
+    if (spins > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 int deviceCount() {
   const char *count = std::getenv("ZEST_EMULATED_DEVICES");
   return count ? std::max(1, std::atoi(count)) : 1;
 }
 
-/// Checks the two sides of a copy of `bytes` for its kind.
-void checkCopy(void *dst, size_t dstBytes, const void *src, size_t srcBytes,
-               cudaMemcpyKind kind, const std::string &what) {
+/// Checks the two sides of a copy for its kind; returns the kind with
+/// cudaMemcpyDefault resolved.
+cudaMemcpyKind checkCopy(void *dst, size_t dstBytes, const void *src,
+                         size_t srcBytes, cudaMemcpyKind kind,
+                         const std::string &what) {
   if (kind == cudaMemcpyDefault)
     kind = isDevice(dst) ? (isDevice(src) ? cudaMemcpyDeviceToDevice
                                           : cudaMemcpyHostToDevice)
@@ -82,31 +135,76 @@ void checkCopy(void *dst, size_t dstBytes, const void *src, size_t srcBytes,
     requireDevice(src, srcBytes, what + " source");
   else
     requireHost(src, what + " source");
+  return kind;
+}
+
+/// A copy of `height` rows of `width` bytes in stream order, as the CUDA
+/// runtime does it: pageable host sources are read now, pageable host
+/// destinations written before the call returns; pinned memory is read and
+/// written when the stream gets there.
+cudaError_t copy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                   size_t width, size_t height, cudaMemcpyKind kind,
+                   cudaStream_t stream, const std::string &what) {
+  if (height == 0 || width == 0)
+    return cudaSuccess;
+  if (width > dpitch || width > spitch)
+    return cudaErrorInvalidPitchValue;
+  kind = checkCopy(dst, (height - 1) * dpitch + width, src,
+                   (height - 1) * spitch + width, kind, what);
+  std::shared_ptr<std::vector<char>> staged;
+  if (kind == cudaMemcpyHostToDevice && !isPinned(src)) {
+    // CUDA synchronizes the stream before a copy from pageable memory.
+    CUstream_st &s = getStream(stream, what);
+    waitUntil([&] { return s.queue.empty(); });
+    staged = std::make_shared<std::vector<char>>((height - 1) * spitch + width);
+    std::memcpy(staged->data(), src, staged->size());
+    src = staged->data();
+  }
+  auto op = enqueueWork(
+      stream,
+      [=] {
+        for (size_t row = 0; row < height; ++row)
+          std::memmove(static_cast<char *>(dst) + row * dpitch,
+                       static_cast<const char *>(src) + row * spitch, width);
+        (void)staged;
+      },
+      what);
+  if (kind == cudaMemcpyDeviceToHost && !isPinned(dst))
+    waitFor(op);
+  return cudaSuccess;
 }
 
 } // namespace
 
-void zest::emulated::waitAll(const WorkList &work) {
-  for (const auto &item : work)
-    item->wait();
+void zest::emulated::enqueue(cudaStream_t stream, std::shared_ptr<StreamOp> op,
+                             const std::string &what) {
+  getStream(stream, what).queue.push_back(std::move(op));
+  progress();
 }
 
-bool zest::emulated::testAll(const WorkList &work) {
-  bool done = true;
-  for (const auto &item : work)
-    done = item->test() && done;
-  return done;
+std::shared_ptr<StreamOp>
+zest::emulated::enqueueWork(cudaStream_t stream, std::function<void()> work,
+                            const std::string &what) {
+  auto op = std::make_shared<Work>(std::move(work));
+  enqueue(stream, op, what);
+  return op;
 }
 
-void zest::emulated::beforeWorkOn(cudaStream_t stream,
-                                  const std::string &what) {
-  CUstream_st &s = getStream(stream, what);
-  waitAll(s.pending);
-  s.pending.clear();
+void zest::emulated::progress() {
+  if (running)
+    return;
+  running = true;
+  Objects &o = objects();
+  for (bool moved = true; moved;) {
+    moved = advanceStream(o.legacy);
+    for (cudaStream_t stream : o.streams)
+      moved = advanceStream(*stream) || moved;
+  }
+  running = false;
 }
 
-void zest::emulated::addWork(cudaStream_t stream, std::shared_ptr<Work> work) {
-  getStream(stream, "a collective").pending.push_back(std::move(work));
+void zest::emulated::waitFor(const std::shared_ptr<StreamOp> &op) {
+  waitUntil([&] { return op->done; });
 }
 
 extern "C" {
@@ -146,9 +244,13 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-  for (cudaStream_t stream : objects().streams)
-    beforeWorkOn(stream, "cudaDeviceSynchronize");
-  beforeWorkOn(nullptr, "cudaDeviceSynchronize");
+  Objects &o = objects();
+  waitUntil([&] {
+    bool idle = o.legacy.queue.empty();
+    for (cudaStream_t stream : o.streams)
+      idle = idle && stream->queue.empty();
+    return idle;
+  });
   return cudaSuccess;
 }
 
@@ -163,28 +265,30 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  getStream(stream, "cudaStreamDestroy");
+  CUstream_st &s = getStream(stream, "cudaStreamDestroy");
+  // As CUDA: the stream's work completes first.
+  waitUntil([&] { return s.queue.empty(); });
   objects().streams.erase(stream);
-  delete stream; // pending work completes through the events holding it
+  delete stream;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  beforeWorkOn(stream, "cudaStreamSynchronize");
+  CUstream_st &s = getStream(stream, "cudaStreamSynchronize");
+  waitUntil([&] { return s.queue.empty(); });
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return testAll(getStream(stream, "cudaStreamQuery").pending)
-             ? cudaSuccess
-             : cudaErrorNotReady;
+  CUstream_st &s = getStream(stream, "cudaStreamQuery");
+  progress();
+  return s.queue.empty() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned int) {
   CUevent_st &e = getEvent(event, "cudaStreamWaitEvent");
-  CUstream_st &s = getStream(stream, "cudaStreamWaitEvent");
-  s.pending.insert(s.pending.end(), e.pending.begin(), e.pending.end());
+  enqueue(stream, std::make_shared<WaitEvent>(e.last), "cudaStreamWaitEvent");
   return cudaSuccess;
 }
 
@@ -201,23 +305,27 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   getEvent(event, "cudaEventDestroy");
   objects().events.erase(event);
-  delete event;
+  delete event; // streams waiting on it keep its operation
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  getEvent(event, "cudaEventRecord").pending =
-      getStream(stream, "cudaEventRecord").pending;
+  CUevent_st &e = getEvent(event, "cudaEventRecord");
+  CUstream_st &s = getStream(stream, "cudaEventRecord");
+  e.last = s.queue.empty() ? nullptr : s.queue.back();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return testAll(getEvent(event, "cudaEventQuery").pending) ? cudaSuccess
-                                                            : cudaErrorNotReady;
+  CUevent_st &e = getEvent(event, "cudaEventQuery");
+  progress();
+  return !e.last || e.last->done ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  waitAll(getEvent(event, "cudaEventSynchronize").pending);
+  CUevent_st &e = getEvent(event, "cudaEventSynchronize");
+  std::shared_ptr<StreamOp> last = e.last;
+  waitUntil([&] { return !last || last->done; });
   return cudaSuccess;
 }
 
@@ -227,20 +335,28 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
 }
 
 cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
-  beforeWorkOn(stream, "cudaMallocAsync");
-  return cudaMalloc(ptr, bytes);
+  getStream(stream, "cudaMallocAsync");
+  return cudaMalloc(ptr, bytes); // usable by the stream's later work
 }
 
 cudaError_t cudaFree(void *ptr) {
-  if (ptr && !freeDevice(ptr))
+  if (!ptr)
+    return cudaSuccess;
+  if (!isDevice(ptr))
     deviceError("cudaFree is given " + describePointer(ptr) +
                 ", which cudaMalloc did not return");
+  cudaDeviceSynchronize(); // as CUDA's cudaFree
+  freeDevice(ptr);
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
-  beforeWorkOn(stream, "cudaFreeAsync");
-  return cudaFree(ptr);
+  if (ptr && !isDevice(ptr))
+    deviceError("cudaFreeAsync is given " + describePointer(ptr) +
+                ", which cudaMalloc did not return");
+  enqueueWork(
+      stream, [ptr] { freeDevice(ptr); }, "cudaFreeAsync");
+  return cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
@@ -276,41 +392,30 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes,
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream) {
-  beforeWorkOn(stream, "cudaMemcpyAsync");
-  checkCopy(dst, bytes, src, bytes, kind, "cudaMemcpyAsync");
-  AccessScope scope;
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  return copy2D(dst, bytes, src, bytes, bytes, 1, kind, stream,
+                "cudaMemcpyAsync");
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
                        cudaMemcpyKind kind) {
-  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  cudaError_t status =
+      copy2D(dst, bytes, src, bytes, bytes, 1, kind, nullptr, "cudaMemcpy");
+  cudaStreamSynchronize(nullptr);
+  return status;
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
                               size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t stream) {
-  beforeWorkOn(stream, "cudaMemcpy2DAsync");
-  if (height == 0 || width == 0)
-    return cudaSuccess;
-  if (width > dpitch || width > spitch)
-    return cudaErrorInvalidPitchValue;
-  checkCopy(dst, (height - 1) * dpitch + width, src,
-            (height - 1) * spitch + width, kind, "cudaMemcpy2DAsync");
-  AccessScope scope;
-  for (size_t row = 0; row < height; ++row)
-    std::memmove(static_cast<char *>(dst) + row * dpitch,
-                 static_cast<const char *>(src) + row * spitch, width);
-  return cudaSuccess;
+  return copy2D(dst, dpitch, src, spitch, width, height, kind, stream,
+                "cudaMemcpy2DAsync");
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes,
                             cudaStream_t stream) {
-  beforeWorkOn(stream, "cudaMemsetAsync");
   requireDevice(ptr, bytes, "cudaMemsetAsync destination");
-  AccessScope scope;
-  std::memset(ptr, value, bytes);
+  enqueueWork(
+      stream, [=] { std::memset(ptr, value, bytes); }, "cudaMemsetAsync");
   return cudaSuccess;
 }
 

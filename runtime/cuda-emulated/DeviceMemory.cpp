@@ -10,7 +10,6 @@
 #include <execinfo.h>
 #include <map>
 #include <mutex>
-#include <set>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,7 +25,7 @@ struct Region {
   size_t size = 0;
   size_t highWater = 0; // bytes from base ever handed out, page-rounded
   std::map<size_t, size_t> allocations, free;
-  std::set<const void *> pinned;
+  std::map<const char *, size_t> pinned; // base -> bytes
   int scopes = 0;
   std::recursive_mutex mutex;
   struct sigaction previous {};
@@ -185,14 +184,14 @@ void *zest::emulated::allocatePinned(size_t bytes) {
                                      kAlignment * kAlignment);
   Region &r = region();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);
-  r.pinned.insert(ptr);
+  r.pinned[static_cast<const char *>(ptr)] = bytes;
   return ptr;
 }
 
 bool zest::emulated::freePinned(void *ptr) {
   Region &r = region();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);
-  if (!r.pinned.erase(ptr))
+  if (!r.pinned.erase(static_cast<const char *>(ptr)))
     return false;
   std::free(ptr);
   return true;
@@ -201,7 +200,12 @@ bool zest::emulated::freePinned(void *ptr) {
 bool zest::emulated::isPinned(const void *ptr) {
   Region &r = region();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);
-  return r.pinned.count(ptr) != 0;
+  auto p = static_cast<const char *>(ptr);
+  auto it = r.pinned.upper_bound(p);
+  if (it == r.pinned.begin())
+    return false;
+  --it;
+  return p < it->first + std::max<size_t>(it->second, 1);
 }
 
 AccessScope::AccessScope() {

@@ -28,7 +28,7 @@ struct CUlib_st {
 struct CUkern_st {
   std::string module, name;
   zest_emulated_kernel_t entry = nullptr;
-  int32_t numParams = 0;
+  std::vector<int32_t> paramBytes;
   std::vector<int32_t> buffers;
 };
 
@@ -71,34 +71,37 @@ void checkBuffers(const CUkern_st &kernel, void **params) {
 
 void zest::emulated::launchThreads(const char *kernel, dim3 grid, dim3 block,
                                    cudaStream_t stream,
-                                   const std::function<void()> &thread) {
+                                   std::function<void()> thread) {
   checkShape(kernel, grid, block);
-  beforeWorkOn(stream, std::string("a launch of kernel ") + kernel);
-  AccessScope scope;
-  ThreadIndex &index = current;
-  index.gridDim = grid, index.blockDim = block;
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx)
-        for (unsigned tz = 0; tz < block.z; ++tz)
-          for (unsigned ty = 0; ty < block.y; ++ty)
-            for (unsigned tx = 0; tx < block.x; ++tx) {
-              index.blockIdx = dim3(bx, by, bz);
-              index.threadIdx = dim3(tx, ty, tz);
-              thread();
-            }
+  enqueueWork(
+      stream,
+      [=] {
+        ThreadIndex &index = current;
+        index.gridDim = grid, index.blockDim = block;
+        for (unsigned bz = 0; bz < grid.z; ++bz)
+          for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx)
+              for (unsigned tz = 0; tz < block.z; ++tz)
+                for (unsigned ty = 0; ty < block.y; ++ty)
+                  for (unsigned tx = 0; tx < block.x; ++tx) {
+                    index.blockIdx = dim3(bx, by, bz);
+                    index.threadIdx = dim3(tx, ty, tz);
+                    thread();
+                  }
+      },
+      std::string("a launch of kernel ") + kernel);
 }
 
 extern "C" {
 
 void zest_emulated_register_kernel(const char *module, const char *name,
                                    zest_emulated_kernel_t entry,
-                                   int32_t numParams, const int32_t *buffers,
-                                   int32_t numBuffers) {
+                                   int32_t numParams, const int32_t *paramBytes,
+                                   const int32_t *buffers, int32_t numBuffers) {
   CUkern_st &kernel = registry()[{module, name}];
   kernel.module = module, kernel.name = name;
   kernel.entry = entry;
-  kernel.numParams = numParams;
+  kernel.paramBytes.assign(paramBytes, paramBytes + numParams);
   kernel.buffers.assign(buffers, buffers + numBuffers);
 }
 
@@ -135,19 +138,34 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
     deviceError("kernel " + name +
                 " is launched with dynamic shared "
                 "memory, which zestc's kernels do not use");
-  beforeWorkOn(stream, "a launch of kernel " + name);
   checkBuffers(*kernel, params);
-  AccessScope scope;
-  int64_t launch[9] = {0,       0,      0,      block.x, block.y,
-                       block.z, grid.x, grid.y, grid.z};
-  running = kernel;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        launch[0] = x, launch[1] = y, launch[2] = z;
-        kernel->entry(params, launch);
-      }
-  running = nullptr;
+  // The launch's parameters are read now, as cudaLaunchKernel does.
+  std::vector<char> values;
+  std::vector<size_t> offsets;
+  for (size_t i = 0; i < kernel->paramBytes.size(); ++i) {
+    offsets.push_back(values.size());
+    auto bytes = static_cast<const char *>(params[i]);
+    values.insert(values.end(), bytes, bytes + kernel->paramBytes[i]);
+    values.resize((values.size() + 7) / 8 * 8); // aligned for any scalar
+  }
+  enqueueWork(
+      stream,
+      [kernel, grid, block, values, offsets]() mutable {
+        std::vector<void *> copied;
+        for (size_t offset : offsets)
+          copied.push_back(values.data() + offset);
+        int64_t launch[9] = {0,       0,      0,      block.x, block.y,
+                             block.z, grid.x, grid.y, grid.z};
+        running = kernel;
+        for (unsigned z = 0; z < grid.z; ++z)
+          for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+              launch[0] = x, launch[1] = y, launch[2] = z;
+              kernel->entry(copied.data(), launch);
+            }
+        running = nullptr;
+      },
+      "a launch of kernel " + name);
   return cudaSuccess;
 }
 

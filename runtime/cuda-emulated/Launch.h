@@ -28,9 +28,10 @@ struct ThreadIndex {
 };
 extern thread_local ThreadIndex current;
 
-/// Runs `thread` for every thread of a grid x block launch on `stream`.
+/// Queues a grid x block launch on `stream` that runs `thread` for every
+/// thread (`thread` holds the arguments, captured by value).
 void launchThreads(const char *kernel, dim3 grid, dim3 block,
-                   cudaStream_t stream, const std::function<void()> &thread);
+                   cudaStream_t stream, std::function<void()> thread);
 
 /// Checks that every pointer argument of a launch of `kernel` is device
 /// memory (or null).

@@ -22,6 +22,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -134,53 +136,49 @@ void stageOut(const std::vector<char> &staged, void *device, size_t count,
   }
 }
 
-/// One collective in flight: its MPI request and staging buffers.
-class Collective : public Work {
+/// One collective of a stream: started (its input staged, MPI's
+/// nonblocking collective begun) when the stream reaches it, complete (its
+/// result copied to device memory) when MPI's request is.
+class Collective : public StreamOp {
 public:
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<char> send, recv;
-  std::function<void(Collective &)> finish;
+  std::function<void(Collective &)> start, finish;
 
-  bool test() override {
-    if (done)
-      return true;
+  bool advance() override {
+    if (!started) {
+      started = true;
+      start(*this);
+    }
     int flag = 0;
     MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
     if (flag)
-      complete();
-    return done;
-  }
-  void wait() override {
-    if (done)
-      return;
-    MPI_Wait(&request, MPI_STATUS_IGNORE);
-    complete();
+      finish(*this);
+    return flag != 0;
   }
 
 private:
-  void complete() {
-    done = true;
-    finish(*this);
-  }
-  bool done = false;
+  bool started = false;
 };
 
-/// Checks a collective's arguments, then starts it on `stream` after what
-/// the stream waits for: `start` fills in the staging and the request.
-ncclResult_t enqueue(const char *what, ncclComm_t comm, cudaStream_t stream,
-                     const void *send, size_t sendBytes, void *recv,
-                     size_t recvBytes,
-                     const std::function<void(Collective &)> &start,
-                     const std::function<void(Collective &)> &finish) {
+/// Checks a collective's arguments and queues it on `stream`.
+ncclResult_t enqueueCollective(const char *what, ncclComm_t comm,
+                               cudaStream_t stream, const void *send,
+                               size_t sendBytes, void *recv, size_t recvBytes,
+                               std::function<void(Collective &)> start,
+                               std::function<void(Collective &)> finish) {
   if (!comm)
     return failWith(ncclInvalidArgument, std::string(what) + ": no comm");
+  if (sendBytes > size_t(INT32_MAX) || recvBytes > size_t(INT32_MAX))
+    return failWith(ncclInvalidUsage, std::string(what) +
+                                          ": the emulated NCCL moves at most "
+                                          "2 GiB per collective");
   requireDevice(send, sendBytes, std::string(what) + "'s send buffer");
   requireDevice(recv, recvBytes, std::string(what) + "'s receive buffer");
-  beforeWorkOn(stream, what);
   auto collective = std::make_shared<Collective>();
-  collective->finish = finish;
-  start(*collective);
-  addWork(stream, collective);
+  collective->start = std::move(start);
+  collective->finish = std::move(finish);
+  enqueue(stream, collective, what);
   return ncclSuccess;
 }
 
@@ -280,9 +278,9 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
                            ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
   size_t bytes = count * typeBytes(type);
-  return enqueue(
+  return enqueueCollective(
       "ncclAllGather", comm, stream, send, bytes, recv, bytes * comm->size,
-      [&](Collective &c) {
+      [=](Collective &c) {
         c.send = stageIn(send, count, type, false);
         c.recv.resize(bytes * comm->size);
         MPI_Iallgather(c.send.data(), int(bytes), MPI_BYTE, c.recv.data(),
@@ -299,9 +297,9 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
   size_t bytes = count * typeBytes(type);
   MPI_Op mpiOp = reductionOp(op, "ncclReduceScatter");
   int divisor = op == ncclAvg ? comm->size : 1;
-  return enqueue(
+  return enqueueCollective(
       "ncclReduceScatter", comm, stream, send, bytes * comm->size, recv, bytes,
-      [&](Collective &c) {
+      [=](Collective &c) {
         c.send = stageIn(send, count * comm->size, type, true);
         c.recv.resize(c.send.size() / comm->size);
         MPI_Ireduce_scatter_block(c.send.data(), c.recv.data(), int(count),
@@ -319,9 +317,9 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   size_t bytes = count * typeBytes(type);
   MPI_Op mpiOp = reductionOp(op, "ncclAllReduce");
   int divisor = op == ncclAvg ? comm->size : 1;
-  return enqueue(
+  return enqueueCollective(
       "ncclAllReduce", comm, stream, send, bytes, recv, bytes,
-      [&](Collective &c) {
+      [=](Collective &c) {
         c.send = stageIn(send, count, type, true);
         c.recv.resize(c.send.size());
         MPI_Iallreduce(c.send.data(), c.recv.data(), int(count),
@@ -337,9 +335,9 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
                            cudaStream_t stream) {
   size_t bytes = count * typeBytes(type);
   bool isRoot = comm->rank == root;
-  return enqueue(
+  return enqueueCollective(
       "ncclBroadcast", comm, stream, isRoot ? send : recv, bytes, recv, bytes,
-      [&](Collective &c) {
+      [=](Collective &c) {
         c.recv = isRoot ? stageIn(send, count, type, false)
                         : std::vector<char>(bytes);
         MPI_Ibcast(c.recv.data(), int(bytes), MPI_BYTE, root, comm->mpi,

@@ -1,13 +1,14 @@
 //===- Streams.h - Streams and events of the emulated GPU -------*- C++ -*-===//
 //
-// Kernels, copies and products run on the calling thread when they are
-// enqueued; collectives run asynchronously (MPI's nonblocking collectives
-// on host staging copies). A stream's pending work is what an operation on
-// it must wait for first: its own collectives in flight and what it was
-// made to wait for (cudaStreamWaitEvent). An event holds the pending work
-// of its stream when recorded, so a query of it tests MPI requests and a
-// wait on it completes them: the same ordering a GPU's streams give, with a
-// missing wait showing up as a stale or torn buffer.
+// A stream is a queue of operations, run in order as soon as what they wait
+// for is complete: kernels, copies and products run on the calling thread
+// (with device memory accessible), collectives start MPI's nonblocking
+// collectives on host staging copies and complete when MPI says so. So the
+// host never blocks where a GPU program would not: a launch after a
+// collective that a stalled rank never joins is queued, and only a
+// synchronizing call (cudaStreamSynchronize, a copy to pageable memory, an
+// event's synchronize) waits, and waits forever, as on a GPU. Events mark a
+// stream's last operation when recorded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,32 +20,32 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace zest::emulated {
 
-/// Work in flight: a test of its completion and what completes it (copying
-/// a collective's result into device memory).
-class Work {
+/// One operation of a stream.
+class StreamOp {
 public:
-  virtual ~Work() = default;
-  /// True once complete (finishing it the first time).
-  virtual bool test() = 0;
-  virtual void wait() = 0;
+  virtual ~StreamOp() = default;
+  /// Moves the operation forward; true once it is complete. Called only
+  /// after everything before it on its stream has completed.
+  virtual bool advance() = 0;
+  bool done = false;
 };
-using WorkList = std::vector<std::shared_ptr<Work>>;
 
-/// Completes every item of `work` (finishing each once).
-void waitAll(const WorkList &work);
-/// Whether every item of `work` is complete.
-bool testAll(const WorkList &work);
-
-/// Checks that `stream` is the legacy default stream or one created and not
-/// destroyed, for `what`; then completes what it must wait for, so that
-/// what `what` does next sees the results.
-void beforeWorkOn(cudaStream_t stream, const std::string &what);
-/// Adds `work`, started on `stream`, to its pending work.
-void addWork(cudaStream_t stream, std::shared_ptr<Work> work);
+/// Checks `stream` for `what` (the legacy default stream, or one created and
+/// not destroyed), queues `op` on it and runs whatever can run.
+void enqueue(cudaStream_t stream, std::shared_ptr<StreamOp> op,
+             const std::string &what);
+/// Queues host work that runs, in stream order, with device memory
+/// accessible (a kernel, a copy, a product).
+std::shared_ptr<StreamOp> enqueueWork(cudaStream_t stream,
+                                      std::function<void()> work,
+                                      const std::string &what);
+/// Runs what can run on every stream.
+void progress();
+/// Blocks until `op` completes (a synchronizing call).
+void waitFor(const std::shared_ptr<StreamOp> &op);
 
 } // namespace zest::emulated
 

@@ -3,7 +3,11 @@
 #include "Device.h"
 #include "zest_runtime_cuda.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 using namespace zest::rt;
 
@@ -38,6 +42,37 @@ void cuda::initDevice(int rank) {
       "creating the communication stream");
 }
 
+void cuda::synchronize(cudaStream_t stream, const std::string &what) {
+  cudaEvent_t done;
+  checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what);
+  checkCuda(cudaEventRecord(done, stream), what);
+  waitForEvent(done, what);
+  checkCuda(cudaEventDestroy(done), what);
+}
+
+void cuda::waitForEvent(cudaEvent_t done, const std::string &what) {
+  auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    cudaError_t status = cudaEventQuery(done);
+    if (status == cudaSuccess)
+      break;
+    if (status != cudaErrorNotReady)
+      checkCuda(status, what + " (a kernel or copy enqueued before failed)");
+    if (streams.checkAsyncErrors)
+      streams.checkAsyncErrors();
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (waited > timeoutSeconds())
+      fatal("the GPU's work before " + what + " did not complete within " +
+            std::to_string(int(timeoutSeconds())) +
+            " s (ZEST_TIMEOUT_S); another rank may have died or issued "
+            "different collectives");
+    if (polls > 100)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 void cuda::streamWaits(cudaStream_t waiter, cudaStream_t producer,
                        const std::string &what) {
   cudaEvent_t event;
@@ -66,24 +101,52 @@ void cuda::DeviceBackend::freeMemory(void *ptr) {
   checkCuda(cudaFreeAsync(ptr, streams.compute), "freeing device memory");
 }
 
+char *cuda::DeviceBackend::getStaging() {
+  if (!staging) {
+    checkCuda(
+        cudaMallocHost(reinterpret_cast<void **>(&staging), kStagingBytes),
+        "allocating pinned staging memory");
+    checkCuda(cudaEventCreateWithFlags(&stagingFree, cudaEventDisableTiming),
+              "creating an event");
+    checkCuda(cudaEventRecord(stagingFree, streams.compute), "an event");
+  }
+  return staging;
+}
+
 void cuda::DeviceBackend::copyToDevice(void *device, const void *host,
                                        size_t bytes) {
-  checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
-                            streams.compute),
-            "copying " + std::to_string(bytes) + " bytes to the device");
+  std::string what =
+      "copying " + std::to_string(bytes) + " bytes to the device";
+  char *buffer = getStaging();
+  for (size_t offset = 0; offset < bytes; offset += kStagingBytes) {
+    size_t chunk = std::min(kStagingBytes, bytes - offset);
+    waitForEvent(stagingFree, what); // the previous chunk has left
+    std::memcpy(buffer, static_cast<const char *>(host) + offset, chunk);
+    checkCuda(cudaMemcpyAsync(static_cast<char *>(device) + offset, buffer,
+                              chunk, cudaMemcpyHostToDevice, streams.compute),
+              what);
+    checkCuda(cudaEventRecord(stagingFree, streams.compute), what);
+  }
 }
 
 void cuda::DeviceBackend::copyToHost(void *host, const void *device,
                                      size_t bytes) {
   std::string what = "copying " + std::to_string(bytes) + " bytes to the host";
-  checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
-                            streams.compute),
-            what);
-  checkCuda(cudaStreamSynchronize(streams.compute), what);
+  char *buffer = getStaging();
+  for (size_t offset = 0; offset < bytes; offset += kStagingBytes) {
+    size_t chunk = std::min(kStagingBytes, bytes - offset);
+    checkCuda(cudaMemcpyAsync(buffer,
+                              static_cast<const char *>(device) + offset, chunk,
+                              cudaMemcpyDeviceToHost, streams.compute),
+              what);
+    checkCuda(cudaEventRecord(stagingFree, streams.compute), what);
+    waitForEvent(stagingFree, what);
+    std::memcpy(static_cast<char *>(host) + offset, buffer, chunk);
+  }
 }
 
 std::unique_ptr<PendingOp> cuda::DeviceBackend::barrier() {
-  checkCuda(cudaStreamSynchronize(streams.compute), "a barrier");
+  synchronize(streams.compute, "a barrier");
   return mpi->barrier();
 }
 
@@ -93,8 +156,13 @@ void cuda::DeviceBackend::abort(int code) {
 }
 
 void cuda::DeviceBackend::finalize() {
-  cudaStreamSynchronize(streams.compute);
-  cudaStreamSynchronize(streams.communication);
+  synchronize(streams.compute, "the end");
+  synchronize(streams.communication, "the end");
+  if (staging) {
+    cudaFreeHost(staging);
+    cudaEventDestroy(stagingFree);
+    staging = nullptr;
+  }
   mpi->finalize();
 }
 

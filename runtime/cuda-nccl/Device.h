@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,9 @@ namespace zest::rt::cuda {
 struct DeviceStreams {
   int device = 0;
   cudaStream_t compute = nullptr, communication = nullptr;
+  /// Aborts the job if the communication library reports an asynchronous
+  /// error (set by the NCCL backend).
+  std::function<void()> checkAsyncErrors;
 };
 /// This process's device and streams (set by initDevice).
 extern DeviceStreams streams;
@@ -29,6 +33,13 @@ extern DeviceStreams streams;
 void checkCuda(cudaError_t status, const std::string &what);
 /// Picks rank `rank`'s GPU and creates the two streams.
 void initDevice(int rank);
+/// Waits on the host for the work enqueued so far on `stream`, polling: a
+/// kernel's fault is reported as such, an asynchronous NCCL error aborts
+/// every rank, and a wait longer than the runtime's timeout (a collective
+/// whose peers never came) ends the job naming `what`.
+void synchronize(cudaStream_t stream, const std::string &what);
+/// The same for the work before `event` was recorded.
+void waitForEvent(cudaEvent_t event, const std::string &what);
 /// Makes `waiter` wait for the work enqueued so far on `producer`.
 void streamWaits(cudaStream_t waiter, cudaStream_t producer,
                  const std::string &what);
@@ -49,10 +60,12 @@ public:
   void *allocateMemory(size_t bytes, size_t alignment) override;
   void freeMemory(void *ptr) override;
   bool buffersOnDevice() const override { return true; }
-  /// On the compute stream; from pageable memory cudaMemcpyAsync returns
-  /// once `host` has been staged, so it may be reused.
+  /// On the compute stream, through a pinned staging buffer (a copy from
+  /// pageable memory would wait for the stream without a timeout); returns
+  /// once `host` may be reused.
   void copyToDevice(void *device, const void *host, size_t bytes) override;
-  /// On the compute stream, after everything enqueued before; waits.
+  /// On the compute stream, after everything enqueued before, through the
+  /// staging buffer; waits (with the timeout).
   void copyToHost(void *host, const void *device, size_t bytes) override;
   /// Waits for the compute stream, then for every rank.
   std::unique_ptr<PendingOp> barrier() override;
@@ -62,6 +75,14 @@ public:
 
 protected:
   std::unique_ptr<Backend> mpi;
+
+private:
+  /// Page-locked staging for copies, in chunks; `stagingFree` is recorded
+  /// after the last copy that reads it.
+  static constexpr size_t kStagingBytes = 16 << 20;
+  char *staging = nullptr;
+  cudaEvent_t stagingFree = nullptr;
+  char *getStaging();
 };
 
 /// NCCL communicators bootstrapped over `mpi` (one GPU per rank).

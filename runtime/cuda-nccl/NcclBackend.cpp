@@ -67,6 +67,7 @@ public:
     groups[ZEST_GROUP_WORLD] = groups[ZEST_GROUP_SHARD] = world;
     // Until a mesh is set (1 x world) each rank is its own replica group.
     groups[ZEST_GROUP_REPLICA] = split(mpi->rank(), 0);
+    streams.checkAsyncErrors = [this] { checkAsyncErrors(); };
   }
 
   const char *name() const override { return "cuda-nccl"; }
@@ -130,7 +131,7 @@ public:
     DeviceBackend::abort(code);
   }
   void finalize() override {
-    cudaStreamSynchronize(streams.communication);
+    synchronize(streams.communication, "the end");
     freeGroups();
     ncclCommDestroy(world);
     DeviceBackend::finalize();
@@ -139,6 +140,18 @@ public:
 private:
   static ncclRedOp_t reduction(zest_reduction_t op) {
     return op == ZEST_AVG ? ncclAvg : ncclSum;
+  }
+
+  /// NCCL reports a failed peer or network asynchronously, per
+  /// communicator: every rank that sees one aborts the job.
+  void checkAsyncErrors() {
+    for (ncclComm_t comm :
+         {world, groups[ZEST_GROUP_SHARD], groups[ZEST_GROUP_REPLICA]}) {
+      ncclResult_t status = ncclSuccess;
+      if (comm && ncclCommGetAsyncError(comm, &status) == ncclSuccess &&
+          status != ncclSuccess && status != ncclInProgress)
+        checkNccl(status, "a collective (asynchronous error)");
+    }
   }
 
   void checkNccl(ncclResult_t status, const std::string &what) {

@@ -20,21 +20,19 @@ namespace {
 /// device when MPI completes.
 class StagedOp : public PendingOp {
 public:
-  StagedOp(std::unique_ptr<PendingOp> hostOp, std::vector<char> send,
-           std::vector<char> recv, void *deviceRecv)
-      : hostOp(std::move(hostOp)), send(std::move(send)), recv(std::move(recv)),
-        deviceRecv(deviceRecv) {}
+  StagedOp(DeviceBackend &device, std::unique_ptr<PendingOp> hostOp,
+           std::vector<char> send, std::vector<char> recv, void *deviceRecv)
+      : device(device), hostOp(std::move(hostOp)), send(std::move(send)),
+        recv(std::move(recv)), deviceRecv(deviceRecv) {}
   bool test() override {
     if (!hostOp->test())
       return false;
-    checkCuda(cudaMemcpyAsync(deviceRecv, recv.data(), recv.size(),
-                              cudaMemcpyHostToDevice, streams.compute),
-              "staging a result to the device");
-    checkCuda(cudaStreamSynchronize(streams.compute), "staging");
+    device.copyToDevice(deviceRecv, recv.data(), recv.size());
     return true;
   }
 
 private:
+  DeviceBackend &device;
   std::unique_ptr<PendingOp> hostOp;
   std::vector<char> send, recv; // alive until MPI is done with them
   void *deviceRecv;
@@ -102,13 +100,10 @@ private:
                                    bool inPlace, Call hostCall) {
     std::vector<char> send(inPlace ? 0 : static_cast<size_t>(sendBytes));
     std::vector<char> recv(static_cast<size_t>(recvBytes));
-    checkCuda(cudaMemcpyAsync(inPlace ? recv.data() : send.data(), deviceSend,
-                              size_t(sendBytes), cudaMemcpyDeviceToHost,
-                              streams.compute),
-              "staging an operand to the host");
-    checkCuda(cudaStreamSynchronize(streams.compute), "staging");
+    copyToHost(inPlace ? recv.data() : send.data(), deviceSend,
+               size_t(sendBytes));
     std::unique_ptr<PendingOp> hostOp = hostCall(send.data(), recv.data());
-    return std::make_unique<StagedOp>(std::move(hostOp), std::move(send),
+    return std::make_unique<StagedOp>(*this, std::move(hostOp), std::move(send),
                                       std::move(recv), deviceRecv);
   }
 };

@@ -25,12 +25,15 @@ extern "C" {
 typedef void (*zest_emulated_kernel_t)(void **params, const int64_t *launch);
 
 /* Registers `kernel` of GPU module `module`. It takes `num_params`
- * parameters; those at `buffers[0 .. num_buffers)` are the aligned pointers
- * of its buffers, which a launch checks are device memory. */
+ * parameters of `param_bytes[i]` bytes each (a launch copies them, as
+ * cudaLaunchKernel does); those at `buffers[0 .. num_buffers)` are the
+ * aligned pointers of its buffers, which a launch checks are device
+ * memory. */
 void zest_emulated_register_kernel(const char *module, const char *name,
                                    zest_emulated_kernel_t kernel,
-                                   int32_t num_params, const int32_t *buffers,
-                                   int32_t num_buffers);
+                                   int32_t num_params,
+                                   const int32_t *param_bytes,
+                                   const int32_t *buffers, int32_t num_buffers);
 
 /* Called by an emulated kernel whose threads disagree on a branch that
  * holds a barrier; ends the job naming the kernel. */

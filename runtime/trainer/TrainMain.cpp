@@ -157,11 +157,12 @@ void startRuntime(int *argc, char ***argv) {
     setenv("ZEST_BACKEND", "nccl", /*overwrite=*/0);
   zest_init(argc, argv);
   if (cudaTarget && !zest_buffers_on_device())
-    usageError(std::string("this executable was compiled with zestc "
-                           "--target=") +
-               zest_model_target +
-               ": run it with ZEST_BACKEND=nccl (one GPU per rank, the default) or "
-               "ZEST_BACKEND=staged (ranks sharing a GPU)");
+    usageError(
+        std::string("this executable was compiled with zestc "
+                    "--target=") +
+        zest_model_target +
+        ": run it with ZEST_BACKEND=nccl (one GPU per rank, the default) or "
+        "ZEST_BACKEND=staged (ranks sharing a GPU)");
 }
 
 /// The embedded model, checked against the ranks it runs on.

@@ -147,8 +147,8 @@ LogicalResult KernelEmulator::allocateSlots() {
 /// The threads of the block, one after another, run `run`.
 void KernelEmulator::emitRun(ArrayRef<Operation *> run, int id) {
   Location loc = run.front()->getLoc();
-  auto loop = scf::ForOp::create(builder, loc, constant(0), threads,
-                                 constant(1));
+  auto loop =
+      scf::ForOp::create(builder, loc, constant(0), threads, constant(1));
   loop->setAttr("zest.emulated_threads", builder.getUnitAttr());
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(loop.getBody());
@@ -159,8 +159,8 @@ void KernelEmulator::emitRun(ArrayRef<Operation *> run, int id) {
   for (Operation *op : run)
     op->walk([&](Operation *nested) {
       for (Value operand : nested->getOperands())
-        if (slots.count(operand) && runOf.lookup(getStepOp(
-                                        operand.getDefiningOp())) != id)
+        if (slots.count(operand) &&
+            runOf.lookup(getStepOp(operand.getDefiningOp())) != id)
           loaded.insert(operand);
     });
   for (Value value : loaded)
@@ -185,8 +185,8 @@ Value KernelEmulator::readAtBlockLevel(Value value, bool checkUniform) {
   Value first = memref::LoadOp::create(builder, loc, slot, constant(0));
   if (!checkUniform)
     return first;
-  auto loop = scf::ForOp::create(builder, loc, constant(1), threads,
-                                 constant(1));
+  auto loop =
+      scf::ForOp::create(builder, loc, constant(1), threads, constant(1));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(loop.getBody());
   Value other = memref::LoadOp::create(builder, loc, slot,
@@ -213,15 +213,15 @@ LogicalResult KernelEmulator::emitAllReduce(gpu::AllReduceOp reduce) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(loop.getBody());
     // A value the block already has is every thread's.
-    Value next = slot ? memref::LoadOp::create(
-                            builder, loc, slot,
-                            ValueRange{loop.getInductionVar()})
-                            .getResult()
-                      : total;
+    Value next =
+        slot ? memref::LoadOp::create(builder, loc, slot,
+                                      ValueRange{loop.getInductionVar()})
+                   .getResult()
+             : total;
     scf::YieldOp::create(builder, loc,
-                         vector::makeArithReduction(
-                             builder, loc, kind, loop.getRegionIterArgs()[0],
-                             next));
+                         vector::makeArithReduction(builder, loc, kind,
+                                                    loop.getRegionIterArgs()[0],
+                                                    next));
   }
   blockLevel.map(reduce.getResult(), loop.getResult(0));
   return success();
@@ -376,15 +376,14 @@ FailureOr<func::FuncOp> emulateKernel(gpu::GPUModuleOp module,
   auto host = func::FuncOp::create(builder, kernel.getLoc(), name,
                                    builder.getFunctionType(types, {}));
   host.setPrivate();
-  host->setAttr(
-      "zest.emulated_kernel",
-      builder.getDictionaryAttr({
-          builder.getNamedAttr("module", module.getNameAttr()),
-          builder.getNamedAttr("name", kernel.getNameAttr()),
-          builder.getNamedAttr("buffers",
-                               builder.getDenseI32ArrayAttr(getBufferParams(
-                                   kernel.getArgumentTypes()))),
-      }));
+  host->setAttr("zest.emulated_kernel",
+                builder.getDictionaryAttr({
+                    builder.getNamedAttr("module", module.getNameAttr()),
+                    builder.getNamedAttr("name", kernel.getNameAttr()),
+                    builder.getNamedAttr(
+                        "buffers", builder.getDenseI32ArrayAttr(getBufferParams(
+                                       kernel.getArgumentTypes()))),
+                }));
   if (failed(KernelEmulator(kernel, host).emulate()))
     return failure();
   return host;
@@ -397,10 +396,9 @@ void replaceByBinary(gpu::GPUModuleOp module) {
   MLIRContext *ctx = module.getContext();
   std::string image =
       (ZEST_EMULATED_IMAGE_PREFIX + module.getName()).str() + '\0';
-  auto object =
-      gpu::ObjectAttr::get(ctx, NVVM::NVVMTargetAttr::get(ctx),
-                           gpu::CompilationTarget::Binary,
-                           builder.getStringAttr(image), nullptr, nullptr);
+  auto object = gpu::ObjectAttr::get(
+      ctx, NVVM::NVVMTargetAttr::get(ctx), gpu::CompilationTarget::Binary,
+      builder.getStringAttr(image), nullptr, nullptr);
   gpu::BinaryOp::create(builder, module.getLoc(), module.getName(),
                         /*offloadingHandler=*/nullptr,
                         builder.getArrayAttr({object}));
@@ -411,8 +409,7 @@ struct EmulateGPUKernelsPass
     : public zest::impl::EmulateGPUKernelsPassBase<EmulateGPUKernelsPass> {
   void runOnOperation() override {
     ModuleOp moduleOp = getOperation();
-    SmallVector<gpu::GPUModuleOp> modules(
-        moduleOp.getOps<gpu::GPUModuleOp>());
+    SmallVector<gpu::GPUModuleOp> modules(moduleOp.getOps<gpu::GPUModuleOp>());
     bool needsDivergenceCheck = false;
     for (gpu::GPUModuleOp module : modules) {
       for (Operation &op : module.getBody()->getOperations()) {
@@ -431,9 +428,9 @@ struct EmulateGPUKernelsPass
     }
     if (needsDivergenceCheck) {
       OpBuilder builder(moduleOp.getBodyRegion());
-      auto check = func::FuncOp::create(
-          builder, moduleOp.getLoc(), "zest_emulated_divergent_barrier",
-          builder.getFunctionType({}, {}));
+      auto check = func::FuncOp::create(builder, moduleOp.getLoc(),
+                                        "zest_emulated_divergent_barrier",
+                                        builder.getFunctionType({}, {}));
       check.setPrivate();
     }
   }

@@ -9,6 +9,7 @@
 #include "zest/Conversion/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Interfaces/DataLayoutInterfaces.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_EMULATEDKERNELENTRIESPASS
@@ -45,8 +46,8 @@ LLVM::LLVMFuncOp createEntry(OpBuilder &builder, LLVM::LLVMFuncOp kernel,
     // A parameter's slot points at its value; a launch value is in place.
     if (isParam)
       slot = LLVM::LoadOp::create(builder, loc, ptr, slot);
-    args.push_back(LLVM::LoadOp::create(
-        builder, loc, kernel.getArgumentTypes()[i], slot));
+    args.push_back(
+        LLVM::LoadOp::create(builder, loc, kernel.getArgumentTypes()[i], slot));
   }
   LLVM::CallOp::create(builder, loc, kernel, args);
   LLVM::ReturnOp::create(builder, loc, ValueRange{});
@@ -70,9 +71,8 @@ Value createI32Array(OpBuilder &builder, ModuleOp module, Location loc,
             RankedTensorType::get({int64_t(data.size())}, builder.getI32Type()),
             ArrayRef<int32_t>(data)));
   }
-  return LLVM::AddressOfOp::create(builder, loc,
-                                   LLVM::LLVMPointerType::get(module.getContext()),
-                                   name);
+  return LLVM::AddressOfOp::create(
+      builder, loc, LLVM::LLVMPointerType::get(module.getContext()), name);
 }
 
 /// Registers `kernel`'s `entry` from the constructor being built.
@@ -90,15 +90,18 @@ void registerKernel(OpBuilder &builder, ModuleOp module,
     return LLVM::ConstantOp::create(builder, loc, builder.getI32Type(),
                                     builder.getI32IntegerAttr(value));
   };
+  DataLayout layout(module);
+  SmallVector<int32_t> paramBytes;
+  for (Type type : kernel.getArgumentTypes().drop_back(kLaunchValues))
+    paramBytes.push_back(int32_t(layout.getTypeSize(type)));
   Value args[] = {
       LLVM::createGlobalString(loc, builder, prefix + ".module",
-                               cString(moduleName),
-                               LLVM::Linkage::Internal),
+                               cString(moduleName), LLVM::Linkage::Internal),
       LLVM::createGlobalString(loc, builder, prefix + ".name",
-                               cString(kernelName),
-                               LLVM::Linkage::Internal),
+                               cString(kernelName), LLVM::Linkage::Internal),
       LLVM::AddressOfOp::create(builder, loc, entry),
       i32(kernel.getNumArguments() - kLaunchValues),
+      createI32Array(builder, module, loc, prefix + ".params", paramBytes),
       createI32Array(builder, module, loc, prefix + ".buffers", buffers),
       i32(buffers.size())};
   LLVM::CallOp::create(builder, loc, registerFn, args);
@@ -124,7 +127,8 @@ struct EmulatedKernelEntriesPass
     auto voidType = LLVM::LLVMVoidType::get(ctx);
     auto registerFn = LLVM::LLVMFuncOp::create(
         builder, loc, "zest_emulated_register_kernel",
-        LLVM::LLVMFunctionType::get(voidType, {ptr, ptr, ptr, i32, ptr, i32}));
+        LLVM::LLVMFunctionType::get(voidType,
+                                    {ptr, ptr, ptr, i32, ptr, ptr, i32}));
     auto ctor = LLVM::LLVMFuncOp::create(
         builder, loc, "__zest_emulated_register_kernels",
         LLVM::LLVMFunctionType::get(voidType, {}), LLVM::Linkage::Internal);
