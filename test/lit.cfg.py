@@ -76,10 +76,20 @@ if (
 ):
     config.available_features.add("cuda")
 if getattr(config, "zest_enable_cuda", False):
-    # zestc links --target=cuda executables with the CUDA runtime library.
+    # zestc links --target=cuda executables with the CUDA runtime library,
+    # and --target=cuda-emulated ones with the emulated device's, which
+    # runs everywhere (REQUIRES: cuda-emulated).
     config.available_features.add("cuda-runtime")
+    config.available_features.add("cuda-emulated")
     llvm_config.add_tool_substitutions(
-        ["zest-cuda-backend-test", "zest-cuda-linear-test"], tool_dirs
+        [
+            "zest-cuda-backend-test",
+            "zest-cuda-linear-test",
+            "zest-cuda-backend-test-emulated",
+            "zest-cuda-linear-test-emulated",
+            "zest-emulated-device-test",
+        ],
+        tool_dirs,
     )
 # zestc --target=cuda embeds fatbins with ptxas from zestc's default
 # --cuda-path; PTX text (--cuda-format=isa) needs nothing.
