@@ -55,10 +55,10 @@ void product(cublasLtEpilogue_t epilogue, int64_t offset, int64_t ldaux) {
   cublasLtCreate(&handle);
   cublasLtMatmulDesc_t desc;
   cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                 &epilogue, sizeof(epilogue));
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                 &aux, sizeof(aux));
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                 sizeof(epilogue));
+  cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                  &ldaux, sizeof(ldaux));
   cublasLtMatrixLayout_t la, lb, ld;

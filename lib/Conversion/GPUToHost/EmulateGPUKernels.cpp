@@ -45,6 +45,12 @@ struct Step {
 
 constexpr int kBlockLevel = -1;
 
+/// A thread's or block's index or size: recomputed where used, never kept.
+bool isIndexOp(Operation *op) {
+  return isa_and_nonnull<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp,
+                         gpu::GridDimOp>(op);
+}
+
 /// Builds the host function of one kernel.
 class KernelEmulator {
 public:
@@ -126,6 +132,8 @@ LogicalResult KernelEmulator::allocateSlots() {
   for (auto [op, run] : runOf) {
     if (run == kBlockLevel)
       continue;
+    if (isIndexOp(op))
+      continue;
     for (Value result : op->getResults()) {
       bool crosses = llvm::any_of(result.getUsers(), [&](Operation *user) {
         return runOf.lookup(getStepOp(user)) != run;
@@ -154,18 +162,24 @@ void KernelEmulator::emitRun(ArrayRef<Operation *> run, int id) {
   builder.setInsertionPointToStart(loop.getBody());
   Value thread = loop.getInductionVar();
   IRMapping mapping = blockLevel;
-  // What other runs computed, as this thread left it.
+  // What other runs computed, as this thread left it; indices anew.
   llvm::SetVector<Value> loaded;
   for (Operation *op : run)
     op->walk([&](Operation *nested) {
-      for (Value operand : nested->getOperands())
-        if (slots.count(operand) &&
-            runOf.lookup(getStepOp(operand.getDefiningOp())) != id)
+      for (Value operand : nested->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && runOf.count(def) && runOf.lookup(def) != id &&
+            (slots.count(operand) || isIndexOp(def)))
           loaded.insert(operand);
+      }
     });
-  for (Value value : loaded)
-    mapping.map(value, memref::LoadOp::create(builder, loc, slots[value],
-                                              ValueRange{thread}));
+  for (Value value : loaded) {
+    if (isIndexOp(value.getDefiningOp()))
+      builder.clone(*value.getDefiningOp(), mapping);
+    else
+      mapping.map(value, memref::LoadOp::create(builder, loc, slots[value],
+                                                ValueRange{thread}));
+  }
   for (Operation *op : run) {
     Operation *clone = builder.clone(*op, mapping);
     for (auto [result, cloned] :
