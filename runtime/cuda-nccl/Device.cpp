@@ -3,6 +3,11 @@
 #include "Device.h"
 #include "zest_runtime_cuda.h"
 
+// The C bindings only.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -18,7 +23,19 @@ void cuda::checkCuda(cudaError_t status, const std::string &what) {
     fatal("CUDA error in " + what + ": " + cudaGetErrorString(status));
 }
 
-void cuda::initDevice(int rank) {
+/// This rank's index among the ranks of its node: the ranks that share
+/// memory with it, whatever launcher started them (MPI-3).
+static int nodeLocalRank() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
+}
+
+void cuda::initDevice() {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess)
@@ -29,11 +46,7 @@ void cuda::initDevice(int rank) {
   if (count == 0)
     fatal("ZEST_BACKEND asks for a GPU backend but no CUDA device is "
           "visible; use the default CPU backend");
-  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  if (!local)
-    local = std::getenv("MPI_LOCALRANKID");
-  int localRank = local ? std::atoi(local) : rank;
-  streams.device = localRank % count;
+  streams.device = nodeLocalRank() % count;
   checkCuda(cudaSetDevice(streams.device), "cudaSetDevice");
   checkCuda(cudaStreamCreateWithFlags(&streams.compute, cudaStreamNonBlocking),
             "creating the compute stream");
@@ -75,16 +88,20 @@ void cuda::waitForEvent(cudaEvent_t done, const std::string &what) {
 
 void cuda::streamWaits(cudaStream_t waiter, cudaStream_t producer,
                        const std::string &what) {
-  cudaEvent_t event;
-  checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), what);
+  // One event serves every wait: a wait takes the event's state when it is
+  // enqueued, so recording it again later does not disturb it.
+  static cudaEvent_t event = [&] {
+    cudaEvent_t created;
+    checkCuda(cudaEventCreateWithFlags(&created, cudaEventDisableTiming), what);
+    return created;
+  }();
   checkCuda(cudaEventRecord(event, producer), what);
   checkCuda(cudaStreamWaitEvent(waiter, event, 0), what);
-  checkCuda(cudaEventDestroy(event), what); // released once it completes
 }
 
 cuda::DeviceBackend::DeviceBackend(std::unique_ptr<Backend> mpi)
     : mpi(std::move(mpi)) {
-  initDevice(this->mpi->rank());
+  initDevice();
 }
 
 void *cuda::DeviceBackend::allocateMemory(size_t bytes, size_t alignment) {

@@ -1,7 +1,7 @@
 //===- Device.h - The GPU and streams of a CUDA backend ---------*- C++ -*-===//
 //
-// Every rank drives one GPU (its local rank modulo the devices it sees) with
-// two streams: the compute stream, on which compiled kernels and the
+// Every rank drives one GPU (its node-local rank modulo the devices it sees)
+// with two streams: the compute stream, on which compiled kernels and the
 // runtime's copies run, and a communication stream for collectives.
 //
 //===----------------------------------------------------------------------===//
@@ -31,8 +31,9 @@ extern DeviceStreams streams;
 
 /// Aborts the job with a message naming `what` unless `status` is success.
 void checkCuda(cudaError_t status, const std::string &what);
-/// Picks rank `rank`'s GPU and creates the two streams.
-void initDevice(int rank);
+/// Picks this rank's GPU (its rank among the node's ranks, modulo the
+/// visible devices) and creates the two streams.
+void initDevice();
 /// Waits on the host for the work enqueued so far on `stream`, polling: a
 /// kernel's fault is reported as such, an asynchronous NCCL error aborts
 /// every rank, and a wait longer than the runtime's timeout (a collective

@@ -19,9 +19,11 @@
 
 #include "Device.h"
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 using namespace zest::rt;
 
@@ -82,12 +84,27 @@ void mgpuModuleUnload(void *module) {
 }
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
+  // Every launch looks its kernel up: by the addresses of its module and of
+  // its name (a constant of the executable), without a lock or a string
+  // once found.
+  struct Hash {
+    size_t operator()(const std::pair<void *, const char *> &key) const {
+      return std::hash<void *>()(key.first) ^
+             (std::hash<const void *>()(key.second) << 1);
+    }
+  };
+  thread_local std::unordered_map<std::pair<void *, const char *>, void *, Hash>
+      found;
+  auto [cached, isNew] = found.try_emplace({module, name}, nullptr);
+  if (!isNew)
+    return cached->second;
   auto &lazy = *static_cast<LazyModule *>(module);
   std::lock_guard<std::mutex> lock(lazy.mutex);
   auto [it, inserted] = lazy.kernels.try_emplace(name, nullptr);
   if (inserted)
     cuda::checkCuda(cudaLibraryGetKernel(&it->second, loadModule(lazy), name),
                     std::string("looking up kernel ") + name);
+  cached->second = it->second;
   return it->second;
 }
 
@@ -104,12 +121,12 @@ void mgpuLaunchKernel(void *kernel, intptr_t gridX, intptr_t gridY,
   if (extra)
     fatal("a kernel launch passes its arguments as 'extra', which the "
           "runtime does not support");
-  cuda::checkCuda(cudaLaunchKernel(kernel, dim3(gridX, gridY, gridZ),
-                                   dim3(blockX, blockY, blockZ), params,
-                                   sharedBytes,
-                                   static_cast<cudaStream_t>(stream)),
-                  "launching a kernel of " + std::to_string(gridX) + " x " +
-                      std::to_string(blockX) + " threads");
+  cudaError_t status = cudaLaunchKernel(
+      kernel, dim3(gridX, gridY, gridZ), dim3(blockX, blockY, blockZ), params,
+      sharedBytes, static_cast<cudaStream_t>(stream));
+  if (status != cudaSuccess) // the message is built only then
+    cuda::checkCuda(status, "launching a kernel of " + std::to_string(gridX) +
+                                " x " + std::to_string(blockX) + " threads");
 }
 
 } // extern "C"

@@ -44,19 +44,50 @@ ncclDataType_t ncclType(zest_dtype_t dtype) {
   fatal("no NCCL type for Zest dtype " + std::to_string(int(dtype)));
 }
 
+/// Completion events, reused: a collective takes one and gives it back.
+class EventPool {
+public:
+  cudaEvent_t take(const char *what) {
+    if (free.empty()) {
+      cudaEvent_t event;
+      checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), what);
+      return event;
+    }
+    cudaEvent_t event = free.back();
+    free.pop_back();
+    return event;
+  }
+  void give(cudaEvent_t event) { free.push_back(event); }
+  ~EventPool() {
+    for (cudaEvent_t event : free)
+      cudaEventDestroy(event);
+  }
+
+private:
+  std::vector<cudaEvent_t> free;
+};
+
 /// A collective enqueued on the communication stream; complete for the host
-/// as soon as the compute stream waits on it.
+/// as soon as the compute stream waits on it (the host waits for the GPU
+/// only where it must: cuda::synchronize, with the timeout).
 class NcclOp : public PendingOp {
 public:
-  NcclOp(cudaEvent_t done) : done(done) {}
-  ~NcclOp() override { cudaEventDestroy(done); }
+  NcclOp(EventPool &pool, cudaEvent_t done) : pool(pool), done(done) {}
+  ~NcclOp() override { pool.give(done); }
   bool test() override {
     checkCuda(cudaStreamWaitEvent(streams.compute, done, 0), "a wait");
     return true;
   }
 
 private:
+  EventPool &pool;
   cudaEvent_t done;
+};
+
+/// Complete from the start (a collective of one rank).
+class DoneOp : public PendingOp {
+public:
+  bool test() override { return true; }
 };
 
 class NcclBackend : public DeviceBackend {
@@ -65,8 +96,9 @@ public:
       : DeviceBackend(std::move(bootstrap)) {
     world = initCommunicator(mpi.get());
     groups[ZEST_GROUP_WORLD] = groups[ZEST_GROUP_SHARD] = world;
-    // Until a mesh is set (1 x world) each rank is its own replica group.
-    groups[ZEST_GROUP_REPLICA] = split(mpi->rank(), 0);
+    // Until a mesh is set (1 x world) each rank is its own replica group:
+    // no communicator (see local()).
+    groups[ZEST_GROUP_REPLICA] = nullptr;
     streams.checkAsyncErrors = [this] { checkAsyncErrors(); };
   }
 
@@ -76,24 +108,29 @@ public:
     mpi->setMesh(replicas, shards); // checks the shape
     freeGroups();
     int r = rank();
-    // Shard groups are consecutive ranks; replica groups are strided.
-    groups[ZEST_GROUP_SHARD] = split(r / shards, r);
-    groups[ZEST_GROUP_REPLICA] = split(r % shards, r);
+    // Shard groups are consecutive ranks; replica groups are strided. A
+    // group of one rank needs no communicator.
+    groups[ZEST_GROUP_SHARD] = shards > 1 ? split(r / shards, r) : nullptr;
+    groups[ZEST_GROUP_REPLICA] = replicas > 1 ? split(r % shards, r) : nullptr;
   }
   int groupRank(zest_group_t group) const override {
     int value = 0;
-    ncclCommUserRank(groups[group], &value);
+    if (groups[group])
+      ncclCommUserRank(groups[group], &value);
     return value;
   }
   int groupSize(zest_group_t group) const override {
     int value = 1;
-    ncclCommCount(groups[group], &value);
+    if (groups[group])
+      ncclCommCount(groups[group], &value);
     return value;
   }
 
   std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
                                        int64_t count, zest_dtype_t dtype,
                                        zest_group_t group) override {
+    if (!groups[group])
+      return local(send, recv, count, dtype);
     return enqueue("all_gather", [&](cudaStream_t stream) {
       return ncclAllGather(send, recv, size_t(count), ncclType(dtype),
                            groups[group], stream);
@@ -103,6 +140,8 @@ public:
                                            int64_t count, zest_dtype_t dtype,
                                            zest_reduction_t op,
                                            zest_group_t group) override {
+    if (!groups[group])
+      return local(send, recv, count, dtype);
     return enqueue("reduce_scatter", [&](cudaStream_t stream) {
       return ncclReduceScatter(send, recv, size_t(count), ncclType(dtype),
                                reduction(op), groups[group], stream);
@@ -112,6 +151,8 @@ public:
                                        int64_t count, zest_dtype_t dtype,
                                        zest_reduction_t op,
                                        zest_group_t group) override {
+    if (!groups[group])
+      return local(send, recv, count, dtype);
     return enqueue("all_reduce", [&](cudaStream_t stream) {
       return ncclAllReduce(send, recv, size_t(count), ncclType(dtype),
                            reduction(op), groups[group], stream);
@@ -191,16 +232,28 @@ private:
     owned.clear();
   }
 
+  /// A collective over one rank: its result is its input (a sum or an
+  /// average of one), copied in stream order unless in place.
+  std::unique_ptr<PendingOp> local(const void *send, void *recv, int64_t count,
+                                   zest_dtype_t dtype) {
+    if (send != recv)
+      checkCuda(cudaMemcpyAsync(recv, send,
+                                size_t(count) * zest_dtype_bytes(dtype),
+                                cudaMemcpyDeviceToDevice, streams.compute),
+                "a collective of one rank");
+    return std::make_unique<DoneOp>();
+  }
+
   template <typename Call>
   std::unique_ptr<PendingOp> enqueue(const char *what, Call call) {
     streamWaits(streams.communication, streams.compute, what);
     checkNccl(call(streams.communication), what);
-    cudaEvent_t done;
-    checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what);
+    cudaEvent_t done = events.take(what);
     checkCuda(cudaEventRecord(done, streams.communication), what);
-    return std::make_unique<NcclOp>(done);
+    return std::make_unique<NcclOp>(events, done);
   }
 
+  EventPool events;
   ncclComm_t world = nullptr;
   ncclComm_t groups[3] = {};
   std::vector<ncclComm_t> owned; // the split groups

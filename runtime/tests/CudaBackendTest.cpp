@@ -161,6 +161,18 @@ int main(int argc, char **argv) {
   testAllReduceInPlaceTwoInFlight(rank, world);
   testBroadcast(rank);
   testDevicePool(rank);
+  // Before a mesh is set, each rank is its own replica group.
+  testAllGather(rank, world, ZEST_GROUP_REPLICA);
+  // Each rank drives its node-local rank's device (modulo the devices).
+  std::vector<int32_t> devices(size_t(world), -1);
+  int32_t device = zest_cuda_device();
+  zest_host_all_gather(&device, devices.data(), 1, ZEST_I32);
+  if (rank == 0) {
+    std::printf("devices:");
+    for (int32_t d : devices)
+      std::printf(" %d", d);
+    std::printf("\n");
+  }
   if (world % 2 == 0) {
     zest_set_mesh(2, world / 2);
     testAllGather(rank, world, ZEST_GROUP_SHARD);
