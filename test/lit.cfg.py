@@ -23,6 +23,8 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(
     ("%examples", os.path.join(config.zest_src_root, "examples"))
 )
+config.substitutions.append(("%zest_src_root", config.zest_src_root))
+config.substitutions.append(("%zest_build_root", config.zest_obj_root))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
