@@ -235,6 +235,9 @@ void mlir::zest::buildBufferizationPipeline(
                                                                : Target::Cpu)
                     .str();
   pm.addPass(createMatmulToBlasPass(blas));
+  // Kernels read device memory only: constants too.
+  if (isDeviceTarget(options.target))
+    pm.addPass(createUploadConstantsPass());
   addDeallocationPasses(pm);
 }
 

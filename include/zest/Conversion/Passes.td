@@ -208,6 +208,28 @@ def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
   ];
 }
 
+def UploadConstantsPass : Pass<"zest-upload-constants", "::mlir::ModuleOp"> {
+  let summary = "Puts the step's constant buffers in device memory (the "
+                "device targets)";
+  let description = [{
+    After bufferization, before deallocation: each `memref.get_global` of a
+    constant global (a model's non-splat constant, a table) is host memory,
+    which kernels cannot read on a GPU. It becomes a buffer the step
+    allocates (from the device pool, so `zest-plan-memory` counts it and the
+    deallocation passes free it after its last use) and fills from the
+    global with `zest_copy_to_device`, in stream order. The upload happens
+    at each call: constants are small next to the step's activations. A
+    mutable global or a constant of a dynamic shape, a strided layout or a
+    non-scalar element type is an error.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
 def EmulateGPUKernelsPass
     : Pass<"zest-emulate-gpu-kernels", "::mlir::ModuleOp"> {
   let summary = "Compiles outlined GPU kernels for the host, one block per "
