@@ -49,9 +49,18 @@ std::array<uint32_t, 5> Product::alignments() const {
           alignmentOf({uint64_t(uintptr_t(aux)), uint64_t(ldaux) * element})};
 }
 
+namespace {
+Lt *created = nullptr;
+} // namespace
+
 Lt &Lt::get() {
   static Lt lt;
+  created = &lt;
   return lt;
+}
+
+void *Lt::workspaceIfCreated() {
+  return created ? created->workspace : nullptr;
 }
 
 void Lt::run(const Product &p) {

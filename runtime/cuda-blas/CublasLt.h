@@ -69,6 +69,9 @@ public:
 
   /// Runs `p` on the compute stream.
   void run(const Product &p);
+  /// The workspace once the first product took it (null before): scratch
+  /// for work ordered on the compute stream between products.
+  static void *workspaceIfCreated();
 
 private:
   static constexpr size_t kWorkspaceBytes = ZEST_CUDA_WORKSPACE_BYTES;

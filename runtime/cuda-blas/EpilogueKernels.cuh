@@ -131,6 +131,38 @@ __global__ void columnSumKernel(int64_t m, int64_t n, const T *g, int64_t ldg,
   db[col] = store<T>(sum);
 }
 
+/// The bias gradient in two passes, for tall g: partial[c][col] sums the
+/// rows of chunk c of `rowsPerChunk` rows (one thread per chunk and column,
+/// rows in order), then one thread per column adds the chunks in order.
+/// Deterministic, and as parallel as the rows are many.
+template <typename T>
+__global__ void columnPartialKernel(int64_t m, int64_t n, const T *g,
+                                    int64_t ldg, int64_t rowsPerChunk,
+                                    float *partial) {
+  int64_t chunks = (m + rowsPerChunk - 1) / rowsPerChunk;
+  int64_t i = globalThreadIndex();
+  if (i >= chunks * n)
+    return;
+  int64_t chunk = i / n, col = i % n;
+  int64_t end = (chunk + 1) * rowsPerChunk < m ? (chunk + 1) * rowsPerChunk : m;
+  float sum = 0;
+  for (int64_t row = chunk * rowsPerChunk; row < end; ++row)
+    sum += load(g[row * ldg + col]);
+  partial[i] = sum;
+}
+
+template <typename T>
+__global__ void columnCombineKernel(int64_t chunks, int64_t n,
+                                    const float *partial, T *db) {
+  int64_t col = globalThreadIndex();
+  if (col >= n)
+    return;
+  float sum = 0;
+  for (int64_t chunk = 0; chunk < chunks; ++chunk)
+    sum += partial[chunk * n + col];
+  db[col] = store<T>(sum);
+}
+
 } // namespace zest::rt::cuda
 
 #endif // ZEST_RUNTIME_CUDA_BLAS_EPILOGUEKERNELS_CUH

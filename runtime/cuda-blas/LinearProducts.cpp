@@ -87,6 +87,30 @@ void linearForward(int64_t m, int64_t n, int64_t k, const T *x, int64_t ldx,
   cuda::checkCuda(cudaGetLastError(), "the activation kernel");
 }
 
+/// db = the column sums of g[m, n]: in two passes through cuBLASLt's
+/// workspace (idle between products on the same stream) when g is tall
+/// and the partial sums fit, else one thread per column.
+template <typename T>
+void biasGradient(int64_t m, int64_t n, const T *g, int64_t ldg, T *db) {
+  constexpr int64_t kRowsPerChunk = 64;
+  int64_t chunks = (m + kRowsPerChunk - 1) / kRowsPerChunk;
+  void *workspace = Lt::workspaceIfCreated();
+  if (chunks > 1 && workspace &&
+      chunks * n * int64_t(sizeof(float)) <= ZEST_CUDA_WORKSPACE_BYTES) {
+    auto *partial = static_cast<float *>(workspace);
+    ZEST_LAUNCH(columnPartialKernel<T>, blocks(chunks * n), 256,
+                cuda::streams.compute, m, n, g, ldg, kRowsPerChunk, partial);
+    cuda::checkCuda(cudaGetLastError(), "the bias gradient's partial sums");
+    ZEST_LAUNCH(columnCombineKernel<T>, blocks(n), 256, cuda::streams.compute,
+                chunks, n, partial, db);
+    cuda::checkCuda(cudaGetLastError(), "the bias gradient");
+    return;
+  }
+  ZEST_LAUNCH(columnSumKernel<T>, blocks(n), 256, cuda::streams.compute, m, n,
+              g, ldg, db);
+  cuda::checkCuda(cudaGetLastError(), "the bias gradient kernel");
+}
+
 template <typename T>
 void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
                     const T *pre, int64_t ldpre, int32_t activation, const T *x,
@@ -103,11 +127,8 @@ void linearBackward(int64_t m, int64_t n, int64_t k, const T *dy, int64_t lddy,
     cuda::checkCuda(cudaGetLastError(), "the activation gradient kernel");
     g = scratch, ldg = n;
   }
-  if (db && n) {
-    ZEST_LAUNCH(columnSumKernel<T>, blocks(n), 256, cuda::streams.compute, m, n,
-                g, ldg, db);
-    cuda::checkCuda(cudaGetLastError(), "the bias gradient kernel");
-  }
+  if (db && n)
+    biasGradient(m, n, g, ldg, db);
   if (dx) {
     // dx[m,k] = g[m,n] W[n,k], or g W^T for a [k,n] weight.
     Product p;

@@ -29,8 +29,8 @@ Value getPointer(OpBuilder &builder, Location loc, Value memref,
       memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, memref);
   if (extract)
     *extract = index;
-  Value address = arith::IndexCastOp::create(builder, loc,
-                                             builder.getI64Type(), index);
+  Value address =
+      arith::IndexCastOp::create(builder, loc, builder.getI64Type(), index);
   return LLVM::IntToPtrOp::create(
       builder, loc, LLVM::LLVMPointerType::get(builder.getContext()), address);
 }
@@ -58,9 +58,9 @@ LogicalResult upload(memref::GetGlobalOp get, SymbolTable &symbols) {
   unsigned bits = type.getElementType().isIndex()
                       ? 64
                       : type.getElementType().getIntOrFloatBitWidth();
-  Value bytes = arith::ConstantIntOp::create(
-      builder, loc, builder.getI64Type(),
-      type.getNumElements() * ((bits + 7) / 8));
+  Value bytes =
+      arith::ConstantIntOp::create(builder, loc, builder.getI64Type(),
+                                   type.getNumElements() * ((bits + 7) / 8));
   func::CallOp::create(builder, loc, kCopyToDevice, TypeRange{},
                        ValueRange{to, from, bytes});
   get.getResult().replaceAllUsesExcept(device, read);
