@@ -36,6 +36,17 @@ uint32_t alignmentOf(std::initializer_list<uint64_t> values) {
   return align;
 }
 
+/// The bias and aux pointers of `p`'s call (a plan serves calls with other
+/// pointers of the same alignment).
+void setEpiloguePointers(cublasLtMatmulDesc_t desc, const Product &p) {
+  if (p.bias)
+    setAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias,
+                 "setting the bias");
+  if (p.aux)
+    setAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux,
+                 "setting the pre-activation output");
+}
+
 } // namespace
 
 std::array<uint32_t, 5> Product::alignments() const {
@@ -71,12 +82,7 @@ void Lt::run(const Product &p) {
   if (inserted)
     it->second = plan(p);
   Plan &plan = it->second;
-  if (p.bias)
-    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias,
-                 "setting the bias");
-  if (p.aux)
-    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux,
-                 "setting the pre-activation output");
+  setEpiloguePointers(plan.desc, p);
   float alpha = 1, beta = p.accumulate ? 1 : 0;
   // K = 0: the product is zero, the epilogue still applies.
   checkLt(cublasLtMatmul(handle, plan.desc, &alpha, p.b, plan.first, p.a,
@@ -124,12 +130,7 @@ Plan Lt::plan(const Product &p) {
   setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue,
                "the epilogue");
   // The heuristic reads the bias and aux pointers' alignment.
-  if (p.bias)
-    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias,
-                 "setting the bias");
-  if (p.aux)
-    setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux,
-                 "setting the pre-activation output");
+  setEpiloguePointers(plan.desc, p);
   if (p.ldaux)
     setAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.ldaux,
                  "the pre-activation's row stride");
