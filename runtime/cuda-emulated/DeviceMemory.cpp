@@ -87,12 +87,19 @@ void onFault(int signal, siginfo_t *info, void *context) {
 Region &region() {
   static Region *r = [] {
     auto *r = new Region;
+    // Address space only (no memory is committed until written): as much
+    // as asked, or less where the system limits reservations.
     const char *gib = std::getenv("ZEST_EMULATED_DEVICE_GIB");
-    r->size = size_t(gib ? std::atoll(gib) : 64) << 30;
-    void *base = mmap(nullptr, r->size, PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *base = MAP_FAILED;
+    for (size_t size = size_t(gib ? std::atoll(gib) : 64) << 30;
+         base == MAP_FAILED && size >= (size_t(1) << 30); size /= 2) {
+      r->size = size;
+      base = mmap(nullptr, size, PROT_NONE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (base == MAP_FAILED)
-      zest::rt::fatal("emulated device: cannot reserve its memory region");
+      zest::rt::fatal("emulated device: cannot reserve its memory region "
+                      "(ZEST_EMULATED_DEVICE_GIB sets its size)");
     r->base = static_cast<char *>(base);
     r->free[0] = r->size;
     struct sigaction action {};
