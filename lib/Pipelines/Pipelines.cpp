@@ -160,6 +160,9 @@ static void addTensorPasses(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   pm.addPass(createLowerOptimizerPass());
   pm.addPass(createConvertZestToRuntimePass());
+  // After the gradient norms exist: a GPU reduces them on many blocks.
+  if (isDeviceTarget(options.target))
+    pm.addPass(createSplitReductionsPass());
   // Repeated blocks are computed by one function each, so everything below
   // works on one copy of a stack's block.
   if (options.outlineRegions)

@@ -208,6 +208,34 @@ def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
   ];
 }
 
+def SplitReductionsPass : Pass<"zest-split-reductions", "::mlir::ModuleOp"> {
+  let summary = "Splits large reductions to a scalar into chunks and their "
+                "combination (the device targets)";
+  let description = [{
+    On tensors, before bufferization: a one-dimensional reduction to a
+    scalar of at least `min-elements` elements (the squared norm of a
+    unit's gradient for clipping) becomes, with upstream's
+    `linalg::splitReduction`, a reduction of `[chunks, n / chunks]` to
+    `chunks` partial results and their reduction to the scalar.
+    `zest-map-kernels-to-gpu` then runs the first on one block per chunk
+    and the second on one block, instead of the whole on one block. The
+    partial results are a buffer of the step, initialized outside any
+    branch around the reduction, so the memory plan counts them and the
+    branch stays a kernel. `chunks` is the largest divisor of `n` up to
+    1024 that leaves chunks of at least 256 elements; a size without one, a
+    dynamic size or a combiner without a neutral element is left alone.
+    Deterministic: the order of the additions is fixed.
+  }];
+  let options = [
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"65536",
+           "Split reductions of at least this many elements">,
+  ];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def UploadConstantsPass : Pass<"zest-upload-constants", "::mlir::ModuleOp"> {
   let summary = "Puts the step's constant buffers in device memory (the "
                 "device targets)";

@@ -42,6 +42,28 @@ static Type getKernelArgType(Type type) {
                          memref.getMemorySpace());
 }
 
+/// Reshapes of a kernel's arguments get their result types from the
+/// arguments' generalized layouts (a dynamic offset); a reshape of a
+/// reshape follows, in order.
+static void refreshReshapeTypes(func::FuncOp kernel) {
+  kernel.walk([](Operation *op) {
+    Type type;
+    if (auto expand = dyn_cast<memref::ExpandShapeOp>(op)) {
+      FailureOr<MemRefType> expanded =
+          memref::ExpandShapeOp::computeExpandedType(
+              expand.getSrcType(), expand.getResultType().getShape(),
+              expand.getReassociationIndices());
+      if (succeeded(expanded))
+        type = *expanded;
+    } else if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
+      type = memref::CollapseShapeOp::computeCollapsedType(
+          collapse.getSrcType(), collapse.getReassociationIndices());
+    }
+    if (type)
+      op->getResult(0).setType(type);
+  });
+}
+
 /// Where a buffer lives: the allocation or entry-point argument it is a view
 /// of, and the element range of that root it may touch (the whole root when
 /// the offset or strides are dynamic).
@@ -239,6 +261,7 @@ public:
       builder.clone(*constant, mapping);
     builder.clone(*target, mapping);
     func::ReturnOp::create(builder, target->getLoc());
+    refreshReshapeTypes(kernel);
 
     func::FuncOp unique = deduplicate(kernel);
     OpBuilder callBuilder(target);
