@@ -41,8 +41,8 @@ int64_t getChunks(int64_t size) {
 bool isScalarReduction(linalg::LinalgOp op) {
   return op.hasPureTensorSemantics() && op.getNumLoops() == 1 &&
          op.getNumReductionLoops() == 1 && op.getNumDpsInits() == 1 &&
-         cast<ShapedType>(op.getDpsInitOperand(0)->get().getType())
-                 .getRank() == 0;
+         cast<ShapedType>(op.getDpsInitOperand(0)->get().getType()).getRank() ==
+             0;
 }
 
 /// Moves the partial results' initialization out of any branch around the
