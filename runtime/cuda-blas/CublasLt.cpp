@@ -97,6 +97,16 @@ Lt::Lt() {
   workspace = zest_pool_alloc(kWorkspaceBytes);
 }
 
+Lt::~Lt() {
+  created = nullptr;
+  for (auto &[key, plan] : plans) {
+    cublasLtMatmulDescDestroy(plan.desc);
+    for (cublasLtMatrixLayout_t layout : {plan.first, plan.second, plan.out})
+      cublasLtMatrixLayoutDestroy(layout);
+  }
+  cublasLtDestroy(handle);
+}
+
 cublasLtMatrixLayout_t Lt::layout(cudaDataType_t type, int64_t rows,
                                   int64_t cols, int64_t ld, int64_t batch,
                                   int64_t stride) {

@@ -77,6 +77,8 @@ private:
   static constexpr size_t kWorkspaceBytes = ZEST_CUDA_WORKSPACE_BYTES;
 
   Lt();
+  /// At exit: the plans' descriptors and the handle (host objects).
+  ~Lt();
   static cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows,
                                        int64_t cols, int64_t ld, int64_t batch,
                                        int64_t stride);

@@ -114,7 +114,11 @@ cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code,
     deviceError("this executable's kernels are GPU code (zestc "
                 "--target=cuda), which the emulated device cannot run: "
                 "compile with --target=cuda-emulated");
-  *library = new CUlib_st{image + prefix};
+  // One per module, alive with the process as a real GPU's libraries are
+  // (the runtime never unloads them).
+  static auto *libraries = new std::map<std::string, CUlib_st>;
+  std::string module = image + prefix;
+  *library = &libraries->try_emplace(module, CUlib_st{module}).first->second;
   return cudaSuccess;
 }
 
