@@ -109,8 +109,11 @@ public:
     freeGroups();
     int r = rank();
     // Shard groups are consecutive ranks; replica groups are strided. A
-    // group of one rank needs no communicator.
-    groups[ZEST_GROUP_SHARD] = shards > 1 ? split(r / shards, r) : nullptr;
+    // group of one rank needs no communicator, one of all ranks is the
+    // world's.
+    groups[ZEST_GROUP_SHARD] = shards == worldSize() ? world
+                               : shards > 1          ? split(r / shards, r)
+                                                     : nullptr;
     groups[ZEST_GROUP_REPLICA] = replicas > 1 ? split(r % shards, r) : nullptr;
   }
   int groupRank(zest_group_t group) const override {
