@@ -66,7 +66,6 @@ Lt *created = nullptr;
 
 Lt &Lt::get() {
   static Lt lt;
-  created = &lt;
   return lt;
 }
 
@@ -95,6 +94,7 @@ void Lt::run(const Product &p) {
 Lt::Lt() {
   checkLt(cublasLtCreate(&handle), "cublasLtCreate");
   workspace = zest_pool_alloc(kWorkspaceBytes);
+  created = this;
 }
 
 Lt::~Lt() {

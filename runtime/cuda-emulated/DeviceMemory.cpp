@@ -33,6 +33,12 @@ struct Region {
 
 Region &region();
 
+/// What an allocation of `bytes` occupies: at least one alignment unit.
+size_t paddedSize(size_t bytes) {
+  return (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment *
+         kAlignment;
+}
+
 size_t pageRound(size_t bytes) {
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
@@ -117,8 +123,7 @@ Region &region() {
 void *zest::emulated::allocateDevice(size_t bytes) {
   Region &r = region();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);
-  size_t size =
-      (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  size_t size = paddedSize(bytes);
   for (auto it = r.free.begin(); it != r.free.end(); ++it) {
     if (it->second < size)
       continue;
@@ -149,8 +154,7 @@ bool zest::emulated::freeDevice(void *ptr) {
   if (it == r.allocations.end() || r.base + it->first != ptr)
     return false;
   size_t offset = it->first;
-  size_t size = (std::max<size_t>(it->second, 1) + kAlignment - 1) /
-                kAlignment * kAlignment;
+  size_t size = paddedSize(it->second);
   r.allocations.erase(it);
   // Coalesce with the free neighbours.
   auto next = r.free.lower_bound(offset);
@@ -186,9 +190,7 @@ bool zest::emulated::inDeviceRegion(const void *ptr) {
 }
 
 void *zest::emulated::allocatePinned(size_t bytes) {
-  void *ptr = std::aligned_alloc(kAlignment,
-                                 (std::max<size_t>(bytes, 1) + kAlignment - 1) /
-                                     kAlignment * kAlignment);
+  void *ptr = std::aligned_alloc(kAlignment, paddedSize(bytes));
   Region &r = region();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);
   r.pinned[static_cast<const char *>(ptr)] = bytes;

@@ -167,8 +167,6 @@ ncclResult_t enqueueCollective(const char *what, ncclComm_t comm,
                                size_t sendBytes, void *recv, size_t recvBytes,
                                std::function<void(Collective &)> start,
                                std::function<void(Collective &)> finish) {
-  if (!comm)
-    return failWith(ncclInvalidArgument, std::string(what) + ": no comm");
   if (sendBytes > size_t(INT32_MAX) || recvBytes > size_t(INT32_MAX))
     return failWith(ncclInvalidUsage, std::string(what) +
                                           ": the emulated NCCL moves at most "
@@ -182,11 +180,23 @@ ncclResult_t enqueueCollective(const char *what, ncclComm_t comm,
   return ncclSuccess;
 }
 
-MPI_Op reductionOp(ncclRedOp_t op, const char *what) {
+/// A sum or an average of `comm`'s ranks: MPI sums (16-bit floats widened
+/// to f32), and the result written to `recv` is divided by the ranks for
+/// an average and narrowed back.
+struct Reduction {
+  MPI_Op op = MPI_SUM;
+  std::function<void(Collective &)> finish;
+};
+
+Reduction getReduction(ncclRedOp_t op, ncclComm_t comm, void *recv,
+                       size_t count, ncclDataType_t type, const char *what) {
   if (op != ncclSum && op != ncclAvg)
     deviceError(std::string(what) +
                 ": the emulated NCCL reduces with sum and avg only");
-  return MPI_SUM;
+  int divisor = op == ncclAvg ? comm->size : 1;
+  return {MPI_SUM, [=](Collective &c) {
+            stageOut(c.recv, recv, count, type, isHalf(type), divisor);
+          }};
 }
 
 } // namespace
@@ -277,6 +287,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *asyncError) {
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
                            ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
+  if (!comm)
+    return failWith(ncclInvalidArgument, "ncclAllGather: no comm");
   size_t bytes = count * typeBytes(type);
   return enqueueCollective(
       "ncclAllGather", comm, stream, send, bytes, recv, bytes * comm->size,
@@ -295,8 +307,11 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
                                ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   size_t bytes = count * typeBytes(type);
-  MPI_Op mpiOp = reductionOp(op, "ncclReduceScatter");
-  int divisor = op == ncclAvg ? comm->size : 1;
+  if (!comm)
+    return failWith(ncclInvalidArgument, "ncclReduceScatter: no comm");
+  Reduction reduction =
+      getReduction(op, comm, recv, count, type, "ncclReduceScatter");
+  MPI_Op mpiOp = reduction.op;
   return enqueueCollective(
       "ncclReduceScatter", comm, stream, send, bytes * comm->size, recv, bytes,
       [=](Collective &c) {
@@ -306,17 +321,18 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
                                   reductionType(type), mpiOp, comm->mpi,
                                   &c.request);
       },
-      [=](Collective &c) {
-        stageOut(c.recv, recv, count, type, isHalf(type), divisor);
-      });
+      reduction.finish);
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                            ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
   size_t bytes = count * typeBytes(type);
-  MPI_Op mpiOp = reductionOp(op, "ncclAllReduce");
-  int divisor = op == ncclAvg ? comm->size : 1;
+  if (!comm)
+    return failWith(ncclInvalidArgument, "ncclAllReduce: no comm");
+  Reduction reduction =
+      getReduction(op, comm, recv, count, type, "ncclAllReduce");
+  MPI_Op mpiOp = reduction.op;
   return enqueueCollective(
       "ncclAllReduce", comm, stream, send, bytes, recv, bytes,
       [=](Collective &c) {
@@ -325,14 +341,14 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
         MPI_Iallreduce(c.send.data(), c.recv.data(), int(count),
                        reductionType(type), mpiOp, comm->mpi, &c.request);
       },
-      [=](Collective &c) {
-        stageOut(c.recv, recv, count, type, isHalf(type), divisor);
-      });
+      reduction.finish);
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
                            ncclDataType_t type, int root, ncclComm_t comm,
                            cudaStream_t stream) {
+  if (!comm)
+    return failWith(ncclInvalidArgument, "ncclBroadcast: no comm");
   size_t bytes = count * typeBytes(type);
   bool isRoot = comm->rank == root;
   return enqueueCollective(
