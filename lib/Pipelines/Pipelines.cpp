@@ -72,6 +72,7 @@ getGroupUnitsOptions(const ShardPipelineOptions &options) {
   group.leafClasses.assign(options.leafClasses.begin(),
                            options.leafClasses.end());
   group.minUnitNumel = options.minUnitNumel;
+  group.blockUnits = options.blockUnits;
   group.ignore.assign(options.ignore.begin(), options.ignore.end());
   group.strategy = stringifyShardingStrategy(options.strategy).str();
   group.replicas = options.replicas;

@@ -54,6 +54,11 @@ static cl::opt<int64_t>
     minUnitNumel("min-unit-numel",
                  cl::desc("Size-based auto-wrap threshold (0: off)"),
                  cl::init(0), cl::cat(category));
+static cl::opt<bool> blockUnits(
+    "block-units",
+    cl::desc("Without a leaf option, each repeated block class of an imported "
+             "model (its decoder layer) is a unit (default true)"),
+    cl::init(true), cl::cat(category));
 static cl::list<std::string>
     ignore("ignore", cl::desc("Parameter FQN globs kept replicated"),
            cl::CommaSeparated, cl::cat(category));
@@ -315,6 +320,7 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
   front.leafModules = toVector(leafModules);
   front.leafClasses = toVector(leafClasses);
   front.minUnitNumel = minUnitNumel;
+  front.blockUnits = blockUnits;
   front.ignore = toVector(ignore);
   front.manifest = manifest;
   front.momentum = momentum;

@@ -77,6 +77,11 @@ struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
       *this, "min-unit-numel",
       llvm::cl::desc("Size-based auto-wrap threshold (0 disables it)"),
       llvm::cl::init(0)};
+  Option<bool> blockUnits{
+      *this, "block-units",
+      llvm::cl::desc("Without a leaf option, each repeated block class "
+                     "(zest.module_classes) is a unit"),
+      llvm::cl::init(true)};
   ListOption<std::string> ignore{
       *this, "ignore", llvm::cl::desc("Parameter FQN globs kept replicated")};
   Option<std::string> manifest{

@@ -55,6 +55,11 @@ private:
                                            ArrayRef<std::string> texts);
   void buildTree();
   LogicalResult markLeafModules(ModuleOp module);
+  /// Marks the modules of the repeated block classes as leaves; returns the
+  /// policy in words.
+  std::string markRepeatedBlocks();
+  /// How the units are chosen, in words (`zest.unit_policy`).
+  std::string describePolicy();
   /// Calls `fn` on every parameter of `node`'s subtree.
   void forEachParam(unsigned node, function_ref<void(unsigned)> fn);
   /// Assigns every unassigned parameter of `node`'s subtree to `unit`.
@@ -223,6 +228,92 @@ LogicalResult GroupUnitsPass::markLeafModules(ModuleOp module) {
   return success();
 }
 
+/// Whether `path`'s last component is an index (`layers.3`).
+static bool isIndexed(StringRef path) {
+  StringRef last = path.substr(path.rfind('.') + 1);
+  return !last.empty() && llvm::all_of(last, llvm::isDigit);
+}
+
+/// The repeated block classes of `classes` (module path -> class) and their
+/// modules: classes with at least two modules that are indexed children of
+/// one container and have submodules of their own.
+static llvm::MapVector<StringRef, SmallVector<StringRef>>
+findRepeatedBlocks(DictionaryAttr classes) {
+  // Modules with submodules: every proper ancestor of a recorded path.
+  llvm::StringSet<> composite;
+  for (NamedAttribute entry : classes)
+    for (StringRef path = entry.getName().getValue(); !path.empty();)
+      composite.insert(path = getModulePath(path));
+  // (container, class) -> its indexed composite children.
+  llvm::MapVector<std::pair<StringRef, StringRef>, SmallVector<StringRef>>
+      siblings;
+  for (NamedAttribute entry : classes) {
+    StringRef path = entry.getName().getValue();
+    auto className = dyn_cast<StringAttr>(entry.getValue());
+    if (className && isIndexed(path) && composite.contains(path))
+      siblings[{getModulePath(path), className.getValue()}].push_back(path);
+  }
+  llvm::MapVector<StringRef, SmallVector<StringRef>> blocks;
+  for (auto &[key, paths] : siblings)
+    if (paths.size() >= 2)
+      llvm::append_range(blocks[key.second], paths);
+  return blocks;
+}
+
+std::string GroupUnitsPass::markRepeatedBlocks() {
+  auto blocks = findRepeatedBlocks(contract.moduleClasses);
+  SmallVector<std::pair<StringRef, unsigned>> marked; // (class, node)
+  for (auto &[className, paths] : blocks) {
+    for (StringRef path : paths) {
+      auto node = nodeByPath.find(path);
+      if (node == nodeByPath.end() || node->second == 0)
+        continue; // owns no parameters
+      isLeaf[node->second] = true;
+      marked.push_back({className, node->second});
+    }
+  }
+  // Report the classes whose modules become units: those not inside
+  // another block.
+  llvm::MapVector<StringRef, unsigned> units;
+  for (auto [className, node] : marked) {
+    bool nested = false;
+    for (StringRef path = getModulePath(nodes[node].path); !path.empty();
+         path = getModulePath(path))
+      nested |= isLeaf[nodeByPath.lookup(path)];
+    if (!nested)
+      ++units[className];
+  }
+  if (units.empty())
+    return "one root unit: no leaf option and no repeated block class";
+  std::string policy;
+  llvm::raw_string_ostream os(policy);
+  os << "repeated block class ";
+  llvm::interleaveComma(units, os, [&](auto entry) {
+    os << entry.first << " (" << entry.second << " modules)";
+  });
+  os << "; the rest in root";
+  return policy;
+}
+
+std::string GroupUnitsPass::describePolicy() {
+  std::string policy;
+  llvm::raw_string_ostream os(policy);
+  auto list = [&](StringRef name, ArrayRef<std::string> values) {
+    if (values.empty())
+      return;
+    os << (policy.empty() ? "" : ", ") << name << "=";
+    llvm::interleave(values, os, ",");
+  };
+  list("leaf-modules", leafModules);
+  list("leaf-classes", leafClasses);
+  if (minUnitNumel > 0)
+    os << (policy.empty() ? "" : ", ") << "min-unit-numel=" << minUnitNumel;
+  if (policy.empty())
+    return "one root unit: no leaf option";
+  os << "; the rest in root";
+  return policy;
+}
+
 void GroupUnitsPass::forEachParam(unsigned node,
                                   function_ref<void(unsigned)> fn) {
   for (unsigned param : nodes[node].params)
@@ -383,7 +474,16 @@ void GroupUnitsPass::runOnOperation() {
     }
 
   buildTree();
-  if (failed(markLeafModules(module)) || failed(checkLeafConflicts(module)))
+  if (failed(markLeafModules(module)))
+    return signalPassFailure();
+  bool explicitPolicy =
+      !leafModules.empty() || !leafClasses.empty() || minUnitNumel > 0;
+  std::string policy = blockUnits && !explicitPolicy && contract.moduleClasses
+                           ? markRepeatedBlocks()
+                           : describePolicy();
+  module->setAttr(ZestDialect::kUnitPolicyAttrName,
+                  StringAttr::get(module.getContext(), policy));
+  if (failed(checkLeafConflicts(module)))
     return signalPassFailure();
   collectLeafUnits(0);
   if (minUnitNumel > 0)

@@ -304,10 +304,17 @@ llvm::json::Array describeUnits(ModuleOp module) {
   return units;
 }
 
+/// How zest-group-units chose the units, or null.
+StringAttr getUnitPolicy(ModuleOp module) {
+  return module->getAttrOfType<StringAttr>(ZestDialect::kUnitPolicyAttrName);
+}
+
 void printUnits(ModuleOp module, llvm::raw_ostream &os) {
   auto units = module.getOps<UnitOp>();
   if (units.empty())
     return;
+  if (StringAttr policy = getUnitPolicy(module))
+    os << "units: " << policy.getValue() << "\n";
   os << llvm::formatv("{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n",
                       "unit", "kind", "params", "bytes", "shard bytes",
                       "prefetch", "decision");
@@ -539,6 +546,9 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         {"memory_budget_bytes",
          memoryBudget > 0 ? llvm::json::Value(int64_t(memoryBudget)) : nullptr},
         {"units", describeUnits(module)},
+        {"unit_policy", getUnitPolicy(module)
+                            ? llvm::json::Value(getUnitPolicy(module).str())
+                            : nullptr},
         {"machine", *model ? describeMachine(**model) : nullptr},
         {"functions", std::move(functions)}};
     if (top) {

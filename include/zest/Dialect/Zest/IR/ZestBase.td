@@ -68,6 +68,10 @@ def Zest_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRngAttrName = "zest.rng";
     static constexpr ::llvm::StringLiteral kModuleClassesAttrName =
         "zest.module_classes";
+    // On the module, from zest-group-units: how the units were chosen, in
+    // words, for the report.
+    static constexpr ::llvm::StringLiteral kUnitPolicyAttrName =
+        "zest.unit_policy";
     static constexpr ::llvm::StringLiteral kUnitArgAttrName = "zest.unit";
     static constexpr ::llvm::StringLiteral kUnitGradAttrName = "zest.unit_grad";
     static constexpr ::llvm::StringLiteral kOptimizerStateAttrName =

@@ -46,7 +46,17 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
     3. `min-unit-numel=N`: FSDP's size-based auto-wrap, bottom-up: a module
        becomes a unit once its parameters not yet wrapped by a descendant
        reach N elements.
-    4. Everything else goes to the `root` unit.
+    4. `block-units`, when none of 2 and 3 is given: each *repeated block
+       class* becomes a unit, as FSDP users wrap their decoder layers. A
+       class is a repeated block when at least two of its modules are
+       indexed children of one container (`transformer.h.0`,
+       `transformer.h.1`, ... in `zest.module_classes`) and each has
+       submodules of its own (a `Linear` in a `Sequential` is no block);
+       nested blocks belong to the outermost.
+    5. Everything else goes to the `root` unit.
+
+    The module gets `zest.unit_policy`, the choice in words (the report
+    prints it).
 
     With `strategy=no-shard` (DDP) every unit is replicated: each rank holds
     its whole buffer and optimizer state, and gradients are all-reduced per
@@ -83,6 +93,9 @@ def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
                "Module class names (zest.module_classes) that become units">,
     Option<"minUnitNumel", "min-unit-numel", "int64_t", /*default=*/"0",
            "Size-based auto-wrap threshold in elements (0 disables it)">,
+    Option<"blockUnits", "block-units", "bool", /*default=*/"false",
+           "Without leaf-modules, leaf-classes and min-unit-numel: each "
+           "repeated block class of zest.module_classes becomes a unit">,
     ListOption<"ignore", "ignore", "std::string",
                "Parameter FQN globs kept replicated instead of sharded">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
