@@ -151,6 +151,9 @@ void mlir::zest::buildDescribePipeline(OpPassManager &pm,
 /// fusions that want tensors.
 static void addTensorPasses(OpPassManager &pm,
                             const LowerPipelineOptions &options) {
+  // Products read transposed operands in place; before the linear layers
+  // are recognized, whose backward reads W and x transposed.
+  pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
   // Linear layers are recognized before their activations are approximated
   // (a polynomial tanh is not recognizable) and before bufferization.
   if (options.fuseLinear)

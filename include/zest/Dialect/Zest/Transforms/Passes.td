@@ -650,6 +650,39 @@ def SplitOwnedDeallocsPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FoldTransposesPass
+    : Pass<"zest-fold-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Matrix products read transposed operands in place";
+  let description = [{
+    A `linalg.transpose` that swaps the two innermost dimensions of a
+    product's operand (and keeps any batch dimensions in place) is folded
+    into the product's indexing map: the product reads the transpose's
+    input, as BLAS and cuBLASLt read an operand transposed for free, instead
+    of a copy written first. Imported graphs are full of them: the tied
+    head's `W^T` (50257 x 768 for GPT-2) every step, the weight gradients'
+    `x^T`, a linear backward's `W^T` and attention's `K^T`.
+
+    Products are those `zest-matmul-to-blas` lowers (`linalg.matmul`,
+    `linalg.batch_matmul`, or a generic `acc + a * b` over loops
+    `(batch?, m, n, k)`); the folded product is that generic. A transpose
+    with other users stays for them; one left without users is erased.
+    Transposes that move a batch dimension (attention's head split
+    `[B, S, H, Dh] -> [B, H, S, Dh]`) are not folded.
+
+    ```
+    %t = linalg.transpose ins(%w : tensor<50257x768xf32>)
+           outs(%e : tensor<768x50257xf32>) permutation = [1, 0]
+    %y = linalg.matmul ins(%x, %t : tensor<128x768xf32>, tensor<768x50257xf32>) ...
+    // becomes
+    %y = linalg.generic {indexing_maps = [(m, n, k) -> (m, k),
+                                          (m, n, k) -> (n, k),
+                                          (m, n, k) -> (m, n)], ...}
+           ins(%x, %w : tensor<128x768xf32>, tensor<50257x768xf32>) ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
   let summary = "Rewrites linear layers in linalg into fused linear ops";
   let description = [{

@@ -1,0 +1,109 @@
+//===- FoldTransposes.cpp - Products read transposed operands in place ----===//
+//
+// A product that reads a materialized transpose of its operand reads the
+// operand itself through a transposed indexing map instead: BLAS and
+// cuBLASLt take either layout at the same cost, the copy costs a pass over
+// the operand with strided loads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_FOLDTRANSPOSESPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// True if `transpose` swaps the two innermost dimensions and keeps the
+/// others in place: what a product's transposed layout absorbs.
+static bool swapsInnerDims(linalg::TransposeOp transpose) {
+  ArrayRef<int64_t> permutation = transpose.getPermutation();
+  size_t rank = permutation.size();
+  if (rank < 2)
+    return false;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (permutation[i] != int64_t(i))
+      return false;
+  return permutation[rank - 2] == int64_t(rank - 1) &&
+         permutation[rank - 1] == int64_t(rank - 2);
+}
+
+/// `map` with its two last results swapped.
+static AffineMap swapLastResults(AffineMap map) {
+  SmallVector<AffineExpr> results(map.getResults());
+  std::swap(results[results.size() - 2], results.back());
+  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), results,
+                        map.getContext());
+}
+
+/// Rewrites a product (as zest-matmul-to-blas recognizes them) whose input
+/// is an inner-dimension transpose into a generic product reading the
+/// transpose's input.
+struct FoldTransposeIntoProduct
+    : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "not on tensors");
+    std::optional<unsigned> batch = getGemmBatchDims(op);
+    if (!batch || !getGemmLayout(op, *batch))
+      return rewriter.notifyMatchFailure(op, "not a product BLAS takes");
+    SmallVector<Value> inputs = op.getDpsInputs();
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    bool folded = false;
+    for (unsigned i = 0; i < 2; ++i) {
+      auto transpose = inputs[i].getDefiningOp<linalg::TransposeOp>();
+      if (!transpose || !swapsInnerDims(transpose))
+        continue;
+      inputs[i] = transpose.getInput();
+      maps[i] = swapLastResults(maps[i]);
+      folded = true;
+    }
+    if (!folded)
+      return rewriter.notifyMatchFailure(op, "no transposed operand");
+    auto product = linalg::GenericOp::create(
+        rewriter, op.getLoc(), op->getResultTypes(), inputs, op.getDpsInits(),
+        maps, op.getIteratorTypesArray());
+    rewriter.cloneRegionBefore(op->getRegion(0), product.getRegion(),
+                               product.getRegion().end());
+    rewriter.replaceOp(op, product->getResults());
+    return success();
+  }
+};
+
+/// Erases transposes left without users (their copies were the point).
+struct EraseDeadTranspose : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics() || !op->use_empty())
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct FoldTransposesPass
+    : public zest::impl::FoldTransposesPassBase<FoldTransposesPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FoldTransposeIntoProduct, EraseDeadTranspose>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
