@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <malloc.h>
 #include <optional>
 #include <string>
 #include <sys/resource.h>
@@ -71,6 +73,14 @@ int64_t peakResidentBytes() {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   return int64_t(usage.ru_maxrss) * 1024;
+}
+
+/// Page faults of this process so far (minor: a page mapped on first touch,
+/// as after memory went back to the OS; major: read from disk).
+int64_t pageFaults() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_minflt) + int64_t(usage.ru_majflt);
 }
 
 /// One compiled entry point with host buffers for its arguments and results:
@@ -269,7 +279,7 @@ private:
   DataSource data;
   int64_t micro, globalBatch;
   double checksum = 0, measuredUs = 0;
-  int64_t measuredSteps = 0;
+  int64_t measuredSteps = 0, measuredFaults = 0;
 };
 
 void Run::printHeader() const {
@@ -317,6 +327,7 @@ double Run::callMicroBatch(int64_t step, int64_t a) {
 
 void Run::runStep(int64_t step) {
   double stepStart = zest_now_us();
+  int64_t faultsBefore = pageFaults();
   double loss = 0;
   for (int64_t a = 0; a < options.accum; ++a)
     loss += callMicroBatch(step, a);
@@ -328,6 +339,7 @@ void Run::runStep(int64_t step) {
                   global);
   }
   double stepUs = zest_now_us() - stepStart;
+  int64_t stepFaults = pageFaults() - faultsBefore;
   if (training && options.saveEvery && (step + 1) % options.saveEvery == 0) {
     mirrors.downloadPersistent();
     saveStepCheckpoint(options.save, model, train, step + 1, options.keep);
@@ -337,6 +349,7 @@ void Run::runStep(int64_t step) {
   // The first step warms up the pool and caches; time the rest.
   if (step > startStep || options.steps == 1) {
     measuredUs += stepUs;
+    measuredFaults += stepFaults;
     ++measuredSteps;
   }
 }
@@ -370,7 +383,7 @@ void Run::printSummary(int64_t baseRss) {
               "peak gathered parameter bytes per rank %lld, bytes sent per "
               "step per rank %lld, peak pool bytes per rank %lld, peak RSS "
               "above base bytes per rank %lld, communication wait ms per "
-              "step %.3f\n",
+              "step %.3f, page faults per step %.1f\n",
               static_cast<long long>(options.steps), stepMs,
               stepMs > 0 ? globalBatch / (stepMs / 1000) : 0.0,
               static_cast<long long>(counters.gathered_peak_bytes),
@@ -378,7 +391,8 @@ void Run::printSummary(int64_t baseRss) {
                   options.steps ? counters.bytes_sent / options.steps : 0),
               static_cast<long long>(counters.pool_peak_bytes),
               static_cast<long long>(peakResidentBytes() - baseRss),
-              options.steps ? counters.wait_us / 1000.0 / options.steps : 0.0);
+              options.steps ? counters.wait_us / 1000.0 / options.steps : 0.0,
+              measuredSteps ? double(measuredFaults) / measuredSteps : 0.0);
 }
 
 void Run::finish() {
@@ -397,7 +411,20 @@ void Run::finish() {
 
 } // namespace
 
+/// Keeps memory the program frees for its next use instead of returning it
+/// to the OS. The runtime's pool already does for the step's buffers, but
+/// MPI's nonblocking collectives allocate temporaries per call (libnbc's
+/// reduce-scatter: twice the message), which glibc maps and unmaps, so
+/// every step faulted them in again page by page (GPT-2 124M at W=2:
+/// 121,000 faults a step). The executable owns its process, so it may set
+/// this; a host loading the shared library keeps its own policy.
+static void keepFreedMemory() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
 int main(int argc, char **argv) {
+  keepFreedMemory();
   startRuntime(&argc, &argv);
   // The process base: runtime, MPI and the program, before any model memory.
   int64_t baseRss = residentBytes();
