@@ -16,6 +16,20 @@ std::vector<float> *UnitState::findState(const std::string &name) {
   return nullptr;
 }
 
+/// Fills `shard`, the part of `unit` from element `begin` on, with the
+/// parameters' seeded initial values.
+static void initializeShard(const UnitInfo &unit, uint64_t seed, int64_t begin,
+                            std::vector<float> &shard) {
+  for (const ParamInfo &param : unit.params) {
+    int64_t lo = std::max(begin, param.offset);
+    int64_t hi =
+        std::min(begin + unit.shard, param.offset + param.spec.numel());
+    if (lo < hi)
+      initialValues(param, seed, lo - param.offset, hi - param.offset,
+                    &shard[lo - begin]);
+  }
+}
+
 TrainState::TrainState(const ModelInfo &model, const FunctionInfo &function,
                        const Options &options, int rank)
     : optimizer(function.optimizer), rngSeed(options.seed),
@@ -39,15 +53,10 @@ TrainState::TrainState(const ModelInfo &model, const FunctionInfo &function,
                  " parameters; the driver initialises and updates F32 "
                  "units only");
     UnitState state{&unit, std::vector<float>(unit.shard, 0.0f), {}, {}};
-    int64_t begin = unit.localBegin(rank);
-    for (const ParamInfo &param : unit.params) {
-      int64_t lo = std::max(begin, param.offset);
-      int64_t hi =
-          std::min(begin + unit.shard, param.offset + param.spec.numel());
-      if (lo < hi)
-        initialValues(param, options.seed, lo - param.offset, hi - param.offset,
-                      &state.param[lo - begin]);
-    }
+    // --load overwrites every unit's shard (or the run stops): seeded values
+    // would be thrown away after a pass over the whole model.
+    if (options.load.empty())
+      initializeShard(unit, options.seed, unit.localBegin(rank), state.param);
     units.push_back(std::move(state));
   }
   bool hasMomentumBuffer = false;
