@@ -194,6 +194,8 @@ static void addFloatEmulationPasses(OpPassManager &pm) {
 static void addBufferizePasses(OpPassManager &pm) {
   // A concatenation's slices overwrite its fill.
   pm.addNestedPass<func::FuncOp>(createDropOverwrittenFillsPass());
+  // Every op fills its own destination instead of copying a shared fill.
+  pm.addNestedPass<func::FuncOp>(createCloneSharedFillsPass());
   // Ops whose destination is a slice of a bigger tensor (gradients packed
   // into a unit's flat buffer) write there directly instead of being copied.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());

@@ -162,3 +162,53 @@ func.func @gathered(%x: tensor<4xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<
   } -> tensor<4xf32>
   return %v0, %v1, %z2 : tensor<2xf32>, tensor<2xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A zero fill of an empty tensor that the regions start their reductions
+// from is cloned into each region, not passed in: passed in, every op that
+// writes it would write a copy of it.
+// CHECK-LABEL: func.func @shared_fill(
+// CHECK:         call @zest_region(%{{.*}}, %{{.*}}) : (tensor<4x4xf32>, tensor<8xf32>)
+// CHECK:         call @zest_region(%{{.*}}, %{{.*}}) : (tensor<4x4xf32>, tensor<8xf32>)
+// CHECK:       func.func private @zest_region(%{{[^:]*}}: tensor<4x4xf32>, %{{[^:]*}}: tensor<8xf32>) -> tensor<4x4xf32>
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<4xf32>)
+// CHECK:         linalg.generic {{.*}} outs(%[[Z]] : tensor<4xf32>)
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#col = affine_map<(i, j) -> (j)>
+func.func @shared_fill(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> {zest.unit = @b1},
+                       %x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4x4xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %s0 = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x4xf32>) outs(%z : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.addf %a, %o : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#row, #col, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%s0, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e2 : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %w1 = tensor.extract_slice %u1[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %s1 = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y0 : tensor<4x4xf32>) outs(%z : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.addf %a, %o : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#row, #col, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%s1, %w1 : tensor<4xf32>, tensor<4xf32>) outs(%e2 : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  return %y1 : tensor<4x4xf32>
+}

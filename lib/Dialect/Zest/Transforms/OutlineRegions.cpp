@@ -18,6 +18,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
@@ -102,9 +103,11 @@ public:
   }
 
   /// Whether `op` is cloned into each region that reads it rather than
-  /// passed in: a constant, an empty tensor, or a static view (or element)
-  /// of a value computed outside regions. Cloned, the views of a unit's
-  /// flat buffer make regions of different blocks identical.
+  /// passed in: a constant, an empty tensor, a fill of one with a constant
+  /// (passed in, every op that writes it would write a copy), or a static
+  /// view (or element) of a value computed outside regions. Cloned, the
+  /// views of a unit's flat buffer make regions of different blocks
+  /// identical.
   bool isCloneable(Operation *op) {
     auto [it, inserted] = cloneable.try_emplace(op, false);
     if (!inserted)
@@ -113,6 +116,12 @@ public:
     if (op->getNumOperands() == 0)
       result =
           op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op);
+    else if (auto fill = dyn_cast<linalg::FillOp>(op))
+      result = fill.hasPureTensorSemantics() &&
+               matchPattern(fill.value(), m_Constant()) &&
+               llvm::all_of(fill.getDpsInits(), [&](Value init) {
+                 return init.getDefiningOp<tensor::EmptyOp>();
+               });
     else if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
                  tensor::CollapseShapeOp, tensor::ExtractOp>(op) &&
              isTensorCompute(op))

@@ -508,6 +508,27 @@ def OutlineRegionsPass : Pass<"zest-outline-regions", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def CloneSharedFillsPass
+    : Pass<"zest-clone-shared-fills", "::mlir::func::FuncOp"> {
+  let summary = "Gives every op that writes a filled tensor its own fill";
+  let description = [{
+    Canonicalization and CSE merge the identical `linalg.fill`s that start
+    products and reductions (torch-mlir's zeros, one per op) into one fill
+    with many users: an imported Llama block has one zero `128x768` tensor
+    that 109 ops start from. Bufferization then fills one buffer and copies
+    it into every op's destination before the op writes it, a wasted pass
+    each (and a product that cannot see its start is zero accumulates into
+    the copy).
+
+    Each linalg op that takes a shared fill as its destination (a DPS init)
+    gets a clone of the fill right before it, so it fills its own buffer in
+    place; `zest-matmul-to-blas` then drops a zero fill that directly
+    precedes a product (beta = 0). A fill read as an input keeps the
+    original; one left without users is erased.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def DropOverwrittenFillsPass
     : Pass<"zest-drop-overwritten-fills", "::mlir::func::FuncOp"> {
   let summary = "Drops fills that the slices inserted into them overwrite";

@@ -1,0 +1,110 @@
+"""Hugging Face causal LMs at their published sizes, random weights, dropout
+off, for bench/vs-pytorch/hf.sh: zest-import factories (FILE.py:FACTORY)
+that the eager and FSDP2 side (hf_torch.py) load too, so both run the same
+model, loss and micro-batch.
+
+  gpt2      GPT2LMHeadModel, 124M: 12 layers, D=768, 12 heads, vocab 50257,
+            the head tied to the token embedding
+  llama160m LlamaForCausalLM, 160M: 12 layers, D=768, GQA 12/4 heads,
+            SwiGLU 2048, vocab 32000
+  pythia160m GPTNeoXForCausalLM, Pythia-160M's config: 12 layers, D=768,
+            12 heads, parallel residual, rotary on a quarter of each head,
+            vocab 50304
+
+and, for the toolchain's scale (import and compile, bench/compile-time):
+
+  llama1b   LlamaForCausalLM, 1.2B: 16 layers, D=2048, GQA 32/8 heads,
+            SwiGLU 8192, vocab 128256 (Llama 3.2 1B's shape, untied head)
+
+Each micro-batch is BATCH x SEQ tokens (ZEST_BENCH_BATCH, ZEST_BENCH_SEQ;
+default 1 x 128); the loss is the model's own causal-LM loss on the tokens.
+"""
+import os
+
+import torch
+import transformers
+
+transformers.logging.set_verbosity_error()
+
+BATCH = int(os.environ.get("ZEST_BENCH_BATCH", "1"))
+SEQ = int(os.environ.get("ZEST_BENCH_SEQ", "128"))
+
+
+def _factory(model):
+    vocab = model.config.vocab_size
+
+    def loss_fn(model, ids):
+        return model(input_ids=ids, labels=ids).loss
+
+    return model, loss_fn, (torch.randint(0, vocab, (BATCH, SEQ)),)
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _factory(GPT2LMHeadModel(config))
+
+
+def llama160m():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=768,
+        intermediate_size=2048,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _factory(LlamaForCausalLM(config))
+
+
+def pythia160m():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    config = GPTNeoXConfig(
+        vocab_size=50304,
+        hidden_size=768,
+        intermediate_size=3072,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        rotary_pct=0.25,
+        max_position_embeddings=2048,
+        use_parallel_residual=True,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _factory(GPTNeoXForCausalLM(config))
+
+
+def llama1b():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=2048,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _factory(LlamaForCausalLM(config))

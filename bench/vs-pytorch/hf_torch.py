@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""PyTorch's side of bench/vs-pytorch/hf.sh: a zest-import factory's model
+(FILE.py:FACTORY) trained with SGD from the same weights on the same samples
+as the Zest executable, in eager PyTorch on one rank or under FSDP2 (gloo,
+`fully_shard` per decoder layer and the root) on several.
+
+  hf_torch.py eager FACTORY --weights W --data D --steps S [--lr LR]
+  hf_torch.py fsdp2 FACTORY --weights W --data D --steps S --world-size N
+
+Step k on rank r reads the micro-batch at sample (k N + r) B, as the
+executable does with --accum 1. Prints `step N loss L` lines and the summary
+line of bench/vs-pytorch/model.py (median step time, the first step
+excluded; peak RSS above the base after `import torch` and a warm-up).
+Run with PYTHONPATH=python (the zest_import package) in the project venv.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import resident_bytes, summary, warm_up  # noqa: E402
+
+
+def load(args):
+    """The factory's model with the weights W, its loss and samples."""
+    import torch
+    from safetensors.torch import load_file
+
+    from zest_import import load_factory
+    from zest_import.reference import read_samples
+
+    model, loss_fn, batch = load_factory(args.factory)
+    weights = load_file(args.weights)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(weights[name])
+    model.train()
+    return model, loss_fn, read_samples(args.data, batch), batch[0].shape[0]
+
+
+def block_classes(model):
+    """The decoder layer classes FSDP users wrap (transformers' own list)."""
+    return set(getattr(model, "_no_split_modules", None) or [])
+
+
+def train(args, model, loss_fn, samples, micro, rank=0, world=1,
+          barrier=lambda: None):
+    import torch
+
+    from zest_import.reference import micro_batch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    times = []
+    for step in range(args.steps):
+        inputs = micro_batch(samples, (step * world + rank) * micro, micro)
+        barrier()
+        start = time.perf_counter()
+        loss = loss_fn(model, *inputs)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        barrier()
+        times.append(time.perf_counter() - start)
+        if world > 1:
+            loss = loss.detach().clone()
+            torch.distributed.all_reduce(loss)
+            loss /= world
+        if rank == 0:
+            print(f"step {step + 1} loss {loss.item():.9g}", flush=True)
+    return times
+
+
+def eager(args):
+    import torch
+
+    torch.set_num_threads(1)
+    warm_up()
+    base = resident_bytes()
+    model, loss_fn, samples, micro = load(args)
+    summary(train(args, model, loss_fn, samples, micro), base)
+
+
+def fsdp2_worker(rank, args):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    torch.set_num_threads(1)
+    warm_up()
+    base = resident_bytes()
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{args.port}",
+        rank=rank,
+        world_size=args.world_size,
+    )
+    model, loss_fn, samples, micro = load(args)
+    classes = block_classes(model)
+    blocks = [m for m in model.modules() if type(m).__name__ in classes]
+    if not blocks:
+        raise SystemExit(f"{args.factory}: no decoder layer class to wrap")
+    for block in blocks:
+        fully_shard(block)
+    fully_shard(model)
+    times = train(args, model, loss_fn, samples, micro, rank,
+                  args.world_size, dist.barrier)
+    if rank == 0:
+        summary(times, base)
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["eager", "fsdp2"])
+    parser.add_argument("factory")
+    parser.add_argument("--weights", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--port", type=int, default=29519)
+    args = parser.parse_args()
+    if args.mode == "eager":
+        eager(args)
+    else:
+        import torch.multiprocessing as mp
+
+        mp.spawn(fsdp2_worker, args=(args,), nprocs=args.world_size)
+
+
+if __name__ == "__main__":
+    main()
