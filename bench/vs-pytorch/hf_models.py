@@ -5,13 +5,14 @@ model, loss and micro-batch.
 
   gpt2      GPT2LMHeadModel, 124M: 12 layers, D=768, 12 heads, vocab 50257,
             the head tied to the token embedding
-  llama160m LlamaForCausalLM, 160M: 12 layers, D=768, GQA 12/4 heads,
+  llama160m LlamaForCausalLM, the "160M" config of issue 25 (125M
+            parameters): 12 layers, D=768, GQA 12/4 heads,
             SwiGLU 2048, vocab 32000
   pythia160m GPTNeoXForCausalLM, Pythia-160M's config: 12 layers, D=768,
             12 heads, parallel residual, rotary on a quarter of each head,
             vocab 50304
 
-and, for the toolchain's scale (import and compile, bench/compile-time):
+and, for the toolchain's scale (import and compile by hand, docs/Performance.md):
 
   llama1b   LlamaForCausalLM, 1.2B: 16 layers, D=2048, GQA 32/8 heads,
             SwiGLU 8192, vocab 128256 (Llama 3.2 1B's shape, untied head)
@@ -53,22 +54,28 @@ def gpt2():
     return _factory(GPT2LMHeadModel(config))
 
 
-def llama160m():
+def _llama(**sizes):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(
+        max_position_embeddings=2048,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+        **sizes,
+    )
+    return _factory(LlamaForCausalLM(config))
+
+
+def llama160m():
+    return _llama(
         vocab_size=32000,
         hidden_size=768,
         intermediate_size=2048,
         num_hidden_layers=12,
         num_attention_heads=12,
         num_key_value_heads=4,
-        max_position_embeddings=2048,
-        attn_implementation="sdpa",
-        loss_type="ForCausalLM",
     )
-    return _factory(LlamaForCausalLM(config))
 
 
 def pythia160m():
@@ -93,18 +100,11 @@ def pythia160m():
 
 
 def llama1b():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
+    return _llama(
         vocab_size=128256,
         hidden_size=2048,
         intermediate_size=8192,
         num_hidden_layers=16,
         num_attention_heads=32,
         num_key_value_heads=8,
-        max_position_embeddings=2048,
-        attn_implementation="sdpa",
-        loss_type="ForCausalLM",
     )
-    return _factory(LlamaForCausalLM(config))

@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import resident_bytes, summary, warm_up  # noqa: E402
+from model import resident_bytes, start_rank, summary, warm_up  # noqa: E402
 
 
 def load(args):
@@ -44,8 +44,7 @@ def block_classes(model):
     return set(getattr(model, "_no_split_modules", None) or [])
 
 
-def train(args, model, loss_fn, samples, micro, rank=0, world=1,
-          barrier=lambda: None):
+def train(args, model, loss_fn, samples, micro, rank=0, world=1, barrier=lambda: None):
     import torch
 
     from zest_import.reference import micro_batch
@@ -82,19 +81,10 @@ def eager(args):
 
 
 def fsdp2_worker(rank, args):
-    import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
-    torch.set_num_threads(1)
-    warm_up()
-    base = resident_bytes()
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{args.port}",
-        rank=rank,
-        world_size=args.world_size,
-    )
+    base = start_rank(rank, args)
     model, loss_fn, samples, micro = load(args)
     classes = block_classes(model)
     blocks = [m for m in model.modules() if type(m).__name__ in classes]
@@ -103,8 +93,9 @@ def fsdp2_worker(rank, args):
     for block in blocks:
         fully_shard(block)
     fully_shard(model)
-    times = train(args, model, loss_fn, samples, micro, rank,
-                  args.world_size, dist.barrier)
+    times = train(
+        args, model, loss_fn, samples, micro, rank, args.world_size, dist.barrier
+    )
     if rank == 0:
         summary(times, base)
     dist.destroy_process_group()

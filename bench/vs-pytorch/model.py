@@ -177,10 +177,11 @@ def eager(args):
     summary(train(args, model), base)
 
 
-def fsdp2_worker(rank, args):
+def start_rank(rank, args):
+    """One thread, the warm-up and the gloo group of an FSDP2 rank; returns
+    the resident bytes before the model exists."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
 
     torch.set_num_threads(1)
     warm_up()
@@ -191,6 +192,14 @@ def fsdp2_worker(rank, args):
         rank=rank,
         world_size=args.world_size,
     )
+    return base
+
+
+def fsdp2_worker(rank, args):
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    base = start_rank(rank, args)
     model = build(args)
     for block in model.layers:
         fully_shard(block)
