@@ -12,7 +12,7 @@ PACKAGES=(
   # Build system (g++ also links the executables zestc makes).
   cmake ninja-build ccache make python3 g++
   # CPU runtime: collectives and GEMM.
-  libopenmpi-dev openmpi-bin libopenblas-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev
   # Benchmarks (bench/): arithmetic on timings, peak memory of zestc.
   bc time
   # The format check make test runs (scripts/check-format.sh).

@@ -41,6 +41,9 @@ import sys
 
 
 llvm_config.add_tool_substitutions(["zestc", "zest-ckpt"], tool_dirs)
+# The sgemm library of the CPU runtime (-DZEST_GEMM): gemm-onednn or
+# gemm-openblas.
+config.available_features.add("gemm-" + config.zest_gemm)
 mpirun = shutil.which("mpirun")
 if mpirun:
     config.available_features.add("mpi")

@@ -85,8 +85,8 @@ for m in "${MODELS[@]}"; do
   printf "%-8s %10.1f %10.1f %7.2f %10.0f %10.0f %7.2f\n" "W=2/FSDP2" \
     "$z2" "$f2" "$(bc -l <<<"$z2 / $f2")" "$(mb "$z2mb")" "$(mb "$f2mb")" \
     "$(bc -l <<<"$z2mb / $f2mb")"
-  echo "  page faults per step: W=1 $(med zest1 "page faults per step")," \
-    "W=2 $(med zest2 "page faults per step"); communication wait W=2:" \
+  echo "  page faults in the last step: W=1 $(med zest1 "in the last step")," \
+    "W=2 $(med zest2 "in the last step"); communication wait W=2:" \
     "$(med zest2 "communication wait ms per step") ms per step"
   echo "  losses (first, last): zest1 $(losses "$dir/zest1.1.log")| eager" \
     "$(losses "$dir/eager.1.log")| zest2 $(losses "$dir/zest2.1.log")| fsdp2" \

@@ -15,9 +15,9 @@
 #include "zest_runtime.h"
 
 #include "../common/HalfFloat.h"
+#include "Sgemm.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -227,17 +227,16 @@ extern "C" void zest_linear_backward(ZEST_linear_backward_PARAMS(float)) {
       addRow(dy + i * lddy, db, n);
   }
   if (dx && m && k)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                w_transposed ? CblasNoTrans : CblasTrans, m, k, n, 1.0f, g, ldg,
-                w, ldw, 0.0f, dx, lddx);
+    zest::kernels::sgemm(false, !w_transposed, m, k, n, g, ldg, w, ldw, 0.0f,
+                         dx, lddx);
   zest_progress();
   if (dw && k && n) {
     if (dw_transposed)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, g,
-                  ldg, x, ldx, 0.0f, dw, lddw);
+      zest::kernels::sgemm(true, false, n, k, m, g, ldg, x, ldx, 0.0f, dw,
+                           lddw);
     else
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1.0f, x,
-                  ldx, g, ldg, 0.0f, dw, lddw);
+      zest::kernels::sgemm(true, false, k, n, m, x, ldx, g, ldg, 0.0f, dw,
+                           lddw);
   }
 }
 
@@ -256,10 +255,8 @@ extern "C" void zest_linear_forward(ZEST_linear_forward_PARAMS(float)) {
     if (bias)
       for (int64_t i = 0; i < count; ++i)
         std::memcpy(block + i * ldproduct, bias, n * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                w_transposed ? CblasTrans : CblasNoTrans, count, n, k, 1.0f,
-                x + row * ldx, ldx, w, ldw, bias ? 1.0f : 0.0f, block,
-                ldproduct);
+    zest::kernels::sgemm(false, w_transposed, count, n, k, x + row * ldx, ldx,
+                         w, ldw, bias ? 1.0f : 0.0f, block, ldproduct);
     if (activation == ZEST_ACTIVATION_NONE && product == y)
       continue; // product and bias only
     for (int64_t i = 0; i < count; ++i)

@@ -279,7 +279,7 @@ private:
   DataSource data;
   int64_t micro, globalBatch;
   double checksum = 0, measuredUs = 0;
-  int64_t measuredSteps = 0, measuredFaults = 0;
+  int64_t measuredSteps = 0, lastStepFaults = 0;
 };
 
 void Run::printHeader() const {
@@ -339,7 +339,7 @@ void Run::runStep(int64_t step) {
                   global);
   }
   double stepUs = zest_now_us() - stepStart;
-  int64_t stepFaults = pageFaults() - faultsBefore;
+  lastStepFaults = pageFaults() - faultsBefore;
   if (training && options.saveEvery && (step + 1) % options.saveEvery == 0) {
     mirrors.downloadPersistent();
     saveStepCheckpoint(options.save, model, train, step + 1, options.keep);
@@ -349,7 +349,6 @@ void Run::runStep(int64_t step) {
   // The first step warms up the pool and caches; time the rest.
   if (step > startStep || options.steps == 1) {
     measuredUs += stepUs;
-    measuredFaults += stepFaults;
     ++measuredSteps;
   }
 }
@@ -383,7 +382,7 @@ void Run::printSummary(int64_t baseRss) {
               "peak gathered parameter bytes per rank %lld, bytes sent per "
               "step per rank %lld, peak pool bytes per rank %lld, peak RSS "
               "above base bytes per rank %lld, communication wait ms per "
-              "step %.3f, page faults per step %.1f\n",
+              "step %.3f, page faults in the last step %lld\n",
               static_cast<long long>(options.steps), stepMs,
               stepMs > 0 ? globalBatch / (stepMs / 1000) : 0.0,
               static_cast<long long>(counters.gathered_peak_bytes),
@@ -392,7 +391,7 @@ void Run::printSummary(int64_t baseRss) {
               static_cast<long long>(counters.pool_peak_bytes),
               static_cast<long long>(peakResidentBytes() - baseRss),
               options.steps ? counters.wait_us / 1000.0 / options.steps : 0.0,
-              measuredSteps ? double(measuredFaults) / measuredSteps : 0.0);
+              static_cast<long long>(lastStepFaults));
 }
 
 void Run::finish() {
