@@ -1,13 +1,16 @@
-//===- fused-linear.cpp - Fused linear kernels vs cblas_sgemm -------------===//
+//===- fused-linear.cpp - Fused linear kernels vs the runtime's sgemm
+//------===//
 //
 // GFLOP/s (2 M N K per call) of the fused linear forward with bias and
-// tanh-GELU, next to bare cblas_sgemm (no epilogue) and to the unfused form
+// tanh-GELU, next to the runtime's bare sgemm (zest_sgemm: oneDNN or
+// OpenBLAS, -DZEST_GEMM; no epilogue) and to the unfused form
 // (sgemm, then a separate pass for bias and activation), on the same shapes.
 // Then the backward (4 M N K: input and weight gradients) with the GELU
 // backward and the bias gradient, next to the two bare sgemms and to the
 // unfused form (a pass for the activation backward, one for the bias
 // gradient, two sgemms).
-// Medians over repetitions, one thread: run with OPENBLAS_NUM_THREADS=1.
+// Medians over repetitions, one thread: run with OMP_NUM_THREADS=1
+// OPENBLAS_NUM_THREADS=1.
 //   zest-bench-fused-linear [reps]
 //
 //===----------------------------------------------------------------------===//
@@ -15,7 +18,6 @@
 #include "zest_runtime.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -74,8 +76,8 @@ int main(int argc, char **argv) {
       v = dist(rng);
     double flops = 2.0 * s.m * s.n * s.k;
     double sgemm = medianSeconds(reps, [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1,
-                  x.data(), s.k, w.data(), s.k, 0, y.data(), s.n);
+      zest_sgemm(0, 1, s.m, s.n, s.k, x.data(), s.k, w.data(), s.k, y.data(),
+                 s.n, 0);
     });
     double fused = medianSeconds(reps, [&] {
       zest_linear_forward(s.m, s.n, s.k, x.data(), s.k, w.data(), s.k, 1,
@@ -83,8 +85,8 @@ int main(int argc, char **argv) {
                           y.data(), s.n);
     });
     double unfused = medianSeconds(reps, [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1,
-                  x.data(), s.k, w.data(), s.k, 0, pre.data(), s.n);
+      zest_sgemm(0, 1, s.m, s.n, s.k, x.data(), s.k, w.data(), s.k, pre.data(),
+                 s.n, 0);
       for (int64_t i = 0; i < s.m; ++i)
         for (int64_t j = 0; j < s.n; ++j) {
           float v = pre[i * s.n + j] + b[j];
@@ -109,10 +111,10 @@ int main(int argc, char **argv) {
         e = dist(rng);
     double flops = 4.0 * s.m * s.n * s.k;
     auto products = [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.k, s.n, 1,
-                  g.data(), s.n, w.data(), s.k, 0, dx.data(), s.k);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.n, s.k, s.m, 1,
-                  g.data(), s.n, x.data(), s.k, 0, dw.data(), s.k);
+      zest_sgemm(0, 0, s.m, s.k, s.n, g.data(), s.n, w.data(), s.k, dx.data(),
+                 s.k, 0);
+      zest_sgemm(1, 0, s.n, s.k, s.m, g.data(), s.n, x.data(), s.k, dw.data(),
+                 s.k, 0);
     };
     double sgemm = medianSeconds(reps, products);
     double fused = medianSeconds(reps, [&] {

@@ -27,8 +27,8 @@ namespace {
 using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float *,
                             int, const float *, int, float, float *, int);
 using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float,
-                          const float *, int64_t, const float *, int64_t,
-                          float, float *, int64_t);
+                          const float *, int64_t, const float *, int64_t, float,
+                          float *, int64_t);
 
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
@@ -40,11 +40,11 @@ struct Library {
   void sgemm(bool ta, bool tb, int m, int n, int k, const float *a, int lda,
              const float *b, int ldb, float *c, int ldc) const {
     if (cblas)
-      cblas(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, m, n,
-            k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+      cblas(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, m, n, k,
+            1.0f, a, lda, b, ldb, 0.0f, c, ldc);
     else
-      dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
-           0.0f, c, ldc);
+      dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f,
+           c, ldc);
   }
 };
 
@@ -93,8 +93,8 @@ double timeShape(const Library &lib, const Shape &s, std::vector<float> &a,
   double start = seconds();
   while (times.size() < 3 || (seconds() - start < 0.2 && times.size() < 200)) {
     double t = seconds();
-    lib.sgemm(s.ta, s.tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb,
-              c.data(), s.n);
+    lib.sgemm(s.ta, s.tb, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, c.data(),
+              s.n);
     times.push_back(seconds() - t);
   }
   std::sort(times.begin(), times.end());
@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
       libs.push_back(load(argv[i]));
   }
   if (libs.empty()) {
-    std::fprintf(stderr, "usage: %s [--peak-gflops=G] NAME=LIB.so[:SYMBOL]...\n",
+    std::fprintf(stderr,
+                 "usage: %s [--peak-gflops=G] NAME=LIB.so[:SYMBOL]...\n",
                  argv[0]);
     return 2;
   }
