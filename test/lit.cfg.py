@@ -44,6 +44,10 @@ llvm_config.add_tool_substitutions(["zestc", "zest-ckpt"], tool_dirs)
 # The sgemm library of the CPU runtime (-DZEST_GEMM): gemm-onednn or
 # gemm-openblas.
 config.available_features.add("gemm-" + config.zest_gemm)
+# Built with -DZEST_SANITIZE (make sanitize): the sanitizers' allocator
+# replaces glibc's.
+if config.zest_sanitize:
+    config.available_features.add("sanitize")
 mpirun = shutil.which("mpirun")
 if mpirun:
     config.available_features.add("mpi")
