@@ -83,24 +83,12 @@ struct FoldTransposeIntoProduct
   }
 };
 
-/// Erases transposes left without users (their copies were the point).
-struct EraseDeadTranspose : public OpRewritePattern<linalg::TransposeOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(linalg::TransposeOp op,
-                                PatternRewriter &rewriter) const override {
-    if (!op.hasPureTensorSemantics() || !op->use_empty())
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
 struct FoldTransposesPass
     : public zest::impl::FoldTransposesPassBase<FoldTransposesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldTransposeIntoProduct, EraseDeadTranspose>(&getContext());
+    // The greedy driver erases the transposes left without users.
+    patterns.add<FoldTransposeIntoProduct>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

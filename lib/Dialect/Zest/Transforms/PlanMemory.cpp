@@ -538,6 +538,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     }
     if (reportJson.empty())
       return;
+    StringAttr policy = getUnitPolicy(module);
     llvm::json::Object report{
         {"schema", "zest-report/1"},
         {"world_size", mesh.getWorldSize()},
@@ -546,9 +547,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         {"memory_budget_bytes",
          memoryBudget > 0 ? llvm::json::Value(int64_t(memoryBudget)) : nullptr},
         {"units", describeUnits(module)},
-        {"unit_policy", getUnitPolicy(module)
-                            ? llvm::json::Value(getUnitPolicy(module).str())
-                            : nullptr},
+        {"unit_policy",
+         policy ? llvm::json::Value(policy.str()) : llvm::json::Value(nullptr)},
         {"machine", *model ? describeMachine(**model) : nullptr},
         {"functions", std::move(functions)}};
     if (top) {
