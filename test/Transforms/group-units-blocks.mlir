@@ -1,5 +1,6 @@
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=2 block-units" | FileCheck %s
 // RUN: zest-opt %s -split-input-file -zest-group-units="world-size=2 block-units min-unit-numel=50" | FileCheck %s --check-prefix=EXPLICIT
+// RUN: zest-opt %s -split-input-file -zest-group-units="world-size=2 block-units=false" | FileCheck %s --check-prefix=OFF
 
 // Default units for imported models (block-units): each repeated block class
 // of zest.module_classes is a unit, the rest is the root unit.
@@ -18,6 +19,11 @@
 // EXPLICIT:       zest.unit @layers.0
 // EXPLICIT:       zest.unit @layers.1
 // EXPLICIT:       zest.unit @root
+// Without block-units (zestc --block-units=false): one root unit.
+// OFF-LABEL: module attributes
+// OFF-SAME:  zest.unit_policy = "one root unit: no leaf option"
+// OFF:       zest.unit @root
+// OFF-NOT:   zest.unit @layers
 module attributes {zest.module_classes = {"embed" = "Embedding", "layers" = "ModuleList", "layers.0" = "Block", "layers.1" = "Block", "layers.0.attn" = "Linear", "layers.0.mlp" = "MLP", "layers.1.attn" = "Linear", "layers.1.mlp" = "MLP", "layers.0.mlp.fc" = "Linear", "layers.1.mlp.fc" = "Linear", "head" = "Linear"}} {
   func.func @step(%e: tensor<10x10xf32> {zest.param = "embed.weight"},
                   %a0: tensor<30xf32> {zest.param = "layers.0.attn.weight"},
