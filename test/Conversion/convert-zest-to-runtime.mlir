@@ -123,6 +123,62 @@ func.func @async(%s: tensor<4xf32>, %x: f32) -> (tensor<8xf32>, f32) {
 
 // -----
 
+zest.unit @v sharded : f32, world_size = 2, padded_size = 20, shard_size = 10 [
+  "v.a" : tensor<2x3xf32> at 0,
+  "v.b" : tensor<2x3xf32> at 6,
+  "v.e" : tensor<4x2xf32> at 12
+]
+
+// Imported graphs share one zero fill among the products of one shape, and
+// an embedding gradient is a loop that scatter-adds rows into a zero
+// constant: each gradient still gets a fill of its own, in its own slice of
+// the flat buffer, so none is computed in a copy.
+// CHECK-LABEL: func.func @private_destinations(
+// CHECK:       %[[E:.*]] = tensor.empty() : tensor<20xf32>
+// CHECK:       %[[SB:.*]] = tensor.extract_slice %[[E]][6] [6] [1]
+// CHECK:       %[[EB:.*]] = tensor.expand_shape %[[SB]]
+// CHECK:       %[[FB:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[EB]] : tensor<2x3xf32>)
+// CHECK:       %[[SA:.*]] = tensor.extract_slice %[[E]][0] [6] [1]
+// CHECK:       %[[EA:.*]] = tensor.expand_shape %[[SA]]
+// CHECK:       %[[FA:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[EA]] : tensor<2x3xf32>)
+// CHECK:       linalg.matmul {{.*}} outs(%[[FA]] : tensor<2x3xf32>)
+// CHECK:       %[[IA:.*]] = tensor.insert_slice %{{.*}} into %[[E]][0] [6] [1]
+// CHECK:       linalg.matmul {{.*}} outs(%[[FB]] : tensor<2x3xf32>)
+// CHECK:       %[[IB:.*]] = tensor.insert_slice %{{.*}} into %[[IA]][6] [6] [1]
+// CHECK:       %[[SE:.*]] = tensor.extract_slice %[[IB]][12] [8] [1]
+// CHECK:       %[[EE:.*]] = tensor.expand_shape %[[SE]]
+// CHECK:       %[[FE:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[EE]] : tensor<4x2xf32>)
+// CHECK:       %[[L:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[FE]]) -> (tensor<4x2xf32>)
+// CHECK:       %[[LF:.*]] = tensor.collapse_shape %[[L]]
+// CHECK:       tensor.insert_slice %[[LF]] into %[[IB]][12] [8] [1]
+// CHECK-NOT:   linalg.fill
+// CHECK-NOT:   arith.constant dense
+// CHECK:       call @zest_reduce_scatter_start
+func.func @private_destinations(%x: tensor<2x4xf32>, %y: tensor<4x3xf32>, %rows: tensor<3x2xf32>, %ids: tensor<3xindex>) -> tensor<10xf32> {
+  %zero = arith.constant 0.0 : f32
+  %zeros = arith.constant dense<0.0> : tensor<4x2xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %e = tensor.empty() : tensor<2x3xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %ga = linalg.matmul ins(%x, %y : tensor<2x4xf32>, tensor<4x3xf32>) outs(%z : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %gb = linalg.matmul ins(%x, %y : tensor<2x4xf32>, tensor<4x3xf32>) outs(%z : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %ge = scf.for %i = %c0 to %c3 step %c1 iter_args(%acc = %zeros) -> (tensor<4x2xf32>) {
+    %id = tensor.extract %ids[%i] : tensor<3xindex>
+    %row = tensor.extract_slice %rows[%i, 0] [1, 2] [1, 1] : tensor<3x2xf32> to tensor<2xf32>
+    %old = tensor.extract_slice %acc[%id, 0] [1, 2] [1, 1] : tensor<4x2xf32> to tensor<2xf32>
+    %new = linalg.add ins(%old, %row : tensor<2xf32>, tensor<2xf32>) outs(%old : tensor<2xf32>) -> tensor<2xf32>
+    %next = tensor.insert_slice %new into %acc[%id, 0] [1, 2] [1, 1] : tensor<2xf32> into tensor<4x2xf32>
+    scf.yield %next : tensor<4x2xf32>
+  }
+  %flat = zest.flatten @v ["v.a", "v.b", "v.e"] (%ga, %gb, %ge) : tensor<2x3xf32>, tensor<2x3xf32>, tensor<4x2xf32> -> tensor<20xf32>
+  %r = zest.reduce_scatter avg %flat for @v : tensor<20xf32> -> tensor<10xf32>
+  return %r : tensor<10xf32>
+}
+
+// -----
+
 // Replicated units all-reduce the full buffer over every rank (group 0,
 // ZEST_GROUP_WORLD); integers use their dtype code (I64 = 5) and the sum
 // reduction (0).

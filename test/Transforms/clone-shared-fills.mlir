@@ -43,3 +43,31 @@ func.func @read_and_written(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   %x2 = linalg.exp ins(%x : tensor<4xf32>) outs(%o : tensor<4xf32>) -> tensor<4xf32>
   return %s, %x2 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A loop that scatters into a splat constant (the cross-entropy backward's
+// one-hot gradient) starts from a fill of an empty tensor instead: the
+// constant would be a global copied into a new buffer every step. A
+// constant the loop only reads stays.
+// CHECK-LABEL: func.func @splat_loop_init
+// CHECK-NOT:     dense<0.0
+// CHECK:         %[[TABLE:.+]] = arith.constant dense<2.5{{.*}}> : tensor<4xf32>
+// CHECK:         %[[E:.+]] = tensor.empty() : tensor<4x8xf32>
+// CHECK-NEXT:    %[[F:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%[[E]] : tensor<4x8xf32>)
+// CHECK-NEXT:    scf.for {{.*}} iter_args(%{{.+}} = %[[F]]) -> (tensor<4x8xf32>)
+// CHECK:           tensor.extract %[[TABLE]][
+func.func @splat_loop_init(%ids: tensor<4xindex>) -> tensor<4x8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %zeros = arith.constant dense<0.0> : tensor<4x8xf32>
+  %table = arith.constant dense<2.5> : tensor<4xf32>
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %zeros) -> (tensor<4x8xf32>) {
+    %id = tensor.extract %ids[%i] : tensor<4xindex>
+    %v = tensor.extract %table[%i] : tensor<4xf32>
+    %next = tensor.insert %v into %acc[%i, %id] : tensor<4x8xf32>
+    scf.yield %next : tensor<4x8xf32>
+  }
+  return %r : tensor<4x8xf32>
+}

@@ -212,3 +212,55 @@ func.func @shared_fill(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> 
   } -> tensor<4x4xf32>
   return %y1 : tensor<4x4xf32>
 }
+
+// -----
+
+// So is a fill of a static view of an empty tensor (a gradient's slice of
+// its unit's flat buffer), with the view: the region computes the gradient
+// in its slice instead of a copy of the fill.
+// CHECK-LABEL: func.func @shared_fill_of_slice(
+// CHECK:         call @zest_region(%{{.*}}, %{{.*}}) : (tensor<4x4xf32>, tensor<8xf32>)
+// CHECK:         call @zest_region(%{{.*}}, %{{.*}}) : (tensor<4x4xf32>, tensor<8xf32>)
+// CHECK:       func.func private @zest_region(%{{[^:]*}}: tensor<4x4xf32>, %{{[^:]*}}: tensor<8xf32>) -> tensor<4x4xf32>
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<2x4xf32>
+// CHECK:         %[[V:.*]] = tensor.extract_slice %[[E]][1, 0] [1, 4] [1, 1]
+// CHECK:         %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[V]] : tensor<4xf32>)
+// CHECK:         linalg.generic {{.*}} outs(%[[Z]] : tensor<4xf32>)
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#col = affine_map<(i, j) -> (j)>
+func.func @shared_fill_of_slice(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> {zest.unit = @b1},
+                       %x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %flat = tensor.empty() : tensor<2x4xf32>
+  %e = tensor.extract_slice %flat[1, 0] [1, 4] [1, 1] : tensor<2x4xf32> to tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4x4xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %s0 = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x4xf32>) outs(%z : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.addf %a, %o : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#row, #col, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%s0, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e2 : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  %w1 = tensor.extract_slice %u1[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %s1 = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y0 : tensor<4x4xf32>) outs(%z : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.addf %a, %o : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#row, #col, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%s1, %w1 : tensor<4xf32>, tensor<4xf32>) outs(%e2 : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x4xf32>
+  return %y1 : tensor<4x4xf32>
+}

@@ -91,7 +91,7 @@ static cl::opt<bool> noSync(
 static cl::opt<bool> fuseLinear(
     "fuse-linear",
     cl::desc("Fuse linear layers (product, bias, activation and their "
-             "backward) into OpenBLAS calls with fused epilogues "
+             "backward) into BLAS calls (oneDNN or OpenBLAS) with fused epilogues "
              "(default true; --fuse-linear=false keeps them apart)"),
     cl::init(true), cl::cat(category));
 static cl::opt<bool> fuseElementwise(

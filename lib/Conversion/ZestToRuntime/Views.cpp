@@ -9,9 +9,12 @@
 
 #include "ZestToRuntime.h"
 #include "zest/Conversion/RuntimeCalls.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -139,19 +142,76 @@ struct LowerUnpack : public OpRewritePattern<UnpackOp> {
   }
 };
 
-/// The empty tensor whose buffer `value` is computed in, through the inits
-/// of destination-style producers (a matmul into a fill of an empty tensor).
+/// The operand whose buffer `result` is computed in: a destination-style
+/// op's init, or a loop's initial value of an iteration argument (the
+/// embedding gradient's scatter-add loop).
+static OpOperand *getTiedDestination(OpResult result) {
+  Operation *producer = result.getOwner();
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(producer))
+    return dps.getTiedOpOperand(result);
+  if (auto loop = dyn_cast<scf::ForOp>(producer))
+    return loop.getTiedLoopInit(result);
+  return nullptr;
+}
+
+/// The empty tensor whose buffer `value` is computed in, through the
+/// destinations of its producers (a matmul into a fill of an empty tensor).
 static tensor::EmptyOp findRootEmpty(Value value) {
   while (auto result = dyn_cast<OpResult>(value)) {
-    Operation *producer = result.getOwner();
-    if (auto empty = dyn_cast<tensor::EmptyOp>(producer))
+    if (auto empty = dyn_cast<tensor::EmptyOp>(result.getOwner()))
       return empty;
-    auto dps = dyn_cast<DestinationStyleOpInterface>(producer);
-    if (!dps)
+    OpOperand *destination = getTiedDestination(result);
+    if (!destination)
       return {};
-    value = dps.getTiedOpOperand(result)->get();
+    value = destination->get();
   }
   return {};
+}
+
+/// A fill of a new empty tensor with `value`'s contents at the rewriter's
+/// insertion point, when `value` is an empty tensor, a fill of one (with a
+/// value defined before it) or a splat constant; null otherwise.
+static Value cloneDestination(Value value, PatternRewriter &rewriter) {
+  Operation *op = value.getDefiningOp();
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!op || !type || !type.hasStaticShape())
+    return {};
+  if (isa<tensor::EmptyOp>(op))
+    return rewriter.clone(*op)->getResult(0);
+  if (Value fill = createFillOfSplat(rewriter, value))
+    return fill;
+  auto fill = dyn_cast<linalg::FillOp>(op);
+  if (!fill || !fill.hasPureTensorSemantics())
+    return {};
+  Value init = cloneDestination(fill.getDpsInitOperand(0)->get(), rewriter);
+  if (!init)
+    return {};
+  IRMapping mapping;
+  mapping.map(fill.getDpsInitOperand(0)->get(), init);
+  return rewriter.clone(*fill, mapping)->getResult(0);
+}
+
+/// Gives `value`'s chain of destinations (a matmul into a fill of an empty
+/// tensor, a loop into a zero constant) a fill and empty tensor of its own
+/// where they are shared with other ops (imported graphs share one zero fill
+/// among the products of one shape) or constant, so that `value` can be
+/// computed in its own slice.
+static void privatizeDestinations(Value value, PatternRewriter &rewriter) {
+  while (auto result = dyn_cast<OpResult>(value)) {
+    OpOperand *destination = getTiedDestination(result);
+    if (!destination)
+      return;
+    Value init = destination->get();
+    Operation *owner = destination->getOwner();
+    if (!init.hasOneUse() || matchPattern(init, m_Constant())) {
+      rewriter.setInsertionPoint(owner);
+      if (Value copy = cloneDestination(init, rewriter)) {
+        rewriter.modifyOpInPlace(owner, [&] { destination->set(copy); });
+        init = copy;
+      }
+    }
+    value = init;
+  }
 }
 
 /// Flattens `value` to 1-D (rank 0 and rank > 1 reshape, rank 1 is kept).
@@ -201,6 +261,8 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
       Piece piece{value, unit.lookupParam(name), {}, false};
       Operation *producer = value.getDefiningOp();
       piece.early = producer && producer->getBlock() == block;
+      if (piece.early)
+        privatizeDestinations(value, rewriter);
       tensor::EmptyOp root = piece.early ? findRootEmpty(value) : nullptr;
       if (root && root != producer && root->hasOneUse() &&
           root->getBlock() == block && roots.insert(root).second)

@@ -1,15 +1,20 @@
 //===- CloneSharedFills.cpp - One fill per op that writes it --------------===//
 //
 // A fill shared by several destinations bufferizes into one filled buffer
-// copied into each; a fill per destination writes each in place.
+// copied into each; a fill per destination writes each in place. Likewise a
+// splat constant a loop writes into would be copied from a global.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_CLONESHAREDFILLSPASS
@@ -18,6 +23,20 @@ namespace mlir::zest {
 
 using namespace mlir;
 using namespace mlir::zest;
+
+Value mlir::zest::createFillOfSplat(OpBuilder &builder, Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  SplatElementsAttr splat;
+  if (!type || !type.hasStaticShape() ||
+      !matchPattern(value, m_Constant(&splat)))
+    return {};
+  Location loc = value.getLoc();
+  Value scalar = arith::ConstantOp::create(
+      builder, loc, cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+  Value empty = tensor::EmptyOp::create(builder, loc, type.getShape(),
+                                        type.getElementType());
+  return linalg::FillOp::create(builder, loc, scalar, empty).getResult(0);
+}
 
 namespace {
 
@@ -47,6 +66,21 @@ static void cloneForEachDestination(linalg::FillOp fill) {
     fill->erase();
 }
 
+/// Starts each of `loop`'s iteration arguments that begins as a splat
+/// constant from a fill of an empty tensor instead.
+static void fillSplatLoopInits(scf::ForOp loop) {
+  OpBuilder builder(loop);
+  for (OpOperand &init : loop.getInitArgsMutable()) {
+    Value constant = init.get();
+    Value fill = createFillOfSplat(builder, constant);
+    if (!fill)
+      continue;
+    init.set(fill);
+    if (constant.use_empty())
+      constant.getDefiningOp()->erase();
+  }
+}
+
 struct CloneSharedFillsPass
     : public zest::impl::CloneSharedFillsPassBase<CloneSharedFillsPass> {
   void runOnOperation() override {
@@ -57,6 +91,10 @@ struct CloneSharedFillsPass
     });
     for (linalg::FillOp fill : fills)
       cloneForEachDestination(fill);
+    SmallVector<scf::ForOp> loops;
+    getOperation().walk([&](scf::ForOp loop) { loops.push_back(loop); });
+    for (scf::ForOp loop : loops)
+      fillSplatLoopInits(loop);
   }
 };
 

@@ -103,8 +103,9 @@ public:
   }
 
   /// Whether `op` is cloned into each region that reads it rather than
-  /// passed in: a constant, an empty tensor, a fill of one with a constant
-  /// (passed in, every op that writes it would write a copy), or a static
+  /// passed in: a constant, an empty tensor, a fill of one (or of a view of
+  /// one) with a constant (passed in, every op that writes it would write a
+  /// copy), or a static
   /// view (or element) of a value computed outside regions. Cloned, the
   /// views of a unit's flat buffer make regions of different blocks
   /// identical.
@@ -119,9 +120,8 @@ public:
     else if (auto fill = dyn_cast<linalg::FillOp>(op))
       result = fill.hasPureTensorSemantics() &&
                matchPattern(fill.value(), m_Constant()) &&
-               llvm::all_of(fill.getDpsInits(), [&](Value init) {
-                 return init.getDefiningOp<tensor::EmptyOp>();
-               });
+               llvm::all_of(fill.getDpsInits(),
+                            [&](Value init) { return isEmptyView(init); });
     else if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
                  tensor::CollapseShapeOp, tensor::ExtractOp>(op) &&
              isTensorCompute(op))
@@ -134,6 +134,21 @@ public:
       });
     cloneable[op] = result;
     return result;
+  }
+
+  /// Whether `value` is an empty tensor or a static view of one (a
+  /// gradient's slice of its unit's flat buffer, before anything is written
+  /// there): a fill of it is cloned with the view, so the region writes the
+  /// gradient in its flat buffer instead of into a copy of a shared fill.
+  bool isEmptyView(Value value) {
+    Operation *producer = value.getDefiningOp();
+    if (!producer)
+      return false;
+    if (isa<tensor::EmptyOp>(producer))
+      return true;
+    return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+               tensor::CollapseShapeOp>(producer) &&
+           isCloneable(producer) && isEmptyView(producer->getOperand(0));
   }
 
   /// A value computed outside any region: an argument, or the result of an

@@ -525,8 +525,14 @@ def CloneSharedFillsPass
     place; `zest-matmul-to-blas` then drops a zero fill that directly
     precedes a product (beta = 0). A fill read as an input keeps the
     original; one left without users is erased.
+
+    A splat constant that a loop starts an iteration argument from (the
+    cross-entropy backward's scatter into zeros) becomes a fill of an empty
+    tensor right before the loop: bufferized, the constant would be a global
+    copied into a new buffer every step.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def DropOverwrittenFillsPass

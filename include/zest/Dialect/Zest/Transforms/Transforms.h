@@ -12,6 +12,11 @@ namespace mlir::zest {
 /// products, elementwise ops and reductions next to 2-D code are merged.
 void populateFlattenRowsPatterns(RewritePatternSet &patterns);
 
+/// A `linalg.fill` of a new empty tensor equal to `value` when `value` is a
+/// static splat tensor constant (a destination that is written: bufferized,
+/// the constant would be a global copied into a new buffer); null otherwise.
+Value createFillOfSplat(OpBuilder &builder, Value value);
+
 } // namespace mlir::zest
 
 #endif // ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
