@@ -90,9 +90,10 @@ static cl::opt<bool> noSync(
     cl::init(false), cl::cat(category));
 static cl::opt<bool> fuseLinear(
     "fuse-linear",
-    cl::desc("Fuse linear layers (product, bias, activation and their "
-             "backward) into BLAS calls (oneDNN or OpenBLAS) with fused epilogues "
-             "(default true; --fuse-linear=false keeps them apart)"),
+    cl::desc(
+        "Fuse linear layers (product, bias, activation and their "
+        "backward) into BLAS calls (oneDNN or OpenBLAS) with fused epilogues "
+        "(default true; --fuse-linear=false keeps them apart)"),
     cl::init(true), cl::cat(category));
 static cl::opt<bool> fuseElementwise(
     "fuse-elementwise",
