@@ -1,8 +1,9 @@
 """torch-mlir's scatter (``tm_tensor.scatter``) as a loop of upstream ops.
 
-torch-mlir lowers the backward of ``embedding`` and ``nll_loss`` (and
-``index_put`` / ``scatter_add``) to ``tm_tensor.scatter``, a dialect Zest
-does not know. Each scatter becomes an ``scf.for`` over its N updates that
+torch-mlir lowers the backward of ``embedding`` (and ``index_put`` /
+``scatter_add``; ``nll_loss``'s has a decomposition of its own) to
+``tm_tensor.scatter``, a dialect Zest does not know. Each scatter becomes
+an ``scf.for`` over its N updates that
 reads the addressed slice of the accumulator, combines the update into it
 (assignment or addition: the combiners torch-mlir emits) and inserts it
 back: N slice reads and writes, O(N x slice), where a one-hot product would
