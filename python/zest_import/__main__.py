@@ -8,7 +8,7 @@ with --weights, the initial parameters as safetensors keyed by FQN.
 import argparse
 import sys
 
-from . import ZestImportError, import_model, load_factory
+from . import ZestImportError, attention, import_model, load_factory
 
 
 def main(argv=None):
@@ -39,7 +39,19 @@ def main(argv=None):
         help="also write NAME_forward: the loss in eval mode, "
         "without gradients (runs with --function)",
     )
+    parser.add_argument(
+        "--attention-block",
+        type=int,
+        default=attention.BLOCK,
+        metavar="N",
+        help="scaled_dot_product_attention by blocks of N queries and N keys "
+        "with an online softmax, never holding all the scores (default "
+        f"{attention.BLOCK}); 0 traces PyTorch's math path, which does",
+    )
     args = parser.parse_args(argv)
+    if args.attention_block < 0:
+        parser.error("--attention-block must be 0 or positive")
+    attention.BLOCK = args.attention_block
     try:
         model, loss_fn, batch = load_factory(args.factory)
         text, weights = import_model(model, loss_fn, batch, args.name, args.forward)

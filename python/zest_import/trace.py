@@ -123,13 +123,15 @@ def model_loss(model, loss_fn, values, data):
 
 def make_fx_step(fn, args, model, streams):
     """make_fx of `fn` on `args` with the importer's decompositions (torch-
-    mlir's, ours, the random ops'), scaled_dot_product_attention traced as
-    its math (matmul, softmax, matmul: the fused CPU kernels' backward has
-    no lowering to linalg), source lines recorded for errors."""
+    mlir's, ours, the random ops'), scaled_dot_product_attention traced by
+    blocks with an online softmax (attention.py; the fused CPU kernels have
+    no lowering to linalg, and PyTorch's math path materializes every
+    score), source lines recorded for errors."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch_mlir import fx as tmfx
     from . import decompositions
+    from . import attention
 
     table = {
         **tmfx.get_decomposition_table(),
@@ -138,7 +140,7 @@ def make_fx_step(fn, args, model, streams):
     }
     # Fake tensors: the trace computes nothing, so a model's gradients and
     # activations never exist (a 1B-parameter Llama: 15.8 GB -> its weights).
-    with sdpa_kernel(SDPBackend.MATH), QuietStderr():
+    with sdpa_kernel(SDPBackend.MATH), attention.BlockedAttentionMode(), QuietStderr():
         return make_fx(
             fn,
             decomposition_table=table,
