@@ -15,8 +15,10 @@ eager's kernels do). Every op is an ordinary ATen op, so the result is the
 linalg-on-tensors contract and Zest compiles the blocks like any products
 and elementwise chains.
 
-What falls back to PyTorch's math path (still correct, not blocked):
-dropout inside attention (its mask would have to be drawn again, block by
+What takes PyTorch's math path instead: attention that is one block
+(queries and keys at most BLOCK; keeping its probabilities is then no larger
+than a block and cheaper than recomputing them: GPT-2 124M at 128 tokens
+plans 9.9 MB less, and skips a product per layer), dropout inside attention (its mask would have to be drawn again, block by
 block, in the backward), a mask that requires a gradient, and inputs whose
 batch dimensions broadcast rather than agree.
 """
@@ -25,9 +27,10 @@ import math
 
 import torch
 
+from . import functions
+
 # Rows of queries and of keys per block (zest-import --attention-block):
-# 256 keeps one block's scores at 256 KiB per head; at 128 tokens (the
-# benchmarks) attention is one block. 0: PyTorch's math path.
+# 256 keeps one block's scores at 256 KiB per head. 0: PyTorch's math path.
 BLOCK = 256
 
 
@@ -46,11 +49,20 @@ def _mask_block(mask, rows, cols):
     return mask
 
 
-def _masked_scores(q, k, scale, mask, causal, rows, cols):
+def _masked_scores(q, k, scale, mask, causal, rows, cols, recompute=False):
     """Scores of query rows [rows) against key columns [cols), masked:
-    a bool mask keeps True, a float mask is added, causal keeps j <= i."""
+    a bool mask keeps True, a float mask is added, causal keeps j <= i.
+
+    The backward's recomputation scales the queries before the product,
+    the forward scales the product: the same scores within rounding, but
+    not the same ops, so CSE cannot merge them and keep the forward's
+    scores alive until the backward (which would undo the recomputation)."""
     (r0, r1), (c0, c1) = rows, cols
-    s = torch.matmul(q[..., r0:r1, :], k[..., c0:c1, :].transpose(-2, -1)) * scale
+    q, k_t = q[..., r0:r1, :], k[..., c0:c1, :].transpose(-2, -1)
+    if recompute:
+        s = torch.matmul(q * scale, k_t)
+    else:
+        s = torch.matmul(q, k_t) * scale
     if mask is not None:
         m = _mask_block(mask, rows, cols)
         s = torch.where(m, s, -math.inf) if m.dtype == torch.bool else s + m
@@ -115,7 +127,7 @@ def _backward(d_out, q, k, v, mask, out, lse, causal, scale):
         dq_rows = None
         for b, cols in enumerate(_key_blocks(rows, n_keys, causal)):
             c0, c1 = cols
-            s = _masked_scores(q, k, scale, mask, causal, rows, cols)
+            s = _masked_scores(q, k, scale, mask, causal, rows, cols, True)
             p = torch.exp(s - lse[..., r0:r1].unsqueeze(-1))
             dp = torch.matmul(do, v[..., c0:c1, :].transpose(-2, -1))
             ds = p * (dp - delta[..., r0:r1].unsqueeze(-1)) * scale
@@ -157,31 +169,6 @@ class BlockedAttention(torch.autograd.Function):
         return (*grads, None, None, None)
 
 
-def _functionalize_forward(interpreter, function, *operands, **_):
-    """torch.func.functionalize's rule for an autograd.Function (PyTorch
-    has none, "NYI"): by the time it runs, torch.func.grad has recorded the
-    function's backward, so functionalization sees its forward's ops as
-    ordinary ops."""
-    return function.forward(*operands)
-
-
-def _register_functionalize_rule():
-    """Installs the rule above on torch's custom_function_call (a private
-    table of the pinned torch); False where that table is not there."""
-    try:
-        from torch._functorch.autograd_function import custom_function_call
-        from torch._C._functorch import TransformType
-
-        table = custom_function_call.functorch_table
-    except (ImportError, AttributeError):
-        return False
-    table[TransformType.Functionalize] = _functionalize_forward
-    return True
-
-
-REGISTERED = _register_functionalize_rule()
-
-
 def _repeat_heads(x, n_rep):
     """GQA: each key/value head serves n_rep consecutive query heads."""
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
@@ -202,6 +189,7 @@ def scaled_dot_product_attention(
     blocks; `original` computes what this does not block (see above)."""
     blockable = (
         BLOCK > 0
+        and max(query.shape[-2], key.shape[-2]) > BLOCK
         and dropout_p == 0.0
         and query.dim() >= 3
         and query.shape[:-3] == key.shape[:-3] == value.shape[:-3]
@@ -209,7 +197,7 @@ def scaled_dot_product_attention(
         and (attn_mask is None or not attn_mask.requires_grad)
         and (attn_mask is None or not is_causal)  # as PyTorch refuses it
         and query.dtype.is_floating_point
-        and REGISTERED
+        and functions.REGISTERED
     )
     if enable_gqa or key.shape[-3] != query.shape[-3]:
         heads, kv_heads = query.shape[-3], key.shape[-3]
@@ -235,18 +223,3 @@ def scaled_dot_product_attention(
         mask = mask.to(query.dtype)
     out, _ = BlockedAttention.apply(query, key, value, mask, bool(is_causal), scale)
     return out
-
-
-class BlockedAttentionMode(torch.overrides.TorchFunctionMode):
-    """Routes every scaled_dot_product_attention call made while it is
-    active (torch.nn.functional's, however the model refers to it, and the
-    ATen op an exported program calls) to the blocked version."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        # The mode is off while its handler runs: the blocks' own ops (and
-        # the math fallback) are not routed here again.
-        if func is sdpa or func is torch.ops.aten.scaled_dot_product_attention.default:
-            return scaled_dot_product_attention(*args, **kwargs, original=func)
-        return func(*args, **kwargs)

@@ -131,7 +131,7 @@ def make_fx_step(fn, args, model, streams):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch_mlir import fx as tmfx
     from . import decompositions
-    from . import attention
+    from . import functions
 
     table = {
         **tmfx.get_decomposition_table(),
@@ -140,7 +140,7 @@ def make_fx_step(fn, args, model, streams):
     }
     # Fake tensors: the trace computes nothing, so a model's gradients and
     # activations never exist (a 1B-parameter Llama: 15.8 GB -> its weights).
-    with sdpa_kernel(SDPBackend.MATH), attention.BlockedAttentionMode(), QuietStderr():
+    with sdpa_kernel(SDPBackend.MATH), functions.FusedFunctionsMode(), QuietStderr():
         return make_fx(
             fn,
             decomposition_table=table,
