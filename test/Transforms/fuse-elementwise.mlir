@@ -6,7 +6,7 @@
 // CHECK-LABEL: func.func @chain(
 // CHECK-SAME: %[[A:[^:]*]]: tensor<4x8xf32>, %[[B:[^:]*]]: tensor<4x8xf32>
 // CHECK: %[[R:.*]] = linalg.generic
-// CHECK-SAME: ins(%[[A]], %[[B]], %[[B]] : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-SAME: ins(%[[A]], %[[B]] : tensor<4x8xf32>, tensor<4x8xf32>)
 // CHECK: arith.subf
 // CHECK: arith.mulf
 // CHECK: math.exp
@@ -47,7 +47,7 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>
 // CHECK: %[[R:.*]] = linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "reduction"]
-// CHECK-SAME: ins(%[[X]], %[[X]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-SAME: ins(%[[X]] : tensor<4x8xf32>)
 // CHECK: arith.mulf
 // CHECK: arith.addf
 // CHECK-NOT: linalg.reduce
@@ -81,10 +81,11 @@ func.func @sum_of_squares(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 #mn = affine_map<(m, n, k) -> (m, n)>
 
 // Left apart: a producer something else also reads (it would be computed
-// twice), a producer read through a broadcast (recomputed per column), a
-// producer read twice by one consumer, and a matrix product (BLAS).
+// twice), a producer read through a broadcast (recomputed per column), and
+// a matrix product (BLAS). A producer read twice by one consumer is read
+// once (the operands deduplicated), then fused.
 // CHECK-LABEL: func.func @left_apart(
-// CHECK-COUNT-8: linalg.generic
+// CHECK-COUNT-7: linalg.generic
 // CHECK-NOT: linalg.generic
 // CHECK: return
 func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32>)
@@ -117,7 +118,7 @@ func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32
     %r = arith.mulf %x, %s : f32
     linalg.yield %r : f32
   } -> tensor<4x8xf32>
-  // Read twice by one consumer.
+  // Read twice by one consumer: fused.
   %tw = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%x: f32, %o: f32):
@@ -145,4 +146,35 @@ func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32
     linalg.yield %s : f32
   } -> tensor<4x8xf32>
   return %shared, %u1, %u2, %u3, %mm : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// torch's max.dim in a softmax: only the maximum is read, so the indices
+// (a compare and a select per element, and their buffer) are not computed.
+// CHECK-LABEL: func.func @unused_argmax
+// CHECK:         %[[MAX:.+]] = linalg.generic
+// CHECK-SAME:      outs(%{{.+}} : tensor<4xf32>)
+// CHECK-NOT:       arith.select
+// CHECK:           arith.maximumf
+// CHECK-NOT:       arith.select
+// CHECK:         return %[[MAX]] : tensor<4xf32>
+func.func @unused_argmax(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %c0 = arith.constant 0 : i64
+  %em = tensor.empty() : tensor<4xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%em : tensor<4xf32>) -> tensor<4xf32>
+  %ei = tensor.empty() : tensor<4xi64>
+  %i0 = linalg.fill ins(%c0 : i64) outs(%ei : tensor<4xi64>) -> tensor<4xi64>
+  %r:2 = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%m0, %i0 : tensor<4xf32>, tensor<4xi64>) {
+  ^bb0(%in: f32, %m: f32, %i: i64):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i64
+    %nm = arith.maximumf %in, %m : f32
+    %gt = arith.cmpf ogt, %in, %m : f32
+    %ni = arith.select %gt, %ji, %i : i64
+    linalg.yield %nm, %ni : f32, i64
+  } -> (tensor<4xf32>, tensor<4xi64>)
+  return %r#0 : tensor<4xf32>
 }

@@ -106,6 +106,10 @@ struct FuseElementwisePass
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseElementwiseProducer, GeneralizeReduceWithProducer>(
         &getContext());
+    // Results nothing reads are not computed: the indices of torch's
+    // max.dim in every softmax (a compare and select per element, and an
+    // index buffer) when only the maximum is used.
+    linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -770,6 +770,12 @@ def FuseElementwisePass
     through a broadcast (each producer element would be recomputed once per
     consumer iteration that reads it). Runs after `zest-fuse-linear`, which
     wants activations as separate ops, and before the optimizer is lowered.
+
+    Generics also lose the results nothing reads and the inputs they read
+    twice (upstream's erase-unused-operands-and-results patterns): torch's
+    `max.dim` in every softmax computes indices only the maximum is used
+    of, and a producer read twice by one consumer is then read once and
+    fused.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
