@@ -17,6 +17,12 @@ median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 # The figure after "<label> " on a summary line: field "step time" "$line".
 field() { sed -nE "s/.*$1 ([0-9.]+).*/\1/p" <<<"$2" | tail -1; }
+# The median of a summary field over the REPS repetitions DIR/RUN.<r>.log:
+# median_of_runs DIR RUN "step time".
+median_of_runs() {
+  for r in $(seq "$REPS"); do field "$3" "$(grep summary "$1/$2.$r.log")"; done |
+    median
+}
 # The first and last losses of a run's log.
 losses() { grep '^step ' "$1" | sed -n '1p;$p' | awk '{printf "%s ", $4}'; }
 

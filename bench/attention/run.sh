@@ -50,10 +50,7 @@ for seq in "${SEQS[@]}"; do
       "$dir/weights.safetensors" --data "$dir/tokens.bin" --steps "$STEPS" \
       --lr 0.01 >"$dir/eager.$r.log"
   done
-  med() { # median of a summary field over the repetitions of run $1
-    for r in $(seq "$REPS"); do field "$2" "$(grep summary "$dir/$1.$r.log")"; done |
-      median
-  }
+  med() { median_of_runs "$dir" "$@"; }
   mib() { bc -l <<<"$1 / 1048576"; }
   pool() { sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$dir/report$1.txt"; }
   rss="peak RSS above base bytes per rank"

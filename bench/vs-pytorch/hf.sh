@@ -67,10 +67,7 @@ for m in "${MODELS[@]}"; do
       true # gloo may abort while tearing down after the summary
     grep -q summary "$dir/fsdp2.$r.log" || { cat "$dir/fsdp2.$r.err"; exit 1; }
   done
-  med() { # median of a summary field over the repetitions of run $1
-    for r in $(seq "$REPS"); do field "$2" "$(grep summary "$dir/$1.$r.log")"; done |
-      median
-  }
+  med() { median_of_runs "$dir" "$@"; }
   z1=$(med zest1 "step time"); e1=$(med eager "step time")
   z2=$(med zest2 "step time"); f2=$(med fsdp2 "step time")
   rss="peak RSS above base bytes per rank"
