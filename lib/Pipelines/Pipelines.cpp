@@ -123,6 +123,15 @@ getScheduleOptions(const FrontPipelineOptions &options) {
 void mlir::zest::buildFrontPipeline(OpPassManager &pm,
                                     const FrontPipelineOptions &options) {
   buildShardPipeline(pm, options);
+  // On the sharded step, before the optimizer's accumulate entry points
+  // copy it and before keep decisions merge the re-gathers it reads.
+  if (options.activationCheckpointing != CheckpointMode::None) {
+    CheckpointActivationsPassOptions checkpoint;
+    checkpoint.mode =
+        stringifyCheckpointMode(options.activationCheckpointing).str();
+    checkpoint.units.assign(options.acUnits.begin(), options.acUnits.end());
+    pm.addPass(createCheckpointActivationsPass(checkpoint));
+  }
   if (options.hasOptimizer())
     pm.addPass(createInsertOptimizerPass(getOptimizerOptions(options)));
   // After the updates exist: they move down with their reduce-scatter's wait.

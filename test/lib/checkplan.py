@@ -33,6 +33,7 @@ UNIT = {
     "shard_bytes": INT,
     "prefetch": OPT_INT,
     "decision": str,
+    "checkpoint": (str, type(None)),
 }
 FUNCTION = {
     "name": str,
@@ -96,6 +97,8 @@ def check_schema(report):
             sys.exit(f"checkplan: unit kind {unit['kind']}")
         if unit["decision"] not in ("keep", "re-gather", "replicated"):
             sys.exit(f"checkplan: unit decision {unit['decision']}")
+        if unit["checkpoint"] not in (None, "full", "selective"):
+            sys.exit(f"checkplan: unit checkpoint {unit['checkpoint']}")
     if report.get("machine") is not None:
         check_object(report["machine"], MACHINE, "machine")
     for function in report["functions"]:

@@ -155,6 +155,20 @@ static cl::opt<std::string> bucketBytes(
              "their buffers add up to at most this many bytes (suffixes KiB, "
              "MiB, GiB; default 0: one collective per unit)"),
     cl::value_desc("bytes"), cl::cat(category));
+static cl::opt<std::string> activationCheckpointing(
+    "activation-checkpointing",
+    cl::desc("What units keep of their forward for their backward: none "
+             "(everything, the default), full (their inputs; the rest is "
+             "recomputed before their backward, from the parameters the "
+             "backward gathers anyway) or selective (their inputs and "
+             "products' outputs; norms, activations and softmax are "
+             "recomputed)"),
+    cl::init("none"), cl::cat(category));
+static cl::list<std::string>
+    acUnits("ac-units",
+            cl::desc("Units checkpointed, as globs of unit names (default: "
+                     "every unit but the root)"),
+            cl::CommaSeparated, cl::cat(category));
 static cl::opt<std::string> reportJson(
     "report-json",
     cl::desc("Write the report (units and their schedule, collectives, "
@@ -329,6 +343,7 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
   front.maxGradNorm = clipGradNorm;
   front.noSync = noSync;
   front.prefetch = prefetch;
+  front.acUnits = toVector(acUnits);
   auto wireType = [](StringRef text) {
     return text.empty() ? std::optional<WireType>(WireType::F32)
                         : symbolizeWireType(text);
@@ -337,6 +352,10 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
       succeeded(parseChoice(
           "optimizer", optimizer, symbolizeOptimizerChoice(optimizer),
           "sgd, adamw or none", front.optimizer.getValue())) &&
+      succeeded(parseChoice("activation-checkpointing", activationCheckpointing,
+                            symbolizeCheckpointMode(activationCheckpointing),
+                            "none, full or selective",
+                            front.activationCheckpointing.getValue())) &&
       succeeded(parseChoice("strategy", strategy,
                             symbolizeShardingStrategy(strategy),
                             "full-shard, shard-grad-op, no-shard or "

@@ -158,6 +158,21 @@ struct FrontPipelineOptions : public ShardPipelineOptions {
       llvm::cl::desc("Merge collectives of units while their buffers add up "
                      "to at most this many bytes (0: one per unit)"),
       llvm::cl::init(0)};
+  Option<CheckpointMode> activationCheckpointing{
+      *this, "activation-checkpointing",
+      llvm::cl::desc("What units recompute of their forward before their "
+                     "backward"),
+      llvm::cl::init(CheckpointMode::None),
+      llvm::cl::values(
+          clEnumValN(CheckpointMode::None, "none", "keep every activation"),
+          clEnumValN(CheckpointMode::Full, "full",
+                     "keep the units' inputs, recompute the rest"),
+          clEnumValN(CheckpointMode::Selective, "selective",
+                     "keep the inputs and the products' outputs"))};
+  ListOption<std::string> acUnits{
+      *this, "ac-units",
+      llvm::cl::desc("Globs of the units checkpointed (default: all but the "
+                     "root)")};
 
   /// Whether training steps get an optimizer (`optimizer` is not none).
   bool hasOptimizer() const { return optimizer != OptimizerChoice::None; }

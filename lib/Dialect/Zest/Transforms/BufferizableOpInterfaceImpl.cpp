@@ -2,7 +2,8 @@
 //
 // The fused linear ops are destination-style: on tensors they return their
 // destinations, on memrefs they write them. Bufferizing one swaps each
-// operand for its buffer and drops the results, as for linalg.
+// operand for its buffer and drops the results, as for linalg. An
+// optimization barrier is its operand's buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +55,38 @@ struct WriteOnlyDestinationModel
   }
 };
 
+/// The barrier is its operand: it bufferizes to the operand's buffer,
+/// neither reading nor writing it.
+struct OptimizationBarrierModel
+    : public BufferizableOpInterface::ExternalModel<OptimizationBarrierModel,
+                                                    OptimizationBarrierOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &,
+                                      const AnalysisState &) const {
+    return {{op->getResult(0), BufferRelation::Equivalent}};
+  }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    FailureOr<Value> buffer =
+        getBuffer(rewriter, op->getOperand(0), options, state);
+    if (failed(buffer))
+      return failure();
+    replaceOpWithBufferizedValues(rewriter, op, *buffer);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::zest::registerBufferizableOpInterfaceExternalModels(
@@ -62,5 +95,6 @@ void mlir::zest::registerBufferizableOpInterfaceExternalModels(
     LinearOp::attachInterface<WriteOnlyDestinationModel<LinearOp>>(*ctx);
     LinearBackwardOp::attachInterface<
         WriteOnlyDestinationModel<LinearBackwardOp>>(*ctx);
+    OptimizationBarrierOp::attachInterface<OptimizationBarrierModel>(*ctx);
   });
 }

@@ -265,6 +265,12 @@ StringRef getDecision(UnitOp unit) {
   return unit->hasAttr(ZestDialect::kKeepAttrName) ? "keep" : "re-gather";
 }
 
+/// What the unit recomputes of its forward (zest-checkpoint-activations),
+/// or null.
+StringAttr getCheckpoint(UnitOp unit) {
+  return unit->getAttrOfType<StringAttr>(ZestDialect::kCheckpointAttrName);
+}
+
 std::optional<int64_t> getPrefetch(UnitOp unit) {
   if (auto depth =
           unit->getAttrOfType<IntegerAttr>(ZestDialect::kPrefetchAttrName))
@@ -290,6 +296,7 @@ llvm::json::Array describeUnits(ModuleOp module) {
     std::string dtype;
     llvm::raw_string_ostream(dtype) << unit.getElementType();
     std::optional<int64_t> prefetch = getPrefetch(unit);
+    StringAttr checkpoint = getCheckpoint(unit);
     units.push_back(llvm::json::Object{
         {"name", unit.getSymName()},
         {"kind", unit.isSharded() ? "sharded" : "replicated"},
@@ -299,7 +306,9 @@ llvm::json::Array describeUnits(ModuleOp module) {
         {"bytes", getUnitBytes(unit)},
         {"shard_bytes", getShardBytes(unit)},
         {"prefetch", prefetch ? llvm::json::Value(*prefetch) : nullptr},
-        {"decision", getDecision(unit)}});
+        {"decision", getDecision(unit)},
+        {"checkpoint",
+         checkpoint ? llvm::json::Value(checkpoint.getValue()) : nullptr}});
   }
   return units;
 }
@@ -324,7 +333,11 @@ void printUnits(ModuleOp module, llvm::raw_ostream &os) {
         "{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n", unit.getSymName(),
         unit.isSharded() ? "sharded" : "replicated", unit.getParams().size(),
         getUnitBytes(unit), getShardBytes(unit),
-        prefetch ? std::to_string(*prefetch) : "-", getDecision(unit));
+        prefetch ? std::to_string(*prefetch) : "-",
+        getCheckpoint(unit) ? (getDecision(unit) + ", recompute " +
+                               getCheckpoint(unit).getValue())
+                                  .str()
+                            : getDecision(unit).str());
   }
   for (BucketOp bucket : module.getOps<BucketOp>()) {
     os << "bucket " << bucket.getSymName() << ":";

@@ -92,6 +92,10 @@ def Zest_Dialect : Dialect {
     // gathers' prefetch depth; kept gathered from forward to backward).
     static constexpr ::llvm::StringLiteral kPrefetchAttrName = "zest.prefetch";
     static constexpr ::llvm::StringLiteral kKeepAttrName = "zest.keep";
+    // On a sharded `zest.unit`: its forward is recomputed before its
+    // backward (zest-checkpoint-activations: "full" or "selective").
+    static constexpr ::llvm::StringLiteral kCheckpointAttrName =
+        "zest.checkpoint";
     // On a function zest-outline-kernels made: it holds only computation on
     // the buffers it is given (what zest-map-kernels-to-gpu runs on a GPU).
     static constexpr ::llvm::StringLiteral kKernelAttrName = "zest.kernel";
@@ -155,6 +159,19 @@ def Zest_ShardingStrategyEnum : I32EnumAttr<"ShardingStrategy",
     I32EnumAttrCase<"ShardGradOp", 1, "shard-grad-op">,
     I32EnumAttrCase<"NoShard", 2, "no-shard">,
     I32EnumAttrCase<"HybridShard", 3, "hybrid-shard">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+  let genSpecializedAttr = 0;
+}
+
+// What a unit keeps of its forward for its backward (activation
+// checkpointing): the `mode` of zest-checkpoint-activations and zestc's
+// --activation-checkpointing.
+def Zest_CheckpointModeEnum : I32EnumAttr<"CheckpointMode",
+                                          "activation checkpointing", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Full", 1, "full">,
+    I32EnumAttrCase<"Selective", 2, "selective">
   ]> {
   let cppNamespace = "::mlir::zest";
   let genSpecializedAttr = 0;

@@ -262,6 +262,34 @@ def Zest_AllReduceOp : Zest_CollectiveOp<"all_reduce", [
 }
 
 //===----------------------------------------------------------------------===//
+// zest.optimization_barrier
+//===----------------------------------------------------------------------===//
+
+def Zest_OptimizationBarrierOp : Zest_Op<"optimization_barrier", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "its operand, hidden from CSE and folding";
+  let description = [{
+    Returns its operand. It has no memory-effect interface, so CSE never
+    merges two of them and nothing folds through one: a computation that
+    reads its result is not the same computation as one reading the
+    operand. `zest-checkpoint-activations` puts one on each value its
+    recomputation reads from outside the unit, so CSE cannot merge the
+    recomputed forward with the original one (which would keep the
+    original's activations alive until the backward, undoing the
+    checkpoint), as IREE's `util.optimization_barrier` and XLA's
+    `opt-barrier` serve rematerialization. Bufferization replaces it by its
+    operand's buffer.
+
+    ```mlir
+    %x1 = zest.optimization_barrier %x : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
 // Packing of buckets
 //===----------------------------------------------------------------------===//
 

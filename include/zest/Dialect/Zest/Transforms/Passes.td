@@ -151,6 +151,59 @@ def ShardParamsPass : Pass<"zest-shard-params", "::mlir::ModuleOp"> {
   ];
 }
 
+def CheckpointActivationsPass
+    : Pass<"zest-checkpoint-activations", "::mlir::ModuleOp"> {
+  let summary = "Recomputes units' forward activations before their "
+                "backward (activation checkpointing)";
+  let description = [{
+    Runs on the sharded step (after `zest-shard-params`, before the
+    collectives are scheduled). For each unit chosen (`units`: globs of unit
+    names; by default every unit but the root), in every function: the
+    values the unit's backward reads of its forward (its *saved
+    activations*) are computed again right before the backward, from what
+    the forward read from outside the unit (its inputs, the data, random
+    streams: these stay alive instead) and from the parameters the backward
+    gathers anyway. The originals then die at their last forward use.
+
+    * `mode=full` keeps only the unit's inputs: the whole slice of the
+      forward that computes the saved values is recomputed (PyTorch's
+      `torch.utils.checkpoint` per block).
+    * `mode=selective` keeps the products' outputs (matrix and batched
+      products, convolutions) and recomputes the rest of the slice (norms,
+      activations, softmax, elementwise), as PyTorch's selective
+      activation checkpointing policy does.
+
+    No collective is added: the recomputation reads the unit's backward
+    re-gather (moved up to the backward's first op when it was placed
+    later; its operand is the shard), a replicated unit its own views. A
+    unit's forward is its first run of ops working for it
+    (`zest-outline-regions`' rule: an op works for the unit whose
+    parameters it reads, else for that of its first user), its backward
+    starts at the next op working for it. A unit whose forward and
+    backward are one run (the last block of a stack: nothing lies between
+    them to free memory for) or that has no backward is left alone.
+    Dropout's random streams are values like any other, so the
+    recomputation draws the same masks. Each value read from outside goes
+    through a `zest.optimization_barrier`, so CSE cannot merge the
+    recomputation with the forward. The checkpointed units are marked
+    `zest.checkpoint = "full" | "selective"` for the report.
+
+    ```
+    zest-opt --zest-shard-pipeline="world-size=2 leaf-modules=layers.*" \
+             --zest-checkpoint-activations="mode=full units=layers.*" m.mlir
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
+           "none, full (keep the unit's inputs) or selective (keep the "
+           "products' outputs too)">,
+    ListOption<"units", "units", "std::string",
+               "Globs of the units checkpointed (default: all but the "
+               "root)">,
+  ];
+  let dependentDialects = ["::mlir::zest::ZestDialect"];
+}
+
 def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
   let summary = "Puts the optimizer into the sharded training step";
   let description = [{

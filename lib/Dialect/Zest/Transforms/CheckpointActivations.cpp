@@ -1,0 +1,365 @@
+//===- CheckpointActivations.cpp - Recompute a unit's forward -------------===//
+//
+// Activation checkpointing per unit, on the sharded step: what a unit's
+// backward reads of its forward is recomputed right before the backward,
+// from the unit's inputs and the parameters the backward gathers anyway, so
+// only the inputs stay alive in between and no collective is added.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/Support/GlobPattern.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_CHECKPOINTACTIVATIONSPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// The unit whose parameter `value` is (a `zest.unflatten`, or a view of
+/// one), or null.
+StringAttr getParamUnit(Value value) {
+  while (Operation *producer = value.getDefiningOp()) {
+    if (auto view = dyn_cast<UnflattenOp>(producer))
+      return view.getUnitAttr().getAttr();
+    if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+             tensor::ExtractSliceOp, tensor::CastOp>(producer))
+      return {};
+    value = producer->getOperand(0);
+  }
+  return {};
+}
+
+/// Values `op` reads: its operands and what its regions use from above.
+SetVector<Value> getReadValues(Operation *op) {
+  SetVector<Value> values(op->operand_begin(), op->operand_end());
+  if (op->getNumRegions() > 0)
+    getUsedValuesDefinedAbove(op->getRegions(), values);
+  return values;
+}
+
+/// Whether `op` is computation a recomputation can repeat: no zest op (a
+/// collective, a view of a gathered buffer), no memory effects.
+bool isRecomputable(Operation *op) {
+  return !isa_and_nonnull<ZestDialect>(op->getDialect()) &&
+         isMemoryEffectFree(op) && !op->hasTrait<OpTrait::ConstantLike>() &&
+         !isa<tensor::EmptyOp>(op);
+}
+
+/// A product (matrix or batched product, convolution): what the selective
+/// policy keeps rather than recomputes, as PyTorch's selective
+/// checkpointing saves matmul outputs.
+bool isProduct(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && (linalg::isaContractionOpInterface(linalgOp) ||
+                      linalg::isaConvolutionOpInterface(linalgOp));
+}
+
+/// One function body's ops in order, and the unit each works for: the unit
+/// whose parameters it reads, else that of its first user that has one
+/// (zest-outline-regions' rule), so a block's forward and its backward are
+/// each a run of ops working for the block's unit.
+class BodyLayout {
+public:
+  explicit BodyLayout(Block &block) : block(block) {
+    for (Operation &op : block.without_terminator())
+      position[&op] = ops.size(), ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (isRecomputable(op))
+        if (StringAttr unit = getOwnUnit(op) ? getOwnUnit(op) : getUserUnit(op))
+          units[op] = unit;
+  }
+
+  StringAttr getUnit(Operation *op) const { return units.lookup(op); }
+
+  /// The position of the op of the body that holds `op`, if any.
+  std::optional<unsigned> getPosition(Operation *op) const {
+    Operation *ancestor = block.findAncestorOpInBlock(*op);
+    auto it = position.find(ancestor);
+    if (it == position.end())
+      return std::nullopt;
+    return it->second;
+  }
+
+  Block &block;
+  SmallVector<Operation *> ops;
+
+private:
+  /// The unit of the parameters `op` reads, if exactly one.
+  StringAttr getOwnUnit(Operation *op) const {
+    StringAttr unit;
+    for (Value value : getReadValues(op))
+      if (StringAttr valueUnit = getParamUnit(value)) {
+        if (unit && unit != valueUnit)
+          return {};
+        unit = valueUnit;
+      }
+    return unit;
+  }
+
+  /// The unit of `op`'s first user (in body order) that has one.
+  StringAttr getUserUnit(Operation *op) const {
+    std::optional<unsigned> first;
+    StringAttr unit;
+    for (Operation *user : op->getUsers()) {
+      std::optional<unsigned> at = getPosition(user);
+      if (!at || (first && *at >= *first))
+        continue;
+      if (StringAttr userUnit = units.lookup(ops[*at]))
+        first = at, unit = userUnit;
+    }
+    return unit;
+  }
+
+  DenseMap<Operation *, unsigned> position;
+  DenseMap<Operation *, StringAttr> units;
+};
+
+/// The ops of `block` the loss (the result marked `zest.loss`) is computed
+/// from: the forward. Empty without a loss.
+DenseSet<Operation *> getForwardOps(func::FuncOp func, Block &block) {
+  DenseSet<Operation *> forward;
+  SmallVector<Value> worklist;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (func.getResultAttr(i, ZestDialect::kLossAttrName))
+      worklist.push_back(block.getTerminator()->getOperand(i));
+  while (!worklist.empty()) {
+    Operation *producer = worklist.pop_back_val().getDefiningOp();
+    if (!producer)
+      continue;
+    producer = block.findAncestorOpInBlock(*producer);
+    if (producer && forward.insert(producer).second)
+      llvm::append_range(worklist, getReadValues(producer));
+  }
+  return forward;
+}
+
+/// Where a unit's forward and backward are in one body.
+struct UnitSpan {
+  /// The unit's ops the loss is computed from, in order.
+  SmallVector<Operation *> forward;
+  /// The first op after the forward's last that reads what it computed
+  /// and is not forward itself: the backward starts here.
+  Operation *backwardStart = nullptr;
+};
+
+/// `unit`'s forward and the start of its backward; no start where nothing
+/// reads the forward afterwards, or nothing working for another unit lies
+/// between (the last block of a stack: no memory to free in between).
+UnitSpan findSpan(const BodyLayout &layout,
+                  const DenseSet<Operation *> &forwardOps, StringAttr unit) {
+  UnitSpan span;
+  DenseSet<Value> computed;
+  for (Operation *op : layout.ops)
+    if (forwardOps.contains(op) && layout.getUnit(op) == unit) {
+      span.forward.push_back(op);
+      computed.insert(op->result_begin(), op->result_end());
+    }
+  if (span.forward.empty())
+    return span;
+  bool between = false;
+  for (Operation *op = span.forward.back()->getNextNode();
+       op && !op->hasTrait<OpTrait::IsTerminator>(); op = op->getNextNode()) {
+    StringAttr opUnit = layout.getUnit(op);
+    between |= opUnit && opUnit != unit;
+    if (forwardOps.contains(op) ||
+        llvm::none_of(getReadValues(op),
+                      [&](Value v) { return computed.contains(v); }))
+      continue;
+    if (between)
+      span.backwardStart = op;
+    break;
+  }
+  return span;
+}
+
+struct CheckpointActivationsPass
+    : public zest::impl::CheckpointActivationsPassBase<
+          CheckpointActivationsPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  FailureOr<SmallVector<UnitOp>> getUnits(ModuleOp module);
+  bool checkpoint(func::FuncOp func, UnitOp unit, CheckpointMode mode);
+};
+
+/// The units `units` names (globs; default: all but the root), or failure
+/// (reported) for a bad glob or one that names no unit.
+FailureOr<SmallVector<UnitOp>>
+CheckpointActivationsPass::getUnits(ModuleOp module) {
+  SmallVector<llvm::GlobPattern> globs;
+  for (const std::string &text : units) {
+    auto glob = llvm::GlobPattern::create(text);
+    if (!glob)
+      return emitError(module.getLoc())
+             << "invalid --ac-units pattern '" << text
+             << "': " << llvm::toString(glob.takeError());
+    if (llvm::none_of(module.getOps<UnitOp>(), [&](UnitOp unit) {
+          return glob->match(unit.getSymName());
+        }))
+      return emitError(module.getLoc())
+             << "--ac-units pattern '" << text << "' matches no unit";
+    globs.push_back(std::move(*glob));
+  }
+  SmallVector<UnitOp> chosen;
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    bool named = globs.empty() ? unit.getSymName() != "root"
+                               : llvm::any_of(globs, [&](auto &glob) {
+                                   return glob.match(unit.getSymName());
+                                 });
+    if (named)
+      chosen.push_back(unit);
+  }
+  return chosen;
+}
+
+/// The values of `span`'s forward read from `start` on, and the forward
+/// ops that compute them (without the products under the selective
+/// policy, whose results are kept). Empty where something cannot be
+/// recomputed.
+std::pair<SmallVector<Value>, SetVector<Operation *>>
+sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
+           CheckpointMode mode) {
+  DenseSet<Operation *> forward(span.forward.begin(), span.forward.end());
+  auto recomputed = [&](Operation *op) {
+    return op && forward.contains(op) &&
+           !(mode == CheckpointMode::Selective && isProduct(op));
+  };
+  SmallVector<Value> saved;
+  for (Operation *op : span.forward)
+    for (Value result : op->getResults())
+      if (recomputed(op) && llvm::any_of(result.getUsers(), [&](Operation *u) {
+            std::optional<unsigned> at = layout.getPosition(u);
+            return at && *at >= start;
+          }))
+        saved.push_back(result);
+  SetVector<Operation *> slice;
+  SmallVector<Operation *> worklist;
+  for (Value value : saved)
+    worklist.push_back(value.getDefiningOp());
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!slice.insert(op))
+      continue;
+    for (Value read : getReadValues(op))
+      if (Operation *producer = read.getDefiningOp();
+          recomputed(producer) && producer->getBlock() == &layout.block)
+        worklist.push_back(producer);
+  }
+  return {saved, slice};
+}
+
+/// The re-gather of `unit` after `after` in `block`, or null.
+AllGatherOp findBackwardGather(Block &block, UnitOp unit, Operation *after) {
+  for (Operation *op = after->getNextNode(); op; op = op->getNextNode())
+    if (auto gather = dyn_cast<AllGatherOp>(op))
+      if (gather.getUnit() == unit.getSymName())
+        return gather;
+  return {};
+}
+
+/// Recomputes what `unit`'s backward reads of its forward in `func` right
+/// before that backward; false where the unit has no separate backward.
+bool CheckpointActivationsPass::checkpoint(func::FuncOp func, UnitOp unit,
+                                           CheckpointMode mode) {
+  Block &block = func.getBody().front();
+  BodyLayout layout(block);
+  UnitSpan span =
+      findSpan(layout, getForwardOps(func, block), unit.getSymNameAttr());
+  if (!span.backwardStart)
+    return false;
+  Operation *start = span.backwardStart;
+  auto [saved, slice] =
+      sliceSaved(layout, span, *layout.getPosition(start), mode);
+  if (saved.empty())
+    return false;
+  // The parameters the recomputation reads: the backward's re-gather,
+  // moved before the backward's first op if it was placed later (its
+  // operand is the shard, an argument). A replicated unit's views are
+  // read again as they are.
+  AllGatherOp regather;
+  if (unit.isSharded()) {
+    regather = findBackwardGather(block, unit, span.forward.back());
+    if (!regather || regather.getShard().getDefiningOp())
+      return false;
+    if (start->isBeforeInBlock(regather))
+      regather->moveBefore(start);
+  }
+  OpBuilder builder(start);
+  IRMapping mapping;
+  for (Operation *op : slice)
+    for (Value read : getReadValues(op)) {
+      if (mapping.contains(read) ||
+          llvm::is_contained(slice, read.getDefiningOp()))
+        continue;
+      Operation *producer = read.getDefiningOp();
+      if (auto view = dyn_cast_or_null<UnflattenOp>(producer)) {
+        if (regather)
+          mapping.map(read, UnflattenOp::create(
+                                builder, view.getLoc(), view.getType(),
+                                regather.getResult(), view.getUnitAttr(),
+                                view.getParamAttr()));
+        continue;
+      }
+      // What the unit reads from outside (its inputs, data, random
+      // streams) is kept; behind a barrier, CSE cannot merge the
+      // recomputation with the forward.
+      if (isa<RankedTensorType>(read.getType()) &&
+          !(producer && (producer->hasTrait<OpTrait::ConstantLike>() ||
+                         isa<tensor::EmptyOp>(producer))))
+        mapping.map(read, OptimizationBarrierOp::create(builder, read.getLoc(),
+                                                        read.getType(), read));
+    }
+  for (Operation *op : span.forward)
+    if (slice.contains(op))
+      builder.clone(*op, mapping);
+  unsigned from = *layout.getPosition(start);
+  for (Value value : saved)
+    value.replaceUsesWithIf(mapping.lookup(value), [&](OpOperand &use) {
+      std::optional<unsigned> at = layout.getPosition(use.getOwner());
+      return at && *at >= from;
+    });
+  return true;
+}
+
+void CheckpointActivationsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  std::optional<CheckpointMode> parsed = symbolizeCheckpointMode(mode);
+  if (!parsed) {
+    emitError(module.getLoc()) << "unknown activation checkpointing mode '"
+                               << mode << "': use none, full or selective";
+    return signalPassFailure();
+  }
+  if (*parsed == CheckpointMode::None)
+    return;
+  FailureOr<SmallVector<UnitOp>> chosen = getUnits(module);
+  if (failed(chosen))
+    return signalPassFailure();
+  for (UnitOp unit : *chosen) {
+    bool done = false;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        done |= checkpoint(func, unit, *parsed);
+    if (done)
+      unit->setAttr(
+          ZestDialect::kCheckpointAttrName,
+          StringAttr::get(&getContext(), stringifyCheckpointMode(*parsed)));
+  }
+}
+
+} // namespace
