@@ -6,6 +6,7 @@ as the Zest executable, in eager PyTorch on one rank or under FSDP2 (gloo,
 
   hf_torch.py eager FACTORY --weights W --data D --steps S [--lr LR]
   hf_torch.py fsdp2 FACTORY --weights W --data D --steps S --world-size N
+  ... --checkpoint: each decoder layer's forward recomputed in the backward
 
 Step k on rank r reads the micro-batch at sample (k N + r) B, as the
 executable does with --accum 1. Prints `step N loss L` lines and the summary
@@ -70,6 +71,16 @@ def train(args, model, loss_fn, samples, micro, rank=0, world=1, barrier=lambda:
     return times
 
 
+def checkpoint_blocks(model, args):
+    """With --checkpoint, every decoder layer recomputes its forward in the
+    backward (transformers' gradient checkpointing, non-reentrant
+    torch.utils.checkpoint per layer, as torchtitan's full AC)."""
+    if args.checkpoint:
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
+
+
 def eager(args):
     import torch
 
@@ -77,6 +88,7 @@ def eager(args):
     warm_up()
     base = resident_bytes()
     model, loss_fn, samples, micro = load(args)
+    checkpoint_blocks(model, args)
     summary(train(args, model, loss_fn, samples, micro), base)
 
 
@@ -86,6 +98,7 @@ def fsdp2_worker(rank, args):
 
     base = start_rank(rank, args)
     model, loss_fn, samples, micro = load(args)
+    checkpoint_blocks(model, args)
     classes = block_classes(model)
     blocks = [m for m in model.modules() if type(m).__name__ in classes]
     if not blocks:
@@ -111,6 +124,11 @@ def main():
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--port", type=int, default=29519)
+    parser.add_argument(
+        "--checkpoint",
+        action="store_true",
+        help="recompute each decoder layer's forward in the backward",
+    )
     args = parser.parse_args()
     if args.mode == "eager":
         eager(args)

@@ -52,6 +52,7 @@ func.func @dynamic(%n: index) {
 // CHECK:      "units": [
 // CHECK-NEXT:   {
 // CHECK-NEXT:     "bytes": 128,
+// CHECK-NEXT:     "checkpoint": null,
 // CHECK-NEXT:     "decision": "keep",
 // CHECK-NEXT:     "dtype": "f32",
 // CHECK-NEXT:     "kind": "sharded",

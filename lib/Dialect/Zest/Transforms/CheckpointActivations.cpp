@@ -228,6 +228,49 @@ CheckpointActivationsPass::getUnits(ModuleOp module) {
   return chosen;
 }
 
+/// Whether `op` is an elementwise linalg op (every loop parallel).
+bool isElementwise(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalgOp.getNumLoops() == linalgOp.getNumParallelLoops();
+}
+
+/// The one op of `forward` that reads `op`'s single result, if there is
+/// exactly one.
+Operation *getOnlyForwardUser(Operation *op,
+                              const DenseSet<Operation *> &forward) {
+  if (op->getNumResults() != 1)
+    return nullptr;
+  Operation *only = nullptr;
+  for (Operation *user : op->getResult(0).getUsers())
+    if (forward.contains(user)) {
+      if (only && only != user)
+        return nullptr;
+      only = user;
+    }
+  return only;
+}
+
+/// What the selective policy keeps of a forward: its products, each with
+/// the elementwise chain its forward continues in (a bias, an activation;
+/// the backward may read the links too): a linear layer as zest-fuse-linear
+/// fuses it. Recomputing the activation instead would compute it outside
+/// the fused kernel, rounding differently, and a product read by the
+/// recomputation too could not be fused.
+DenseSet<Operation *> getKeptLayers(ArrayRef<Operation *> ops,
+                                    const DenseSet<Operation *> &forward) {
+  DenseSet<Operation *> kept;
+  for (Operation *op : ops) {
+    if (!isProduct(op))
+      continue;
+    kept.insert(op);
+    for (Operation *user = getOnlyForwardUser(op, forward);
+         user && isElementwise(user) && kept.insert(user).second;
+         user = getOnlyForwardUser(user, forward)) {
+    }
+  }
+  return kept;
+}
+
 /// The values of `span`'s forward read from `start` on, and the forward
 /// ops that compute them (without the products under the selective
 /// policy, whose results are kept). Empty where something cannot be
@@ -236,9 +279,11 @@ std::pair<SmallVector<Value>, SetVector<Operation *>>
 sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
            CheckpointMode mode) {
   DenseSet<Operation *> forward(span.forward.begin(), span.forward.end());
+  DenseSet<Operation *> kept;
+  if (mode == CheckpointMode::Selective)
+    kept = getKeptLayers(span.forward, forward);
   auto recomputed = [&](Operation *op) {
-    return op && forward.contains(op) &&
-           !(mode == CheckpointMode::Selective && isProduct(op));
+    return op && forward.contains(op) && !kept.contains(op);
   };
   SmallVector<Value> saved;
   for (Operation *op : span.forward)

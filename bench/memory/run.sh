@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Memory against FSDP2 at W=2: a Hugging Face model of
+# bench/vs-pytorch/hf_models.py at a longer sequence, trained by Zest with
+# and without activation checkpointing (--activation-checkpointing=full,
+# units by decoder layer) and by FSDP2 (fully_shard per decoder layer and
+# the root) with and without transformers' gradient checkpointing
+# (torch.utils.checkpoint per decoder layer), the same weights and tokens,
+# one thread per rank: step time (median of STEPS-1 steps over REPS
+# interleaved repetitions), peak RSS above base per rank, Zest's planned
+# peak pool, and the first and last losses.
+#   bench/memory/run.sh [build-dir] [model] [seq]   (REPS=2 STEPS=3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${1:-build}
+MODEL=${2:-gpt2}
+SEQ=${3:-512}
+REPS=${REPS:-2}
+STEPS=${STEPS:-3}
+dir="$BUILD_DIR/bench/memory/$MODEL-$SEQ"
+mkdir -p "$dir"
+scripts/setup-venv.sh >/dev/null
+PY=.venv/bin/python
+source bench/common.sh
+export PYTHONPATH=python ZEST_BENCH_SEQ=$SEQ
+FACTORY="bench/vs-pytorch/hf_models.py:$MODEL"
+declare -A VOCAB=([gpt2]=50257 [llama160m]=32000 [pythia160m]=50304)
+
+scripts/zest-import "$FACTORY" -o "$dir/model.mlir"
+for ac in none full; do
+  "$BUILD_DIR/bin/zestc" "$dir/model.mlir" -o "$dir/zest-$ac" --world-size=2 \
+    --prefetch=1 --activation-checkpointing=$ac --report >"$dir/report-$ac.txt"
+done
+"$PY" -m zest_import.reference data "$FACTORY" -o "$dir/tokens.bin" \
+  --samples 16 --int-bound "${VOCAB[$MODEL]}"
+rm -rf "$dir/ck0" "$dir/ck0-2"
+mpirun --oversubscribe -np 2 "$dir/zest-none" --steps 0 --save "$dir/ck0" >/dev/null
+"$BUILD_DIR/bin/zest-ckpt" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null
+torch=("$FACTORY" --weights "$dir/weights.safetensors" --data "$dir/tokens.bin"
+  --steps "$STEPS" --lr 0.01 --world-size 2)
+fsdp2() { # log name, extra options
+  "$PY" bench/vs-pytorch/hf_torch.py fsdp2 "${torch[@]}" "${@:2}" \
+    >"$dir/$1.log" 2>"$dir/$1.err" || true # gloo may abort at teardown
+  grep -q summary "$dir/$1.log" || { cat "$dir/$1.err"; exit 1; }
+}
+for r in $(seq "$REPS"); do
+  for ac in none full; do
+    mpirun --oversubscribe -np 2 "$dir/zest-$ac" --steps "$STEPS" \
+      --data "$dir/tokens.bin" --lr 0.01 --load "$dir/ck0" >"$dir/zest-$ac.$r.log"
+  done
+  fsdp2 "fsdp2.$r"
+  fsdp2 "fsdp2-ckpt.$r" --checkpoint
+done
+med() { median_of_runs "$dir" "$@"; }
+mib() { bc -l <<<"$1 / 1048576"; }
+pool() { sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$dir/report-$1.txt"; }
+rss="peak RSS above base bytes per rank"
+echo "== $MODEL, 1 x $SEQ tokens per rank, W=2"
+printf "%-26s %9s %13s %14s  %s\n" "" "step ms" "peak RSS MiB" "plan pool MiB" \
+  "losses (first, last)"
+for run in zest-none zest-full fsdp2 fsdp2-ckpt; do
+  case $run in
+    zest-none) name="Zest" plan=$(printf %.0f "$(mib "$(pool none)")") ;;
+    zest-full) name="Zest, full checkpointing" plan=$(printf %.0f "$(mib "$(pool full)")") ;;
+    fsdp2) name="FSDP2" plan=- ;;
+    fsdp2-ckpt) name="FSDP2 + checkpoint" plan=- ;;
+  esac
+  printf "%-26s %9.1f %13.0f %14s  %s\n" "$name" "$(med "$run" "step time")" \
+    "$(mib "$(med "$run" "$rss")")" "$plan" "$(losses "$dir/$run.1.log")"
+done
