@@ -138,10 +138,11 @@ public:
 private:
   FailureOr<Candidate> tryCandidate(unsigned depth,
                                     std::vector<std::string> keep) {
-    Schedule schedule{depth, std::move(keep), {}};
+    Schedule schedule{depth, std::move(keep), {}, checkpoint};
     return evaluate(module, options, schedule, machine);
   }
   LogicalResult reportInfeasible(const Candidate &lean);
+  FailureOr<Candidate> checkpointToFit(const Candidate &lean);
   void orderUnitsToKeep(const Candidate &lean);
   void chooseKeptUnits(unsigned depth, const FailureOr<Candidate> &base);
   std::vector<std::string> keepByBisection(unsigned depth, Candidate &current);
@@ -157,6 +158,9 @@ private:
   std::vector<std::string> baseKeep;
   /// Units worth keeping, in the order they are tried.
   SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
+  /// Units recomputing their forward in every candidate (none unless the
+  /// leanest schedule without does not fit).
+  std::vector<std::string> checkpoint;
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
@@ -172,8 +176,58 @@ LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
          << (strategy == ShardingStrategy::ShardGradOp ? "every unit kept"
              : strategy == ShardingStrategy::NoShard   ? "every unit replicated"
                                                      : "every unit re-gathered")
+         << (checkpoint.empty() ? ""
+                                : ", every unit but the root recomputing its "
+                                  "forward")
          << ") peaks at " << lean.peakPool << " pool bytes per rank; "
          << "the smallest feasible budget is --memory-budget=" << lean.peakPool;
+}
+
+/// The leanest schedule does not fit: the fewest units that recompute
+/// their forward (full activation checkpointing) for it to fit, the
+/// earliest units first (their activations live longest), found by
+/// bisection over that order; the leanest schedule with them. Reports the
+/// budget infeasible where even every unit recomputing does not fit, or
+/// where the user chose the checkpointing.
+FailureOr<Candidate> ScheduleSearch::checkpointToFit(const Candidate &lean) {
+  // The sharded units (the input has none yet: the lean candidate's), in
+  // the order the forward gathers them.
+  SmallVector<std::pair<int64_t, std::string>> gathered;
+  for (auto &[name, gathers] : lean.units)
+    if (name != "root")
+      gathered.push_back({gathers.firstGather, name.str()});
+  llvm::sort(gathered);
+  std::vector<std::string> units;
+  for (auto &[position, name] : gathered)
+    units.push_back(name);
+  bool userChose =
+      options.front.activationCheckpointing != CheckpointMode::None;
+  checkpoint = units;
+  FailureOr<Candidate> leanest = failure();
+  if (!userChose && !units.empty())
+    leanest = tryCandidate(0, baseKeep);
+  if (failed(leanest) || leanest->peakPool > budget) {
+    bool leaner = succeeded(leanest) && leanest->peakPool < lean.peakPool;
+    if (!leaner)
+      checkpoint.clear();
+    (void)reportInfeasible(leaner ? *leanest : lean);
+    return failure();
+  }
+  size_t low = 0, high = units.size(); // a prefix of `high` fits
+  Candidate fitting = *leanest;
+  while (low + 1 < high) {
+    size_t mid = (low + high) / 2;
+    checkpoint.assign(units.begin(), units.begin() + mid);
+    FailureOr<Candidate> candidate = tryCandidate(0, baseKeep);
+    if (succeeded(candidate) && candidate->peakPool <= budget) {
+      high = mid;
+      fitting = *candidate;
+    } else {
+      low = mid;
+    }
+  }
+  checkpoint.assign(units.begin(), units.begin() + high);
+  return fitting;
 }
 
 /// Units worth keeping, most re-gathered bytes saved first; among equals the
@@ -198,7 +252,7 @@ void ScheduleSearch::considerChoice(unsigned depth,
   if (!best || candidate.stepUs < bestCandidate.stepUs ||
       (candidate.stepUs == bestCandidate.stepUs &&
        candidate.peakPool < bestCandidate.peakPool)) {
-    best = Schedule{depth, keep, {}};
+    best = Schedule{depth, keep, {}, checkpoint};
     bestCandidate = candidate;
   }
 }
@@ -301,6 +355,9 @@ void ScheduleSearch::printChoice() const {
     llvm::outs() << " " << unit;
   if (best->keepUnits.empty())
     llvm::outs() << " none";
+  if (!best->checkpointUnits.empty())
+    llvm::outs() << ", recomputed units: "
+                 << llvm::join(best->checkpointUnits, " ");
   llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
                                 bestCandidate.stepUs / 1e3);
 }
@@ -312,9 +369,12 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   // compilation reports why (zest-plan-memory refuses a budget it cannot
   // check), with the leanest schedule.
   if (failed(lean))
-    return std::optional<Schedule>(Schedule{0, baseKeep, {}});
-  if (lean->peakPool > budget)
-    return reportInfeasible(*lean);
+    return std::optional<Schedule>(Schedule{0, baseKeep, {}, {}});
+  if (lean->peakPool > budget) {
+    lean = checkpointToFit(*lean);
+    if (failed(lean))
+      return failure();
+  }
   // Beyond one less than the step's gathers, every depth is the same
   // schedule.
   unsigned maxDepth = std::min<int64_t>(
@@ -338,6 +398,10 @@ void mlir::zest::applySchedule(FrontPipelineOptions &front,
   front.prefetch = schedule.prefetch;
   front.keepUnits = schedule.keepUnits;
   front.unitPrefetch = schedule.unitPrefetch;
+  if (!schedule.checkpointUnits.empty()) {
+    front.activationCheckpointing = CheckpointMode::Full;
+    front.acUnits = schedule.checkpointUnits;
+  }
 }
 
 FailureOr<std::optional<Schedule>>

@@ -146,8 +146,10 @@ static cl::opt<std::string>
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("Peak pool bytes per rank the step may use (suffixes KiB, MiB, "
-             "GiB): the prefetch depth (up to --prefetch, default 2) and the "
-             "units kept gathered for backward are chosen to fit it"),
+             "GiB): the prefetch depth (up to --prefetch, default 2), the "
+             "units kept gathered for backward and, where nothing fits "
+             "without, the units recomputing their forward are chosen to "
+             "fit it"),
     cl::value_desc("bytes"), cl::cat(category));
 static cl::opt<std::string> bucketBytes(
     "bucket-bytes",

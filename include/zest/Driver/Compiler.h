@@ -52,6 +52,9 @@ struct Schedule {
   std::vector<std::string> keepUnits;
   /// "<unit>:<depth>": units prefetched deeper than `prefetch`.
   std::vector<std::string> unitPrefetch;
+  /// Units that recompute their forward before their backward (full
+  /// activation checkpointing), where the budget needs it.
+  std::vector<std::string> checkpointUnits;
 };
 
 /// Sets `front`'s schedule options to `schedule`.
