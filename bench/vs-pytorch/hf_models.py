@@ -16,6 +16,9 @@ and, for the toolchain's scale (import and compile by hand, docs/Performance.md)
 
   llama1b   LlamaForCausalLM, 1.2B: 16 layers, D=2048, GQA 32/8 heads,
             SwiGLU 8192, vocab 128256 (Llama 3.2 1B's shape, untied head)
+  llama8b   LlamaForCausalLM, 8.0B: 32 layers, D=4096, GQA 32/8 heads,
+            SwiGLU 14336, vocab 128256 (Llama 3 8B's shape), for
+            zest-import --shapes-only and zestc --plan-only
 
 Each micro-batch is BATCH x SEQ tokens (ZEST_BENCH_BATCH, ZEST_BENCH_SEQ;
 default 1 x 128); the loss is the model's own causal-LM loss on the tokens.
@@ -31,11 +34,17 @@ BATCH = int(os.environ.get("ZEST_BENCH_BATCH", "1"))
 SEQ = int(os.environ.get("ZEST_BENCH_SEQ", "128"))
 
 
-def _factory(model):
+def _factory(model, autocast=False):
+    """With `autocast`, the step computes in bfloat16 from float32
+    parameters (torch.autocast, what FSDP's MixedPrecision(param_dtype=
+    bfloat16) computes; zestc --param-dtype=bf16 gathers them so)."""
     vocab = model.config.vocab_size
 
     def loss_fn(model, ids):
-        return model(input_ids=ids, labels=ids).loss
+        if not autocast:
+            return model(input_ids=ids, labels=ids).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(input_ids=ids, labels=ids).loss
 
     return model, loss_fn, (torch.randint(0, vocab, (BATCH, SEQ)),)
 
@@ -54,17 +63,17 @@ def gpt2():
     return _factory(GPT2LMHeadModel(config))
 
 
-def _llama(**sizes):
+def _llama(autocast=False, **sizes):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        max_position_embeddings=2048,
+        max_position_embeddings=max(2048, SEQ),
         attn_implementation="sdpa",
         loss_type="ForCausalLM",
         **sizes,
     )
-    return _factory(LlamaForCausalLM(config))
+    return _factory(LlamaForCausalLM(config), autocast)
 
 
 def llama160m():
@@ -97,6 +106,22 @@ def pythia160m():
         loss_type="ForCausalLM",
     )
     return _factory(GPTNeoXForCausalLM(config))
+
+
+def llama8b():
+    """Llama 3 8B's shape (8.0B parameters), computing in bfloat16 as
+    torchtitan trains it: import with --shapes-only, then zestc --plan-only
+    (bench/plan/run.sh); rotary base 500000 as Llama 3."""
+    return _llama(
+        autocast=True,
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        rope_theta=500000.0,
+    )
 
 
 def llama1b():

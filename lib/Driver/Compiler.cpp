@@ -429,6 +429,14 @@ static LogicalResult emitAndLink(llvm::Module &llvmModule,
 
 LogicalResult mlir::zest::compileModel(ModuleOp module,
                                        const CompileOptions &options) {
+  if (options.planOnly)
+    return success(succeeded(runPasses(module,
+                                       [&](OpPassManager &pm) {
+                                         buildFrontPipeline(pm, options.front);
+                                       })) &&
+                   succeeded(runPasses(module, [&](OpPassManager &pm) {
+                     buildPlanPipeline(pm, options.lower);
+                   })));
   if (failed(runPasses(
           module,
           [&](OpPassManager &pm) { buildFrontPipeline(pm, options.front); })) ||

@@ -385,6 +385,13 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+void mlir::zest::buildPlanPipeline(OpPassManager &pm,
+                                   const LowerPipelineOptions &options) {
+  buildDescribePipeline(pm, options);
+  buildBufferizationPipeline(pm, options);
+  addPlanMemoryPass(pm, options);
+}
+
 //===----------------------------------------------------------------------===//
 // Phase "finalize", and the registered pipelines
 //===----------------------------------------------------------------------===//

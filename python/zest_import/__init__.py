@@ -22,9 +22,35 @@ __all__ = [
     "check_factory",
     "check_supported",
     "import_model",
+    "load_factory_shapes",
     "load_factory",
     "run_command",
 ]
+
+
+def load_factory_shapes(spec):
+    """load_factory under a fake tensor mode: the model's parameters have
+    shapes and types but no storage, so a model larger than this machine's
+    memory can be imported (zest-import --shapes-only). Buffers (rotary
+    tables) and the example batch become real zeros of their shapes: they
+    are constants and inputs of the step, whose values only a run would
+    need. A model whose step branches on the batch's values is traced on
+    zeros."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model, loss_fn, batch = load_factory(spec)
+
+    def zeros(value):
+        if isinstance(value, torch.Tensor):
+            return torch.zeros(value.shape, dtype=value.dtype)
+        return value
+
+    for module in model.modules():
+        for name, buffer in list(module._buffers.items()):
+            module._buffers[name] = zeros(buffer)
+    return model, loss_fn, tuple(zeros(value) for value in batch)
 
 
 def load_factory(spec):

@@ -8,7 +8,13 @@ with --weights, the initial parameters as safetensors keyed by FQN.
 import argparse
 import sys
 
-from . import ZestImportError, attention, import_model, load_factory
+from . import (
+    ZestImportError,
+    attention,
+    import_model,
+    load_factory,
+    load_factory_shapes,
+)
 
 
 def main(argv=None):
@@ -48,12 +54,23 @@ def main(argv=None):
         "with an online softmax, never holding all the scores (default "
         f"{attention.BLOCK}); 0 traces PyTorch's math path, which does",
     )
+    parser.add_argument(
+        "--shapes-only",
+        action="store_true",
+        help="build the model without storage for its weights (fake "
+        "tensors): the step's IR for a model larger than this machine's "
+        "memory, for zestc --plan-only; buffers and the example batch are "
+        "zeros, and --weights is refused",
+    )
     args = parser.parse_args(argv)
+    if args.shapes_only and args.weights:
+        parser.error("--shapes-only has no weights to write (--weights)")
     if args.attention_block < 0:
         parser.error("--attention-block must be 0 or positive")
     attention.BLOCK = args.attention_block
     try:
-        model, loss_fn, batch = load_factory(args.factory)
+        load = load_factory_shapes if args.shapes_only else load_factory
+        model, loss_fn, batch = load(args.factory)
         text, weights = import_model(model, loss_fn, batch, args.name, args.forward)
     except ZestImportError as error:
         print(f"zest-import: error: {error}", file=sys.stderr)

@@ -171,6 +171,13 @@ static cl::list<std::string>
             cl::desc("Units checkpointed, as globs of unit names (default: "
                      "every unit but the root)"),
             cl::CommaSeparated, cl::cat(category));
+static cl::opt<bool> planOnly(
+    "plan-only",
+    cl::desc("Stop after the memory plan and the cost model: print the "
+             "report (--report is implied unless --report-json is given) and "
+             "make no code and no output file, for models too large to "
+             "compile or run here"),
+    cl::init(false), cl::cat(category));
 static cl::opt<std::string> reportJson(
     "report-json",
     cl::desc("Write the report (units and their schedule, collectives, "
@@ -424,6 +431,9 @@ static LogicalResult buildCompileOptions(CompileOptions &options,
   // A budget chooses the depth: up to 2 unless --prefetch says otherwise.
   if (memoryBudget.getNumOccurrences() && !prefetch.getNumOccurrences())
     options.front.prefetch = 2;
+  options.planOnly = planOnly;
+  if (planOnly && reportJson.empty())
+    options.lower.reportText = true;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;
   options.runtimeDir = getRuntimeDir(argv0);
   return success();

@@ -31,6 +31,9 @@ struct CompileOptions {
   /// Phases "describe", "lower" and "finalize" (zest-lower).
   LowerPipelineOptions lower;
   EmitKind emit = EmitKind::Executable;
+  /// Stop after the memory plan and its report (zestc --plan-only): no
+  /// code, no output file.
+  bool planOnly = false;
   std::string output;
   int optLevel = 2;
   /// Folder holding libzest_runtime.a and libzest_trainer.a.

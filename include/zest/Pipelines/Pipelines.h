@@ -260,6 +260,10 @@ void buildBufferizationPipeline(OpPassManager &pm,
 void buildLoweringPipeline(OpPassManager &pm,
                            const LowerPipelineOptions &options);
 
+/// What `zestc --plan-only` runs after the front phase: describe,
+/// bufferization and the memory plan with its report, no code.
+void buildPlanPipeline(OpPassManager &pm, const LowerPipelineOptions &options);
+
 /// Phase "finalize": LLVM-level touches and the check of what is left.
 void buildFinalizePipeline(OpPassManager &pm);
 

@@ -258,6 +258,12 @@ struct Replay {
     if (auto call = dyn_cast<func::CallOp>(op)) {
       if (std::optional<double> us = getKernelCallUs(call, *machine))
         return compute(*us);
+      // A region function (zest-outline-regions: a block's forward or
+      // backward) costs what its body does, at every call.
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      if (callee && !callee.isExternal())
+        return run(callee.getBody().front());
       if (std::optional<Collective> collective = matchCollective(call, mesh)) {
         // Between replica groups on the replica link if there is one, as
         // the runtime's ZEST_REPLICA_LINK.
