@@ -24,15 +24,18 @@ mkdir -p "$dir"
 scripts/setup-venv.sh >/dev/null
 
 # "<seconds> s, <peak MB> MB" of a command (GNU time); its output to $1.out.
+# Fails, printing the command's output, where the command fails.
 timed() {
-  /usr/bin/time -f "%e %M" -o "$1" "${@:2}" >"$1.out" 2>&1
+  /usr/bin/time -f "%e %M" -o "$1" "${@:2}" >"$1.out" 2>&1 ||
+    { cat "$1.out" >&2; return 1; }
   awk '{printf "%.1f s, %.0f MB", $1, $2 / 1024}' "$1"
 }
 
 echo "== $MODEL, 1 x $SEQ tokens per rank, W=$WORLD"
-echo "zest-import --shapes-only: $(ZEST_BENCH_SEQ=$SEQ timed "$dir/import.time" \
-  scripts/zest-import "bench/vs-pytorch/hf_models.py:$MODEL" --shapes-only \
-  --attention-block "$BLOCK" -o "$dir/model.mlir")"
+took=$(ZEST_BENCH_SEQ=$SEQ timed "$dir/import.time" scripts/zest-import \
+  "bench/vs-pytorch/hf_models.py:$MODEL" --shapes-only \
+  --attention-block "$BLOCK" -o "$dir/model.mlir")
+echo "zest-import --shapes-only: $took"
 gib() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 2^30}'; }
 for budget in none $BUDGETS; do
   flags=(--world-size="$WORLD" --param-dtype=bf16 --reduce-dtype=bf16
@@ -40,7 +43,7 @@ for budget in none $BUDGETS; do
     --report-json="$dir/plan-$budget.json")
   [ "$budget" != none ] && flags+=(--memory-budget="$budget")
   took=$(timed "$dir/plan-$budget.time" "$BUILD_DIR/bin/zestc" "$dir/model.mlir" \
-    "${flags[@]}" --report) || { cat "$dir/plan-$budget.time.out"; continue; }
+    "${flags[@]}" --report) || continue
   report="$dir/plan-$budget.time.out"
   peak=$(sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
   gathered=$(sed -nE 's/.*peak gathered parameter bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)

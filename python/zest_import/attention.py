@@ -90,7 +90,7 @@ def _forward_rows(q, k, v, scale, mask, causal, rows):
         m_new = s.amax(-1) if m is None else torch.maximum(m, s.amax(-1))
         m_safe = torch.where(m_new == -math.inf, 0.0, m_new)
         p = torch.exp(s - m_safe.unsqueeze(-1))
-        pv = torch.matmul(p, v[..., cols[0] : cols[1], :])
+        pv = torch.matmul(p.to(v.dtype), v[..., cols[0] : cols[1], :])
         if m is None:
             l, acc = p.sum(-1), pv
         else:
@@ -101,7 +101,7 @@ def _forward_rows(q, k, v, scale, mask, causal, rows):
     empty = l == 0
     out = acc / torch.where(empty, 1.0, l).unsqueeze(-1)
     lse = torch.where(empty, math.inf, m_safe + torch.log(l))
-    return out, lse
+    return out.to(q.dtype), lse
 
 
 def _forward(q, k, v, mask, causal, scale):
@@ -115,8 +115,13 @@ def _forward(q, k, v, mask, causal, scale):
 
 def _backward(d_out, q, k, v, mask, out, lse, causal, scale):
     """FlashAttention-2's backward by blocks: each block's probabilities
-    recomputed from the log-sum-exp, D_i = dO_i . O_i = sum_j P_ij dP_ij."""
-    delta = (d_out * out).sum(-1)
+    recomputed from the log-sum-exp, D_i = dO_i . O_i = sum_j P_ij dP_ij.
+    Under autocast (bfloat16 q, k, v; a float32 log-sum-exp) the
+    probabilities and their gradient stay (at least) float32 and enter the
+    products in the inputs' type, as in the forward; the backward runs
+    outside autocast, so each product's operands must agree."""
+    wide = torch.promote_types(q.dtype, torch.float32)
+    delta = (d_out.to(wide) * out.to(wide)).sum(-1)
     n_keys = k.shape[-2]
     dk = [None] * len(_blocks(n_keys, BLOCK))
     dv = [None] * len(dk)
@@ -128,10 +133,11 @@ def _backward(d_out, q, k, v, mask, out, lse, causal, scale):
         for b, cols in enumerate(_key_blocks(rows, n_keys, causal)):
             c0, c1 = cols
             s = _masked_scores(q, k, scale, mask, causal, rows, cols, True)
-            p = torch.exp(s - lse[..., r0:r1].unsqueeze(-1))
+            p = torch.exp(s.to(wide) - lse[..., r0:r1].unsqueeze(-1))
             dp = torch.matmul(do, v[..., c0:c1, :].transpose(-2, -1))
-            ds = p * (dp - delta[..., r0:r1].unsqueeze(-1)) * scale
-            dv_b = torch.matmul(p.transpose(-2, -1), do)
+            ds = p * (dp.to(wide) - delta[..., r0:r1].unsqueeze(-1)) * scale
+            dv_b = torch.matmul(p.to(do.dtype).transpose(-2, -1), do)
+            ds = ds.to(q.dtype)
             dk_b = torch.matmul(ds.transpose(-2, -1), q[..., r0:r1, :])
             dq_b = torch.matmul(ds, k[..., c0:c1, :])
             dv[b] = dv_b if dv[b] is None else dv[b] + dv_b
