@@ -282,17 +282,38 @@ sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
   DenseSet<Operation *> kept;
   if (mode == CheckpointMode::Selective)
     kept = getKeptLayers(span.forward, forward);
-  auto recomputed = [&](Operation *op) {
-    return op && forward.contains(op) && !kept.contains(op);
+  // Whether the backward reads `value`, directly or through views (the q,
+  // k and v slices of a fused projection's output).
+  std::function<bool(Value)> readFrom = [&](Value value) {
+    return llvm::any_of(value.getUsers(), [&](Operation *user) {
+      std::optional<unsigned> at = layout.getPosition(user);
+      if (at && *at >= start)
+        return true;
+      return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+                 tensor::CollapseShapeOp, tensor::CastOp>(user) &&
+             llvm::any_of(user->getResults(), readFrom);
+    });
+  };
+  auto readFromStart = [&](Operation *op) {
+    return llvm::any_of(op->getResults(), readFrom);
   };
   SmallVector<Value> saved;
   for (Operation *op : span.forward)
-    for (Value result : op->getResults())
-      if (recomputed(op) && llvm::any_of(result.getUsers(), [&](Operation *u) {
-            std::optional<unsigned> at = layout.getPosition(u);
-            return at && *at >= start;
-          }))
-        saved.push_back(result);
+    if (!kept.contains(op) && readFromStart(op))
+      for (Value result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              std::optional<unsigned> at = layout.getPosition(user);
+              return at && *at >= start;
+            }))
+          saved.push_back(result);
+  // What the saved values are computed from. A kept layer the backward
+  // does not read itself is recomputed where the slice needs it rather
+  // than kept alive for the slice alone (attention's score blocks, which
+  // only the log-sum-exp the backward reads comes from).
+  auto recomputed = [&](Operation *op) {
+    return op && op->getBlock() == &layout.block && forward.contains(op) &&
+           (!kept.contains(op) || !readFromStart(op));
+  };
   SetVector<Operation *> slice;
   SmallVector<Operation *> worklist;
   for (Value value : saved)
@@ -302,8 +323,7 @@ sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
     if (!slice.insert(op))
       continue;
     for (Value read : getReadValues(op))
-      if (Operation *producer = read.getDefiningOp();
-          recomputed(producer) && producer->getBlock() == &layout.block)
+      if (Operation *producer = read.getDefiningOp(); recomputed(producer))
         worklist.push_back(producer);
   }
   return {saved, slice};
