@@ -162,9 +162,9 @@ static cl::opt<std::string> activationCheckpointing(
     cl::desc("What units keep of their forward for their backward: none "
              "(everything, the default), full (their inputs; the rest is "
              "recomputed before their backward, from the parameters the "
-             "backward gathers anyway) or selective (their inputs and "
-             "products' outputs; norms, activations and softmax are "
-             "recomputed)"),
+             "backward gathers anyway) or selective (their inputs and the "
+             "linear layers' outputs the backward reads; norms, softmax and "
+             "attention are recomputed)"),
     cl::init("none"), cl::cat(category));
 static cl::list<std::string>
     acUnits("ac-units",

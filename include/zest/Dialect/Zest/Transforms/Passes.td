@@ -168,10 +168,14 @@ def CheckpointActivationsPass
     * `mode=full` keeps only the unit's inputs: the whole slice of the
       forward that computes the saved values is recomputed (PyTorch's
       `torch.utils.checkpoint` per block).
-    * `mode=selective` keeps the products' outputs (matrix and batched
-      products, convolutions) and recomputes the rest of the slice (norms,
-      activations, softmax, elementwise), as PyTorch's selective
-      activation checkpointing policy does.
+    * `mode=selective` also keeps the linear layers whose output the
+      backward reads (directly or through views): a product (matrix,
+      batched, convolution) with the elementwise chain its forward
+      continues in, as `zest-fuse-linear` fuses it, so the layer stays one
+      kernel and the losses stay bit for bit. The rest is recomputed:
+      norms, softmax, rotary and residual arithmetic, and products only the
+      recomputation needs (attention's scores), in the spirit of PyTorch's
+      selective policy, which saves matmul outputs.
 
     No collective is added: the recomputation reads the unit's backward
     re-gather (moved up to the backward's first op when it was placed
@@ -196,7 +200,7 @@ def CheckpointActivationsPass
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
            "none, full (keep the unit's inputs) or selective (keep the "
-           "products' outputs too)">,
+           "linear layers' outputs the backward reads too)">,
     ListOption<"units", "units", "std::string",
                "Globs of the units checkpointed (default: all but the "
                "root)">,
