@@ -23,7 +23,6 @@ PY=.venv/bin/python
 source bench/common.sh
 export PYTHONPATH=python
 FACTORY="bench/vs-pytorch/hf_models.py:$MODEL"
-declare -A VOCAB=([gpt2]=50257 [llama160m]=32000 [pythia160m]=50304)
 
 for seq in "${SEQS[@]}"; do
   dir="$OUT/$MODEL-$seq"
@@ -37,7 +36,7 @@ for seq in "${SEQS[@]}"; do
       --world-size=1 --report >"$dir/report$block.txt"
   done
   "$PY" -m zest_import.reference data "$FACTORY" -o "$dir/tokens.bin" \
-    --samples 16 --int-bound "${VOCAB[$MODEL]}"
+    --samples 16 --int-bound "${HF_VOCAB[$MODEL]}"
   rm -rf "$dir/ck0"
   mpirun --oversubscribe -np 1 "$dir/w256" --steps 0 --save "$dir/ck0" >/dev/null
   "$BUILD_DIR/bin/zest-ckpt" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null

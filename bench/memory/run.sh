@@ -23,7 +23,6 @@ PY=.venv/bin/python
 source bench/common.sh
 export PYTHONPATH=python ZEST_BENCH_SEQ=$SEQ
 FACTORY="bench/vs-pytorch/hf_models.py:$MODEL"
-declare -A VOCAB=([gpt2]=50257 [llama160m]=32000 [pythia160m]=50304)
 
 scripts/zest-import "$FACTORY" -o "$dir/model.mlir"
 for ac in none full; do
@@ -31,7 +30,7 @@ for ac in none full; do
     --prefetch=1 --activation-checkpointing=$ac --report >"$dir/report-$ac.txt"
 done
 "$PY" -m zest_import.reference data "$FACTORY" -o "$dir/tokens.bin" \
-  --samples 16 --int-bound "${VOCAB[$MODEL]}"
+  --samples 16 --int-bound "${HF_VOCAB[$MODEL]}"
 rm -rf "$dir/ck0" "$dir/ck0-2"
 mpirun --oversubscribe -np 2 "$dir/zest-none" --steps 0 --save "$dir/ck0" >/dev/null
 "$BUILD_DIR/bin/zest-ckpt" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null

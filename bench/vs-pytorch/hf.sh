@@ -27,7 +27,6 @@ export PYTHONPATH=python
 ZESTC="$BUILD_DIR/bin/zestc"
 CKPT="$BUILD_DIR/bin/zest-ckpt"
 FACTORIES=bench/vs-pytorch/hf_models.py
-declare -A VOCAB=([gpt2]=50257 [llama160m]=32000 [pythia160m]=50304)
 
 # "<seconds> s, <peak MB> MB" of a command, from GNU time; its output goes
 # to $1.out.
@@ -48,7 +47,7 @@ for m in "${MODELS[@]}"; do
     -o "$dir/w2" --world-size=2 --prefetch=1 --report)"
   grep '^units:' "$dir/zestc2.time.out"
   "$PY" -m zest_import.reference data "$FACTORIES:$m" -o "$dir/tokens.bin" \
-    --samples 64 --int-bound "${VOCAB[$m]}"
+    --samples 64 --int-bound "${HF_VOCAB[$m]}"
   rm -rf "$dir/ck0" "$dir/ck0-2"
   mpirun --oversubscribe -np 1 "$dir/w1" --steps 0 --save "$dir/ck0" >/dev/null
   "$CKPT" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null

@@ -429,18 +429,15 @@ static LogicalResult emitAndLink(llvm::Module &llvmModule,
 
 LogicalResult mlir::zest::compileModel(ModuleOp module,
                                        const CompileOptions &options) {
+  if (failed(runPasses(module, [&](OpPassManager &pm) {
+        buildFrontPipeline(pm, options.front);
+      })))
+    return failure();
   if (options.planOnly)
-    return success(succeeded(runPasses(module,
-                                       [&](OpPassManager &pm) {
-                                         buildFrontPipeline(pm, options.front);
-                                       })) &&
-                   succeeded(runPasses(module, [&](OpPassManager &pm) {
-                     buildPlanPipeline(pm, options.lower);
-                   })));
-  if (failed(runPasses(
-          module,
-          [&](OpPassManager &pm) { buildFrontPipeline(pm, options.front); })) ||
-      failed(runPasses(module, [&](OpPassManager &pm) {
+    return runPasses(module, [&](OpPassManager &pm) {
+      buildPlanPipeline(pm, options.lower);
+    });
+  if (failed(runPasses(module, [&](OpPassManager &pm) {
         buildLowerToLLVMPipeline(pm, options.lower);
       })))
     return failure();

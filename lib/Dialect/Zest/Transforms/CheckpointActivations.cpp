@@ -9,6 +9,7 @@
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -16,7 +17,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/GlobPattern.h"
 
 namespace mlir::zest {
@@ -29,26 +29,23 @@ using namespace mlir::zest;
 
 namespace {
 
+/// Whether `op` only views its first operand (reshapes, slices, casts).
+bool isView(Operation *op) {
+  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+             tensor::ExtractSliceOp, tensor::CastOp>(op);
+}
+
 /// The unit whose parameter `value` is (a `zest.unflatten`, or a view of
 /// one), or null.
 StringAttr getParamUnit(Value value) {
   while (Operation *producer = value.getDefiningOp()) {
     if (auto view = dyn_cast<UnflattenOp>(producer))
       return view.getUnitAttr().getAttr();
-    if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
-             tensor::ExtractSliceOp, tensor::CastOp>(producer))
+    if (!isView(producer))
       return {};
     value = producer->getOperand(0);
   }
   return {};
-}
-
-/// Values `op` reads: its operands and what its regions use from above.
-SetVector<Value> getReadValues(Operation *op) {
-  SetVector<Value> values(op->operand_begin(), op->operand_end());
-  if (op->getNumRegions() > 0)
-    getUsedValuesDefinedAbove(op->getRegions(), values);
-  return values;
 }
 
 /// Whether `op` is computation a recomputation can repeat: no zest op (a
@@ -77,10 +74,15 @@ public:
   explicit BodyLayout(Block &block) : block(block) {
     for (Operation &op : block.without_terminator())
       position[&op] = ops.size(), ops.push_back(&op);
-    for (Operation *op : llvm::reverse(ops))
-      if (isRecomputable(op))
-        if (StringAttr unit = getOwnUnit(op) ? getOwnUnit(op) : getUserUnit(op))
-          units[op] = unit;
+    for (Operation *op : llvm::reverse(ops)) {
+      if (!isRecomputable(op))
+        continue;
+      StringAttr unit = getOwnUnit(op);
+      if (!unit)
+        unit = getUserUnit(op);
+      if (unit)
+        units[op] = unit;
+    }
   }
 
   StringAttr getUnit(Operation *op) const { return units.lookup(op); }
@@ -195,7 +197,8 @@ struct CheckpointActivationsPass
 
 private:
   FailureOr<SmallVector<UnitOp>> getUnits(ModuleOp module);
-  bool checkpoint(func::FuncOp func, UnitOp unit, CheckpointMode mode);
+  bool checkpoint(const BodyLayout &layout, const UnitSpan &span, UnitOp unit,
+                  CheckpointMode mode);
 };
 
 /// The units `units` names (globs; default: all but the root), or failure
@@ -282,16 +285,16 @@ sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
   DenseSet<Operation *> kept;
   if (mode == CheckpointMode::Selective)
     kept = getKeptLayers(span.forward, forward);
+  auto isBackward = [&](Operation *user) {
+    std::optional<unsigned> at = layout.getPosition(user);
+    return at && *at >= start;
+  };
   // Whether the backward reads `value`, directly or through views (the q,
   // k and v slices of a fused projection's output).
   std::function<bool(Value)> readFrom = [&](Value value) {
     return llvm::any_of(value.getUsers(), [&](Operation *user) {
-      std::optional<unsigned> at = layout.getPosition(user);
-      if (at && *at >= start)
-        return true;
-      return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-                 tensor::CollapseShapeOp, tensor::CastOp>(user) &&
-             llvm::any_of(user->getResults(), readFrom);
+      return isBackward(user) ||
+             (isView(user) && llvm::any_of(user->getResults(), readFrom));
     });
   };
   auto readFromStart = [&](Operation *op) {
@@ -299,12 +302,9 @@ sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
   };
   SmallVector<Value> saved;
   for (Operation *op : span.forward)
-    if (!kept.contains(op) && readFromStart(op))
+    if (!kept.contains(op))
       for (Value result : op->getResults())
-        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-              std::optional<unsigned> at = layout.getPosition(user);
-              return at && *at >= start;
-            }))
+        if (llvm::any_of(result.getUsers(), isBackward))
           saved.push_back(result);
   // What the saved values are computed from. A kept layer the backward
   // does not read itself is recomputed where the slice needs it rather
@@ -329,8 +329,8 @@ sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
   return {saved, slice};
 }
 
-/// The re-gather of `unit` after `after` in `block`, or null.
-AllGatherOp findBackwardGather(Block &block, UnitOp unit, Operation *after) {
+/// The re-gather of `unit` after `after` in its block, or null.
+AllGatherOp findBackwardGather(UnitOp unit, Operation *after) {
   for (Operation *op = after->getNextNode(); op; op = op->getNextNode())
     if (auto gather = dyn_cast<AllGatherOp>(op))
       if (gather.getUnit() == unit.getSymName())
@@ -338,14 +338,14 @@ AllGatherOp findBackwardGather(Block &block, UnitOp unit, Operation *after) {
   return {};
 }
 
-/// Recomputes what `unit`'s backward reads of its forward in `func` right
+/// Recomputes what `unit`'s backward reads of its forward (`span`) right
 /// before that backward; false where the unit has no separate backward.
-bool CheckpointActivationsPass::checkpoint(func::FuncOp func, UnitOp unit,
+/// `layout` and `span` describe the body before any unit's recomputation:
+/// the ops one unit inserts have no position, so they never count as
+/// another unit's backward.
+bool CheckpointActivationsPass::checkpoint(const BodyLayout &layout,
+                                           const UnitSpan &span, UnitOp unit,
                                            CheckpointMode mode) {
-  Block &block = func.getBody().front();
-  BodyLayout layout(block);
-  UnitSpan span =
-      findSpan(layout, getForwardOps(func, block), unit.getSymNameAttr());
   if (!span.backwardStart)
     return false;
   Operation *start = span.backwardStart;
@@ -359,7 +359,7 @@ bool CheckpointActivationsPass::checkpoint(func::FuncOp func, UnitOp unit,
   // read again as they are.
   AllGatherOp regather;
   if (unit.isSharded()) {
-    regather = findBackwardGather(block, unit, span.forward.back());
+    regather = findBackwardGather(unit, span.forward.back());
     if (!regather || regather.getShard().getDefiningOp())
       return false;
     if (start->isBeforeInBlock(regather))
@@ -369,8 +369,7 @@ bool CheckpointActivationsPass::checkpoint(func::FuncOp func, UnitOp unit,
   IRMapping mapping;
   for (Operation *op : slice)
     for (Value read : getReadValues(op)) {
-      if (mapping.contains(read) ||
-          llvm::is_contained(slice, read.getDefiningOp()))
+      if (mapping.contains(read) || slice.contains(read.getDefiningOp()))
         continue;
       Operation *producer = read.getDefiningOp();
       if (auto view = dyn_cast_or_null<UnflattenOp>(producer)) {
@@ -415,16 +414,27 @@ void CheckpointActivationsPass::runOnOperation() {
   FailureOr<SmallVector<UnitOp>> chosen = getUnits(module);
   if (failed(chosen))
     return signalPassFailure();
-  for (UnitOp unit : *chosen) {
-    bool done = false;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
-        done |= checkpoint(func, unit, *parsed);
-    if (done)
+  DenseSet<Operation *> done;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    Block &block = func.getBody().front();
+    BodyLayout layout(block);
+    DenseSet<Operation *> forwardOps = getForwardOps(func, block);
+    // Every span first, on the body as it was: a recomputation placed
+    // before an earlier unit's backward must not look like its start.
+    SmallVector<UnitSpan> spans;
+    for (UnitOp unit : *chosen)
+      spans.push_back(findSpan(layout, forwardOps, unit.getSymNameAttr()));
+    for (auto [unit, span] : llvm::zip_equal(*chosen, spans))
+      if (checkpoint(layout, span, unit, *parsed))
+        done.insert(unit);
+  }
+  for (UnitOp unit : *chosen)
+    if (done.contains(unit))
       unit->setAttr(
           ZestDialect::kCheckpointAttrName,
           StringAttr::get(&getContext(), stringifyCheckpointMode(*parsed)));
-  }
 }
 
 } // namespace

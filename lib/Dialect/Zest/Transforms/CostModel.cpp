@@ -229,6 +229,8 @@ std::optional<double> getKernelCallUs(func::CallOp call,
 struct Replay {
   const MachineModel *machine;
   DeviceMesh mesh;
+  /// The module's functions by name, looked up once per callee.
+  SymbolTableCollection *symbols;
   double now = 0, linkFreeAt = 0, replicaLinkFreeAt = 0;
   /// A request's transfer: when the link is done with it, and the bytes a
   /// wait still copies where transfers need the CPU.
@@ -260,7 +262,7 @@ struct Replay {
         return compute(*us);
       // A region function (zest-outline-regions: a block's forward or
       // backward) costs what its body does, at every call.
-      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      auto callee = symbols->lookupNearestSymbolFrom<func::FuncOp>(
           call, call.getCalleeAttr());
       if (callee && !callee.isExternal())
         return run(callee.getBody().front());
@@ -325,7 +327,8 @@ struct Replay {
 StepCost mlir::zest::estimateStepCost(func::FuncOp func,
                                       const MachineModel &machine,
                                       const DeviceMesh &mesh) {
-  Replay replay{&machine, mesh};
+  SymbolTableCollection symbols;
+  Replay replay{&machine, mesh, &symbols};
   for (Block &block : func.getBody())
     replay.run(block);
   replay.cost.stepUs = replay.now;

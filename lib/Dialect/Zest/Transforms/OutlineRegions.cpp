@@ -10,6 +10,7 @@
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -29,6 +30,13 @@ namespace mlir::zest {
 } // namespace mlir::zest
 
 using namespace mlir;
+
+SetVector<Value> mlir::zest::getReadValues(Operation *op) {
+  SetVector<Value> values(op->operand_begin(), op->operand_end());
+  if (op->getNumRegions() > 0)
+    getUsedValuesDefinedAbove(op->getRegions(), values);
+  return values;
+}
 
 namespace {
 
@@ -62,14 +70,6 @@ bool isTensorComputeUncached(Operation *op) {
     return WalkResult::advance();
   });
   return !result.wasInterrupted();
-}
-
-/// Values `op` reads: its operands and what its regions use from above.
-SetVector<Value> getReadValues(Operation *op) {
-  SetVector<Value> values(op->operand_begin(), op->operand_end());
-  if (op->getNumRegions() > 0)
-    getUsedValuesDefinedAbove(op->getRegions(), values);
-  return values;
 }
 
 /// One entry point's cut into regions.
@@ -172,7 +172,7 @@ public:
   /// reads those of exactly one.
   StringAttr getUnit(Operation *op) {
     StringAttr unit;
-    for (Value value : getReadValues(op)) {
+    for (Value value : zest::getReadValues(op)) {
       while (Operation *producer = value.getDefiningOp()) {
         if (!isTensorCompute(producer) || !isCloneable(producer) ||
             producer->getNumOperands() == 0)
@@ -291,7 +291,7 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
     clones.insert(op);
   };
   for (Operation *op : ops)
-    for (Value value : getReadValues(op)) {
+    for (Value value : zest::getReadValues(op)) {
       Operation *producer = value.getDefiningOp();
       if (producer && producer->getBlock() == &cutter.block &&
           inRegion.contains(producer))

@@ -271,6 +271,15 @@ StringAttr getCheckpoint(UnitOp unit) {
   return unit->getAttrOfType<StringAttr>(ZestDialect::kCheckpointAttrName);
 }
 
+/// The report's decision column: the decision, and what the unit
+/// recomputes.
+std::string describeDecision(UnitOp unit) {
+  std::string text = getDecision(unit).str();
+  if (StringAttr checkpoint = getCheckpoint(unit))
+    text += (", recompute " + checkpoint.getValue()).str();
+  return text;
+}
+
 std::optional<int64_t> getPrefetch(UnitOp unit) {
   if (auto depth =
           unit->getAttrOfType<IntegerAttr>(ZestDialect::kPrefetchAttrName))
@@ -333,11 +342,7 @@ void printUnits(ModuleOp module, llvm::raw_ostream &os) {
         "{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n", unit.getSymName(),
         unit.isSharded() ? "sharded" : "replicated", unit.getParams().size(),
         getUnitBytes(unit), getShardBytes(unit),
-        prefetch ? std::to_string(*prefetch) : "-",
-        getCheckpoint(unit) ? (getDecision(unit) + ", recompute " +
-                               getCheckpoint(unit).getValue())
-                                  .str()
-                            : getDecision(unit).str());
+        prefetch ? std::to_string(*prefetch) : "-", describeDecision(unit));
   }
   for (BucketOp bucket : module.getOps<BucketOp>()) {
     os << "bucket " << bucket.getSymName() << ":";

@@ -4,6 +4,7 @@
 #define ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
 
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::zest {
 
@@ -16,6 +17,10 @@ void populateFlattenRowsPatterns(RewritePatternSet &patterns);
 /// static splat tensor constant (a destination that is written: bufferized,
 /// the constant would be a global copied into a new buffer); null otherwise.
 Value createFillOfSplat(OpBuilder &builder, Value value);
+
+/// The values `op` reads: its operands and what its regions use from
+/// above (a linalg body's scalars), in order, once each.
+SetVector<Value> getReadValues(Operation *op);
 
 } // namespace mlir::zest
 
