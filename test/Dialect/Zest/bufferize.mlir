@@ -39,3 +39,24 @@ func.func @backward_into_slice(%dy: tensor<4x6xf32>, %x: tensor<4x8xf32>, %flat:
   %f2 = tensor.insert_slice %g#1 into %f1[48] [6] [1] : tensor<6xf32> into tensor<54xf32>
   return %f2 : tensor<54xf32>
 }
+
+// -----
+
+// A barrier is its operand's buffer: what reads it reads the argument,
+// with no copy (the one allocation is the generic's destination).
+// CHECK-LABEL: func.func @barrier(
+// CHECK-SAME: %[[X:[^:]*]]: memref<4xf32{{.*}}>
+// CHECK-NOT: zest.optimization_barrier
+// CHECK-NOT: memref.copy
+// CHECK: linalg.generic {{.*}} ins(%[[X]] :
+// CHECK-NOT: memref.copy
+func.func @barrier(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %b = zest.optimization_barrier %x : tensor<4xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%b : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %y = arith.mulf %in, %in : f32
+    linalg.yield %y : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

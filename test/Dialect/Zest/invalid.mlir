@@ -627,3 +627,11 @@ zest.unit @u sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 [
 zest.unit @u sharded : bf16, world_size = 2, padded_size = 4, shard_size = 2 [
   "w" : tensor<4xbf16> at 0
 ] {reduce_type = f16}
+
+// -----
+
+func.func @barrier_types(%x: tensor<4xf32>) -> tensor<4xf16> {
+  // expected-error@+1 {{all of {input, result} have same type}}
+  %b = "zest.optimization_barrier"(%x) : (tensor<4xf32>) -> tensor<4xf16>
+  return %b : tensor<4xf16>
+}

@@ -160,3 +160,13 @@ func.func @bucket(%sn: tensor<2xf32>, %sm: tensor<4xf32>, %gn: tensor<4xf32>, %g
   %rn, %rm = zest.unpack %r pieces 1 : tensor<6xf32> -> tensor<2xf32>, tensor<4xf32>
   return %fn, %fm, %rn, %rm : tensor<4xf32>, tensor<8xf32>, tensor<2xf32>, tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @optimization_barrier
+// CHECK: %[[B:.*]] = zest.optimization_barrier %{{.*}} : tensor<4x8xf32>
+// CHECK: return %[[B]]
+func.func @optimization_barrier(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %b = zest.optimization_barrier %x : tensor<4x8xf32>
+  return %b : tensor<4x8xf32>
+}

@@ -31,3 +31,18 @@ func.func @regather(%s: tensor<4xf32>, %g: tensor<8xf32>) -> (tensor<8xf32>, ten
   %r2 = zest.reduce_scatter avg %g for @u : tensor<8xf32> -> tensor<4xf32>
   return %a1, %a2 : tensor<8xf32>, tensor<8xf32>
 }
+
+// Optimization barriers are never merged or folded away: a recomputation
+// that reads one is not the computation reading its operand
+// (zest-checkpoint-activations).
+// CHECK-LABEL: func.func @barrier
+// CHECK: %[[B1:.*]] = zest.optimization_barrier %[[X:[^ ]*]]
+// CHECK: %[[B2:.*]] = zest.optimization_barrier %[[X]]
+// CHECK: zest.optimization_barrier %[[X]]
+// CHECK: return %[[B1]], %[[B2]], %[[X]]
+func.func @barrier(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %b1 = zest.optimization_barrier %x : tensor<4xf32>
+  %b2 = zest.optimization_barrier %x : tensor<4xf32>
+  %unused = zest.optimization_barrier %x : tensor<4xf32>
+  return %b1, %b2, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
