@@ -101,6 +101,16 @@ static LogicalResult verifyTarget(const CompileOptions &options) {
   if (format != "fatbin" && format != "bin" && format != "isa")
     return fail("--cuda-format expects fatbin, bin or isa, got '" + format +
                 "'");
+  if (options.front.offload != OffloadMode::None) {
+    if (!isDeviceTarget(lower.target))
+      return fail("--offload needs --target=cuda or cuda-emulated: on the "
+                  "CPU, host memory is where everything already lives");
+    if (!options.front.hasOptimizer())
+      return fail("--offload=optimizer needs an optimizer (--optimizer=sgd "
+                  "or adamw)");
+  } else if (!options.front.offloadUnits.empty()) {
+    return fail("--offload-units needs --offload=optimizer");
+  }
   if (lower.target == Target::Cuda)
     return verifyCudaOptions(lower);
   return success();

@@ -136,6 +136,13 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
     pm.addPass(createInsertOptimizerPass(getOptimizerOptions(options)));
   // After the updates exist: they move down with their reduce-scatter's wait.
   pm.addPass(createScheduleCollectivesPass(getScheduleOptions(options)));
+  // Once the updates are placed: they move to the end of the step.
+  if (options.offload == OffloadMode::Optimizer && options.hasOptimizer()) {
+    OffloadOptimizerPassOptions offload;
+    offload.units.assign(options.offloadUnits.begin(),
+                         options.offloadUnits.end());
+    pm.addPass(createOffloadOptimizerPass(offload));
+  }
   // The calling convention is fixed before the descriptor describes it.
   pm.addPass(createPrepareEntryPointsPass());
 }

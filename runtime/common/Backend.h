@@ -82,6 +82,24 @@ public:
     std::memcpy(host, device, bytes);
   }
 
+  /// Offload: host memory that asynchronous copies use (page-locked in
+  /// place on a GPU, until unpinHost).
+  virtual void pinHost(void *ptr, size_t bytes) {}
+  virtual void unpinHost(void *ptr) {}
+  /// Asynchronous copies between pinned host memory and memory from
+  /// allocateMemory, in order with the compiled code's work. To the device,
+  /// `host` is read when the work before it is done; to the host, the bytes
+  /// are there once copyWait(handle) returns.
+  virtual void copyToDeviceAsync(void *device, const void *host, size_t bytes) {
+    std::memcpy(device, host, bytes);
+  }
+  virtual int64_t copyToHostStart(void *host, const void *device,
+                                  size_t bytes) {
+    std::memcpy(host, device, bytes);
+    return 0;
+  }
+  virtual void copyWait(int64_t handle) {}
+
   /// True if backend calls may come from a second thread (serialized by the
   /// runtime), as a progress thread needs.
   virtual bool supportsProgressThread() const = 0;

@@ -146,13 +146,23 @@ int zest_buffers_on_device(void) { return get().backend->buffersOnDevice(); }
 
 void *zest_buffer_alloc(int64_t bytes) {
   // 64-byte aligned like the pool's buffers; at least one byte.
-  return get().backend->allocateMemory(
-      size_t(std::max<int64_t>(64, (bytes + 63) / 64 * 64)), 64);
+  int64_t size = std::max<int64_t>(64, (bytes + 63) / 64 * 64);
+  Runtime &rt = get();
+  void *ptr = rt.backend->allocateMemory(size_t(size), 64);
+  rt.buffers[ptr] = bytes;
+  rt.pool.counters.buffer_bytes += bytes;
+  return ptr;
 }
 
 void zest_buffer_free(void *ptr) {
-  if (ptr)
-    get().backend->freeMemory(ptr);
+  if (!ptr)
+    return;
+  Runtime &rt = get();
+  if (auto it = rt.buffers.find(ptr); it != rt.buffers.end()) {
+    rt.pool.counters.buffer_bytes -= it->second;
+    rt.buffers.erase(it);
+  }
+  rt.backend->freeMemory(ptr);
 }
 
 void zest_copy_to_device(void *device, const void *host, int64_t bytes) {
@@ -163,6 +173,42 @@ void zest_copy_to_device(void *device, const void *host, int64_t bytes) {
 void zest_copy_to_host(void *host, const void *device, int64_t bytes) {
   if (bytes > 0)
     get().backend->copyToHost(host, device, size_t(bytes));
+}
+
+void zest_pin_host(void *host, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  Runtime &rt = get();
+  rt.backend->pinHost(host, size_t(bytes));
+  rt.pinned[host] = bytes;
+  rt.pool.counters.pinned_bytes += bytes;
+}
+
+void zest_unpin_host(void *host) {
+  Runtime &rt = get();
+  auto it = rt.pinned.find(host);
+  if (it == rt.pinned.end())
+    return;
+  rt.backend->unpinHost(host);
+  rt.pool.counters.pinned_bytes -= it->second;
+  rt.pinned.erase(it);
+}
+
+void zest_copy_to_device_async(void *device, const void *host, int64_t bytes) {
+  // A null host buffer is an argument the step never reads (an accumulator
+  // without accumulation): nothing to copy.
+  if (bytes > 0 && host)
+    get().backend->copyToDeviceAsync(device, host, size_t(bytes));
+}
+
+int64_t zest_copy_to_host_start(void *host, const void *device, int64_t bytes) {
+  return bytes > 0 ? get().backend->copyToHostStart(host, device, size_t(bytes))
+                   : -1;
+}
+
+void zest_copy_wait(int64_t handle) {
+  if (handle >= 0)
+    get().backend->copyWait(handle);
 }
 
 double zest_now_us(void) { return nowUs(); }

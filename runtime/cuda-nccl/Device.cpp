@@ -162,6 +162,50 @@ void cuda::DeviceBackend::copyToHost(void *host, const void *device,
   }
 }
 
+void cuda::DeviceBackend::pinHost(void *ptr, size_t bytes) {
+  checkCuda(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault),
+            "pinning " + std::to_string(bytes) + " bytes of host memory");
+}
+
+void cuda::DeviceBackend::unpinHost(void *ptr) {
+  checkCuda(cudaHostUnregister(ptr), "unpinning host memory");
+}
+
+void cuda::DeviceBackend::copyToDeviceAsync(void *device, const void *host,
+                                            size_t bytes) {
+  checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                            streams.compute),
+            "copying " + std::to_string(bytes) + " bytes to the device");
+}
+
+int64_t cuda::DeviceBackend::copyToHostStart(void *host, const void *device,
+                                             size_t bytes) {
+  std::string what = "copying " + std::to_string(bytes) + " bytes to the host";
+  int64_t handle;
+  if (idleCopyEvents.empty()) {
+    handle = int64_t(copyEvents.size());
+    copyEvents.emplace_back();
+    checkCuda(
+        cudaEventCreateWithFlags(&copyEvents.back(), cudaEventDisableTiming),
+        what);
+  } else {
+    handle = idleCopyEvents.back();
+    idleCopyEvents.pop_back();
+  }
+  checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                            streams.compute),
+            what);
+  checkCuda(cudaEventRecord(copyEvents[handle], streams.compute), what);
+  return handle;
+}
+
+void cuda::DeviceBackend::copyWait(int64_t handle) {
+  if (handle < 0 || size_t(handle) >= copyEvents.size())
+    fatal("zest_copy_wait is given an unknown copy " + std::to_string(handle));
+  waitForEvent(copyEvents[handle], "a copy to the host");
+  idleCopyEvents.push_back(handle);
+}
+
 std::unique_ptr<PendingOp> cuda::DeviceBackend::barrier() {
   synchronize(streams.compute, "a barrier");
   return mpi->barrier();
@@ -180,6 +224,9 @@ void cuda::DeviceBackend::finalize() {
     cudaEventDestroy(stagingFree);
     staging = nullptr;
   }
+  for (cudaEvent_t event : copyEvents)
+    cudaEventDestroy(event);
+  copyEvents.clear();
   mpi->finalize();
 }
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zest::rt::cuda {
 
@@ -68,6 +69,15 @@ public:
   /// On the compute stream, after everything enqueued before, through the
   /// staging buffer; waits (with the timeout).
   void copyToHost(void *host, const void *device, size_t bytes) override;
+  /// cudaHostRegister, so the copies below run without staging.
+  void pinHost(void *ptr, size_t bytes) override;
+  void unpinHost(void *ptr) override;
+  /// Straight cudaMemcpyAsync on the compute stream; a copy to the host
+  /// records an event that copyWait waits for (with the timeout).
+  void copyToDeviceAsync(void *device, const void *host, size_t bytes) override;
+  int64_t copyToHostStart(void *host, const void *device,
+                          size_t bytes) override;
+  void copyWait(int64_t handle) override;
   /// Waits for the compute stream, then for every rank.
   std::unique_ptr<PendingOp> barrier() override;
   [[noreturn]] void abort(int code) override;
@@ -84,6 +94,10 @@ private:
   char *staging = nullptr;
   cudaEvent_t stagingFree = nullptr;
   char *getStaging();
+  /// Events of copies to the host, by handle; the handles of those waited
+  /// for are reused.
+  std::vector<cudaEvent_t> copyEvents;
+  std::vector<int64_t> idleCopyEvents;
 };
 
 /// NCCL communicators bootstrapped over `mpi` (one GPU per rank).

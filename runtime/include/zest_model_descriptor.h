@@ -15,7 +15,8 @@
  *   accumulate_for <name>             (no-sync: accumulates for that step)
  *   arg unit <unit> | arg data <dtype> <rank> <dim>...
  *   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
- *   arg grad_sum <unit> | arg rng
+ *   arg grad_sum <unit> | arg rng | arg stage <dtype> <rank> <dim>...
+ *   host                  (the argument before lives in pinned host memory)
  *   result loss|output <dtype> <rank> <dim>... | result grad <unit>
  *   end
  *
@@ -43,6 +44,7 @@
 #define ZEST_RECORD_ACCUMULATE_FOR "accumulate_for"
 #define ZEST_RECORD_ARG "arg"
 #define ZEST_RECORD_RESULT "result"
+#define ZEST_RECORD_HOST "host"
 #define ZEST_RECORD_END "end"
 
 /* Unit kinds. */
@@ -57,6 +59,9 @@
 #define ZEST_ARG_HYPER "hyper"
 #define ZEST_ARG_GRAD_SUM "grad_sum"
 #define ZEST_ARG_RNG "rng"
+/* Offload: a host buffer the step copies a gradient or the hyperparameters
+ * into for the host's update; the host never reads it. */
+#define ZEST_ARG_STAGE "stage"
 
 /* Result roles (`result <role> ...`). */
 #define ZEST_RESULT_LOSS "loss"

@@ -214,6 +214,18 @@ void zest_buffer_free(void *ptr);
  * buffers are host memory. */
 void zest_copy_to_device(void *device, const void *host, int64_t bytes);
 void zest_copy_to_host(void *host, const void *device, int64_t bytes);
+/* Offload (zestc --offload): host memory that the copies below may use
+ * (page-locked in place on a GPU; nothing on the CPU backend) until
+ * zest_unpin_host. */
+void zest_pin_host(void *host, int64_t bytes);
+void zest_unpin_host(void *host);
+/* Asynchronous copies between pinned host memory and device memory, in
+ * order with the compiled code's work: to the device, returns at once and
+ * `host` is read when the device gets there; to the host, returns a handle
+ * and the bytes are there once zest_copy_wait(handle) returns. */
+void zest_copy_to_device_async(void *device, const void *host, int64_t bytes);
+int64_t zest_copy_to_host_start(void *host, const void *device, int64_t bytes);
+void zest_copy_wait(int64_t handle);
 
 typedef struct zest_counters {
   int64_t pool_bytes;          /* bytes live in the pool now */
@@ -223,6 +235,8 @@ typedef struct zest_counters {
   int64_t bytes_sent;          /* bytes this rank sent in collectives */
   int64_t collectives;         /* collectives started */
   int64_t wait_us;             /* microseconds spent blocked in zest_wait */
+  int64_t buffer_bytes;        /* bytes asked of zest_buffer_alloc, live */
+  int64_t pinned_bytes;        /* zest_pin_host bytes pinned now */
 } zest_counters_t;
 
 void zest_get_counters(zest_counters_t *counters);

@@ -11,6 +11,14 @@ DeviceMirrors::DeviceMirrors() : onDevice(zest_buffers_on_device() != 0) {}
 DeviceMirrors::~DeviceMirrors() {
   for (auto &[host, mirror] : mirrors)
     zest_buffer_free(mirror.device);
+  for (void *host : pinned)
+    zest_unpin_host(host);
+}
+
+std::vector<int64_t> DeviceMirrors::pinnedDescriptorFor(Buffer &buffer) {
+  if (buffer.data() && pinned.insert(buffer.data()).second)
+    zest_pin_host(buffer.data(), buffer.spec.bytes());
+  return buffer.descriptor;
 }
 
 std::vector<int64_t> DeviceMirrors::descriptorFor(Buffer &buffer,

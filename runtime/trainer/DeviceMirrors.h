@@ -6,7 +6,8 @@
 // shards, optimizer state, accumulators) are uploaded once and downloaded
 // before a checkpoint is written; per-call ones (data, hyperparameters,
 // random streams) are uploaded before each call; results are downloaded
-// after it. On the CPU backend nothing is mirrored.
+// after it. On the CPU backend nothing is mirrored. Offloaded arguments
+// (zestc --offload) stay in host memory, pinned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include "Buffer.h"
 
 #include <map>
+#include <set>
 #include <vector>
 
 namespace zest {
@@ -32,6 +34,10 @@ public:
   /// descriptor when nothing is mirrored). A persistent buffer's mirror is
   /// shared by every entry point that takes it and uploaded once.
   std::vector<int64_t> descriptorFor(Buffer &buffer, bool persistent);
+  /// `buffer`'s own descriptor, its memory pinned (once) for the step's
+  /// asynchronous copies: an offloaded argument the step reads and writes
+  /// in host memory.
+  std::vector<int64_t> pinnedDescriptorFor(Buffer &buffer);
   /// Copies `buffer` to its mirror, or its mirror back to it.
   void upload(Buffer &buffer);
   void download(Buffer &buffer);
@@ -52,6 +58,8 @@ private:
   /// By host address: entry points that share a host buffer share its
   /// mirror.
   std::map<const void *, Mirror> mirrors;
+  /// Host buffers pinned for offload, unpinned with the mirrors.
+  std::set<void *> pinned;
 };
 
 } // namespace zest

@@ -115,8 +115,8 @@ static ArgInfo readArg(std::istringstream &in, const ModelInfo &model) {
   std::string kind;
   in >> kind;
   ArgInfo arg;
-  if (kind == ZEST_ARG_DATA) {
-    arg.kind = ArgInfo::Data;
+  if (kind == ZEST_ARG_DATA || kind == ZEST_ARG_STAGE) {
+    arg.kind = kind == ZEST_ARG_DATA ? ArgInfo::Data : ArgInfo::Stage;
     arg.spec = readSpec(in);
     return arg;
   }
@@ -193,6 +193,8 @@ static bool readRecord(std::istringstream &in, ModelInfo &model) {
     in >> model.functions.back().accumulateFor;
   } else if (record == ZEST_RECORD_ARG) {
     model.functions.back().args.push_back(readArg(in, model));
+  } else if (record == ZEST_RECORD_HOST) {
+    model.functions.back().args.back().onHost = true;
   } else if (record == ZEST_RECORD_RESULT) {
     model.functions.back().results.push_back(readResult(in, model));
   } else if (record == ZEST_RECORD_END) {

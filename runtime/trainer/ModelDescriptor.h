@@ -55,7 +55,11 @@ struct ArgInfo {
   /// streams (step key, first sample in the step). Unit, state and accum are
   /// updated in place by training steps with an optimizer, grad sums by both
   /// entry points of a no-sync step.
-  enum Kind { Data, Unit, State, Accum, Hyper, GradSum, Rng } kind;
+  /// Stage: a host buffer the step copies a gradient or the hyperparameters
+  /// into (offload); the host never reads it.
+  enum Kind { Data, Unit, State, Accum, Hyper, GradSum, Rng, Stage } kind;
+  /// Offload: the argument lives in pinned host memory, not on the device.
+  bool onHost = false;
   int unit = -1; // Unit, State, Accum, GradSum
   std::string state;
   TensorSpec spec;

@@ -94,13 +94,15 @@ struct EntryCall {
     for (const ArgInfo &arg : function.args) {
       bool perCall = arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper ||
                      arg.kind == ArgInfo::Rng;
-      if (perCall)
+      if (perCall || arg.kind == ArgInfo::Stage)
         args.emplace_back(arg.spec);
       else
         args.emplace_back(arg.spec, train.storage(arg));
       if (arg.kind == ArgInfo::Hyper)
         hyper = args.back().f32();
-      descriptors.push_back(mirrors.descriptorFor(args.back(), !perCall));
+      descriptors.push_back(arg.onHost
+                                ? mirrors.pinnedDescriptorFor(args.back())
+                                : mirrors.descriptorFor(args.back(), !perCall));
       if (perCall)
         uploads.push_back(args.size() - 1);
     }
@@ -392,6 +394,12 @@ void Run::printSummary(int64_t baseRss) {
               static_cast<long long>(peakResidentBytes() - baseRss),
               options.steps ? counters.wait_us / 1000.0 / options.steps : 0.0,
               static_cast<long long>(lastStepFaults));
+  // Where the step's arguments live (the plan's argument bytes).
+  if (zest_buffers_on_device())
+    std::printf("device memory: argument bytes per rank %lld on the device, "
+                "%lld in pinned host memory\n",
+                static_cast<long long>(counters.buffer_bytes),
+                static_cast<long long>(counters.pinned_bytes));
 }
 
 void Run::finish() {

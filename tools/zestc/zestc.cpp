@@ -171,6 +171,19 @@ static cl::list<std::string>
             cl::desc("Units checkpointed, as globs of unit names (default: "
                      "every unit but the root)"),
             cl::CommaSeparated, cl::cat(category));
+static cl::opt<std::string> offload(
+    "offload",
+    cl::desc("What lives in pinned host memory instead of on the GPU "
+             "(--target=cuda, cuda-emulated): none (the default) or optimizer "
+             "(optimizer state, f32 master shards and gradient accumulators, "
+             "updated on the host as each gradient shard arrives, as "
+             "ZeRO-Offload)"),
+    cl::init("none"), cl::cat(category));
+static cl::list<std::string>
+    offloadUnits("offload-units",
+                 cl::desc("Units offloaded, as globs of unit names (default: "
+                          "every unit)"),
+                 cl::CommaSeparated, cl::cat(category));
 static cl::opt<bool> planOnly(
     "plan-only",
     cl::desc("Stop after the memory plan and the cost model: print the "
@@ -353,6 +366,7 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
   front.noSync = noSync;
   front.prefetch = prefetch;
   front.acUnits = toVector(acUnits);
+  front.offloadUnits = toVector(offloadUnits);
   auto wireType = [](StringRef text) {
     return text.empty() ? std::optional<WireType>(WireType::F32)
                         : symbolizeWireType(text);
@@ -365,6 +379,8 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
                             symbolizeCheckpointMode(activationCheckpointing),
                             "none, full or selective",
                             front.activationCheckpointing.getValue())) &&
+      succeeded(parseChoice("offload", offload, symbolizeOffloadMode(offload),
+                            "none or optimizer", front.offload.getValue())) &&
       succeeded(parseChoice("strategy", strategy,
                             symbolizeShardingStrategy(strategy),
                             "full-shard, shard-grad-op, no-shard or "

@@ -174,6 +174,20 @@ struct FrontPipelineOptions : public ShardPipelineOptions {
       llvm::cl::desc("Globs of the units checkpointed (default: all but the "
                      "root)")};
 
+  Option<OffloadMode> offload{
+      *this, "offload",
+      llvm::cl::desc("What lives in pinned host memory instead of on the "
+                     "device (GPU targets)"),
+      llvm::cl::init(OffloadMode::None),
+      llvm::cl::values(
+          clEnumValN(OffloadMode::None, "none", "everything on the device"),
+          clEnumValN(OffloadMode::Optimizer, "optimizer",
+                     "optimizer state, f32 master shards and accumulators, "
+                     "updated on the host"))};
+  ListOption<std::string> offloadUnits{
+      *this, "offload-units",
+      llvm::cl::desc("Globs of the units offloaded (default: all)")};
+
   /// Whether training steps get an optimizer (`optimizer` is not none).
   bool hasOptimizer() const { return optimizer != OptimizerChoice::None; }
 };

@@ -468,9 +468,13 @@ struct MapKernelsToGPUPass
     }
     // What is left on the host must not touch buffer elements: buffers live
     // in device memory.
+    // Host kernels (offload) compute on pinned host memory.
     WalkResult hostAccess = getOperation().walk([](Operation *op) {
       if (!isa<memref::LoadOp, memref::StoreOp, memref::CopyOp>(op) ||
           op->getParentOfType<gpu::LaunchOp>())
+        return WalkResult::advance();
+      auto func = op->getParentOfType<func::FuncOp>();
+      if (func && func->hasAttr(zest::ZestDialect::kHostKernelAttrName))
         return WalkResult::advance();
       op->emitError() << "'" << op->getName()
                       << "' accesses buffer elements on the host, but "

@@ -61,11 +61,13 @@ static int64_t getCInterfaceArity(func::FuncOp func) {
 }
 
 /// Drops the `zest.*` argument, result and function attributes of `func`
-/// but `zest.updated` and, with `keepUnits`, `zest.unit`.
+/// but `zest.updated`, `zest.host` (where a buffer lives) and, with
+/// `keepUnits`, `zest.unit`.
 static void stripRoleAttributes(func::FuncOp func, bool keepUnits) {
   auto isRole = [&](NamedAttribute attr) {
     return attr.getName().getValue().starts_with("zest.") &&
            attr.getName() != ZestDialect::kUpdatedAttrName &&
+           attr.getName() != ZestDialect::kHostArgAttrName &&
            !(keepUnits && attr.getName() == ZestDialect::kUnitArgAttrName);
   };
   auto strip = [&](DictionaryAttr attrs) {

@@ -20,6 +20,7 @@ using namespace mlir::zest;
 /// them through (convert-func-to-llvm does not carry `llvm.noalias` over).
 static void markNoAliasPointers(LLVM::LLVMFuncOp func) {
   func->removeAttr(ZestDialect::kKernelAttrName);
+  func->removeAttr(ZestDialect::kHostKernelAttrName);
   auto positions = func->getAttrOfType<DenseI64ArrayAttr>(
       ZestDialect::kNoAliasPointersAttrName);
   if (!positions)
@@ -30,12 +31,20 @@ static void markNoAliasPointers(LLVM::LLVMFuncOp func) {
   func->removeAttr(ZestDialect::kNoAliasPointersAttrName);
 }
 
+/// Where an entry point's buffers live (offload) matters only until the
+/// kernels are placed; LLVM has no such parameter attribute.
+static void dropHostArgAttrs(LLVM::LLVMFuncOp func) {
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    func.removeArgAttr(i, ZestDialect::kHostArgAttrName);
+}
+
 namespace {
 struct FinalizeLLVMPass
     : public zest::impl::FinalizeLLVMPassBase<FinalizeLLVMPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     module.walk(markNoAliasPointers);
+    module.walk(dropHostArgAttrs);
     // Units are compile-time metadata; the descriptor carries them on.
     for (Operation &op : llvm::make_early_inc_range(module.getOps()))
       if (isa<UnitOp, BucketOp>(op))

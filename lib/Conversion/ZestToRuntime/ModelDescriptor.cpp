@@ -58,6 +58,48 @@ static void printShape(llvm::raw_ostream &os, RankedTensorType type) {
     os << " " << dim;
 }
 
+/// The `arg` record of argument `i` of entry point `func`.
+static void printArg(llvm::raw_ostream &os, func::FuncOp func, unsigned i) {
+  if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
+          i, ZestDialect::kUnitArgAttrName)) {
+    os << ZEST_RECORD_ARG " " ZEST_ARG_UNIT " " << unit.getValue() << "\n";
+    return;
+  }
+  if (auto state = func.getArgAttrOfType<DictionaryAttr>(
+          i, ZestDialect::kOptimizerStateAttrName)) {
+    os << ZEST_RECORD_ARG " " ZEST_ARG_STATE " "
+       << state.getAs<FlatSymbolRefAttr>("unit").getValue() << " "
+       << state.getAs<StringAttr>("name").getValue() << "\n";
+    return;
+  }
+  if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
+          i, ZestDialect::kGradAccumAttrName)) {
+    os << ZEST_RECORD_ARG " " ZEST_ARG_ACCUM " " << unit.getValue() << "\n";
+    return;
+  }
+  if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
+          i, ZestDialect::kGradSumAttrName)) {
+    os << ZEST_RECORD_ARG " " ZEST_ARG_GRAD_SUM " " << unit.getValue() << "\n";
+    return;
+  }
+  auto type = cast<RankedTensorType>(func.getArgumentTypes()[i]);
+  if (func.getArgAttr(i, ZestDialect::kHyperAttrName)) {
+    os << ZEST_RECORD_ARG " " ZEST_ARG_HYPER " " << type.getNumElements()
+       << "\n";
+    return;
+  }
+  if (func.getArgAttr(i, ZestDialect::kRngAttrName)) {
+    os << ZEST_RECORD_ARG " " ZEST_ARG_RNG "\n";
+    return;
+  }
+  os << ZEST_RECORD_ARG " "
+     << (func.getArgAttr(i, ZestDialect::kStageArgAttrName) ? ZEST_ARG_STAGE
+                                                            : ZEST_ARG_DATA)
+     << " ";
+  printShape(os, type);
+  os << "\n";
+}
+
 std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -98,43 +140,10 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
             ZestDialect::kAccumulateForAttrName))
       os << ZEST_RECORD_ACCUMULATE_FOR " " << step.getValue() << "\n";
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-      if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
-              i, ZestDialect::kUnitArgAttrName)) {
-        os << ZEST_RECORD_ARG " " ZEST_ARG_UNIT " " << unit.getValue() << "\n";
-        continue;
-      }
-      if (auto state = func.getArgAttrOfType<DictionaryAttr>(
-              i, ZestDialect::kOptimizerStateAttrName)) {
-        os << ZEST_RECORD_ARG " " ZEST_ARG_STATE " "
-           << state.getAs<FlatSymbolRefAttr>("unit").getValue() << " "
-           << state.getAs<StringAttr>("name").getValue() << "\n";
-        continue;
-      }
-      if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
-              i, ZestDialect::kGradAccumAttrName)) {
-        os << ZEST_RECORD_ARG " " ZEST_ARG_ACCUM " " << unit.getValue() << "\n";
-        continue;
-      }
-      if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(
-              i, ZestDialect::kGradSumAttrName)) {
-        os << ZEST_RECORD_ARG " " ZEST_ARG_GRAD_SUM " " << unit.getValue()
-           << "\n";
-        continue;
-      }
-      if (func.getArgAttr(i, ZestDialect::kHyperAttrName)) {
-        os << ZEST_RECORD_ARG " " ZEST_ARG_HYPER " "
-           << cast<RankedTensorType>(func.getArgumentTypes()[i])
-                  .getNumElements()
-           << "\n";
-        continue;
-      }
-      if (func.getArgAttr(i, ZestDialect::kRngAttrName)) {
-        os << ZEST_RECORD_ARG " " ZEST_ARG_RNG "\n";
-        continue;
-      }
-      os << ZEST_RECORD_ARG " " ZEST_ARG_DATA " ";
-      printShape(os, cast<RankedTensorType>(func.getArgumentTypes()[i]));
-      os << "\n";
+      printArg(os, func, i);
+      // Offload: the argument lives in pinned host memory.
+      if (func.getArgAttr(i, ZestDialect::kHostArgAttrName))
+        os << ZEST_RECORD_HOST "\n";
     }
     for (unsigned i : results) {
       if (auto unit = func.getResultAttrOfType<FlatSymbolRefAttr>(

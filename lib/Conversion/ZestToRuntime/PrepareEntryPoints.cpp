@@ -65,9 +65,11 @@ struct PrepareEntryPointsPass
       bool updates = func->hasAttr(ZestDialect::kOptimizerAttrName);
       for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
         // Gradient sums (no-sync) are also summed into by the accumulate
-        // entry points, which have no optimizer.
+        // entry points, which have no optimizer; offload's stages receive
+        // copies.
         bool inPlace =
             func.getArgAttr(i, ZestDialect::kGradSumAttrName) ||
+            func.getArgAttr(i, ZestDialect::kStageArgAttrName) ||
             (updates &&
              (func.getArgAttr(i, ZestDialect::kUnitArgAttrName) ||
               func.getArgAttr(i, ZestDialect::kOptimizerStateAttrName) ||

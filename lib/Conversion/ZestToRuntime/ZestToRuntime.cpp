@@ -1,8 +1,9 @@
 //===- ZestToRuntime.cpp - Lower Zest ops to runtime calls ----------------===//
 //
 // The pass: gathered buckets unpacked first, then the patterns of each op
-// family (Collectives.cpp, Views.cpp, GradNorm.cpp, Widening.cpp) with the
-// greedy driver, and a located error for anything left.
+// family (Collectives.cpp, Views.cpp, GradNorm.cpp, Widening.cpp,
+// HostCopies.cpp) with the greedy driver, and a located error for anything
+// left.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,7 @@ struct ConvertZestToRuntimePass
     populateViewPatterns(patterns);
     populateGradNormPatterns(patterns);
     populateWideningPatterns(patterns);
+    populateHostCopyPatterns(patterns);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     config.enableFolding(false);

@@ -76,6 +76,8 @@ void populateCollectivePatterns(RewritePatternSet &patterns);
 void populateViewPatterns(RewritePatternSet &patterns);
 void populateGradNormPatterns(RewritePatternSet &patterns);
 void populateWideningPatterns(RewritePatternSet &patterns);
+/// Offload's copies between device and pinned host memory (HostCopies.cpp).
+void populateHostCopyPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::zest::zest_to_runtime
 

@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -483,6 +484,39 @@ LogicalResult WaitOp::verify() {
       !isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(producer))
     return emitOpError() << "future must come from a zest.*_start "
                          << "collective, got '" << producer->getName() << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Offload copies
+//===----------------------------------------------------------------------===//
+
+LogicalResult CopyToHostStartOp::verify() {
+  auto future = cast<FutureType>(getFuture().getType());
+  if (future.getValueType() != getSource().getType())
+    return emitOpError() << "future must hold " << getSource().getType()
+                         << ", got " << future;
+  auto stage = dyn_cast<BlockArgument>(getStage());
+  auto func =
+      stage ? dyn_cast<FunctionOpInterface>(stage.getOwner()->getParentOp())
+            : FunctionOpInterface();
+  if (!func || stage.getOwner() != &func.getFunctionBody().front() ||
+      !func.getArgAttr(stage.getArgNumber(), ZestDialect::kHostArgAttrName))
+    return emitOpError() << "stage must be an argument of the function "
+                         << "marked '" << ZestDialect::kHostArgAttrName
+                         << "' (pinned host memory)";
+  if (!getFuture().hasOneUse() ||
+      !isa<CopyWaitOp>(*getFuture().getUsers().begin()))
+    return emitOpError() << "future must be waited for by exactly one "
+                         << "zest.copy_wait";
+  return success();
+}
+
+LogicalResult CopyWaitOp::verify() {
+  Operation *producer = getFuture().getDefiningOp();
+  if (producer && !isa<CopyToHostStartOp>(producer))
+    return emitOpError() << "future must come from zest.copy_to_host_start, "
+                         << "got '" << producer->getName() << "'";
   return success();
 }
 

@@ -17,7 +17,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_CHECKPOINTACTIVATIONSPASS
@@ -196,40 +195,9 @@ struct CheckpointActivationsPass
   void runOnOperation() override;
 
 private:
-  FailureOr<SmallVector<UnitOp>> getUnits(ModuleOp module);
   bool checkpoint(const BodyLayout &layout, const UnitSpan &span, UnitOp unit,
                   CheckpointMode mode);
 };
-
-/// The units `units` names (globs; default: all but the root), or failure
-/// (reported) for a bad glob or one that names no unit.
-FailureOr<SmallVector<UnitOp>>
-CheckpointActivationsPass::getUnits(ModuleOp module) {
-  SmallVector<llvm::GlobPattern> globs;
-  for (const std::string &text : units) {
-    auto glob = llvm::GlobPattern::create(text);
-    if (!glob)
-      return emitError(module.getLoc())
-             << "invalid --ac-units pattern '" << text
-             << "': " << llvm::toString(glob.takeError());
-    if (llvm::none_of(module.getOps<UnitOp>(), [&](UnitOp unit) {
-          return glob->match(unit.getSymName());
-        }))
-      return emitError(module.getLoc())
-             << "--ac-units pattern '" << text << "' matches no unit";
-    globs.push_back(std::move(*glob));
-  }
-  SmallVector<UnitOp> chosen;
-  for (UnitOp unit : module.getOps<UnitOp>()) {
-    bool named = globs.empty() ? unit.getSymName() != "root"
-                               : llvm::any_of(globs, [&](auto &glob) {
-                                   return glob.match(unit.getSymName());
-                                 });
-    if (named)
-      chosen.push_back(unit);
-  }
-  return chosen;
-}
 
 /// Whether `op` is an elementwise linalg op (every loop parallel).
 bool isElementwise(Operation *op) {
@@ -411,7 +379,8 @@ void CheckpointActivationsPass::runOnOperation() {
   }
   if (*parsed == CheckpointMode::None)
     return;
-  FailureOr<SmallVector<UnitOp>> chosen = getUnits(module);
+  FailureOr<SmallVector<UnitOp>> chosen =
+      selectUnits(module, units, "--ac-units", /*rootByDefault=*/false);
   if (failed(chosen))
     return signalPassFailure();
   DenseSet<Operation *> done;

@@ -173,6 +173,38 @@ static DistinctArgFunctions getDistinctArgFunctions(ModuleOp module) {
   return functions;
 }
 
+/// Whether `buffer` is (a view of) an entry point's argument in pinned host
+/// memory (`zest.host`, offload).
+static bool isHostBuffer(Value buffer) {
+  while (Operation *def = buffer.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      return false;
+    buffer = view.getViewSource();
+  }
+  auto arg = cast<BlockArgument>(buffer);
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && arg.getOwner()->isEntryBlock() &&
+         func.getArgAttr(arg.getArgNumber(),
+                         zest::ZestDialect::kHostArgAttrName);
+}
+
+/// Whether the kernel of `target`, given `args`, runs on the host: with
+/// device buffers, when every buffer it takes is in host memory (an
+/// offloaded update); a mix is an error.
+static FailureOr<bool> runsOnHost(Operation *target, ArrayRef<Value> args) {
+  int host = 0, device = 0;
+  for (Value arg : args)
+    if (isa<MemRefType>(arg.getType()))
+      ++(isHostBuffer(arg) ? host : device);
+  if (host && device)
+    return target->emitError()
+           << "reads or writes both pinned host memory (an offloaded "
+           << "optimizer's buffers) and device memory, which no kernel can: "
+           << "copy one side first";
+  return host > 0;
+}
+
 namespace {
 class KernelOutliner {
 public:
@@ -180,8 +212,9 @@ public:
       : module(module), symbols(module), deviceBuffers(deviceBuffers),
         distinctArgs(getDistinctArgFunctions(module)) {}
 
-  /// Replaces `op` by a call to its kernel.
-  void outline(Operation *target) {
+  /// Replaces `op` by a call to its kernel; fails (reported) for an op that
+  /// mixes host and device buffers.
+  LogicalResult outline(Operation *target) {
     auto op = dyn_cast<linalg::LinalgOp>(target);
     // Arguments: the op's operands, then the values its body uses from
     // above; constants among them are cloned in instead (a fill of zeros
@@ -214,6 +247,9 @@ public:
       }
     }
     SmallVector<Value> args = argSet.takeVector();
+    FailureOr<bool> onHost = runsOnHost(target, args);
+    if (failed(onHost))
+      return failure();
     SmallVector<Type> argTypes;
     for (Value arg : args)
       argTypes.push_back(getKernelArgType(arg.getType()));
@@ -223,7 +259,9 @@ public:
         func::FuncOp::create(builder, target->getLoc(), "zest_kernel",
                              builder.getFunctionType(argTypes, /*results=*/{}));
     kernel.setPrivate();
-    kernel->setAttr(zest::ZestDialect::kKernelAttrName, builder.getUnitAttr());
+    kernel->setAttr(*onHost ? zest::ZestDialect::kHostKernelAttrName
+                            : zest::ZestDialect::kKernelAttrName,
+                    builder.getUnitAttr());
     // Attributes the LLVM lowering carries over: internal linkage and LLVM's
     // noinline (the inliner would otherwise paste every call site back).
     kernel->setAttr("llvm.linkage",
@@ -274,6 +312,7 @@ public:
                     .getResult());
     func::CallOp::create(callBuilder, target->getLoc(), unique, callArgs);
     target->erase();
+    return success();
   }
 
 private:
@@ -367,7 +406,8 @@ struct OutlineKernelsPass
       });
     KernelOutliner outliner(module, deviceBuffers);
     for (Operation *target : targets)
-      outliner.outline(target);
+      if (failed(outliner.outline(target)))
+        return signalPassFailure();
     if (!deviceBuffers)
       return;
     // The glue's loads of scalars the kernels now compute themselves.

@@ -384,10 +384,15 @@ llvm::json::Array describeCollectives(ModuleOp module,
 
 /// Bytes of the entry point's arguments, which the host allocates outside
 /// the pool: unit shards, optimizer state, gradient accumulators, the batch.
-int64_t getArgumentBytes(func::FuncOp func) {
+/// Bytes of `func`'s arguments: all of them, or those in pinned host
+/// memory (`onHost`, offload) or not.
+int64_t getArgumentBytes(func::FuncOp func,
+                         std::optional<bool> onHost = std::nullopt) {
   int64_t bytes = 0;
-  for (Type type : func.getArgumentTypes())
-    bytes += getStaticBufferBytes(type).value_or(0);
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (!onHost ||
+        bool(func.getArgAttr(i, ZestDialect::kHostArgAttrName)) == *onHost)
+      bytes += getStaticBufferBytes(type).value_or(0);
   return bytes;
 }
 
@@ -431,7 +436,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
   static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan,
-                        int64_t argumentBytes,
+                        int64_t argumentBytes, int64_t hostArgumentBytes,
                         ArrayRef<StartedCollective> collectives) {
     llvm::raw_ostream &os = llvm::outs();
     os << "memory plan: " << name << ": ";
@@ -444,7 +449,11 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       os << ", peak gathered parameter bytes per rank " << plan->peakGathered;
       if (plan->peakGatheredAt)
         os << " (" << describe(plan->peakGatheredAt) << ")";
-      os << "; argument bytes per rank " << argumentBytes << "\n";
+      os << "; argument bytes per rank " << argumentBytes;
+      if (hostArgumentBytes)
+        os << " (" << argumentBytes - hostArgumentBytes << " on the device, "
+           << hostArgumentBytes << " in pinned host memory)";
+      os << "\n";
     }
     llvm::StringMap<int64_t> counts;
     for (const StartedCollective &collective : collectives)
@@ -518,12 +527,14 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     for (auto &[func, plan] : plans) {
       SmallVector<StartedCollective> collectives = getCollectives(func, mesh);
       if (reportText)
-        printPlan(func.getSymName(), plan, getArgumentBytes(func), collectives);
+        printPlan(func.getSymName(), plan, getArgumentBytes(func),
+                  getArgumentBytes(func, /*onHost=*/true), collectives);
       llvm::json::Object entry{
           {"name", func.getSymName()},
           {"collectives", describeCollectives(module, collectives)},
           {"sent_bytes_per_rank", getSentBytes(collectives)},
           {"argument_bytes", getArgumentBytes(func)},
+          {"host_argument_bytes", getArgumentBytes(func, /*onHost=*/true)},
           {"accumulate_for", accumulateFor(func)}};
       if (*model) {
         StepCost cost = estimateStepCost(func, **model, mesh);

@@ -96,6 +96,18 @@ def Zest_Dialect : Dialect {
     // backward (zest-checkpoint-activations: "full" or "selective").
     static constexpr ::llvm::StringLiteral kCheckpointAttrName =
         "zest.checkpoint";
+    // Offload (zest-offload-optimizer): on an entry point's argument, it
+    // lives in pinned host memory, not on the device; `zest.stage` marks a
+    // host argument that only receives copies (a gradient or the
+    // hyperparameters on their way to the host update).
+    static constexpr ::llvm::StringLiteral kHostArgAttrName = "zest.host";
+    // On a `zest.unit` whose optimizer runs on the host (for the report).
+    static constexpr ::llvm::StringLiteral kOffloadAttrName = "zest.offload";
+    static constexpr ::llvm::StringLiteral kStageArgAttrName = "zest.stage";
+    // On a function zest-outline-kernels made from computation on host
+    // buffers only (the offloaded optimizer): it runs on the host.
+    static constexpr ::llvm::StringLiteral kHostKernelAttrName =
+        "zest.host_kernel";
     // On a function zest-outline-kernels made: it holds only computation on
     // the buffers it is given (what zest-map-kernels-to-gpu runs on a GPU).
     static constexpr ::llvm::StringLiteral kKernelAttrName = "zest.kernel";
@@ -124,6 +136,9 @@ def Zest_CommResource : Resource<"::mlir::zest::CommResource">;
 
 // The pool of gathered-parameter buffers: releases free memory from it.
 def Zest_GatherPoolResource : Resource<"::mlir::zest::GatherPoolResource">;
+
+// Copies between host and device memory (offload): ordered, never dropped.
+def Zest_HostCopyResource : Resource<"::mlir::zest::HostCopyResource">;
 
 //===----------------------------------------------------------------------===//
 // Enums
@@ -172,6 +187,16 @@ def Zest_CheckpointModeEnum : I32EnumAttr<"CheckpointMode",
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"Full", 1, "full">,
     I32EnumAttrCase<"Selective", 2, "selective">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+  let genSpecializedAttr = 0;
+}
+
+// What of a unit lives in pinned host memory instead of on the device:
+// zestc's --offload (cuda targets).
+def Zest_OffloadModeEnum : I32EnumAttr<"OffloadMode", "offload", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Optimizer", 1, "optimizer">
   ]> {
   let cppNamespace = "::mlir::zest";
   let genSpecializedAttr = 0;

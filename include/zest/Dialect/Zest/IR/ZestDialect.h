@@ -21,6 +21,12 @@ struct GatherPoolResource
   llvm::StringRef getName() override { return "zest.gather_pool"; }
 };
 
+/// The copy engine between host and device memory: offload copies read
+/// and write it, so they are never dropped and keep their order.
+struct HostCopyResource : public SideEffects::Resource::Base<HostCopyResource> {
+  llvm::StringRef getName() override { return "zest.host_copy"; }
+};
+
 } // namespace mlir::zest
 
 #endif // ZEST_DIALECT_ZEST_IR_ZESTDIALECT_H

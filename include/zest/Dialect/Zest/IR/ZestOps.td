@@ -290,6 +290,79 @@ def Zest_OptimizationBarrierOp : Zest_Op<"optimization_barrier", [
 }
 
 //===----------------------------------------------------------------------===//
+// Offload: copies between device and pinned host memory
+//===----------------------------------------------------------------------===//
+
+def Zest_CopyToHostStartOp : Zest_Op<"copy_to_host_start", [
+    MemoryEffects<[MemRead<Zest_HostCopyResource>,
+                   MemWrite<Zest_HostCopyResource>]>,
+    AllTypesMatch<["source", "stage"]>]> {
+  let summary = "starts copying a device tensor into pinned host memory";
+  let description = [{
+    Starts copying `source` (device memory) into `stage`, an entry-point
+    argument in pinned host memory (`zest.host`), in order with the device
+    work issued before it; the host may read the copy only after the
+    matching `zest.copy_wait`. Between the two, the device runs on (an
+    offloaded optimizer's update waits for a gradient while the rest of the
+    backward computes).
+
+    ```mlir
+    %f = zest.copy_to_host_start %g into %stage
+        : tensor<132xf32> -> !zest.future<tensor<132xf32>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$source,
+                       AnyStaticShapeTensor:$stage);
+  let results = (outs Zest_Future:$future);
+  let assemblyFormat = [{
+    $source `into` $stage attr-dict `:` type($source) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Zest_CopyWaitOp : Zest_Op<"copy_wait", [
+    MemoryEffects<[MemRead<Zest_HostCopyResource>,
+                   MemWrite<Zest_HostCopyResource>]>,
+    TypesMatchWith<"result type is the future's value type", "future",
+                   "result",
+                   "::llvm::cast<::mlir::zest::FutureType>($_self)"
+                   ".getValueType()">]> {
+  let summary = "waits for a copy to the host and yields the host tensor";
+  let description = [{
+    Blocks the host until the `zest.copy_to_host_start` that produced
+    `future` has completed and returns the host tensor (the stage's buffer).
+
+    ```mlir
+    %h = zest.copy_wait %f : !zest.future<tensor<132xf32>>
+    ```
+  }];
+  let arguments = (ins Zest_Future:$future);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` type($future)";
+  let hasVerifier = 1;
+}
+
+def Zest_CopyToDeviceOp : Zest_Op<"copy_to_device", [
+    MemoryEffects<[MemRead<Zest_HostCopyResource>,
+                   MemWrite<Zest_HostCopyResource>]>,
+    AllTypesMatch<["source", "result"]>]> {
+  let summary = "a device copy of a tensor in pinned host memory";
+  let description = [{
+    Returns a new device tensor holding `source`, an entry-point argument in
+    pinned host memory (`zest.host`: an offloaded unit's shard). The copy
+    runs in order with the device work around it, so the host does not
+    wait; the device buffer lives until its last use.
+
+    ```mlir
+    %d = zest.copy_to_device %shard : tensor<132xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$source);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source)";
+}
+
+//===----------------------------------------------------------------------===//
 // Packing of buckets
 //===----------------------------------------------------------------------===//
 

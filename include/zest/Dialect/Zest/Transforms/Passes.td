@@ -208,6 +208,51 @@ def CheckpointActivationsPass
   let dependentDialects = ["::mlir::zest::ZestDialect"];
 }
 
+def OffloadOptimizerPass
+    : Pass<"zest-offload-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Keeps units' optimizer state in pinned host memory and "
+                "updates it on the host (ZeRO-Offload)";
+  let description = [{
+    Runs on the training step once its updates are placed (after
+    `zest-insert-optimizer` and `zest-schedule-collectives`), for the GPU
+    targets. For each unit chosen (`units`: globs; by default every unit),
+    in every entry point:
+
+    * the unit's shard, optimizer state and gradient accumulator arguments
+      are marked `zest.host`: they live in pinned host memory, where the
+      f32 master copy of the shard and the state are updated;
+    * what reads the shard on the device (the gathers) reads a
+      `zest.copy_to_device` of it, placed before its first reader and freed
+      after its last;
+    * the reduced gradient shard is copied into a new host argument (a
+      *stage*, `zest.stage`) by a `zest.copy_to_host_start` right after the
+      reduction, and the hyperparameters (after clipping wrote its scale)
+      into another; the host waits for them (`zest.copy_wait`) only where
+      the update runs;
+    * the updates move to the end of the step, in the order their gradients
+      arrive: the host issues all of the device's work first, then updates
+      each unit as its gradient lands while the device computes the rest of
+      the backward (DeepSpeed's ZeRO-Offload, without a separate thread).
+
+    The updates themselves are unchanged (`zest.update` lowers as on the
+    device), so the losses are those of the step without offload; later,
+    `zest-outline-kernels` runs what reads only host buffers on the host.
+    The device saves the state and accumulator for the whole run and the
+    shard between steps; it holds a shard copy from its first use to its
+    last within the step.
+
+    ```
+    zest-opt --zest-front="world-size=2 leaf-modules=layers.* \
+             optimizer=adamw" --zest-offload-optimizer m.mlir
+    ```
+  }];
+  let options = [
+    ListOption<"units", "units", "std::string",
+               "Globs of the units offloaded (default: all)">,
+  ];
+  let dependentDialects = ["::mlir::zest::ZestDialect"];
+}
+
 def InsertOptimizerPass : Pass<"zest-insert-optimizer", "::mlir::ModuleOp"> {
   let summary = "Puts the optimizer into the sharded training step";
   let description = [{

@@ -3,6 +3,9 @@
 #ifndef ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
 #define ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
 
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -21,6 +24,15 @@ Value createFillOfSplat(OpBuilder &builder, Value value);
 /// The values `op` reads: its operands and what its regions use from
 /// above (a linalg body's scalars), in order, once each.
 SetVector<Value> getReadValues(Operation *op);
+
+/// The units of `module` that `globs` name (an option's unit globs; the
+/// diagnostics call it `optionName`), or every unit (but the root unless
+/// `rootByDefault`) when there are none; failure (reported at the module)
+/// for a bad glob or one that names no unit.
+FailureOr<SmallVector<UnitOp>> selectUnits(ModuleOp module,
+                                           ArrayRef<std::string> globs,
+                                           StringRef optionName,
+                                           bool rootByDefault);
 
 } // namespace mlir::zest
 
