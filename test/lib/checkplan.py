@@ -34,12 +34,14 @@ UNIT = {
     "prefetch": OPT_INT,
     "decision": str,
     "checkpoint": (str, type(None)),
+    "offload": (str, type(None)),
 }
 FUNCTION = {
     "name": str,
     "collectives": list,
     "sent_bytes_per_rank": INT,
     "argument_bytes": INT,
+    "host_argument_bytes": INT,
     "accumulate_for": (str, type(None)),
     "predicted_peak_pool_bytes": OPT_INT,
     "predicted_peak_gathered_bytes": OPT_INT,
@@ -99,6 +101,8 @@ def check_schema(report):
             sys.exit(f"checkplan: unit decision {unit['decision']}")
         if unit["checkpoint"] not in (None, "full", "selective"):
             sys.exit(f"checkplan: unit checkpoint {unit['checkpoint']}")
+        if unit["offload"] not in (None, "optimizer"):
+            sys.exit(f"checkplan: unit offload {unit['offload']}")
     if report.get("machine") is not None:
         check_object(report["machine"], MACHINE, "machine")
     for function in report["functions"]:
@@ -129,6 +133,29 @@ def measured(log, pattern):
     return int(re.search(pattern + r" (\d+)", log).group(1))
 
 
+def check_argument_placement(report, log):
+    """On a GPU target, the arguments on the device and in pinned host
+    memory (offload) against the driver's buffers. Only with accumulation
+    (ACCUM > 1) and one entry point: without, the driver gives the untouched
+    accumulators no memory; with several, it shares buffers among them."""
+    found = re.search(
+        r"device memory: argument bytes per rank (\d+) on the device, "
+        r"(\d+) in pinned host memory",
+        log,
+    )
+    if not found or len(report["functions"]) != 1:
+        return
+    function = report["functions"][0]
+    host = function["host_argument_bytes"]
+    predicted = (function["argument_bytes"] - host, host)
+    if predicted != (int(found.group(1)), int(found.group(2))):
+        sys.exit(
+            f"checkplan: arguments {predicted} (device, host) predicted but "
+            f"{found.groups()} measured"
+        )
+    print(f"argument bytes on the device and host {predicted} == measured")
+
+
 def main():
     report = json.load(open(sys.argv[1]))
     log = open(sys.argv[2]).read()
@@ -149,6 +176,8 @@ def main():
         if report["predicted_peak_pool_bytes"] > budget:
             sys.exit(f"checkplan: peak over the budget of {budget}")
         print(f"predicted_peak_pool_bytes <= memory_budget_bytes {budget}")
+    if len(sys.argv) > 3 and int(sys.argv[3]) > 1:
+        check_argument_placement(report, log)
     if len(sys.argv) > 3:
         # The step runs the (one) training function once per micro-batch;
         # the driver then averages the loss (an f64 all-reduce).

@@ -635,3 +635,30 @@ func.func @barrier_types(%x: tensor<4xf32>) -> tensor<4xf16> {
   %b = "zest.optimization_barrier"(%x) : (tensor<4xf32>) -> tensor<4xf16>
   return %b : tensor<4xf16>
 }
+
+// -----
+
+func.func @stage_on_device(%g: tensor<4xf32>, %stage: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{stage must be an argument of the function marked 'zest.host' (pinned host memory)}}
+  %f = zest.copy_to_host_start %g into %stage : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  %h = zest.copy_wait %f : !zest.future<tensor<4xf32>>
+  return %h : tensor<4xf32>
+}
+
+// -----
+
+func.func @stage_never_waited(%g: tensor<4xf32>, %stage: tensor<4xf32> {zest.host}) {
+  // expected-error@+1 {{future must be waited for by exactly one zest.copy_wait}}
+  %f = zest.copy_to_host_start %g into %stage : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  return
+}
+
+// -----
+
+func.func @stage_type(%g: tensor<4xf32>, %stage: tensor<4xf32> {zest.host}) -> tensor<8xf32> {
+  // expected-error@+1 {{future must hold 'tensor<4xf32>', got '!zest.future<tensor<8xf32>>'}}
+  %f = zest.copy_to_host_start %g into %stage : tensor<4xf32> -> !zest.future<tensor<8xf32>>
+  %h = zest.copy_wait %f : !zest.future<tensor<8xf32>>
+  return %h : tensor<8xf32>
+}
+

@@ -170,3 +170,18 @@ func.func @optimization_barrier(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %b = zest.optimization_barrier %x : tensor<4x8xf32>
   return %b : tensor<4x8xf32>
 }
+
+// -----
+
+// Offload's copies: a gradient staged to pinned host memory, waited for, and
+// a host shard copied to the device.
+// CHECK-LABEL: func.func @offload_copies
+// CHECK: %[[F:.*]] = zest.copy_to_host_start %{{.*}} into %{{.*}} : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+// CHECK: zest.copy_wait %[[F]] : !zest.future<tensor<4xf32>>
+// CHECK: zest.copy_to_device %{{.*}} : tensor<4xf32>
+func.func @offload_copies(%g: tensor<4xf32>, %stage: tensor<4xf32> {zest.host}, %shard: tensor<4xf32> {zest.host}) -> (tensor<4xf32>, tensor<4xf32>) {
+  %f = zest.copy_to_host_start %g into %stage : tensor<4xf32> -> !zest.future<tensor<4xf32>>
+  %h = zest.copy_wait %f : !zest.future<tensor<4xf32>>
+  %d = zest.copy_to_device %shard : tensor<4xf32>
+  return %h, %d : tensor<4xf32>, tensor<4xf32>
+}

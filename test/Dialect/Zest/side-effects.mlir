@@ -46,3 +46,14 @@ func.func @barrier(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4
   %unused = zest.optimization_barrier %x : tensor<4xf32>
   return %b1, %b2, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// Offload's copies are ordered and never dropped: an unused copy to the
+// device still happens, two copies of one shard stay two.
+// CHECK-LABEL: func.func @offload_copies
+// CHECK-COUNT-3: zest.copy_to_device %{{.*}} : tensor<4xf32>
+func.func @offload_copies(%shard: tensor<4xf32> {zest.host}) -> (tensor<4xf32>, tensor<4xf32>) {
+  %d1 = zest.copy_to_device %shard : tensor<4xf32>
+  %d2 = zest.copy_to_device %shard : tensor<4xf32>
+  %unused = zest.copy_to_device %shard : tensor<4xf32>
+  return %d1, %d2 : tensor<4xf32>, tensor<4xf32>
+}

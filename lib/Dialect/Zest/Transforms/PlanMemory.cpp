@@ -271,12 +271,14 @@ StringAttr getCheckpoint(UnitOp unit) {
   return unit->getAttrOfType<StringAttr>(ZestDialect::kCheckpointAttrName);
 }
 
-/// The report's decision column: the decision, and what the unit
-/// recomputes.
+/// The report's decision column: the decision, what the unit recomputes,
+/// and where its optimizer runs.
 std::string describeDecision(UnitOp unit) {
   std::string text = getDecision(unit).str();
   if (StringAttr checkpoint = getCheckpoint(unit))
     text += (", recompute " + checkpoint.getValue()).str();
+  if (unit->hasAttr(ZestDialect::kOffloadAttrName))
+    text += ", optimizer on host";
   return text;
 }
 
@@ -317,7 +319,10 @@ llvm::json::Array describeUnits(ModuleOp module) {
         {"prefetch", prefetch ? llvm::json::Value(*prefetch) : nullptr},
         {"decision", getDecision(unit)},
         {"checkpoint",
-         checkpoint ? llvm::json::Value(checkpoint.getValue()) : nullptr}});
+         checkpoint ? llvm::json::Value(checkpoint.getValue()) : nullptr},
+        {"offload", unit->hasAttr(ZestDialect::kOffloadAttrName)
+                        ? llvm::json::Value("optimizer")
+                        : nullptr}});
   }
   return units;
 }
