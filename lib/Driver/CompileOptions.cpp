@@ -106,10 +106,10 @@ static LogicalResult verifyTarget(const CompileOptions &options) {
       return fail("--offload needs --target=cuda or cuda-emulated: on the "
                   "CPU, host memory is where everything already lives");
     if (!options.front.hasOptimizer())
-      return fail("--offload=optimizer needs an optimizer (--optimizer=sgd "
-                  "or adamw)");
+      return fail("--offload needs an optimizer (--optimizer=sgd or adamw): "
+                  "it moves the optimizer's work to the host");
   } else if (!options.front.offloadUnits.empty()) {
-    return fail("--offload-units needs --offload=optimizer");
+    return fail("--offload-units needs --offload=optimizer or params");
   }
   if (lower.target == Target::Cuda)
     return verifyCudaOptions(lower);

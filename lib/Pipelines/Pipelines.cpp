@@ -137,8 +137,9 @@ void mlir::zest::buildFrontPipeline(OpPassManager &pm,
   // After the updates exist: they move down with their reduce-scatter's wait.
   pm.addPass(createScheduleCollectivesPass(getScheduleOptions(options)));
   // Once the updates are placed: they move to the end of the step.
-  if (options.offload == OffloadMode::Optimizer && options.hasOptimizer()) {
+  if (options.offload != OffloadMode::None && options.hasOptimizer()) {
     OffloadOptimizerPassOptions offload;
+    offload.params = options.offload == OffloadMode::Params;
     offload.units.assign(options.offloadUnits.begin(),
                          options.offloadUnits.end());
     pm.addPass(createOffloadOptimizerPass(offload));

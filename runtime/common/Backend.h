@@ -89,16 +89,15 @@ public:
   /// Asynchronous copies between pinned host memory and memory from
   /// allocateMemory, in order with the compiled code's work. To the device,
   /// `host` is read when the work before it is done; to the host, the bytes
-  /// are there once copyWait(handle) returns.
+  /// are there once copyWait(host) returns. Memory from allocateMemory may
+  /// be reused by work issued after either copy (it runs after it).
   virtual void copyToDeviceAsync(void *device, const void *host, size_t bytes) {
     std::memcpy(device, host, bytes);
   }
-  virtual int64_t copyToHostStart(void *host, const void *device,
-                                  size_t bytes) {
+  virtual void copyToHostStart(void *host, const void *device, size_t bytes) {
     std::memcpy(host, device, bytes);
-    return 0;
   }
-  virtual void copyWait(int64_t handle) {}
+  virtual void copyWait(const void *host) {}
 
   /// True if backend calls may come from a second thread (serialized by the
   /// runtime), as a progress thread needs.

@@ -201,15 +201,12 @@ void zest_copy_to_device_async(void *device, const void *host, int64_t bytes) {
     get().backend->copyToDeviceAsync(device, host, size_t(bytes));
 }
 
-int64_t zest_copy_to_host_start(void *host, const void *device, int64_t bytes) {
-  return bytes > 0 ? get().backend->copyToHostStart(host, device, size_t(bytes))
-                   : -1;
+void zest_copy_to_host_start(void *host, const void *device, int64_t bytes) {
+  if (bytes > 0)
+    get().backend->copyToHostStart(host, device, size_t(bytes));
 }
 
-void zest_copy_wait(int64_t handle) {
-  if (handle >= 0)
-    get().backend->copyWait(handle);
-}
+void zest_copy_wait(const void *host) { get().backend->copyWait(host); }
 
 double zest_now_us(void) { return nowUs(); }
 

@@ -178,32 +178,32 @@ void cuda::DeviceBackend::copyToDeviceAsync(void *device, const void *host,
             "copying " + std::to_string(bytes) + " bytes to the device");
 }
 
-int64_t cuda::DeviceBackend::copyToHostStart(void *host, const void *device,
-                                             size_t bytes) {
+void cuda::DeviceBackend::copyToHostStart(void *host, const void *device,
+                                          size_t bytes) {
   std::string what = "copying " + std::to_string(bytes) + " bytes to the host";
-  int64_t handle;
+  if (pendingCopies.count(host))
+    fatal(what + ": a copy into this host buffer is still in flight");
+  cudaEvent_t event;
   if (idleCopyEvents.empty()) {
-    handle = int64_t(copyEvents.size());
-    copyEvents.emplace_back();
-    checkCuda(
-        cudaEventCreateWithFlags(&copyEvents.back(), cudaEventDisableTiming),
-        what);
+    checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), what);
   } else {
-    handle = idleCopyEvents.back();
+    event = idleCopyEvents.back();
     idleCopyEvents.pop_back();
   }
   checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
                             streams.compute),
             what);
-  checkCuda(cudaEventRecord(copyEvents[handle], streams.compute), what);
-  return handle;
+  checkCuda(cudaEventRecord(event, streams.compute), what);
+  pendingCopies[host] = event;
 }
 
-void cuda::DeviceBackend::copyWait(int64_t handle) {
-  if (handle < 0 || size_t(handle) >= copyEvents.size())
-    fatal("zest_copy_wait is given an unknown copy " + std::to_string(handle));
-  waitForEvent(copyEvents[handle], "a copy to the host");
-  idleCopyEvents.push_back(handle);
+void cuda::DeviceBackend::copyWait(const void *host) {
+  auto it = pendingCopies.find(host);
+  if (it == pendingCopies.end())
+    fatal("zest_copy_wait: no copy into this host buffer is in flight");
+  waitForEvent(it->second, "a copy to the host");
+  idleCopyEvents.push_back(it->second);
+  pendingCopies.erase(it);
 }
 
 std::unique_ptr<PendingOp> cuda::DeviceBackend::barrier() {
@@ -224,9 +224,12 @@ void cuda::DeviceBackend::finalize() {
     cudaEventDestroy(stagingFree);
     staging = nullptr;
   }
-  for (cudaEvent_t event : copyEvents)
+  for (auto &[host, event] : pendingCopies)
     cudaEventDestroy(event);
-  copyEvents.clear();
+  for (cudaEvent_t event : idleCopyEvents)
+    cudaEventDestroy(event);
+  pendingCopies.clear();
+  idleCopyEvents.clear();
   mpi->finalize();
 }
 

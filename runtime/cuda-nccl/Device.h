@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace zest::rt::cuda {
@@ -75,9 +76,8 @@ public:
   /// Straight cudaMemcpyAsync on the compute stream; a copy to the host
   /// records an event that copyWait waits for (with the timeout).
   void copyToDeviceAsync(void *device, const void *host, size_t bytes) override;
-  int64_t copyToHostStart(void *host, const void *device,
-                          size_t bytes) override;
-  void copyWait(int64_t handle) override;
+  void copyToHostStart(void *host, const void *device, size_t bytes) override;
+  void copyWait(const void *host) override;
   /// Waits for the compute stream, then for every rank.
   std::unique_ptr<PendingOp> barrier() override;
   [[noreturn]] void abort(int code) override;
@@ -94,10 +94,10 @@ private:
   char *staging = nullptr;
   cudaEvent_t stagingFree = nullptr;
   char *getStaging();
-  /// Events of copies to the host, by handle; the handles of those waited
-  /// for are reused.
-  std::vector<cudaEvent_t> copyEvents;
-  std::vector<int64_t> idleCopyEvents;
+  /// Events of the copies to the host in flight, by destination, and
+  /// events free for the next ones.
+  std::unordered_map<const void *, cudaEvent_t> pendingCopies;
+  std::vector<cudaEvent_t> idleCopyEvents;
 };
 
 /// NCCL communicators bootstrapped over `mpi` (one GPU per rank).

@@ -220,12 +220,13 @@ void zest_copy_to_host(void *host, const void *device, int64_t bytes);
 void zest_pin_host(void *host, int64_t bytes);
 void zest_unpin_host(void *host);
 /* Asynchronous copies between pinned host memory and device memory, in
- * order with the compiled code's work: to the device, returns at once and
- * `host` is read when the device gets there; to the host, returns a handle
- * and the bytes are there once zest_copy_wait(handle) returns. */
+ * order with the compiled code's work: to the device, `host` is read when
+ * the device gets there; to the host, the bytes are there once
+ * zest_copy_wait(host) returns. Either way the device buffer may be freed
+ * (and reused by later work) as soon as the call returns. */
 void zest_copy_to_device_async(void *device, const void *host, int64_t bytes);
-int64_t zest_copy_to_host_start(void *host, const void *device, int64_t bytes);
-void zest_copy_wait(int64_t handle);
+void zest_copy_to_host_start(void *host, const void *device, int64_t bytes);
+void zest_copy_wait(const void *host);
 
 typedef struct zest_counters {
   int64_t pool_bytes;          /* bytes live in the pool now */

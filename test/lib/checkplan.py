@@ -101,7 +101,7 @@ def check_schema(report):
             sys.exit(f"checkplan: unit decision {unit['decision']}")
         if unit["checkpoint"] not in (None, "full", "selective"):
             sys.exit(f"checkplan: unit checkpoint {unit['checkpoint']}")
-        if unit["offload"] not in (None, "optimizer"):
+        if unit["offload"] not in (None, "optimizer", "params"):
             sys.exit(f"checkplan: unit offload {unit['offload']}")
     if report.get("machine") is not None:
         check_object(report["machine"], MACHINE, "machine")

@@ -177,7 +177,8 @@ static cl::opt<std::string> offload(
              "(--target=cuda, cuda-emulated): none (the default) or optimizer "
              "(optimizer state, f32 master shards and gradient accumulators, "
              "updated on the host as each gradient shard arrives, as "
-             "ZeRO-Offload)"),
+             "ZeRO-Offload) or params (that, and the shards copied to the "
+             "device for each gather only)"),
     cl::init("none"), cl::cat(category));
 static cl::list<std::string>
     offloadUnits("offload-units",
@@ -380,7 +381,8 @@ static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
                             "none, full or selective",
                             front.activationCheckpointing.getValue())) &&
       succeeded(parseChoice("offload", offload, symbolizeOffloadMode(offload),
-                            "none or optimizer", front.offload.getValue())) &&
+                            "none, optimizer or params",
+                            front.offload.getValue())) &&
       succeeded(parseChoice("strategy", strategy,
                             symbolizeShardingStrategy(strategy),
                             "full-shard, shard-grad-op, no-shard or "

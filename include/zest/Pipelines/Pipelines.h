@@ -183,7 +183,10 @@ struct FrontPipelineOptions : public ShardPipelineOptions {
           clEnumValN(OffloadMode::None, "none", "everything on the device"),
           clEnumValN(OffloadMode::Optimizer, "optimizer",
                      "optimizer state, f32 master shards and accumulators, "
-                     "updated on the host"))};
+                     "updated on the host"),
+          clEnumValN(OffloadMode::Params, "params",
+                     "that, and the shards copied to the device for each "
+                     "gather only"))};
   ListOption<std::string> offloadUnits{
       *this, "offload-units",
       llvm::cl::desc("Globs of the units offloaded (default: all)")};

@@ -3,7 +3,8 @@
 // zest.copy_to_device becomes a device buffer filled by
 // zest_copy_to_device_async; a zest.copy_to_host_start / zest.copy_wait pair
 // becomes zest_copy_to_host_start into the stage's buffer where the start
-// is and zest_copy_wait where the wait is (docs/Runtime.md, offload).
+// is and zest_copy_wait on that buffer where the wait is (docs/Runtime.md,
+// offload).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,14 +64,14 @@ struct LowerCopyToHost : public OpRewritePattern<CopyWaitOp> {
     Value stage =
         getBufferAndBytes(rewriter, loc, start.getStage(), /*readOnly=*/false)
             .first;
-    Value handle =
-        callRuntime(rewriter, loc, "zest_copy_to_host_start",
-                    rewriter.getI64Type(),
-                    {getElementPointer(rewriter, loc, stage),
-                     getElementPointer(rewriter, loc, device), bytes})
-            .getResult(0);
+    // The wait names the stage, not the copy: the device buffer is not
+    // kept alive until the wait (the copy is ordered before any later reuse).
+    callRuntime(rewriter, loc, "zest_copy_to_host_start", {},
+                {getElementPointer(rewriter, loc, stage),
+                 getElementPointer(rewriter, loc, device), bytes});
     rewriter.setInsertionPoint(wait);
-    callRuntime(rewriter, wait.getLoc(), "zest_copy_wait", {}, handle);
+    callRuntime(rewriter, wait.getLoc(), "zest_copy_wait", {},
+                getElementPointer(rewriter, wait.getLoc(), stage));
     rewriter.replaceOpWithNewOp<bufferization::ToTensorOp>(
         wait, wait.getType(), stage, /*restrict=*/true, /*writable=*/true);
     rewriter.eraseOp(start);

@@ -11,6 +11,7 @@
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::zest {
@@ -50,8 +51,9 @@ public:
   FunctionOffload(func::FuncOp func, ArrayRef<UpdateOp> updates)
       : func(func), block(func.getBody().front()), updates(updates) {}
 
-  /// Gives the device copies of what it reads of host argument `arg`.
-  void copyDeviceReads(BlockArgument arg);
+  /// Gives the device copies of what it reads of host argument `arg`: one
+  /// before its first reader, or (`perUse`) one before each.
+  void copyDeviceReads(BlockArgument arg, bool perUse);
   /// Stages the updates' gradients and hyperparameters and moves the updates
   /// to the end of the step.
   void moveUpdatesToHost();
@@ -73,24 +75,28 @@ private:
 
 } // namespace
 
-void FunctionOffload::copyDeviceReads(BlockArgument arg) {
-  SmallVector<OpOperand *> reads;
-  Operation *first = nullptr;
+void FunctionOffload::copyDeviceReads(BlockArgument arg, bool perUse) {
+  // The device's reads, by the op of the body holding each, in order.
+  llvm::MapVector<Operation *, SmallVector<OpOperand *>> reads;
   for (OpOperand &use : arg.getUses()) {
     Operation *user = getTopLevelOp(block, use.getOwner());
-    if (isUpdate(user))
-      continue;
-    reads.push_back(&use);
-    if (!first || user->isBeforeInBlock(first))
-      first = user;
+    if (!isUpdate(user))
+      reads[user].push_back(&use);
   }
   if (reads.empty())
     return;
-  OpBuilder builder(first);
-  Value copy =
-      CopyToDeviceOp::create(builder, arg.getLoc(), arg.getType(), arg);
-  for (OpOperand *read : reads)
-    read->set(copy);
+  auto users = llvm::to_vector(llvm::make_first_range(reads));
+  llvm::sort(users,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  Value copy;
+  for (Operation *user : users) {
+    if (!copy || perUse) {
+      OpBuilder builder(user);
+      copy = CopyToDeviceOp::create(builder, arg.getLoc(), arg.getType(), arg);
+    }
+    for (OpOperand *read : reads[user])
+      read->set(copy);
+  }
 }
 
 Value FunctionOffload::startCopyToHost(Value source) {
@@ -145,6 +151,12 @@ struct OffloadOptimizerPass
 
 private:
   LogicalResult offload(func::FuncOp func, const llvm::StringSet<> &units);
+  /// Whether `arg` of `func` is a unit's shard (copied per use with
+  /// `params`).
+  static bool isShard(func::FuncOp func, BlockArgument arg) {
+    return bool(
+        func.getArgAttr(arg.getArgNumber(), ZestDialect::kUnitArgAttrName));
+  }
 };
 } // namespace
 
@@ -178,7 +190,7 @@ LogicalResult OffloadOptimizerPass::offload(func::FuncOp func,
   }
   FunctionOffload offload(func, updates);
   for (BlockArgument arg : hostArgs)
-    offload.copyDeviceReads(arg);
+    offload.copyDeviceReads(arg, params && isShard(func, arg));
   offload.moveUpdatesToHost();
   return success();
 }
@@ -191,8 +203,9 @@ void OffloadOptimizerPass::runOnOperation() {
     return signalPassFailure();
   llvm::StringSet<> names;
   for (UnitOp unit : *chosen) {
-    unit->setAttr(ZestDialect::kOffloadAttrName,
-                  UnitAttr::get(module.getContext()));
+    unit->setAttr(
+        ZestDialect::kOffloadAttrName,
+        StringAttr::get(module.getContext(), params ? "params" : "optimizer"));
     names.insert(unit.getSymName());
   }
   for (auto func : module.getOps<func::FuncOp>())

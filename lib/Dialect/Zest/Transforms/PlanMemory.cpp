@@ -271,14 +271,21 @@ StringAttr getCheckpoint(UnitOp unit) {
   return unit->getAttrOfType<StringAttr>(ZestDialect::kCheckpointAttrName);
 }
 
+/// What of the unit lives in pinned host memory (zest-offload-optimizer:
+/// "optimizer" or "params"), or null.
+StringAttr getOffload(UnitOp unit) {
+  return unit->getAttrOfType<StringAttr>(ZestDialect::kOffloadAttrName);
+}
+
 /// The report's decision column: the decision, what the unit recomputes,
 /// and where its optimizer runs.
 std::string describeDecision(UnitOp unit) {
   std::string text = getDecision(unit).str();
   if (StringAttr checkpoint = getCheckpoint(unit))
     text += (", recompute " + checkpoint.getValue()).str();
-  if (unit->hasAttr(ZestDialect::kOffloadAttrName))
-    text += ", optimizer on host";
+  if (StringAttr offload = getOffload(unit))
+    text += offload.getValue() == "params" ? ", params and optimizer on host"
+                                           : ", optimizer on host";
   return text;
 }
 
@@ -308,6 +315,7 @@ llvm::json::Array describeUnits(ModuleOp module) {
     llvm::raw_string_ostream(dtype) << unit.getElementType();
     std::optional<int64_t> prefetch = getPrefetch(unit);
     StringAttr checkpoint = getCheckpoint(unit);
+    StringAttr offload = getOffload(unit);
     units.push_back(llvm::json::Object{
         {"name", unit.getSymName()},
         {"kind", unit.isSharded() ? "sharded" : "replicated"},
@@ -320,9 +328,8 @@ llvm::json::Array describeUnits(ModuleOp module) {
         {"decision", getDecision(unit)},
         {"checkpoint",
          checkpoint ? llvm::json::Value(checkpoint.getValue()) : nullptr},
-        {"offload", unit->hasAttr(ZestDialect::kOffloadAttrName)
-                        ? llvm::json::Value("optimizer")
-                        : nullptr}});
+        {"offload",
+         offload ? llvm::json::Value(offload.getValue()) : nullptr}});
   }
   return units;
 }

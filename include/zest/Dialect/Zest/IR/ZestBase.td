@@ -101,7 +101,8 @@ def Zest_Dialect : Dialect {
     // host argument that only receives copies (a gradient or the
     // hyperparameters on their way to the host update).
     static constexpr ::llvm::StringLiteral kHostArgAttrName = "zest.host";
-    // On a `zest.unit` whose optimizer runs on the host (for the report).
+    // On a `zest.unit` offloaded to the host: "optimizer" or "params" (for
+    // the report).
     static constexpr ::llvm::StringLiteral kOffloadAttrName = "zest.offload";
     static constexpr ::llvm::StringLiteral kStageArgAttrName = "zest.stage";
     // On a function zest-outline-kernels made from computation on host
@@ -196,7 +197,8 @@ def Zest_CheckpointModeEnum : I32EnumAttr<"CheckpointMode",
 // zestc's --offload (cuda targets).
 def Zest_OffloadModeEnum : I32EnumAttr<"OffloadMode", "offload", [
     I32EnumAttrCase<"None", 0, "none">,
-    I32EnumAttrCase<"Optimizer", 1, "optimizer">
+    I32EnumAttrCase<"Optimizer", 1, "optimizer">,
+    I32EnumAttrCase<"Params", 2, "params">
   ]> {
   let cppNamespace = "::mlir::zest";
   let genSpecializedAttr = 0;

@@ -234,6 +234,11 @@ def OffloadOptimizerPass
       each unit as its gradient lands while the device computes the rest of
       the backward (DeepSpeed's ZeRO-Offload, without a separate thread).
 
+    With `params`, the shard also stays on the host between its uses: each
+    gather reads a copy of its own, made right before it and freed once the
+    gather has completed, instead of one copy from the first gather to the
+    last.
+
     The updates themselves are unchanged (`zest.update` lowers as on the
     device), so the losses are those of the step without offload; later,
     `zest-outline-kernels` runs what reads only host buffers on the host.
@@ -249,6 +254,9 @@ def OffloadOptimizerPass
   let options = [
     ListOption<"units", "units", "std::string",
                "Globs of the units offloaded (default: all)">,
+    Option<"params", "params", "bool", /*default=*/"false",
+           "Copy the shard to the device for each use (each gather) "
+           "instead of once per step">,
   ];
   let dependentDialects = ["::mlir::zest::ZestDialect"];
 }
