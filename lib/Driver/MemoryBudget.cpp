@@ -138,11 +138,14 @@ public:
 private:
   FailureOr<Candidate> tryCandidate(unsigned depth,
                                     std::vector<std::string> keep) {
-    Schedule schedule{depth, std::move(keep), {}, checkpoint};
+    Schedule schedule{depth, std::move(keep), {}, checkpoint, checkpointMode};
     return evaluate(module, options, schedule, machine);
   }
   LogicalResult reportInfeasible(const Candidate &lean);
   FailureOr<Candidate> checkpointToFit(const Candidate &lean);
+  std::optional<Candidate> fewestCheckpointed(ArrayRef<std::string> units,
+                                              CheckpointMode mode,
+                                              std::optional<Candidate> &all);
   void orderUnitsToKeep(const Candidate &lean);
   void chooseKeptUnits(unsigned depth, const FailureOr<Candidate> &base);
   std::vector<std::string> keepByBisection(unsigned depth, Candidate &current);
@@ -159,8 +162,9 @@ private:
   /// Units worth keeping, in the order they are tried.
   SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
   /// Units recomputing their forward in every candidate (none unless the
-  /// leanest schedule without does not fit).
+  /// leanest schedule without does not fit), and what they recompute.
   std::vector<std::string> checkpoint;
+  CheckpointMode checkpointMode = CheckpointMode::Full;
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
@@ -176,45 +180,34 @@ LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
          << (strategy == ShardingStrategy::ShardGradOp ? "every unit kept"
              : strategy == ShardingStrategy::NoShard   ? "every unit replicated"
                                                      : "every unit re-gathered")
-         << (checkpoint.empty() ? ""
-                                : ", every unit but the root recomputing its "
-                                  "forward")
+         << (checkpoint.empty()
+                 ? ""
+                 : (", every unit but the root recomputing its forward (" +
+                    stringifyCheckpointMode(checkpointMode) + ")")
+                       .str())
          << ") peaks at " << lean.peakPool << " pool bytes per rank; "
          << "the smallest feasible budget is --memory-budget=" << lean.peakPool;
 }
 
-/// The leanest schedule does not fit: the fewest units that recompute
-/// their forward (full activation checkpointing) for it to fit, the
-/// earliest units first (their activations live longest), found by
-/// bisection over that order; the leanest schedule with them. Reports the
-/// budget infeasible where even every unit recomputing does not fit, or
-/// where the user chose the checkpointing.
-FailureOr<Candidate> ScheduleSearch::checkpointToFit(const Candidate &lean) {
-  // The sharded units (the input has none yet: the lean candidate's), in
-  // the order the forward gathers them.
-  SmallVector<std::pair<int64_t, std::string>> gathered;
-  for (auto &[name, gathers] : lean.units)
-    if (name != "root")
-      gathered.push_back({gathers.firstGather, name.str()});
-  llvm::sort(gathered);
-  std::vector<std::string> units;
-  for (auto &[position, name] : gathered)
-    units.push_back(name);
-  bool userChose =
-      options.front.activationCheckpointing != CheckpointMode::None;
-  checkpoint = units;
-  FailureOr<Candidate> leanest = failure();
-  if (!userChose && !units.empty())
-    leanest = tryCandidate(0, baseKeep);
-  if (failed(leanest) || leanest->peakPool > budget) {
-    bool leaner = succeeded(leanest) && leanest->peakPool < lean.peakPool;
-    if (!leaner)
-      checkpoint.clear();
-    (void)reportInfeasible(leaner ? *leanest : lean);
-    return failure();
-  }
+/// With `mode`, the fewest units of `units` (a prefix: the earliest in
+/// forward first, whose activations live longest) that recompute their
+/// forward for the leanest schedule to fit, found by bisection, and that
+/// schedule; none if even all of them do not fit. `all` is the schedule
+/// with all of them recomputing (none if it does not compile). Leaves
+/// `checkpoint` and `checkpointMode` set to what it found.
+std::optional<Candidate>
+ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
+                                   CheckpointMode mode,
+                                   std::optional<Candidate> &all) {
+  checkpointMode = mode;
+  checkpoint.assign(units.begin(), units.end());
+  FailureOr<Candidate> everyUnit = tryCandidate(0, baseKeep);
+  all = succeeded(everyUnit) ? std::optional<Candidate>(*everyUnit)
+                             : std::nullopt;
+  if (!all || all->peakPool > budget)
+    return std::nullopt;
   size_t low = 0, high = units.size(); // a prefix of `high` fits
-  Candidate fitting = *leanest;
+  Candidate fitting = *all;
   while (low + 1 < high) {
     size_t mid = (low + high) / 2;
     checkpoint.assign(units.begin(), units.begin() + mid);
@@ -228,6 +221,58 @@ FailureOr<Candidate> ScheduleSearch::checkpointToFit(const Candidate &lean) {
   }
   checkpoint.assign(units.begin(), units.begin() + high);
   return fitting;
+}
+
+/// The leanest schedule does not fit: units recompute their forward, the
+/// fewest that make it fit with selective checkpointing and with full, and
+/// of the two the faster on the cost model (selective recomputes less but
+/// frees less, so it may need more units). Reports the budget infeasible
+/// where even every unit recomputing everything does not fit, or where the
+/// user chose the checkpointing.
+FailureOr<Candidate> ScheduleSearch::checkpointToFit(const Candidate &lean) {
+  // The sharded units (the input has none yet: the lean candidate's), in
+  // the order the forward gathers them.
+  SmallVector<std::pair<int64_t, std::string>> gathered;
+  for (auto &[name, gathers] : lean.units)
+    if (name != "root")
+      gathered.push_back({gathers.firstGather, name.str()});
+  llvm::sort(gathered);
+  std::vector<std::string> units;
+  for (auto &[position, name] : gathered)
+    units.push_back(name);
+  bool userChose =
+      options.front.activationCheckpointing != CheckpointMode::None;
+  std::optional<Candidate> full, selective, allFull, allSelective;
+  std::vector<std::string> fullUnits;
+  if (!userChose && !units.empty()) {
+    full = fewestCheckpointed(units, CheckpointMode::Full, allFull);
+    fullUnits = checkpoint;
+    selective =
+        fewestCheckpointed(units, CheckpointMode::Selective, allSelective);
+  }
+  if (selective && (!full || selective->stepUs <= full->stepUs))
+    return *selective;
+  if (full) {
+    checkpoint = fullUnits;
+    checkpointMode = CheckpointMode::Full;
+    return *full;
+  }
+  // Infeasible: the error names the leanest schedule there is, every unit
+  // recomputing in the mode that frees the most, if that beats none.
+  checkpoint = units;
+  checkpointMode = CheckpointMode::Full;
+  std::optional<Candidate> leanest = allFull;
+  if (allSelective &&
+      (!leanest || allSelective->peakPool < leanest->peakPool)) {
+    leanest = allSelective;
+    checkpointMode = CheckpointMode::Selective;
+  }
+  if (!leanest || leanest->peakPool >= lean.peakPool) {
+    checkpoint.clear();
+    leanest = lean;
+  }
+  (void)reportInfeasible(*leanest);
+  return failure();
 }
 
 /// Units worth keeping, most re-gathered bytes saved first; among equals the
@@ -252,7 +297,7 @@ void ScheduleSearch::considerChoice(unsigned depth,
   if (!best || candidate.stepUs < bestCandidate.stepUs ||
       (candidate.stepUs == bestCandidate.stepUs &&
        candidate.peakPool < bestCandidate.peakPool)) {
-    best = Schedule{depth, keep, {}, checkpoint};
+    best = Schedule{depth, keep, {}, checkpoint, checkpointMode};
     bestCandidate = candidate;
   }
 }
@@ -356,8 +401,9 @@ void ScheduleSearch::printChoice() const {
   if (best->keepUnits.empty())
     llvm::outs() << " none";
   if (!best->checkpointUnits.empty())
-    llvm::outs() << ", recomputed units: "
-                 << llvm::join(best->checkpointUnits, " ");
+    llvm::outs() << ", recomputed units ("
+                 << stringifyCheckpointMode(best->checkpointMode)
+                 << "): " << llvm::join(best->checkpointUnits, " ");
   llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
                                 bestCandidate.stepUs / 1e3);
 }
@@ -399,7 +445,7 @@ void mlir::zest::applySchedule(FrontPipelineOptions &front,
   front.keepUnits = schedule.keepUnits;
   front.unitPrefetch = schedule.unitPrefetch;
   if (!schedule.checkpointUnits.empty()) {
-    front.activationCheckpointing = CheckpointMode::Full;
+    front.activationCheckpointing = schedule.checkpointMode;
     front.acUnits = schedule.checkpointUnits;
   }
 }

@@ -58,6 +58,7 @@ func.func @dynamic(%n: index) {
 // CHECK-NEXT:     "kind": "sharded",
 // CHECK-NEXT:     "name": "a",
 // CHECK-NEXT:     "numel": 30,
+// CHECK-NEXT:     "offload": null,
 // CHECK-NEXT:     "parameters": [
 // CHECK-NEXT:       "a.w",
 // CHECK-NEXT:       "a.b"

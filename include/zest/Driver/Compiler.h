@@ -55,9 +55,10 @@ struct Schedule {
   std::vector<std::string> keepUnits;
   /// "<unit>:<depth>": units prefetched deeper than `prefetch`.
   std::vector<std::string> unitPrefetch;
-  /// Units that recompute their forward before their backward (full
-  /// activation checkpointing), where the budget needs it.
+  /// Units that recompute their forward before their backward, where the
+  /// budget needs it, and what they recompute (selective or full).
   std::vector<std::string> checkpointUnits;
+  CheckpointMode checkpointMode = CheckpointMode::Full;
 };
 
 /// Sets `front`'s schedule options to `schedule`.

@@ -95,3 +95,31 @@ def gpt2_dropout():
         return model(input_ids=ids, labels=ids).loss
 
     return model, loss_fn, (_tokens(),)
+
+
+def gpt2_long():
+    """A narrow GPT2LMHeadModel over a long sequence (512 tokens, no
+    dropout): activations dominate its memory, as at published sizes."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=3,
+        n_head=2,
+        n_positions=512,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    model = GPT2LMHeadModel(config)
+
+    def loss_fn(model, ids):
+        return model(input_ids=ids, labels=ids).loss
+
+    return model, loss_fn, (torch.randint(1, VOCAB, (1, 512)),)
