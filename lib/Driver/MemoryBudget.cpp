@@ -32,8 +32,8 @@ constexpr size_t kGreedyUnits = 16;
 
 /// One evaluated schedule.
 struct Candidate {
-  /// Predicted peak pool bytes per rank, and time of the slowest entry
-  /// point.
+  /// Predicted peak bytes per rank the budget holds (the pool, and on a GPU
+  /// the arguments on the device), and time of the slowest entry point.
   int64_t peakPool = 0;
   double stepUs = 0;
   /// Per sharded unit: gathers after the first in the busiest function
@@ -111,10 +111,18 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   buildBufferizationPipeline(lower, options.lower);
   if (failed(lower.run(*copy)))
     return failure();
-  std::optional<MemoryPlan> plan = planModuleMemory(*copy);
-  if (!plan)
-    return failure();
-  candidate.peakPool = plan->peakPool;
+  // On a GPU the budget holds the arguments on the device too.
+  bool deviceArguments = isDeviceTarget(options.lower.target);
+  for (auto func : copy->getOps<func::FuncOp>()) {
+    if (!isEntryPoint(func))
+      continue;
+    std::optional<MemoryPlan> plan = planFunctionMemory(func);
+    if (!plan)
+      return failure();
+    candidate.peakPool = std::max(
+        candidate.peakPool,
+        plan->peakPool + (deviceArguments ? getArgumentBytes(func, false) : 0));
+  }
   DeviceMesh mesh = getModuleMesh(*copy);
   for (auto func : copy->getOps<func::FuncOp>())
     if (isEntryPoint(func))
@@ -138,11 +146,14 @@ public:
 private:
   FailureOr<Candidate> tryCandidate(unsigned depth,
                                     std::vector<std::string> keep) {
-    Schedule schedule{depth, std::move(keep), {}, checkpoint, checkpointMode};
+    Schedule schedule{depth,      std::move(keep), {},
+                      checkpoint, checkpointMode,  offload};
     return evaluate(module, options, schedule, machine);
   }
   LogicalResult reportInfeasible(const Candidate &lean);
-  FailureOr<Candidate> checkpointToFit(const Candidate &lean);
+  FailureOr<Candidate> fitLeanest(const Candidate &lean);
+  std::optional<Candidate> checkpointToFit(const Candidate &lean);
+  void noteLeanest(const Candidate &candidate);
   std::optional<Candidate> fewestCheckpointed(ArrayRef<std::string> units,
                                               CheckpointMode mode,
                                               std::optional<Candidate> &all);
@@ -165,6 +176,26 @@ private:
   /// leanest schedule without does not fit), and what they recompute.
   std::vector<std::string> checkpoint;
   CheckpointMode checkpointMode = CheckpointMode::Full;
+  /// Offload in every candidate (none: as the user chose), where nothing
+  /// fits without on a GPU.
+  std::optional<OffloadMode> offload;
+  /// What makes the leanest schedule fit (or the leanest there is): its
+  /// figures, offload and checkpointing.
+  struct Fit {
+    Candidate candidate;
+    std::optional<OffloadMode> offload;
+    std::vector<std::string> checkpoint;
+    CheckpointMode checkpointMode;
+  };
+  Fit current(const Candidate &candidate) const {
+    return {candidate, offload, checkpoint, checkpointMode};
+  }
+  void restore(const Fit &fit) {
+    offload = fit.offload;
+    checkpoint = fit.checkpoint;
+    checkpointMode = fit.checkpointMode;
+  }
+  std::optional<Fit> leanest;
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
@@ -185,7 +216,13 @@ LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
                  : (", every unit but the root recomputing its forward (" +
                     stringifyCheckpointMode(checkpointMode) + ")")
                        .str())
-         << ") peaks at " << lean.peakPool << " pool bytes per rank; "
+         << (offload && *offload != OffloadMode::None
+                 ? (", offload " + stringifyOffloadMode(*offload)).str()
+                 : "")
+         << ") peaks at " << lean.peakPool
+         << (isDeviceTarget(options.lower.target)
+                 ? " bytes per rank (pool and arguments on the device); "
+                 : " pool bytes per rank; ")
          << "the smallest feasible budget is --memory-budget=" << lean.peakPool;
 }
 
@@ -223,13 +260,13 @@ ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
   return fitting;
 }
 
-/// The leanest schedule does not fit: units recompute their forward, the
-/// fewest that make it fit with selective checkpointing and with full, and
-/// of the two the faster on the cost model (selective recomputes less but
-/// frees less, so it may need more units). Reports the budget infeasible
-/// where even every unit recomputing everything does not fit, or where the
-/// user chose the checkpointing.
-FailureOr<Candidate> ScheduleSearch::checkpointToFit(const Candidate &lean) {
+/// The leanest schedule `lean` does not fit: units recompute their forward,
+/// the fewest that make it fit with selective checkpointing and with full,
+/// and of the two the faster on the cost model (selective recomputes less
+/// but does not always free less, so it may need more units). None where
+/// neither fits or the user chose the checkpointing.
+std::optional<Candidate>
+ScheduleSearch::checkpointToFit(const Candidate &lean) {
   // The sharded units (the input has none yet: the lean candidate's), in
   // the order the forward gathers them.
   SmallVector<std::pair<int64_t, std::string>> gathered;
@@ -240,39 +277,75 @@ FailureOr<Candidate> ScheduleSearch::checkpointToFit(const Candidate &lean) {
   std::vector<std::string> units;
   for (auto &[position, name] : gathered)
     units.push_back(name);
-  bool userChose =
-      options.front.activationCheckpointing != CheckpointMode::None;
-  std::optional<Candidate> full, selective, allFull, allSelective;
-  std::vector<std::string> fullUnits;
-  if (!userChose && !units.empty()) {
-    full = fewestCheckpointed(units, CheckpointMode::Full, allFull);
-    fullUnits = checkpoint;
-    selective =
-        fewestCheckpointed(units, CheckpointMode::Selective, allSelective);
+  if (options.front.activationCheckpointing != CheckpointMode::None ||
+      units.empty())
+    return std::nullopt;
+  std::optional<Candidate> all;
+  std::optional<Candidate> full =
+      fewestCheckpointed(units, CheckpointMode::Full, all);
+  std::vector<std::string> fullUnits = checkpoint;
+  if (all) {
+    checkpoint = units;
+    noteLeanest(*all);
+  }
+  std::optional<Candidate> selective =
+      fewestCheckpointed(units, CheckpointMode::Selective, all);
+  if (all) {
+    std::vector<std::string> fewest = checkpoint;
+    checkpoint = units;
+    noteLeanest(*all);
+    checkpoint = fewest;
   }
   if (selective && (!full || selective->stepUs <= full->stepUs))
-    return *selective;
-  if (full) {
-    checkpoint = fullUnits;
-    checkpointMode = CheckpointMode::Full;
-    return *full;
-  }
-  // Infeasible: the error names the leanest schedule there is, every unit
-  // recomputing in the mode that frees the most, if that beats none.
-  checkpoint = units;
+    return selective;
+  checkpoint = fullUnits;
   checkpointMode = CheckpointMode::Full;
-  std::optional<Candidate> leanest = allFull;
-  if (allSelective &&
-      (!leanest || allSelective->peakPool < leanest->peakPool)) {
-    leanest = allSelective;
-    checkpointMode = CheckpointMode::Selective;
-  }
-  if (!leanest || leanest->peakPool >= lean.peakPool) {
+  return full;
+}
+
+/// Remembers `candidate`, under the current offload and checkpointing, if it
+/// is the leanest seen (for the error when nothing fits).
+void ScheduleSearch::noteLeanest(const Candidate &candidate) {
+  if (!leanest || candidate.peakPool < leanest->candidate.peakPool)
+    leanest = current(candidate);
+}
+
+/// The leanest schedule `lean` does not fit. On a GPU with an optimizer
+/// (unless the user chose the offload) offloading the optimizer, or the
+/// parameters too, is weighed with checkpointing: for each, what fits
+/// (checkpointing the fewest units if needed), and of those the fastest on
+/// the cost model, which counts the host copies and the host's update.
+/// Reports the budget infeasible, naming the leanest schedule there is,
+/// where nothing fits.
+FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
+  SmallVector<std::optional<OffloadMode>> modes = {std::nullopt};
+  if (isDeviceTarget(options.lower.target) && options.front.hasOptimizer() &&
+      options.front.offload == OffloadMode::None)
+    modes = {std::nullopt, OffloadMode::Optimizer, OffloadMode::Params};
+  leanest = current(lean);
+  std::optional<Fit> fastest;
+  for (std::optional<OffloadMode> mode : modes) {
+    offload = mode;
     checkpoint.clear();
-    leanest = lean;
+    FailureOr<Candidate> base = mode ? tryCandidate(0, baseKeep) : lean;
+    if (failed(base))
+      continue;
+    noteLeanest(*base);
+    std::optional<Candidate> fit;
+    if (base->peakPool <= budget)
+      fit = *base;
+    else
+      fit = checkpointToFit(*base);
+    if (fit && (!fastest || fit->stepUs < fastest->candidate.stepUs))
+      fastest = current(*fit);
   }
-  (void)reportInfeasible(*leanest);
-  return failure();
+  if (!fastest) {
+    restore(*leanest);
+    (void)reportInfeasible(leanest->candidate);
+    return failure();
+  }
+  restore(*fastest);
+  return fastest->candidate;
 }
 
 /// Units worth keeping, most re-gathered bytes saved first; among equals the
@@ -297,7 +370,7 @@ void ScheduleSearch::considerChoice(unsigned depth,
   if (!best || candidate.stepUs < bestCandidate.stepUs ||
       (candidate.stepUs == bestCandidate.stepUs &&
        candidate.peakPool < bestCandidate.peakPool)) {
-    best = Schedule{depth, keep, {}, checkpoint, checkpointMode};
+    best = Schedule{depth, keep, {}, checkpoint, checkpointMode, offload};
     bestCandidate = candidate;
   }
 }
@@ -400,6 +473,8 @@ void ScheduleSearch::printChoice() const {
     llvm::outs() << " " << unit;
   if (best->keepUnits.empty())
     llvm::outs() << " none";
+  if (best->offload && *best->offload != OffloadMode::None)
+    llvm::outs() << ", offload " << stringifyOffloadMode(*best->offload);
   if (!best->checkpointUnits.empty())
     llvm::outs() << ", recomputed units ("
                  << stringifyCheckpointMode(best->checkpointMode)
@@ -417,7 +492,7 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   if (failed(lean))
     return std::optional<Schedule>(Schedule{0, baseKeep, {}, {}});
   if (lean->peakPool > budget) {
-    lean = checkpointToFit(*lean);
+    lean = fitLeanest(*lean);
     if (failed(lean))
       return failure();
   }
@@ -447,6 +522,10 @@ void mlir::zest::applySchedule(FrontPipelineOptions &front,
   if (!schedule.checkpointUnits.empty()) {
     front.activationCheckpointing = schedule.checkpointMode;
     front.acUnits = schedule.checkpointUnits;
+  }
+  if (schedule.offload) {
+    front.offload = *schedule.offload;
+    front.offloadUnits.clear();
   }
 }
 

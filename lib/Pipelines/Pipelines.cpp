@@ -277,6 +277,7 @@ static void addPlanMemoryPass(OpPassManager &pm,
   plan.reportJson = options.reportJson;
   plan.reportText = options.reportText;
   plan.memoryBudget = options.memoryBudget;
+  plan.deviceArguments = isDeviceTarget(options.target);
   plan.machine = options.machine;
   plan.link = options.link;
   plan.replicaLink = options.replicaLink;

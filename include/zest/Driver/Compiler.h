@@ -59,6 +59,9 @@ struct Schedule {
   /// budget needs it, and what they recompute (selective or full).
   std::vector<std::string> checkpointUnits;
   CheckpointMode checkpointMode = CheckpointMode::Full;
+  /// Offload of every unit, where the budget needs it (GPU targets); none:
+  /// as the user chose.
+  std::optional<OffloadMode> offload;
 };
 
 /// Sets `front`'s schedule options to `schedule`.

@@ -91,7 +91,10 @@ std::optional<MachineModel> mlir::zest::lookupMachine(StringRef name) {
     // (--link adds ZEST_LINK's); Open MPI over shared memory copies ~0.6 GB
     // per second and rank, inside waits only, with both ranks computing on
     // the two cores.
-    return MachineModel{"cpu", 90e3, 8e3, 12e3, 0.3, 0, 0, 0.6e3};
+    // The emulated device's copies and host kernels are this machine's
+    // memory.
+    return MachineModel{"cpu", 90e3,  8e3, 12e3, 0.3,  0,
+                        0,     0.6e3, 0,   0,    12e3, 12e3};
   }
   if (name == "h100-nvlink") {
     // One H100 SXM of an 8-GPU NVLink node: ~60% of the TF32 tensor-core
@@ -99,9 +102,11 @@ std::optional<MachineModel> mlir::zest::lookupMachine(StringRef name) {
     // elementwise kernels, CUDA-core f32 for their arithmetic, a 5 us
     // launch; NCCL ring bus bandwidth ~370 GB/s with ~15 us latency. Between
     // nodes (a hybrid mesh's replica groups), one 400 Gb/s InfiniBand NIC
-    // per GPU: ~45 GB/s with ~20 us latency.
-    return MachineModel{"h100-nvlink", 300e6, 50e6, 2.7e6, 5,
-                        370e3,         15,    0,    45e3,  20};
+    // per GPU: ~45 GB/s with ~20 us latency. Offload: PCIe 5.0 x16 with
+    // pinned memory, ~25 GB/s each way in practice; the host update, one
+    // thread streaming ~10 GB/s.
+    return MachineModel{"h100-nvlink", 300e6, 50e6, 2.7e6, 5, 370e3, 15, 0,
+                        45e3,          20,    25e3, 10e3};
   }
   return std::nullopt;
 }
@@ -225,6 +230,28 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   return std::nullopt;
 }
 
+/// Whether `op` computes on pinned host memory only (an offloaded update).
+bool isHostKernel(linalg::LinalgOp op) {
+  bool any = false;
+  for (Value operand : op->getOperands()) {
+    if (!isa<MemRefType>(operand.getType()))
+      continue;
+    if (!isHostBuffer(operand))
+      return false;
+    any = true;
+  }
+  return any;
+}
+
+/// An offloaded update's loop on the host: the bytes it streams.
+double getHostUs(linalg::LinalgOp op, const MachineModel &machine) {
+  double bytes = 0;
+  for (Value operand : op->getOperands())
+    bytes += getBufferBytes(operand);
+  return machine.hostMemoryBytesPerUs > 0 ? bytes / machine.hostMemoryBytesPerUs
+                                          : 0;
+}
+
 /// The replay's clocks.
 struct Replay {
   const MachineModel *machine;
@@ -251,9 +278,21 @@ struct Replay {
     cost.computeUs += us;
   }
 
+  /// Time the compute stream spends in order on a copy to or from pinned
+  /// host memory, or the host on an offloaded update (after every device
+  /// op was issued: counted in full, not overlapped).
+  void serial(double us) {
+    now += us;
+    cost.communicationUs += us;
+    cost.exposedUs += us;
+  }
+
   void step(Operation &op) {
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      if (isHostKernel(linalgOp))
+        return serial(getHostUs(linalgOp, *machine));
       return compute(getLinalgUs(linalgOp, *machine));
+    }
     if (auto copy = dyn_cast<memref::CopyOp>(op))
       return compute(2.0 * getBufferBytes(copy.getSource()) /
                      machine->memoryBytesPerUs);
@@ -287,6 +326,11 @@ struct Replay {
         inFlight[call.getResult(0)] = {freeAt, collective->sentPerRank};
         return;
       }
+      if (call.getCallee() == "zest_copy_to_device_async" ||
+          call.getCallee() == "zest_copy_to_host_start")
+        return serial(machine->hostLinkBytesPerUs > 0
+                          ? getConstant(call, 2) / machine->hostLinkBytesPerUs
+                          : 0);
       if (call.getCallee() == "zest_wait" && call.getNumOperands() == 1) {
         InFlight request = inFlight.lookup(call.getOperand(0));
         double done = request.doneAt;

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
 
@@ -173,22 +174,6 @@ static DistinctArgFunctions getDistinctArgFunctions(ModuleOp module) {
   return functions;
 }
 
-/// Whether `buffer` is (a view of) an entry point's argument in pinned host
-/// memory (`zest.host`, offload).
-static bool isHostBuffer(Value buffer) {
-  while (Operation *def = buffer.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      return false;
-    buffer = view.getViewSource();
-  }
-  auto arg = cast<BlockArgument>(buffer);
-  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return func && arg.getOwner()->isEntryBlock() &&
-         func.getArgAttr(arg.getArgNumber(),
-                         zest::ZestDialect::kHostArgAttrName);
-}
-
 /// Whether the kernel of `target`, given `args`, runs on the host: with
 /// device buffers, when every buffer it takes is in host memory (an
 /// offloaded update); a mix is an error.
@@ -196,7 +181,7 @@ static FailureOr<bool> runsOnHost(Operation *target, ArrayRef<Value> args) {
   int host = 0, device = 0;
   for (Value arg : args)
     if (isa<MemRefType>(arg.getType()))
-      ++(isHostBuffer(arg) ? host : device);
+      ++(zest::isHostBuffer(arg) ? host : device);
   if (host && device)
     return target->emitError()
            << "reads or writes both pinned host memory (an offloaded "

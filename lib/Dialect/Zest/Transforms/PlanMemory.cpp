@@ -43,6 +43,29 @@ memref::AllocOp mlir::zest::getAllocation(Value value) {
   return {};
 }
 
+bool mlir::zest::isHostBuffer(Value buffer) {
+  while (Operation *def = buffer.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      return false;
+    buffer = view.getViewSource();
+  }
+  auto arg = cast<BlockArgument>(buffer);
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && arg.getOwner()->isEntryBlock() &&
+         func.getArgAttr(arg.getArgNumber(), ZestDialect::kHostArgAttrName);
+}
+
+int64_t mlir::zest::getArgumentBytes(func::FuncOp func,
+                                     std::optional<bool> onHost) {
+  int64_t bytes = 0;
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (!onHost ||
+        bool(func.getArgAttr(i, ZestDialect::kHostArgAttrName)) == *onHost)
+      bytes += getStaticBufferBytes(type).value_or(0);
+  return bytes;
+}
+
 namespace {
 
 /// The pool hands out 64-byte buckets (runtime/common/Runtime.cpp).
@@ -396,18 +419,6 @@ llvm::json::Array describeCollectives(ModuleOp module,
 
 /// Bytes of the entry point's arguments, which the host allocates outside
 /// the pool: unit shards, optimizer state, gradient accumulators, the batch.
-/// Bytes of `func`'s arguments: all of them, or those in pinned host
-/// memory (`onHost`, offload) or not.
-int64_t getArgumentBytes(func::FuncOp func,
-                         std::optional<bool> onHost = std::nullopt) {
-  int64_t bytes = 0;
-  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
-    if (!onHost ||
-        bool(func.getArgAttr(i, ZestDialect::kHostArgAttrName)) == *onHost)
-      bytes += getStaticBufferBytes(type).value_or(0);
-  return bytes;
-}
-
 int64_t getSentBytes(ArrayRef<StartedCollective> collectives) {
   int64_t sent = 0;
   for (const StartedCollective &collective : collectives)
@@ -422,15 +433,18 @@ llvm::json::Value describeMachine(const MachineModel &model) {
     replicaBandwidth = model.replicaLinkBytesPerUs / 1e3;
     replicaLatency = model.replicaLinkLatencyUs;
   }
-  return llvm::json::Object{{"name", model.name},
-                            {"gemm_gflops", model.gemmFlopsPerUs / 1e3},
-                            {"vector_gflops", model.vectorFlopsPerUs / 1e3},
-                            {"memory_gb_per_s", model.memoryBytesPerUs / 1e3},
-                            {"kernel_overhead_us", model.kernelOverheadUs},
-                            {"link_gb_per_s", model.linkBytesPerUs / 1e3},
-                            {"link_latency_us", model.linkLatencyUs},
-                            {"replica_link_gb_per_s", replicaBandwidth},
-                            {"replica_link_latency_us", replicaLatency}};
+  return llvm::json::Object{
+      {"name", model.name},
+      {"gemm_gflops", model.gemmFlopsPerUs / 1e3},
+      {"vector_gflops", model.vectorFlopsPerUs / 1e3},
+      {"memory_gb_per_s", model.memoryBytesPerUs / 1e3},
+      {"kernel_overhead_us", model.kernelOverheadUs},
+      {"link_gb_per_s", model.linkBytesPerUs / 1e3},
+      {"link_latency_us", model.linkLatencyUs},
+      {"replica_link_gb_per_s", replicaBandwidth},
+      {"replica_link_latency_us", replicaLatency},
+      {"host_link_gb_per_s", model.hostLinkBytesPerUs / 1e3},
+      {"host_memory_gb_per_s", model.hostMemoryBytesPerUs / 1e3}};
 }
 
 /// The training step a no-sync accumulate entry point serves, or null.
@@ -493,11 +507,16 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
                          << "exactly (dynamic sizes or frees the plan cannot "
                          << "follow)";
         ok = false;
-      } else if (plan->peakPool > budget) {
-        plan->peakPoolAt->emitError()
-            << "@" << func.getSymName() << " reaches a predicted peak pool of "
-            << plan->peakPool << " bytes per rank here, over the memory "
-            << "budget of " << budget << " bytes";
+      } else if (int64_t arguments =
+                     deviceArguments ? getArgumentBytes(func, false) : 0;
+                 plan->peakPool + arguments > budget) {
+        InFlightDiagnostic error = plan->peakPoolAt->emitError();
+        error << "@" << func.getSymName() << " reaches a predicted peak pool "
+              << "of " << plan->peakPool << " bytes per rank here";
+        if (deviceArguments)
+          error << ", plus " << arguments << " bytes of arguments on the "
+                << "device";
+        error << ", over the memory budget of " << budget << " bytes";
         ok = false;
       }
     }
@@ -587,6 +606,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
                                     {"shards", mesh.shards}}},
         {"memory_budget_bytes",
          memoryBudget > 0 ? llvm::json::Value(int64_t(memoryBudget)) : nullptr},
+        {"budget_holds_device_arguments", bool(deviceArguments)},
         {"units", describeUnits(module)},
         {"unit_policy",
          policy ? llvm::json::Value(policy.str()) : llvm::json::Value(nullptr)},

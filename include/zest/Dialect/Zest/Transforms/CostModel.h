@@ -73,6 +73,10 @@ struct MachineModel {
   /// collectives use the link above.
   double replicaLinkBytesPerUs = 0;
   double replicaLinkLatencyUs = 0;
+  /// Offload: copies between device and pinned host memory (PCIe), and
+  /// what the host's optimizer update streams.
+  double hostLinkBytesPerUs = 0;
+  double hostMemoryBytesPerUs = 0;
 };
 
 /// The preset `name`, nothing if there is none.

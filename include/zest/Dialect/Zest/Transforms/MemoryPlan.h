@@ -35,6 +35,16 @@ std::optional<int64_t> getStaticBufferBytes(Type type);
 /// cast to i64, then to a pointer); null if none.
 memref::AllocOp getAllocation(Value value);
 
+/// Whether `buffer` is (a view of) an entry point's argument in pinned host
+/// memory (`zest.host`, offload).
+bool isHostBuffer(Value buffer);
+
+/// Bytes of `func`'s arguments (the buffers the host allocates, results'
+/// included after bufferization): all of them, or only those in pinned host
+/// memory (`onHost`, offload) or only the others.
+int64_t getArgumentBytes(func::FuncOp func,
+                         std::optional<bool> onHost = std::nullopt);
+
 /// Replays the allocations and frees of `func` (bufferized, its frees
 /// placed, collectives lowered to runtime calls) in program order; nothing
 /// if they cannot be replayed exactly.

@@ -712,7 +712,9 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
 
     The same replay is what `zestc --memory-budget` chooses a schedule by;
     with `memory-budget` > 0 the pass fails if the predicted peak pool
-    exceeds it (or cannot be predicted).
+    exceeds it (or cannot be predicted); with `device-arguments` (GPU
+    targets), if the peak pool plus the arguments not in pinned host memory
+    does.
 
     Writes a JSON report to `report-json` (nothing when empty; the schema,
     `zest-report/1`, is documented in docs/Report.md):
@@ -757,6 +759,10 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Fail if the predicted peak pool bytes per rank exceed this "
            "(0: no budget)">,
+    Option<"deviceArguments", "device-arguments", "bool",
+           /*default=*/"false",
+           "The budget also holds the arguments on the device (GPU "
+           "targets: everything the step keeps in device memory)">,
     Option<"machine", "machine", "std::string", /*default=*/"\"\"",
            "Predict each entry point's time on this machine: cpu or "
            "h100-nvlink (empty: no prediction)">,
