@@ -9,8 +9,12 @@
 # predicted peak pool and gathered bytes per rank, the bytes the host
 # allocates per rank (shards, optimizer state), the predicted step time and
 # the schedule chosen, with the wall time and peak memory of each tool.
+# For the GPU target (TARGET=cuda, the default) a budget holds the pool and
+# the arguments on the device, and the schedule may offload the optimizer
+# or the parameters to pinned host memory.
 #   bench/plan/run.sh [build-dir] [model] [seq] [world]
-#   (defaults: build llama8b 4096 8; BUDGETS="40GiB 20GiB" BLOCK=1024)
+#   (defaults: build llama8b 4096 8; BUDGETS="40GiB 20GiB" BLOCK=1024
+#   TARGET=cuda)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${1:-build}
@@ -19,6 +23,7 @@ SEQ=${3:-4096}
 WORLD=${4:-8}
 BUDGETS=${BUDGETS:-40GiB 20GiB}
 BLOCK=${BLOCK:-1024}
+TARGET=${TARGET:-cuda}
 dir="$BUILD_DIR/bench/plan/$MODEL-$SEQ"
 mkdir -p "$dir"
 scripts/setup-venv.sh >/dev/null
@@ -31,7 +36,7 @@ timed() {
   awk '{printf "%.1f s, %.0f MB", $1, $2 / 1024}' "$1"
 }
 
-echo "== $MODEL, 1 x $SEQ tokens per rank, W=$WORLD"
+echo "== $MODEL, 1 x $SEQ tokens per rank, W=$WORLD, --target=$TARGET"
 took=$(ZEST_BENCH_SEQ=$SEQ timed "$dir/import.time" scripts/zest-import \
   "bench/vs-pytorch/hf_models.py:$MODEL" --shapes-only \
   --attention-block "$BLOCK" -o "$dir/model.mlir")
@@ -40,7 +45,7 @@ gib() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 2^30}'; }
 for budget in none $BUDGETS; do
   flags=(--world-size="$WORLD" --param-dtype=bf16 --reduce-dtype=bf16
     --optimizer=adamw --prefetch=1 --machine=h100-nvlink --plan-only
-    --report-json="$dir/plan-$budget.json")
+    --target="$TARGET" --report-json="$dir/plan-$budget.json")
   [ "$budget" != none ] && flags+=(--memory-budget="$budget")
   took=$(timed "$dir/plan-$budget.time" "$BUILD_DIR/bin/zestc" "$dir/model.mlir" \
     "${flags[@]}" --report) || continue
@@ -48,8 +53,11 @@ for budget in none $BUDGETS; do
   peak=$(sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
   gathered=$(sed -nE 's/.*peak gathered parameter bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
   args=$(sed -nE 's/.*argument bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
+  host=$(sed -nE 's/.*argument bytes per rank [0-9]+ \([0-9]+ on the device, ([0-9]+) in pinned host memory.*/\1/p' "$report" | head -1)
+  host=${host:-0}
   step=$(sed -nE 's/.*: ([0-9.]+) ms per call.*/\1/p' "$report" | head -1)
   echo "budget $budget: peak pool $(gib "$peak") GiB (gathered $(gib "$gathered") GiB)" \
-    "+ host-allocated $(gib "$args") GiB per rank; predicted step $step ms; zestc $took"
-  grep '^schedule under' "$report" || true
+    "+ arguments $(gib "$((args - host))") GiB on the device, $(gib "$host") GiB in pinned" \
+    "host memory per rank; predicted step $step ms; zestc $took"
+  grep -E '^(schedule under|  offload and recomputation)' "$report" || true
 done

@@ -196,6 +196,10 @@ private:
     checkpointMode = fit.checkpointMode;
   }
   std::optional<Fit> leanest;
+  /// Where the leanest schedule did not fit: it, and it with what made it
+  /// fit (offload, checkpointing), for the report of what they save and
+  /// cost.
+  std::optional<std::pair<Candidate, Candidate>> levers;
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
@@ -345,6 +349,7 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
     return failure();
   }
   restore(*fastest);
+  levers = {lean, fastest->candidate};
   return fastest->candidate;
 }
 
@@ -481,6 +486,16 @@ void ScheduleSearch::printChoice() const {
                  << "): " << llvm::join(best->checkpointUnits, " ");
   llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
                                 bestCandidate.stepUs / 1e3);
+  if (levers) {
+    const auto &[without, with] = *levers;
+    llvm::outs() << llvm::formatv(
+        "  offload and recomputation save {0} bytes per rank and cost {1:f3} "
+        "ms per call: the leanest schedule peaks at {2} bytes and takes "
+        "{3:f3} ms without them, {4} bytes and {5:f3} ms with them\n",
+        without.peakPool - with.peakPool, (with.stepUs - without.stepUs) / 1e3,
+        without.peakPool, without.stepUs / 1e3, with.peakPool,
+        with.stepUs / 1e3);
+  }
 }
 
 FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
