@@ -209,7 +209,7 @@ private:
 
 LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
   ShardingStrategy strategy = options.front.strategy;
-  return emitError(module.getLoc())
+  return emitError(getModelDiagnosticLoc(module))
          << "--memory-budget=" << budget << " bytes is infeasible: the "
          << "leanest schedule (no prefetch, "
          << (strategy == ShardingStrategy::ShardGradOp ? "every unit kept"
@@ -554,6 +554,6 @@ mlir::zest::chooseSchedule(ModuleOp module, const CompileOptions &options) {
       options.lower.machine.empty() ? "cpu" : options.lower.machine.getValue(),
       options.lower.link, options.lower.replicaLink, error);
   if (!machine)
-    return emitError(module.getLoc()) << error;
+    return emitError(getModelDiagnosticLoc(module)) << error;
   return ScheduleSearch(module, options, *machine).run();
 }

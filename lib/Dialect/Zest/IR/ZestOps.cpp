@@ -487,6 +487,14 @@ LogicalResult WaitOp::verify() {
   return success();
 }
 
+Location mlir::zest::getModelDiagnosticLoc(ModuleOp module) {
+  for (Operation &op : module.getOps())
+    if (auto func = dyn_cast<FunctionOpInterface>(op);
+        func && !func.isExternal())
+      return func.getLoc();
+  return module.getLoc();
+}
+
 //===----------------------------------------------------------------------===//
 // Offload copies
 //===----------------------------------------------------------------------===//

@@ -15,13 +15,13 @@ mlir::zest::selectUnits(ModuleOp module, ArrayRef<std::string> globs,
   for (const std::string &text : globs) {
     auto glob = llvm::GlobPattern::create(text);
     if (!glob)
-      return emitError(module.getLoc())
+      return emitError(getModelDiagnosticLoc(module))
              << "invalid " << optionName << " pattern '" << text
              << "': " << llvm::toString(glob.takeError());
     if (llvm::none_of(module.getOps<UnitOp>(), [&](UnitOp unit) {
           return glob->match(unit.getSymName());
         }))
-      return emitError(module.getLoc())
+      return emitError(getModelDiagnosticLoc(module))
              << optionName << " pattern '" << text << "' matches no unit";
     patterns.push_back(std::move(*glob));
   }

@@ -56,6 +56,12 @@ lookupCollectiveLayout(Operation *from, FlatSymbolRefAttr ref,
 /// used by the manifest and the model descriptor so that host tools need no
 /// MLIR type parser. Other types print as MLIR does.
 std::string getDTypeName(Type type);
+
+/// Where a diagnostic about the whole model (an option, a budget) points:
+/// the first function defined in `module`, else the module. An imported
+/// module's own line holds its whole `zest.module_classes` dictionary,
+/// which the diagnostic would print in full.
+Location getModelDiagnosticLoc(ModuleOp module);
 } // namespace mlir::zest
 
 #endif // ZEST_DIALECT_ZEST_IR_ZESTOPS_H
