@@ -82,10 +82,12 @@ public:
     std::memcpy(host, device, bytes);
   }
 
-  /// Offload: host memory that asynchronous copies use (page-locked in
-  /// place on a GPU, until unpinHost).
-  virtual void pinHost(void *ptr, size_t bytes) {}
-  virtual void unpinHost(void *ptr) {}
+  /// Offload: host memory that the asynchronous copies below read and
+  /// write (page-locked on a GPU), 64-byte aligned.
+  virtual void *allocatePinned(size_t bytes) {
+    return std::aligned_alloc(64, bytes);
+  }
+  virtual void freePinned(void *ptr) { std::free(ptr); }
   /// Asynchronous copies between pinned host memory and memory from
   /// allocateMemory, in order with the compiled code's work. To the device,
   /// `host` is read when the work before it is done; to the host, the bytes

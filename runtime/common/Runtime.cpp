@@ -175,23 +175,23 @@ void zest_copy_to_host(void *host, const void *device, int64_t bytes) {
     get().backend->copyToHost(host, device, size_t(bytes));
 }
 
-void zest_pin_host(void *host, int64_t bytes) {
-  if (bytes <= 0)
-    return;
+void *zest_pinned_alloc(int64_t bytes) {
   Runtime &rt = get();
-  rt.backend->pinHost(host, size_t(bytes));
-  rt.pinned[host] = bytes;
+  void *ptr = rt.backend->allocatePinned(
+      size_t(std::max<int64_t>(64, (bytes + 63) / 64 * 64)));
+  rt.pinned[ptr] = bytes;
   rt.pool.counters.pinned_bytes += bytes;
+  return ptr;
 }
 
-void zest_unpin_host(void *host) {
+void zest_pinned_free(void *ptr) {
   Runtime &rt = get();
-  auto it = rt.pinned.find(host);
+  auto it = rt.pinned.find(ptr);
   if (it == rt.pinned.end())
     return;
-  rt.backend->unpinHost(host);
   rt.pool.counters.pinned_bytes -= it->second;
   rt.pinned.erase(it);
+  rt.backend->freePinned(ptr);
 }
 
 void zest_copy_to_device_async(void *device, const void *host, int64_t bytes) {

@@ -64,8 +64,8 @@ struct Runtime {
   std::atomic<size_t> inFlight{0};
   zest_request_t nextRequest = 1;
   Pool pool;
-  /// Sizes of zest_buffer_alloc's buffers and of zest_pin_host's ranges,
-  /// live now (counted in pool.counters).
+  /// Sizes of zest_buffer_alloc's and zest_pinned_alloc's buffers, live
+  /// now (counted in pool.counters).
   std::unordered_map<void *, int64_t> buffers, pinned;
   bool tracing = false;
   std::vector<TraceEvent> trace;

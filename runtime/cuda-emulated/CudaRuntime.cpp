@@ -375,21 +375,6 @@ cudaError_t cudaFreeHost(void *ptr) {
   return cudaSuccess;
 }
 
-cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned int) {
-  if (!ptr || bytes == 0 || inDeviceRegion(ptr) || isPinned(ptr))
-    deviceError("cudaHostRegister is given " + describePointer(ptr) +
-                ", which is not unregistered host memory");
-  registerPinned(ptr, bytes);
-  return cudaSuccess;
-}
-
-cudaError_t cudaHostUnregister(void *ptr) {
-  if (!unregisterPinned(ptr))
-    deviceError("cudaHostUnregister is given " + describePointer(ptr) +
-                ", which cudaHostRegister did not register");
-  return cudaSuccess;
-}
-
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes,
                                      const void *ptr) {
   std::memset(attributes, 0, sizeof(*attributes));

@@ -25,8 +25,7 @@ struct Region {
   size_t size = 0;
   size_t highWater = 0; // bytes from base ever handed out, page-rounded
   std::map<size_t, size_t> allocations, free;
-  std::map<const char *, size_t> pinned;     // base -> bytes
-  std::map<const char *, size_t> registered; // base -> bytes
+  std::map<const char *, size_t> pinned; // base -> bytes
   int scopes = 0;
   std::recursive_mutex mutex;
   struct sigaction previous {};
@@ -207,33 +206,15 @@ bool zest::emulated::freePinned(void *ptr) {
   return true;
 }
 
-/// Whether `p` lies in one of `ranges` (base -> bytes).
-static bool inRanges(const std::map<const char *, size_t> &ranges,
-                     const char *p) {
-  auto it = ranges.upper_bound(p);
-  if (it == ranges.begin())
-    return false;
-  --it;
-  return p < it->first + std::max<size_t>(it->second, 1);
-}
-
 bool zest::emulated::isPinned(const void *ptr) {
   Region &r = region();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);
   auto p = static_cast<const char *>(ptr);
-  return inRanges(r.pinned, p) || inRanges(r.registered, p);
-}
-
-void zest::emulated::registerPinned(void *ptr, size_t bytes) {
-  Region &r = region();
-  std::lock_guard<std::recursive_mutex> lock(r.mutex);
-  r.registered[static_cast<const char *>(ptr)] = bytes;
-}
-
-bool zest::emulated::unregisterPinned(void *ptr) {
-  Region &r = region();
-  std::lock_guard<std::recursive_mutex> lock(r.mutex);
-  return r.registered.erase(static_cast<const char *>(ptr)) != 0;
+  auto it = r.pinned.upper_bound(p);
+  if (it == r.pinned.begin())
+    return false;
+  --it;
+  return p < it->first + std::max<size_t>(it->second, 1);
 }
 
 AccessScope::AccessScope() {

@@ -34,10 +34,6 @@ bool inDeviceRegion(const void *ptr);
 void *allocatePinned(size_t bytes);
 bool freePinned(void *ptr);
 bool isPinned(const void *ptr);
-/// Host memory page-locked in place (cudaHostRegister): pinned until
-/// unregistered; false when `ptr` was not registered.
-void registerPinned(void *ptr, size_t bytes);
-bool unregisterPinned(void *ptr);
 
 /// Device memory is accessible while at least one scope is alive.
 class AccessScope {

@@ -162,13 +162,15 @@ void cuda::DeviceBackend::copyToHost(void *host, const void *device,
   }
 }
 
-void cuda::DeviceBackend::pinHost(void *ptr, size_t bytes) {
-  checkCuda(cudaHostRegister(ptr, bytes, cudaHostRegisterDefault),
-            "pinning " + std::to_string(bytes) + " bytes of host memory");
+void *cuda::DeviceBackend::allocatePinned(size_t bytes) {
+  void *ptr = nullptr;
+  checkCuda(cudaMallocHost(&ptr, bytes),
+            "allocating " + std::to_string(bytes) + " bytes of pinned memory");
+  return ptr;
 }
 
-void cuda::DeviceBackend::unpinHost(void *ptr) {
-  checkCuda(cudaHostUnregister(ptr), "unpinning host memory");
+void cuda::DeviceBackend::freePinned(void *ptr) {
+  checkCuda(cudaFreeHost(ptr), "freeing pinned memory");
 }
 
 void cuda::DeviceBackend::copyToDeviceAsync(void *device, const void *host,

@@ -70,9 +70,9 @@ public:
   /// On the compute stream, after everything enqueued before, through the
   /// staging buffer; waits (with the timeout).
   void copyToHost(void *host, const void *device, size_t bytes) override;
-  /// cudaHostRegister, so the copies below run without staging.
-  void pinHost(void *ptr, size_t bytes) override;
-  void unpinHost(void *ptr) override;
+  /// cudaMallocHost, so the copies below run without staging.
+  void *allocatePinned(size_t bytes) override;
+  void freePinned(void *ptr) override;
   /// Straight cudaMemcpyAsync on the compute stream; a copy to the host
   /// records an event that copyWait waits for (with the timeout).
   void copyToDeviceAsync(void *device, const void *host, size_t bytes) override;

@@ -214,11 +214,12 @@ void zest_buffer_free(void *ptr);
  * buffers are host memory. */
 void zest_copy_to_device(void *device, const void *host, int64_t bytes);
 void zest_copy_to_host(void *host, const void *device, int64_t bytes);
-/* Offload (zestc --offload): host memory that the copies below may use
- * (page-locked in place on a GPU; nothing on the CPU backend) until
- * zest_unpin_host. */
-void zest_pin_host(void *host, int64_t bytes);
-void zest_unpin_host(void *host);
+/* Offload (zestc --offload): page-locked host memory for the arguments the
+ * step keeps on the host, which the copies below read and write (host
+ * memory on the CPU backend), until zest_pinned_free (before
+ * zest_finalize). */
+void *zest_pinned_alloc(int64_t bytes);
+void zest_pinned_free(void *ptr);
 /* Asynchronous copies between pinned host memory and device memory, in
  * order with the compiled code's work: to the device, `host` is read when
  * the device gets there; to the host, the bytes are there once
@@ -237,7 +238,7 @@ typedef struct zest_counters {
   int64_t collectives;         /* collectives started */
   int64_t wait_us;             /* microseconds spent blocked in zest_wait */
   int64_t buffer_bytes;        /* bytes asked of zest_buffer_alloc, live */
-  int64_t pinned_bytes;        /* zest_pin_host bytes pinned now */
+  int64_t pinned_bytes;        /* bytes asked of zest_pinned_alloc, live */
 } zest_counters_t;
 
 void zest_get_counters(zest_counters_t *counters);

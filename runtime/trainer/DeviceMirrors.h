@@ -7,7 +7,7 @@
 // before a checkpoint is written; per-call ones (data, hyperparameters,
 // random streams) are uploaded before each call; results are downloaded
 // after it. On the CPU backend nothing is mirrored. Offloaded arguments
-// (zestc --offload) stay in host memory, pinned.
+// (zestc --offload) are mirrored in pinned host memory instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +17,6 @@
 #include "Buffer.h"
 
 #include <map>
-#include <set>
 #include <vector>
 
 namespace zest {
@@ -34,10 +33,10 @@ public:
   /// descriptor when nothing is mirrored). A persistent buffer's mirror is
   /// shared by every entry point that takes it and uploaded once.
   std::vector<int64_t> descriptorFor(Buffer &buffer, bool persistent);
-  /// `buffer`'s own descriptor, its memory pinned (once) for the step's
-  /// asynchronous copies: an offloaded argument the step reads and writes
-  /// in host memory.
-  std::vector<int64_t> pinnedDescriptorFor(Buffer &buffer);
+  /// The same with the mirror in pinned host memory (an offloaded argument,
+  /// which the step reads and writes on the host with asynchronous copies
+  /// to and from the device): uploaded and downloaded by plain copies.
+  std::vector<int64_t> pinnedDescriptorFor(Buffer &buffer, bool persistent);
   /// Copies `buffer` to its mirror, or its mirror back to it.
   void upload(Buffer &buffer);
   void download(Buffer &buffer);
@@ -46,10 +45,13 @@ public:
 
 private:
   struct Mirror {
-    void *device;
+    void *device; // or pinned host memory
     int64_t bytes;
     bool persistent;
+    bool pinned;
   };
+  std::vector<int64_t> mirrorDescriptor(Buffer &buffer, bool persistent,
+                                        bool pinned);
   /// `buffer`'s mirror; null when nothing is mirrored.
   const Mirror *find(Buffer &buffer) const;
 
@@ -58,8 +60,6 @@ private:
   /// By host address: entry points that share a host buffer share its
   /// mirror.
   std::map<const void *, Mirror> mirrors;
-  /// Host buffers pinned for offload, unpinned with the mirrors.
-  std::set<void *> pinned;
 };
 
 } // namespace zest

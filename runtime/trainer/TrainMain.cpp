@@ -100,9 +100,11 @@ struct EntryCall {
         args.emplace_back(arg.spec, train.storage(arg));
       if (arg.kind == ArgInfo::Hyper)
         hyper = args.back().f32();
-      descriptors.push_back(arg.onHost
-                                ? mirrors.pinnedDescriptorFor(args.back())
-                                : mirrors.descriptorFor(args.back(), !perCall));
+      // Stages only receive the step's copies: nothing to fill.
+      bool persistent = !perCall && arg.kind != ArgInfo::Stage;
+      descriptors.push_back(
+          arg.onHost ? mirrors.pinnedDescriptorFor(args.back(), persistent)
+                     : mirrors.descriptorFor(args.back(), !perCall));
       if (perCall)
         uploads.push_back(args.size() - 1);
     }
