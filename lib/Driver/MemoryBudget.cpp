@@ -119,9 +119,9 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
     std::optional<MemoryPlan> plan = planFunctionMemory(func);
     if (!plan)
       return failure();
-    candidate.peakPool = std::max(
-        candidate.peakPool,
-        plan->peakPool + (deviceArguments ? getArgumentBytes(func, false) : 0));
+    candidate.peakPool =
+        std::max(candidate.peakPool,
+                 getBudgetedBytes(func, plan->peakPool, deviceArguments));
   }
   DeviceMesh mesh = getModuleMesh(*copy);
   for (auto func : copy->getOps<func::FuncOp>())

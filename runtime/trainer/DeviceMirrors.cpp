@@ -17,6 +17,13 @@ DeviceMirrors::~DeviceMirrors() {
     else
       zest_buffer_free(mirror.device);
   }
+  for (void *ptr : scratch)
+    zest_pinned_free(ptr);
+}
+
+void *DeviceMirrors::pinnedScratch(int64_t bytes) {
+  scratch.push_back(zest_pinned_alloc(bytes));
+  return scratch.back();
 }
 
 std::vector<int64_t>

@@ -37,6 +37,9 @@ public:
   /// which the step reads and writes on the host with asynchronous copies
   /// to and from the device): uploaded and downloaded by plain copies.
   std::vector<int64_t> pinnedDescriptorFor(Buffer &buffer, bool persistent);
+  /// Pinned host memory of `bytes` that only the step uses (an offload
+  /// stage, which receives copies from the device), freed with the mirrors.
+  void *pinnedScratch(int64_t bytes);
   /// Copies `buffer` to its mirror, or its mirror back to it.
   void upload(Buffer &buffer);
   void download(Buffer &buffer);
@@ -60,6 +63,7 @@ private:
   /// By host address: entry points that share a host buffer share its
   /// mirror.
   std::map<const void *, Mirror> mirrors;
+  std::vector<void *> scratch;
 };
 
 } // namespace zest

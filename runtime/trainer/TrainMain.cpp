@@ -94,16 +94,21 @@ struct EntryCall {
     for (const ArgInfo &arg : function.args) {
       bool perCall = arg.kind == ArgInfo::Data || arg.kind == ArgInfo::Hyper ||
                      arg.kind == ArgInfo::Rng;
-      if (perCall || arg.kind == ArgInfo::Stage)
+      if (arg.kind == ArgInfo::Stage) {
+        // Only the step's copies from the device land there: pinned memory
+        // of its own, no host buffer to mirror.
+        args.emplace_back(arg.spec, mirrors.pinnedScratch(arg.spec.bytes()));
+        descriptors.push_back(args.back().descriptor);
+        continue;
+      }
+      if (perCall)
         args.emplace_back(arg.spec);
       else
         args.emplace_back(arg.spec, train.storage(arg));
       if (arg.kind == ArgInfo::Hyper)
         hyper = args.back().f32();
-      // Stages only receive the step's copies: nothing to fill.
-      bool persistent = !perCall && arg.kind != ArgInfo::Stage;
       descriptors.push_back(
-          arg.onHost ? mirrors.pinnedDescriptorFor(args.back(), persistent)
+          arg.onHost ? mirrors.pinnedDescriptorFor(args.back(), !perCall)
                      : mirrors.descriptorFor(args.back(), !perCall));
       if (perCall)
         uploads.push_back(args.size() - 1);

@@ -467,8 +467,7 @@ struct MapKernelsToGPUPass
         return signalPassFailure();
     }
     // What is left on the host must not touch buffer elements: buffers live
-    // in device memory.
-    // Host kernels (offload) compute on pinned host memory.
+    // in device memory, except in host kernels (offload: pinned host memory).
     WalkResult hostAccess = getOperation().walk([](Operation *op) {
       if (!isa<memref::LoadOp, memref::StoreOp, memref::CopyOp>(op) ||
           op->getParentOfType<gpu::LaunchOp>())

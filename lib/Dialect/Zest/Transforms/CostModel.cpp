@@ -232,15 +232,7 @@ std::optional<double> getKernelCallUs(func::CallOp call,
 
 /// Whether `op` computes on pinned host memory only (an offloaded update).
 bool isHostKernel(linalg::LinalgOp op) {
-  bool any = false;
-  for (Value operand : op->getOperands()) {
-    if (!isa<MemRefType>(operand.getType()))
-      continue;
-    if (!isHostBuffer(operand))
-      return false;
-    any = true;
-  }
-  return any;
+  return buffersOnHost(op->getOperands()).value_or(false);
 }
 
 /// An offloaded update's loop on the host: the bytes it streams.

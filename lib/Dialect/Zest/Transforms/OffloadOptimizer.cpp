@@ -38,11 +38,6 @@ static StringRef getArgUnit(func::FuncOp func, unsigned index) {
   return {};
 }
 
-/// The op of `block` that is or holds `op`.
-static Operation *getTopLevelOp(Block &block, Operation *op) {
-  return block.findAncestorOpInBlock(*op);
-}
-
 namespace {
 
 /// Offloads one entry point: `updates` are its offloaded units' updates.
@@ -69,8 +64,8 @@ private:
   func::FuncOp func;
   Block &block;
   ArrayRef<UpdateOp> updates;
+  /// The copy started for each staged value.
   DenseMap<Value, Value> futures;
-  DenseMap<Value, Value> waited;
 };
 
 } // namespace
@@ -79,7 +74,7 @@ void FunctionOffload::copyDeviceReads(BlockArgument arg, bool perUse) {
   // The device's reads, by the op of the body holding each, in order.
   llvm::MapVector<Operation *, SmallVector<OpOperand *>> reads;
   for (OpOperand &use : arg.getUses()) {
-    Operation *user = getTopLevelOp(block, use.getOwner());
+    Operation *user = block.findAncestorOpInBlock(*use.getOwner());
     if (!isUpdate(user))
       reads[user].push_back(&use);
   }
@@ -128,6 +123,7 @@ void FunctionOffload::moveUpdatesToHost() {
     startCopyToHost(update.getHyper());
   }
   Operation *terminator = block.getTerminator();
+  DenseMap<Value, Value> waited; // the host's copy of each staged value
   for (UpdateOp update : updates) {
     update->moveBefore(terminator);
     OpBuilder builder(update);

@@ -174,20 +174,17 @@ static DistinctArgFunctions getDistinctArgFunctions(ModuleOp module) {
   return functions;
 }
 
-/// Whether the kernel of `target`, given `args`, runs on the host: with
-/// device buffers, when every buffer it takes is in host memory (an
-/// offloaded update); a mix is an error.
+/// Whether the kernel of `target`, given `args`, runs on the host: when
+/// every buffer it takes is in pinned host memory (an offloaded update); a
+/// mix is an error.
 static FailureOr<bool> runsOnHost(Operation *target, ArrayRef<Value> args) {
-  int host = 0, device = 0;
-  for (Value arg : args)
-    if (isa<MemRefType>(arg.getType()))
-      ++(zest::isHostBuffer(arg) ? host : device);
-  if (host && device)
+  std::optional<bool> onHost = zest::buffersOnHost(args);
+  if (!onHost)
     return target->emitError()
            << "reads or writes both pinned host memory (an offloaded "
            << "optimizer's buffers) and device memory, which no kernel can: "
            << "copy one side first";
-  return host > 0;
+  return *onHost;
 }
 
 namespace {

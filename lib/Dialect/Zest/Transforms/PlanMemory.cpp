@@ -56,6 +56,16 @@ bool mlir::zest::isHostBuffer(Value buffer) {
          func.getArgAttr(arg.getArgNumber(), ZestDialect::kHostArgAttrName);
 }
 
+std::optional<bool> mlir::zest::buffersOnHost(ValueRange values) {
+  bool host = false, device = false;
+  for (Value value : values)
+    if (isa<MemRefType>(value.getType()))
+      (isHostBuffer(value) ? host : device) = true;
+  if (host && device)
+    return std::nullopt;
+  return host;
+}
+
 int64_t mlir::zest::getArgumentBytes(func::FuncOp func,
                                      std::optional<bool> onHost) {
   int64_t bytes = 0;
@@ -64,6 +74,12 @@ int64_t mlir::zest::getArgumentBytes(func::FuncOp func,
         bool(func.getArgAttr(i, ZestDialect::kHostArgAttrName)) == *onHost)
       bytes += getStaticBufferBytes(type).value_or(0);
   return bytes;
+}
+
+int64_t mlir::zest::getBudgetedBytes(func::FuncOp func, int64_t peakPool,
+                                     bool deviceArguments) {
+  return peakPool +
+         (deviceArguments ? getArgumentBytes(func, /*onHost=*/false) : 0);
 }
 
 namespace {
@@ -417,8 +433,6 @@ llvm::json::Array describeCollectives(ModuleOp module,
   return list;
 }
 
-/// Bytes of the entry point's arguments, which the host allocates outside
-/// the pool: unit shards, optimizer state, gradient accumulators, the batch.
 int64_t getSentBytes(ArrayRef<StartedCollective> collectives) {
   int64_t sent = 0;
   for (const StartedCollective &collective : collectives)
@@ -507,15 +521,15 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
                          << "exactly (dynamic sizes or frees the plan cannot "
                          << "follow)";
         ok = false;
-      } else if (int64_t arguments =
-                     deviceArguments ? getArgumentBytes(func, false) : 0;
-                 plan->peakPool + arguments > budget) {
+      } else if (int64_t held =
+                     getBudgetedBytes(func, plan->peakPool, deviceArguments);
+                 held > budget) {
         InFlightDiagnostic error = plan->peakPoolAt->emitError();
         error << "@" << func.getSymName() << " reaches a predicted peak pool "
               << "of " << plan->peakPool << " bytes per rank here";
         if (deviceArguments)
-          error << ", plus " << arguments << " bytes of arguments on the "
-                << "device";
+          error << ", plus " << held - plan->peakPool << " bytes of "
+                << "arguments on the device";
         error << ", over the memory budget of " << budget << " bytes";
         ok = false;
       }

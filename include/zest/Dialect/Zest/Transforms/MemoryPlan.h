@@ -39,11 +39,22 @@ memref::AllocOp getAllocation(Value value);
 /// memory (`zest.host`, offload).
 bool isHostBuffer(Value buffer);
 
+/// Where computation on the buffers among `values` runs: on the host
+/// (true) when every one is in pinned host memory, on the device (false)
+/// when none is (or there is none); nothing for a mix.
+std::optional<bool> buffersOnHost(ValueRange values);
+
 /// Bytes of `func`'s arguments (the buffers the host allocates, results'
 /// included after bufferization): all of them, or only those in pinned host
 /// memory (`onHost`, offload) or only the others.
 int64_t getArgumentBytes(func::FuncOp func,
                          std::optional<bool> onHost = std::nullopt);
+
+/// What a memory budget holds of entry point `func` whose peak pool is
+/// `peakPool`: the pool, and with `deviceArguments` (GPU targets) its
+/// arguments on the device too.
+int64_t getBudgetedBytes(func::FuncOp func, int64_t peakPool,
+                         bool deviceArguments);
 
 /// Replays the allocations and frees of `func` (bufferized, its frees
 /// placed, collectives lowered to runtime calls) in program order; nothing
