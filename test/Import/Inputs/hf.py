@@ -44,82 +44,55 @@ def llama():
     return model, loss_fn, (_tokens(),)
 
 
-def gpt2():
-    """GPT2LMHeadModel: learned positions, LayerNorm, tanh-GELU, the head tied
-    to the token embedding."""
+# GPT-2's dropout (0.1 by default), off.
+NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+
+
+def _gpt2(tokens, **overrides):
+    """GPT2LMHeadModel from the tiny config with `overrides`, the loss from
+    its `labels`, and the batch `tokens()` draws after the weights."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(
+    settings = dict(
         vocab_size=VOCAB,
         n_embd=32,
         n_layer=2,
         n_head=4,
         n_positions=SEQ,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
         bos_token_id=1,
         eos_token_id=2,
         attn_implementation="sdpa",
         loss_type="ForCausalLM",
     )
-    model = GPT2LMHeadModel(config)
+    settings.update(overrides)
+    model = GPT2LMHeadModel(GPT2Config(**settings))
 
     def loss_fn(model, ids):
         return model(input_ids=ids, labels=ids).loss
 
-    return model, loss_fn, (_tokens(),)
+    return model, loss_fn, (tokens(),)
+
+
+def gpt2():
+    """GPT2LMHeadModel: learned positions, LayerNorm, tanh-GELU, the head tied
+    to the token embedding."""
+    return _gpt2(_tokens, **NO_DROPOUT)
 
 
 def gpt2_dropout():
     """GPT2LMHeadModel with its default dropout (0.1 on embeddings, residuals
     and attention weights, the last inside scaled_dot_product_attention)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=VOCAB,
-        n_embd=32,
-        n_layer=2,
-        n_head=4,
-        n_positions=SEQ,
-        bos_token_id=1,
-        eos_token_id=2,
-        attn_implementation="sdpa",
-        loss_type="ForCausalLM",
-    )
-    model = GPT2LMHeadModel(config)
-
-    def loss_fn(model, ids):
-        return model(input_ids=ids, labels=ids).loss
-
-    return model, loss_fn, (_tokens(),)
+    return _gpt2(_tokens)
 
 
 def gpt2_long():
     """A narrow GPT2LMHeadModel over a long sequence (512 tokens, no
     dropout): activations dominate its memory, as at published sizes."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=VOCAB,
-        n_embd=32,
+    return _gpt2(
+        lambda: torch.randint(1, VOCAB, (1, 512)),
         n_layer=3,
         n_head=2,
         n_positions=512,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=1,
-        eos_token_id=2,
-        attn_implementation="sdpa",
-        loss_type="ForCausalLM",
+        **NO_DROPOUT,
     )
-    model = GPT2LMHeadModel(config)
-
-    def loss_fn(model, ids):
-        return model(input_ids=ids, labels=ids).loss
-
-    return model, loss_fn, (torch.randint(1, VOCAB, (1, 512)),)
