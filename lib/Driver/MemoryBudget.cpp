@@ -32,9 +32,9 @@ constexpr size_t kGreedyUnits = 16;
 
 /// One evaluated schedule.
 struct Candidate {
-  /// Predicted peak bytes per rank the budget holds (the pool, and on a GPU
-  /// the arguments on the device), and time of the slowest entry point.
-  int64_t peakPool = 0;
+  /// Predicted bytes per rank the budget holds (the pool's footprint, and on a
+  /// GPU the arguments on the device), and time of the slowest entry point.
+  int64_t heldBytes = 0;
   double stepUs = 0;
   /// Per sharded unit: gathers after the first in the busiest function
   /// (what keeping it saves), bytes of its gathered buffer, and the program
@@ -116,12 +116,13 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   for (auto func : copy->getOps<func::FuncOp>()) {
     if (!isEntryPoint(func))
       continue;
-    std::optional<MemoryPlan> plan = planFunctionMemory(func);
+    std::optional<MemoryPlan> plan = planFunctionMemory(
+        func, deviceArguments ? kDeviceArenaAlignment : kHostArenaAlignment);
     if (!plan)
       return failure();
-    candidate.peakPool =
-        std::max(candidate.peakPool,
-                 getBudgetedBytes(func, plan->peakPool, deviceArguments));
+    candidate.heldBytes =
+        std::max(candidate.heldBytes,
+                 getBudgetedBytes(func, plan->getFootprint(), deviceArguments));
   }
   DeviceMesh mesh = getModuleMesh(*copy);
   for (auto func : copy->getOps<func::FuncOp>())
@@ -223,11 +224,12 @@ LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
          << (offload && *offload != OffloadMode::None
                  ? (", offload " + stringifyOffloadMode(*offload)).str()
                  : "")
-         << ") peaks at " << lean.peakPool
+         << ") peaks at " << lean.heldBytes
          << (isDeviceTarget(options.lower.target)
                  ? " bytes per rank (pool and arguments on the device); "
                  : " pool bytes per rank; ")
-         << "the smallest feasible budget is --memory-budget=" << lean.peakPool;
+         << "the smallest feasible budget is --memory-budget="
+         << lean.heldBytes;
 }
 
 /// With `mode`, the fewest units of `units` (a prefix: the earliest in
@@ -245,7 +247,7 @@ ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
   FailureOr<Candidate> everyUnit = tryCandidate(0, baseKeep);
   all = succeeded(everyUnit) ? std::optional<Candidate>(*everyUnit)
                              : std::nullopt;
-  if (!all || all->peakPool > budget)
+  if (!all || all->heldBytes > budget)
     return std::nullopt;
   size_t low = 0, high = units.size(); // a prefix of `high` fits
   Candidate fitting = *all;
@@ -253,7 +255,7 @@ ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
     size_t mid = (low + high) / 2;
     checkpoint.assign(units.begin(), units.begin() + mid);
     FailureOr<Candidate> candidate = tryCandidate(0, baseKeep);
-    if (succeeded(candidate) && candidate->peakPool <= budget) {
+    if (succeeded(candidate) && candidate->heldBytes <= budget) {
       high = mid;
       fitting = *candidate;
     } else {
@@ -310,7 +312,7 @@ ScheduleSearch::checkpointToFit(const Candidate &lean) {
 /// Remembers `candidate`, under the current offload and checkpointing, if it
 /// is the leanest seen (for the error when nothing fits).
 void ScheduleSearch::noteLeanest(const Candidate &candidate) {
-  if (!leanest || candidate.peakPool < leanest->candidate.peakPool)
+  if (!leanest || candidate.heldBytes < leanest->candidate.heldBytes)
     leanest = current(candidate);
 }
 
@@ -336,7 +338,7 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
       continue;
     noteLeanest(*base);
     std::optional<Candidate> fit;
-    if (base->peakPool <= budget)
+    if (base->heldBytes <= budget)
       fit = *base;
     else
       fit = checkpointToFit(*base);
@@ -374,7 +376,7 @@ void ScheduleSearch::considerChoice(unsigned depth,
                                     const Candidate &candidate) {
   if (!best || candidate.stepUs < bestCandidate.stepUs ||
       (candidate.stepUs == bestCandidate.stepUs &&
-       candidate.peakPool < bestCandidate.peakPool)) {
+       candidate.heldBytes < bestCandidate.heldBytes)) {
     best = Schedule{depth, keep, {}, checkpoint, checkpointMode, offload};
     bestCandidate = candidate;
   }
@@ -392,7 +394,7 @@ std::vector<std::string> ScheduleSearch::keepByBisection(unsigned depth,
     for (size_t i = 0; i < mid; ++i)
       prefix.push_back(order[i].first);
     FailureOr<Candidate> kept = tryCandidate(depth, prefix);
-    if (succeeded(kept) && kept->peakPool <= budget &&
+    if (succeeded(kept) && kept->heldBytes <= budget &&
         kept->stepUs <= current.stepUs) {
       low = mid;
       keep = std::move(prefix);
@@ -411,7 +413,7 @@ void ScheduleSearch::chooseKeptUnits(unsigned depth,
   std::vector<std::string> keep = baseKeep;
   Candidate current = *base;
   auto fits = [&](const FailureOr<Candidate> &kept) {
-    return succeeded(kept) && kept->peakPool <= budget &&
+    return succeeded(kept) && kept->heldBytes <= budget &&
            kept->stepUs <= current.stepUs;
   };
   std::vector<std::string> all = baseKeep;
@@ -460,7 +462,7 @@ void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
                                   std::to_string(best->prefetch + 1));
     FailureOr<Candidate> candidate = evaluate(module, options, raised, machine);
     // At least 1% faster: the model's noise does not pick schedules.
-    if (succeeded(candidate) && candidate->peakPool <= budget &&
+    if (succeeded(candidate) && candidate->heldBytes <= budget &&
         candidate->stepUs < 0.99 * bestCandidate.stepUs) {
       best = std::move(raised);
       bestCandidate = *candidate;
@@ -492,9 +494,9 @@ void ScheduleSearch::printChoice() const {
         "  offload and recomputation save {0} bytes per rank and cost {1:f3} "
         "ms per call: the leanest schedule peaks at {2} bytes and takes "
         "{3:f3} ms without them, {4} bytes and {5:f3} ms with them\n",
-        without.peakPool - with.peakPool, (with.stepUs - without.stepUs) / 1e3,
-        without.peakPool, without.stepUs / 1e3, with.peakPool,
-        with.stepUs / 1e3);
+        without.heldBytes - with.heldBytes,
+        (with.stepUs - without.stepUs) / 1e3, without.heldBytes,
+        without.stepUs / 1e3, with.heldBytes, with.stepUs / 1e3);
   }
 }
 
@@ -506,7 +508,7 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   // check), with the leanest schedule.
   if (failed(lean))
     return std::optional<Schedule>(Schedule{0, baseKeep, {}, {}});
-  if (lean->peakPool > budget) {
+  if (lean->heldBytes > budget) {
     lean = fitLeanest(*lean);
     if (failed(lean))
       return failure();
@@ -519,7 +521,7 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   for (unsigned depth = 0; depth <= maxDepth; ++depth) {
     FailureOr<Candidate> base =
         depth == 0 ? lean : tryCandidate(depth, baseKeep);
-    if (failed(base) || base->peakPool > budget)
+    if (failed(base) || base->heldBytes > budget)
       break; // deeper prefetch holds more
     chooseKeptUnits(depth, base);
   }

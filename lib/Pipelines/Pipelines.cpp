@@ -7,6 +7,7 @@
 
 #include "zest/Pipelines/Pipelines.h"
 #include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -271,6 +272,11 @@ void mlir::zest::buildBufferizationPipeline(
 // Phase "lower": the memory plan, kernels and the LLVM dialect
 //===----------------------------------------------------------------------===//
 
+/// Where the pool's arena aligns buffers for `target`.
+static int64_t getArenaAlignment(Target target) {
+  return isDeviceTarget(target) ? kDeviceArenaAlignment : kHostArenaAlignment;
+}
+
 static void addPlanMemoryPass(OpPassManager &pm,
                               const LowerPipelineOptions &options) {
   PlanMemoryPassOptions plan;
@@ -278,6 +284,7 @@ static void addPlanMemoryPass(OpPassManager &pm,
   plan.reportText = options.reportText;
   plan.memoryBudget = options.memoryBudget;
   plan.deviceArguments = isDeviceTarget(options.target);
+  plan.arenaAlignment = getArenaAlignment(options.target);
   plan.machine = options.machine;
   plan.link = options.link;
   plan.replicaLink = options.replicaLink;
@@ -371,6 +378,9 @@ void mlir::zest::buildLoweringPipeline(OpPassManager &pm,
   buildBufferizationPipeline(pm, options);
   // Every allocation and free of the step is now where it will run.
   addPlanMemoryPass(pm, options);
+  ReservePoolPassOptions reserve;
+  reserve.arenaAlignment = getArenaAlignment(options.target);
+  pm.addPass(createReservePoolPass(reserve));
   if (options.target == Target::Cpu) {
     addCpuKernelPasses(pm, options);
     addToLLVMPasses(pm);

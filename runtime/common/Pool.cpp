@@ -7,24 +7,93 @@
 
 using namespace zest::rt;
 
-void *Pool::allocate(int64_t bytes, Backend &source) {
-  size_t size = roundUp(bytes);
-  void *ptr = nullptr;
-  auto &free = freeLists[size];
-  if (!free.empty()) {
-    ptr = free.back();
-    free.pop_back();
-  } else {
-    ptr = source.allocateMemory(size, kAlignment);
-    if (!ptr)
-      fatal("out of memory allocating " + std::to_string(size) +
-            " bytes (pool holds " + std::to_string(counters.pool_bytes) +
-            " bytes)");
+void Pool::reserve(int64_t bytes, const int64_t *plan, int64_t count,
+                   Backend &source) {
+  if (!arenaLive.empty())
+    return;
+  if (bytes > capacity) {
+    if (arena)
+      source.freeMemory(arena);
+    arena = nullptr; // take() reports an exhausted device with this state
+    capacity = arenaTouched = 0;
+    arena = static_cast<char *>(take(static_cast<size_t>(bytes), source));
+    heldOutside -= bytes; // counted as it is touched
+    capacity = bytes;
   }
-  sizes[ptr] = {size, bytes};
+  placement = plan;
+  placementCount = count;
+  next = 0;
+  arenaLive.reserve(static_cast<size_t>(count));
+}
+
+void *Pool::take(size_t size, Backend &source) {
+  void *ptr = source.allocateMemory(size, kAlignment);
+  if (!ptr)
+    fatal("out of memory allocating " + std::to_string(size) +
+          " bytes (the pool holds " + std::to_string(counters.pool_held_bytes) +
+          " bytes, " + std::to_string(counters.pool_bytes) + " of them live)");
+  heldOutside += static_cast<int64_t>(size);
+  return ptr;
+}
+
+std::vector<std::pair<int64_t, int64_t>>::iterator
+Pool::findLive(int64_t offset) {
+  return std::lower_bound(arenaLive.begin(), arenaLive.end(), offset,
+                          [](const std::pair<int64_t, int64_t> &live,
+                             int64_t at) { return live.first < at; });
+}
+
+void *Pool::takePlanned(size_t size) {
+  if (next >= placementCount)
+    return nullptr;
+  int64_t offset = placement[2 * next], bytes = placement[2 * next + 1];
+  int64_t end = offset + bytes;
+  auto after = findLive(offset);
+  bool overlaps =
+      (after != arenaLive.end() && after->first < end) ||
+      (after != arenaLive.begin() && std::prev(after)->second > offset);
+  if (bytes != static_cast<int64_t>(size) || offset < 0 || end > capacity ||
+      overlaps) {
+    placementCount = 0; // departed from the plan: free lists from here on
+    return nullptr;
+  }
+  ++next;
+  arenaLive.insert(after, {offset, end});
+  arenaTouched = std::max(arenaTouched, end);
+  return arena + offset;
+}
+
+void Pool::count(int64_t size) {
   counters.pool_bytes += size;
   counters.pool_peak_bytes =
       std::max(counters.pool_peak_bytes, counters.pool_bytes);
+  counters.pool_held_bytes = arenaTouched + heldOutside;
+  counters.pool_held_peak_bytes =
+      std::max(counters.pool_held_peak_bytes, counters.pool_held_bytes);
+}
+
+void *Pool::allocate(int64_t bytes, Backend &source) {
+  size_t size = roundUp(bytes);
+  void *ptr = takePlanned(size);
+  if (!ptr) {
+    auto &free = freeLists[size];
+    if (!free.empty()) {
+      ptr = free.back();
+      free.pop_back();
+    } else {
+      ptr = take(size, source);
+    }
+  }
+  sizes[ptr] = {size, bytes};
+  count(size);
+  return ptr;
+}
+
+void *Pool::allocateKept(int64_t bytes, Backend &source) {
+  size_t size = roundUp(bytes);
+  void *ptr = take(size, source);
+  kept.push_back({ptr, size});
+  count(size);
   return ptr;
 }
 
@@ -39,7 +108,11 @@ void Pool::release(void *ptr) {
   counters.pool_bytes -= size;
   if (gathered.erase(ptr))
     counters.gathered_bytes -= requested;
-  freeLists[size].push_back(ptr);
+  auto *byte = static_cast<char *>(ptr);
+  if (arena && byte >= arena && byte < arena + capacity)
+    arenaLive.erase(findLive(byte - arena));
+  else
+    freeLists[size].push_back(ptr);
 }
 
 void Pool::markGathered(void *ptr) {
@@ -54,12 +127,39 @@ void Pool::markGathered(void *ptr) {
 
 void Pool::releaseUnused(Backend &source) {
   for (auto &[size, free] : freeLists)
-    for (void *ptr : free)
+    for (void *ptr : free) {
       source.freeMemory(ptr);
+      heldOutside -= static_cast<int64_t>(size);
+    }
   freeLists.clear();
+  for (auto [ptr, size] : kept) {
+    source.freeMemory(ptr);
+    heldOutside -= static_cast<int64_t>(size);
+  }
+  kept.clear();
+  if (arena && arenaLive.empty()) {
+    source.freeMemory(arena);
+    arena = nullptr;
+    capacity = arenaTouched = 0;
+    placementCount = 0;
+  }
 }
 
 extern "C" {
+
+void zest_pool_reserve(int64_t bytes, const int64_t *placement, int64_t count) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.pool.reserve(bytes, placement, count, *rt.backend);
+}
+
+void *zest_pool_alloc_kept(int64_t bytes) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  void *ptr = rt.pool.allocateKept(bytes, *rt.backend);
+  traceCounters();
+  return ptr;
+}
 
 void *zest_pool_alloc(int64_t bytes) {
   Runtime &rt = get();
@@ -91,6 +191,7 @@ void zest_reset_counters(void) {
   zest_counters_t &c = get().pool.counters;
   c.pool_peak_bytes = c.pool_bytes;
   c.gathered_peak_bytes = c.gathered_bytes;
+  c.pool_held_peak_bytes = c.pool_held_bytes;
   c.bytes_sent = 0;
   c.collectives = 0;
   c.wait_us = 0;

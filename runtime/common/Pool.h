@@ -20,16 +20,25 @@
 
 namespace zest::rt {
 
-/// Size-bucketed free lists: allocations are rounded up to 64 bytes and a
-/// freed buffer is handed to the next allocation of the same size, so the
-/// steady state of a training loop allocates nothing from the system.
+/// The step's planned arena, each buffer at the offset its memory plan
+/// gave it (zest_pool_reserve); size-bucketed free lists for allocations
+/// without a plan, where a freed buffer is handed to the next allocation of
+/// the same size. Either way the steady state of a training loop allocates
+/// nothing from the system.
 class Pool {
 public:
+  /// Grows the arena to `bytes` and follows `placement` (offset and bytes
+  /// per allocation to come) if none of the arena's buffers is live.
+  void reserve(int64_t bytes, const int64_t *placement, int64_t count,
+               Backend &source);
   /// Takes new memory from `source` (the backend's kind of memory).
   void *allocate(int64_t bytes, Backend &source);
+  /// A buffer outside the arena, kept until releaseUnused.
+  void *allocateKept(int64_t bytes, Backend &source);
   void release(void *ptr);
   void markGathered(void *ptr);
-  /// Returns the buffers no allocation holds to `source` (zest_finalize).
+  /// Returns the buffers no allocation holds (and kept ones) to `source`
+  /// (zest_finalize).
   void releaseUnused(Backend &source);
 
   zest_counters_t counters = {};
@@ -40,7 +49,29 @@ private:
     size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
     return (size + kAlignment - 1) / kAlignment * kAlignment;
   }
+  /// New memory of `size` bytes from `source`, held outside the arena.
+  void *take(size_t size, Backend &source);
+  /// The next planned buffer if it is `size` bytes and free now; null
+  /// otherwise (the step departed from its plan, which then ends).
+  void *takePlanned(size_t size);
+  /// The first live arena buffer at or above `offset`.
+  std::vector<std::pair<int64_t, int64_t>>::iterator findLive(int64_t offset);
+  void count(int64_t size);
+
+  /// The arena, and its live buffers (offset, end) sorted by offset: a
+  /// vector, so that a step in steady state calls no malloc here (whose
+  /// heap would grow into new pages).
+  char *arena = nullptr;
+  int64_t capacity = 0;
+  std::vector<std::pair<int64_t, int64_t>> arenaLive;
+  /// The plan being followed: pairs of offset and bytes, and the next one.
+  const int64_t *placement = nullptr;
+  int64_t placementCount = 0, next = 0;
+  /// The highest end of a buffer placed in the arena (bytes touched), and
+  /// bytes held outside it: free-list buffers and kept ones.
+  int64_t arenaTouched = 0, heldOutside = 0;
   std::map<size_t, std::vector<void *>> freeLists;
+  std::vector<std::pair<void *, size_t>> kept;
   /// Bucket size and requested bytes of every live allocation.
   std::unordered_map<void *, std::pair<size_t, int64_t>> sizes;
   std::unordered_set<void *> gathered;

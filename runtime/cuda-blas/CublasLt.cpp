@@ -93,7 +93,7 @@ void Lt::run(const Product &p) {
 
 Lt::Lt() {
   checkLt(cublasLtCreate(&handle), "cublasLtCreate");
-  workspace = zest_pool_alloc(kWorkspaceBytes);
+  workspace = zest_pool_alloc_kept(kWorkspaceBytes);
   created = this;
 }
 

@@ -190,12 +190,25 @@ void zest_host_all_gather(const void *send, void *recv, int64_t count,
                           zest_dtype_t dtype);
 
 /*--- Memory --------------------------------------------------------------*/
-/* Buffers come from a pool of size-bucketed free lists: a freed buffer is
+/* Buffers come from the pool, in 64-byte multiples. A compiled step starts
+ * by handing the pool its memory plan (zest_pool_reserve, emitted by
+ * zestc): an arena and, for each allocation the step will make in order,
+ * where in the arena it goes. The step then holds exactly the planned arena
+ * and, once it is touched, never asks the system or the device for memory
+ * again. Allocations without a plan (or after the step departs from it)
+ * come from size-bucketed free lists instead, where a freed buffer is
  * reused by the next allocation of its bucket. Gathered buffers are counted
  * separately so the peak of gathered parameter bytes is known. */
 
+/* Makes the arena at least `bytes` and follows `placement` (`count` pairs
+ * of arena offset and bytes, one per allocation to come, in order) when no
+ * buffer lives in the arena; otherwise changes nothing. */
+void zest_pool_reserve(int64_t bytes, const int64_t *placement, int64_t count);
 void *zest_pool_alloc(int64_t bytes);
 void zest_pool_free(void *ptr);
+/* A buffer kept until zest_finalize, outside the arena (a library's
+ * workspace, taken at its first use): counted in pool_bytes. */
+void *zest_pool_alloc_kept(int64_t bytes);
 /* Marks `ptr` (from zest_pool_alloc) as a gathered parameter buffer. */
 void zest_pool_mark_gathered(void *ptr);
 
@@ -230,15 +243,20 @@ void zest_copy_to_host_start(void *host, const void *device, int64_t bytes);
 void zest_copy_wait(const void *host);
 
 typedef struct zest_counters {
-  int64_t pool_bytes;          /* bytes live in the pool now */
-  int64_t pool_peak_bytes;     /* high-water mark of pool_bytes */
-  int64_t gathered_bytes;      /* gathered parameter bytes live now */
-  int64_t gathered_peak_bytes; /* high-water mark of gathered_bytes */
-  int64_t bytes_sent;          /* bytes this rank sent in collectives */
-  int64_t collectives;         /* collectives started */
-  int64_t wait_us;             /* microseconds spent blocked in zest_wait */
-  int64_t buffer_bytes;        /* bytes asked of zest_buffer_alloc, live */
-  int64_t pinned_bytes;        /* bytes asked of zest_pinned_alloc, live */
+  int64_t pool_bytes;           /* bytes live in the pool now */
+  int64_t pool_peak_bytes;      /* high-water mark of pool_bytes */
+  int64_t gathered_bytes;       /* gathered parameter bytes live now */
+  int64_t gathered_peak_bytes;  /* high-water mark of gathered_bytes */
+  int64_t bytes_sent;           /* bytes this rank sent in collectives */
+  int64_t collectives;          /* collectives started */
+  int64_t wait_us;              /* microseconds spent blocked in zest_wait */
+  int64_t buffer_bytes;         /* bytes asked of zest_buffer_alloc, live */
+  int64_t pinned_bytes;         /* bytes asked of zest_pinned_alloc, live */
+  int64_t pool_held_bytes;      /* bytes the pool holds of the system's or
+                                   the device's memory: the arena up to its
+                                   highest live buffer, kept buffers, and the
+                                   free lists' buffers, live or not */
+  int64_t pool_held_peak_bytes; /* high-water mark of pool_held_bytes */
 } zest_counters_t;
 
 void zest_get_counters(zest_counters_t *counters);

@@ -389,8 +389,9 @@ void Run::printSummary(int64_t baseRss) {
     std::printf("checksum %.9g\n", checksum);
   std::printf("summary: steps %lld, step time %.3f ms, samples/s %.1f, "
               "peak gathered parameter bytes per rank %lld, bytes sent per "
-              "step per rank %lld, peak pool bytes per rank %lld, peak RSS "
-              "above base bytes per rank %lld, communication wait ms per "
+              "step per rank %lld, peak pool bytes per rank %lld, pool "
+              "footprint bytes per rank %lld, peak RSS above base bytes per "
+              "rank %lld, communication wait ms per "
               "step %.3f, page faults in the last step %lld\n",
               static_cast<long long>(options.steps), stepMs,
               stepMs > 0 ? globalBatch / (stepMs / 1000) : 0.0,
@@ -398,6 +399,7 @@ void Run::printSummary(int64_t baseRss) {
               static_cast<long long>(
                   options.steps ? counters.bytes_sent / options.steps : 0),
               static_cast<long long>(counters.pool_peak_bytes),
+              static_cast<long long>(counters.pool_held_peak_bytes),
               static_cast<long long>(peakResidentBytes() - baseRss),
               options.steps ? counters.wait_us / 1000.0 / options.steps : 0.0,
               static_cast<long long>(lastStepFaults));

@@ -1,6 +1,6 @@
 """Checks zestc's report (--report-json) against its schema (docs/Report.md)
-and against what the executable measured (its summary line): peak pool and
-gathered bytes exactly, the memory budget if there was one, and, given the
+and against what the executable measured (its summary line): peak pool,
+pool footprint and gathered bytes exactly, the memory budget if there was one, and, given the
 micro-batches per step, the bytes each rank sent per step.
 
   checkplan.py REPORT.json RUN.log [ACCUM]
@@ -22,6 +22,7 @@ TOP = {
     "units": list,
     "functions": list,
     "predicted_peak_pool_bytes": OPT_INT,
+    "predicted_pool_footprint_bytes": OPT_INT,
     "predicted_peak_gathered_bytes": OPT_INT,
 }
 UNIT = {
@@ -45,6 +46,7 @@ FUNCTION = {
     "host_argument_bytes": INT,
     "accumulate_for": (str, type(None)),
     "predicted_peak_pool_bytes": OPT_INT,
+    "predicted_pool_footprint_bytes": OPT_INT,
     "predicted_peak_gathered_bytes": OPT_INT,
 }
 MACHINE = {
@@ -168,6 +170,9 @@ def main():
             log, "peak gathered parameter bytes per rank"
         ),
         "predicted_peak_pool_bytes": measured(log, "peak pool bytes per rank"),
+        "predicted_pool_footprint_bytes": measured(
+            log, "pool footprint bytes per rank"
+        ),
     }
     for key, value in peaks.items():
         predicted = report[key]
@@ -176,18 +181,19 @@ def main():
         print(f"{key} {predicted} == measured")
     budget = report["memory_budget_bytes"]
     if budget is not None:
-        # On a GPU the budget holds the arguments on the device too.
-        held = report["predicted_peak_pool_bytes"]
+        # The budget holds the pool's footprint, and on a GPU the
+        # arguments on the device too.
+        held = report["predicted_pool_footprint_bytes"]
         if report["budget_holds_device_arguments"]:
             held = max(
-                f["predicted_peak_pool_bytes"]
+                f["predicted_pool_footprint_bytes"]
                 + f["argument_bytes"]
                 - f["host_argument_bytes"]
                 for f in report["functions"]
             )
         if held > budget:
-            sys.exit(f"checkplan: peak {held} over the budget of {budget}")
-        print(f"predicted peak {held} <= memory_budget_bytes {budget}")
+            sys.exit(f"checkplan: footprint {held} over the budget of {budget}")
+        print(f"predicted footprint {held} <= memory_budget_bytes {budget}")
     if len(sys.argv) > 3 and int(sys.argv[3]) > 1:
         check_argument_placement(report, log)
     if len(sys.argv) > 3:

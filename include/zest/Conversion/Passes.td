@@ -314,6 +314,41 @@ def EmulatedKernelEntriesPass
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def ReservePoolPass : Pass<"zest-reserve-pool", "::mlir::ModuleOp"> {
+  let summary = "Hands the pool each entry point's memory plan when it starts";
+  let description = [{
+    `zest-plan-memory`'s replay places every buffer of an entry point at an
+    offset of one arena (`placeBuffers`, greedy by size over the buffers'
+    lifetimes). This pass makes the entry point start with
+    `zest_pool_reserve(arena bytes, placement, count)`, the placement being
+    a private constant global of (offset, bytes) per allocation in the order
+    the step makes them. The runtime's pool then puts each allocation where
+    the plan did: the step holds exactly the planned arena, takes it from
+    the system or the device once, and reuses it every step (no page is
+    returned and faulted in again). Should the step depart from the plan
+    (an allocation of another size, or at a place still in use), the pool
+    serves the rest of the step from its free lists; the footprint measured
+    then exceeds the prediction, which the tests compare.
+
+    An entry point whose allocations are not in a static order (made in a
+    loop or a branch), or that leaves a buffer allocated, gets no
+    placement: its buffers come from the free lists, whose footprint the
+    plan predicts too.
+  }];
+  let options = [
+    Option<"arenaAlignment", "arena-alignment", "int64_t", /*default=*/"64",
+           "Alignment of every buffer in the arena: 64 (the pool's buckets) "
+           "on the host, 256 on a GPU (cudaMalloc's, which cuBLASLt "
+           "assumes); as zest-plan-memory's">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
 def FinalizeLLVMPass : Pass<"zest-finalize-llvm", "::mlir::ModuleOp"> {
   let summary = "Moves kernel no-alias facts onto LLVM arguments and drops "
                 "compile-time metadata";

@@ -15,6 +15,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <map>
+
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -76,9 +78,9 @@ int64_t mlir::zest::getArgumentBytes(func::FuncOp func,
   return bytes;
 }
 
-int64_t mlir::zest::getBudgetedBytes(func::FuncOp func, int64_t peakPool,
+int64_t mlir::zest::getBudgetedBytes(func::FuncOp func, int64_t poolBytes,
                                      bool deviceArguments) {
-  return peakPool +
+  return poolBytes +
          (deviceArguments ? getArgumentBytes(func, /*onHost=*/false) : 0);
 }
 
@@ -130,14 +132,40 @@ int64_t getCudaCallScratch(func::CallOp call) {
   return roundToBuckets(*m * *n * elementBytes);
 }
 
+/// Every buffer of a replayed step in the order the runtime allocates them
+/// (shared by a replay and the nested replays it starts).
+struct Timeline {
+  std::vector<BufferLifetime> buffers;
+  int64_t clock = 0;
+  /// Whether some allocation is made inside a loop or a branch, where the
+  /// runtime's order of allocations is not the program's.
+  bool dynamicOrder = false;
+};
+
 /// The pool as a replay goes: live buffers, running sums and peaks.
 struct Replay {
   int64_t pool = 0, gathered = 0;
   bool cudaWorkspace = false;
-  DenseMap<Operation *, int64_t> live;    // allocation -> pool bytes
+  bool inLoopOrBranch = false;
+  DenseMap<Operation *, size_t> live;     // allocation -> timeline buffer
   DenseMap<Operation *, int64_t> gathers; // allocation -> gathered bytes
+  Timeline *timeline = nullptr;
   MemoryPlan plan;
   SymbolTableCollection *symbols = nullptr; // finds the functions called
+
+  void allocate(Operation *alloc, int64_t bytes) {
+    live[alloc] = timeline->buffers.size();
+    timeline->buffers.push_back({bytes, timeline->clock++, -1, alloc});
+    timeline->dynamicOrder |= inLoopOrBranch;
+    pool += bytes;
+    raise(alloc);
+  }
+  void release(Operation *alloc) {
+    BufferLifetime &buffer = timeline->buffers[live.lookup(alloc)];
+    buffer.end = timeline->clock++;
+    pool -= buffer.bytes;
+    live.erase(alloc);
+  }
 
   void raise(Operation *at) {
     if (pool > plan.peakPool) {
@@ -151,6 +179,26 @@ struct Replay {
   }
 };
 
+LogicalResult replay(Block &block, Replay &state);
+
+/// Replays `block` (a called function's body, a loop body, a branch) on top
+/// of `state`, which it must leave with the same buffers live (so that each
+/// time it runs it allocates the same way); only the peaks rise.
+LogicalResult replayNested(Block &block, Replay &state, bool loopOrBranch) {
+  Replay inner = state;
+  inner.inLoopOrBranch |= loopOrBranch;
+  if (failed(replay(block, inner)) || inner.pool != state.pool ||
+      inner.gathered != state.gathered ||
+      inner.live.size() != state.live.size() ||
+      !llvm::all_of(state.live, [&](auto &entry) {
+        return inner.live.contains(entry.first);
+      }))
+    return failure();
+  state.plan = inner.plan;
+  state.cudaWorkspace |= inner.cudaWorkspace;
+  return success();
+}
+
 /// Replays `block` in program order; fails if it cannot be replayed exactly
 /// (a dynamic allocation, a free of something it did not allocate, a nested
 /// region that does not free what it allocates).
@@ -160,15 +208,12 @@ LogicalResult replay(Block &block, Replay &state) {
       std::optional<int64_t> bytes = getPoolBytes(alloc);
       if (!bytes)
         return failure();
-      state.live[alloc] = *bytes;
-      state.pool += *bytes;
-      state.raise(alloc);
+      state.allocate(alloc, *bytes);
     } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
       memref::AllocOp alloc = getAllocation(dealloc.getMemref());
       if (!alloc || !state.live.contains(alloc))
         return failure();
-      state.pool -= state.live.lookup(alloc);
-      state.live.erase(alloc);
+      state.release(alloc);
       state.gathered -= state.gathers.lookup(alloc);
       state.gathers.erase(alloc);
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
@@ -178,17 +223,15 @@ LogicalResult replay(Block &block, Replay &state) {
       if (auto callee = state.symbols->lookupNearestSymbolFrom<func::FuncOp>(
               call, call.getCalleeAttr());
           callee && !callee.isExternal()) {
-        int64_t pool = state.pool, gathered = state.gathered;
         if (!callee.getBody().hasOneBlock() ||
-            failed(replay(callee.getBody().front(), state)) ||
-            state.pool != pool || state.gathered != gathered)
+            failed(replayNested(callee.getBody().front(), state,
+                                /*loopOrBranch=*/false)))
           return failure();
         continue;
       }
       if (int64_t scratch = getCudaCallScratch(call)) {
-        state.pool += scratch;
-        state.raise(call);
-        state.pool -= scratch;
+        state.allocate(call, scratch);
+        state.release(call);
         continue;
       }
       if (call.getCallee() != "zest_pool_mark_gathered")
@@ -207,33 +250,74 @@ LogicalResult replay(Block &block, Replay &state) {
       for (Region &region : op.getRegions()) {
         if (region.empty())
           continue;
-        if (!region.hasOneBlock())
+        if (!region.hasOneBlock() ||
+            failed(replayNested(region.front(), state, /*loopOrBranch=*/true)))
           return failure();
-        Replay inner = state;
-        if (failed(replay(region.front(), inner)) || inner.pool != state.pool ||
-            inner.gathered != state.gathered)
-          return failure();
-        state.plan = inner.plan;
-        state.cudaWorkspace |= inner.cudaWorkspace;
       }
     }
   }
   return success();
 }
 
+/// What the free lists hold for `buffers` (when the order of allocations is
+/// not static): per bucket size, as many buffers as are ever alive at once.
+int64_t getFreeListBytes(ArrayRef<BufferLifetime> buffers) {
+  std::map<int64_t, std::vector<std::pair<int64_t, int>>> events;
+  for (const BufferLifetime &buffer : buffers) {
+    events[buffer.bytes].push_back({buffer.start, 1});
+    if (buffer.end >= 0)
+      events[buffer.bytes].push_back({buffer.end, -1});
+  }
+  int64_t bytes = 0;
+  for (auto &[size, changes] : events) {
+    llvm::sort(changes);
+    int live = 0, most = 0;
+    for (auto [tick, change] : changes)
+      most = std::max(most, live += change);
+    bytes += size * most;
+  }
+  return bytes;
+}
+
+/// Places the step's buffers in an arena, or where their order is not
+/// static counts what the free lists hold for them.
+void placeStep(const Timeline &timeline, int64_t alignment, MemoryPlan &plan) {
+  ArrayRef<BufferLifetime> buffers = timeline.buffers;
+  bool allFreed = llvm::all_of(
+      buffers, [](const BufferLifetime &buffer) { return buffer.end >= 0; });
+  if (timeline.dynamicOrder || !allFreed) {
+    plan.arenaBytes = getFreeListBytes(buffers);
+    plan.footprintAt = plan.peakPoolAt;
+    return;
+  }
+  SmallVector<int64_t> offsets =
+      placeBuffers(buffers, alignment, plan.arenaBytes);
+  for (auto [buffer, offset] : llvm::zip(buffers, offsets)) {
+    plan.placement.push_back({offset, buffer.bytes});
+    if (offset + buffer.bytes == plan.arenaBytes && !plan.footprintAt)
+      plan.footprintAt = buffer.allocatedAt;
+  }
+}
+
 } // namespace
 
-std::optional<MemoryPlan> mlir::zest::planFunctionMemory(func::FuncOp func) {
+std::optional<MemoryPlan>
+mlir::zest::planFunctionMemory(func::FuncOp func, int64_t arenaAlignment) {
   SymbolTableCollection symbols;
+  Timeline timeline;
   Replay state;
   state.symbols = &symbols;
+  state.timeline = &timeline;
   if (!func.getBody().hasOneBlock() ||
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;
-  // The workspace stays in the pool from the first step's first product
-  // on: every later step peaks with it.
-  if (state.cudaWorkspace)
-    state.plan.peakPool += roundToBuckets(ZEST_CUDA_WORKSPACE_BYTES);
+  placeStep(timeline, arenaAlignment, state.plan);
+  // The workspace stays in the pool, outside the arena, from the first
+  // step's first product on: every later step peaks with it.
+  if (state.cudaWorkspace) {
+    state.plan.keptBytes = roundToBuckets(ZEST_CUDA_WORKSPACE_BYTES);
+    state.plan.peakPool += state.plan.keptBytes;
+  }
   return state.plan;
 }
 
@@ -247,6 +331,9 @@ std::optional<int64_t> mlir::zest::getStaticBufferBytes(Type type) {
 }
 
 void MemoryPlan::merge(const MemoryPlan &other) {
+  if (other.arenaBytes > arenaBytes)
+    arenaBytes = other.arenaBytes, footprintAt = other.footprintAt;
+  keptBytes = std::max(keptBytes, other.keptBytes);
   if (other.peakPool > peakPool)
     peakPool = other.peakPool, peakPoolAt = other.peakPoolAt;
   if (other.peakGathered > peakGathered)
@@ -258,12 +345,13 @@ static bool isEntryPoint(func::FuncOp func) {
   return !func.isExternal() && !func.isPrivate();
 }
 
-std::optional<MemoryPlan> mlir::zest::planModuleMemory(ModuleOp module) {
+std::optional<MemoryPlan> mlir::zest::planModuleMemory(ModuleOp module,
+                                                       int64_t arenaAlignment) {
   MemoryPlan top;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (!isEntryPoint(func))
       continue;
-    std::optional<MemoryPlan> plan = planFunctionMemory(func);
+    std::optional<MemoryPlan> plan = planFunctionMemory(func, arenaAlignment);
     if (!plan)
       return std::nullopt;
     top.merge(*plan);
@@ -493,7 +581,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       if (hostArgumentBytes)
         os << " (" << argumentBytes - hostArgumentBytes << " on the device, "
            << hostArgumentBytes << " in pinned host memory)";
-      os << "\n";
+      os << "; pool footprint bytes per rank " << plan->getFootprint() << "\n";
     }
     llvm::StringMap<int64_t> counts;
     for (const StartedCollective &collective : collectives)
@@ -521,14 +609,17 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
                          << "exactly (dynamic sizes or frees the plan cannot "
                          << "follow)";
         ok = false;
-      } else if (int64_t held =
-                     getBudgetedBytes(func, plan->peakPool, deviceArguments);
+      } else if (int64_t held = getBudgetedBytes(func, plan->getFootprint(),
+                                                 deviceArguments);
                  held > budget) {
-        InFlightDiagnostic error = plan->peakPoolAt->emitError();
-        error << "@" << func.getSymName() << " reaches a predicted peak pool "
-              << "of " << plan->peakPool << " bytes per rank here";
+        Operation *at = plan->footprintAt ? plan->footprintAt : func;
+        InFlightDiagnostic error = at->emitError();
+        error << "@" << func.getSymName() << " needs a pool of "
+              << plan->getFootprint() << " bytes per rank (its highest "
+              << "buffer is allocated here; " << plan->peakPool
+              << " bytes live at its peak)";
         if (deviceArguments)
-          error << ", plus " << held - plan->peakPool << " bytes of "
+          error << ", plus " << held - plan->getFootprint() << " bytes of "
                 << "arguments on the device";
         error << ", over the memory budget of " << budget << " bytes";
         ok = false;
@@ -556,7 +647,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     SmallVector<EntryPlan> plans;
     for (auto func : module.getOps<func::FuncOp>())
       if (isEntryPoint(func))
-        plans.push_back({func, planFunctionMemory(func)});
+        plans.push_back({func, planFunctionMemory(func, arenaAlignment)});
     if (failed(checkBudget(plans)))
       return signalPassFailure();
     if (reportJson.empty() && !reportText)
@@ -598,6 +689,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       }
       if (plan) {
         entry["predicted_peak_pool_bytes"] = plan->peakPool;
+        entry["predicted_pool_footprint_bytes"] = plan->getFootprint();
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
         entry["peak_pool_at"] = describe(plan->peakPoolAt);
         entry["peak_gathered_at"] = describe(plan->peakGatheredAt);
@@ -605,6 +697,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
           top->merge(*plan);
       } else {
         entry["predicted_peak_pool_bytes"] = nullptr;
+        entry["predicted_pool_footprint_bytes"] = nullptr;
         entry["predicted_peak_gathered_bytes"] = nullptr;
         top.reset(); // the module's peak is exact only if every one is
       }
@@ -628,9 +721,11 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         {"functions", std::move(functions)}};
     if (top) {
       report["predicted_peak_pool_bytes"] = top->peakPool;
+      report["predicted_pool_footprint_bytes"] = top->getFootprint();
       report["predicted_peak_gathered_bytes"] = top->peakGathered;
     } else {
       report["predicted_peak_pool_bytes"] = nullptr;
+      report["predicted_pool_footprint_bytes"] = nullptr;
       report["predicted_peak_gathered_bytes"] = nullptr;
     }
     std::string error;

@@ -16,12 +16,52 @@
 
 namespace mlir::zest {
 
+/// One buffer of a step, as the runtime's pool sees it: its bytes (whole
+/// buckets) and when it is allocated and freed (ticks of one clock over the
+/// step's allocations and frees; -1: never freed).
+struct BufferLifetime {
+  int64_t bytes, start, end;
+  Operation *allocatedAt;
+};
+
+/// Where the pool's arena aligns buffers: the pool's 64-byte buckets on the
+/// host; on a GPU as cudaMalloc does, 256 bytes, which cuBLASLt's algorithm
+/// choice assumes for every operand.
+constexpr int64_t kHostArenaAlignment = 64, kDeviceArenaAlignment = 256;
+
+/// Offsets in one arena, multiples of `alignment`, for `buffers` such that
+/// two buffers alive at the same time never overlap, and the arena's size
+/// (`arenaBytes`). Greedy by
+/// size: the largest buffer first, each in the smallest gap that fits among
+/// the buffers already placed that it meets in time, else above them (the
+/// "greedy by size" offset planner of Pisarchyk and Lee, 2020, as TFLite
+/// uses it).
+SmallVector<int64_t> placeBuffers(ArrayRef<BufferLifetime> buffers,
+                                  int64_t alignment, int64_t &arenaBytes);
+
 /// What the runtime's pool holds at the peaks of one step.
 struct MemoryPlan {
+  /// Live bytes at the peaks (of the pool's buffers, of gathered
+  /// parameters).
   int64_t peakPool = 0, peakGathered = 0;
   /// The ops at which each peak is first reached.
   Operation *peakPoolAt = nullptr, *peakGatheredAt = nullptr;
+  /// What the pool takes from the system or the device for the step's
+  /// buffers: the planned arena, or without a placement the free lists'
+  /// buffers. `footprintAt` allocates the buffer that ends highest.
+  int64_t arenaBytes = 0;
+  Operation *footprintAt = nullptr;
+  /// Buffers kept outside the arena (the cuBLASLt workspace).
+  int64_t keptBytes = 0;
+  /// Per allocation of the step, in the order the runtime makes them, its
+  /// offset in the arena and its bytes (what zest_pool_reserve takes);
+  /// empty when that order is not static (allocations in loops or
+  /// branches, buffers the step does not free): the pool's free lists then
+  /// serve the step.
+  SmallVector<std::pair<int64_t, int64_t>> placement;
 
+  /// The memory the pool holds for the step: its buffers and kept ones.
+  int64_t getFootprint() const { return arenaBytes + keptBytes; }
   /// Takes the higher of each peak (the plan of several entry points).
   void merge(const MemoryPlan &other);
 };
@@ -50,20 +90,23 @@ std::optional<bool> buffersOnHost(ValueRange values);
 int64_t getArgumentBytes(func::FuncOp func,
                          std::optional<bool> onHost = std::nullopt);
 
-/// What a memory budget holds of entry point `func` whose peak pool is
-/// `peakPool`: the pool, and with `deviceArguments` (GPU targets) its
-/// arguments on the device too.
-int64_t getBudgetedBytes(func::FuncOp func, int64_t peakPool,
+/// What a memory budget holds of entry point `func` whose pool takes
+/// `poolBytes` (its plan's footprint): the pool, and with `deviceArguments`
+/// (GPU targets) its arguments on the device too.
+int64_t getBudgetedBytes(func::FuncOp func, int64_t poolBytes,
                          bool deviceArguments);
 
 /// Replays the allocations and frees of `func` (bufferized, its frees
 /// placed, collectives lowered to runtime calls) in program order; nothing
 /// if they cannot be replayed exactly.
-std::optional<MemoryPlan> planFunctionMemory(func::FuncOp func);
+std::optional<MemoryPlan>
+planFunctionMemory(func::FuncOp func,
+                   int64_t arenaAlignment = kHostArenaAlignment);
 
 /// The highest peaks over the module's public functions; nothing if one of
 /// them cannot be replayed exactly.
-std::optional<MemoryPlan> planModuleMemory(ModuleOp module);
+std::optional<MemoryPlan>
+planModuleMemory(ModuleOp module, int64_t arenaAlignment = kHostArenaAlignment);
 
 } // namespace mlir::zest
 

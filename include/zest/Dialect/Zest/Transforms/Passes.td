@@ -710,10 +710,20 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     parameter bytes per rank`); the report also names the op at which each
     peak is reached.
 
+    The replay also places every buffer in the pool's arena with the
+    runtime's own placement (`runtime/include/zest_pool_arena.h`: best fit
+    among the holes below the top, else at the top). The highest top it
+    reaches is the arena the step reserves (`zest-reserve-pool`); with the
+    buffers kept outside it (the cuBLASLt workspace) it is the step's
+    `predicted_pool_footprint_bytes`: the memory the pool takes from the
+    system or the device, which the summary's `pool footprint bytes per
+    rank` must match. Live bytes and footprint differ by the holes the
+    placement leaves.
+
     The same replay is what `zestc --memory-budget` chooses a schedule by;
-    with `memory-budget` > 0 the pass fails if the predicted peak pool
+    with `memory-budget` > 0 the pass fails if the predicted pool footprint
     exceeds it (or cannot be predicted); with `device-arguments` (GPU
-    targets), if the peak pool plus the arguments not in pinned host memory
+    targets), if the footprint plus the arguments not in pinned host memory
     does.
 
     Writes a JSON report to `report-json` (nothing when empty; the schema,
@@ -724,7 +734,8 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
       `zest-schedule-collectives` decided: `prefetch` depth and `decision`
       (`keep`, `re-gather` or `replicated`);
     * `functions`: per entry point its `predicted_peak_pool_bytes`,
-      `predicted_peak_gathered_bytes`, `peak_pool_at` and `peak_gathered_at`
+      `predicted_pool_footprint_bytes`, `predicted_peak_gathered_bytes`,
+      `peak_pool_at` and `peak_gathered_at`
       (the op and location of each peak), and its `collectives` in the order
       every rank issues them (`kind`, `unit`, `bytes`, and the
       `sent_bytes_per_rank` and `received_bytes_per_rank` of a ring
@@ -743,8 +754,8 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
       preset's InfiniBand) moves the collectives between replica groups on
       that second link, with its own queue (`ZEST_REPLICA_LINK`);
     * `world_size`, `memory_budget_bytes`, and the top-level
-      `predicted_peak_pool_bytes` and `predicted_peak_gathered_bytes`, the
-      largest over the functions.
+      `predicted_peak_pool_bytes`, `predicted_pool_footprint_bytes` and
+      `predicted_peak_gathered_bytes`, the largest over the functions.
 
     A function that allocates inside nested regions it cannot balance or
     with dynamic sizes cannot be replayed exactly: it is reported with
@@ -757,8 +768,12 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     Option<"reportText", "report", "bool", /*default=*/"false",
            "Print the plan as text on standard output">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
-           "Fail if the predicted peak pool bytes per rank exceed this "
+           "Fail if the predicted pool footprint per rank exceeds this "
            "(0: no budget)">,
+    Option<"arenaAlignment", "arena-alignment", "int64_t", /*default=*/"64",
+           "Alignment of every buffer in the pool's arena: 64 (the pool's "
+           "buckets) on the host, 256 on a GPU (cudaMalloc's, which "
+           "cuBLASLt assumes)">,
     Option<"deviceArguments", "device-arguments", "bool",
            /*default=*/"false",
            "The budget also holds the arguments on the device (GPU "
