@@ -7,7 +7,7 @@
 # (torch.utils.checkpoint per decoder layer), the same weights and tokens,
 # one thread per rank: step time (median of STEPS-1 steps over REPS
 # interleaved repetitions), peak RSS above base per rank, Zest's planned
-# peak pool, and the first and last losses.
+# pool footprint (the arena it holds), and the first and last losses.
 #   bench/memory/run.sh [build-dir] [model] [seq]   (REPS=2 STEPS=3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,7 +51,7 @@ for r in $(seq "$REPS"); do
 done
 med() { median_of_runs "$dir" "$@"; }
 mib() { bc -l <<<"$1 / 1048576"; }
-pool() { sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$dir/report-$1.txt"; }
+pool() { sed -nE 's/.*pool footprint bytes per rank ([0-9]+).*/\1/p' "$dir/report-$1.txt"; }
 rss="peak RSS above base bytes per rank"
 echo "== $MODEL, 1 x $SEQ tokens per rank, W=2"
 printf "%-26s %9s %13s %14s  %s\n" "" "step ms" "peak RSS MiB" "plan pool MiB" \

@@ -6,7 +6,8 @@
 # H100 node (--machine=h100-nvlink), bf16 gathers and reductions of f32
 # shards (--param-dtype=bf16 --reduce-dtype=bf16), AdamW, units by decoder
 # layer, under several memory budgets (none, then each of BUDGETS): the
-# predicted peak pool and gathered bytes per rank, the bytes the host
+# predicted peak pool, pool footprint (the arena) and gathered bytes per
+# rank, the bytes the host
 # allocates per rank (shards, optimizer state), the predicted step time and
 # the schedule chosen, with the wall time and peak memory of each tool.
 # For the GPU target (TARGET=cuda, the default) a budget holds the pool and
@@ -51,12 +52,13 @@ for budget in none $BUDGETS; do
     "${flags[@]}" --report) || continue
   report="$dir/plan-$budget.time.out"
   peak=$(sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
+  footprint=$(sed -nE 's/.*pool footprint bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
   gathered=$(sed -nE 's/.*peak gathered parameter bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
   args=$(sed -nE 's/.*argument bytes per rank ([0-9]+).*/\1/p' "$report" | head -1)
   host=$(sed -nE 's/.*argument bytes per rank [0-9]+ \([0-9]+ on the device, ([0-9]+) in pinned host memory.*/\1/p' "$report" | head -1)
   host=${host:-0}
   step=$(sed -nE 's/.*: ([0-9.]+) ms per call.*/\1/p' "$report" | head -1)
-  echo "budget $budget: peak pool $(gib "$peak") GiB (gathered $(gib "$gathered") GiB)" \
+  echo "budget $budget: peak pool $(gib "$peak") GiB (footprint $(gib "$footprint") GiB, gathered $(gib "$gathered") GiB)" \
     "+ arguments $(gib "$((args - host))") GiB on the device, $(gib "$host") GiB in pinned" \
     "host memory per rank; predicted step $step ms; zestc $took"
   grep -E '^(schedule under|  offload and recomputation)' "$report" || true

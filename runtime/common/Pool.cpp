@@ -36,29 +36,38 @@ void *Pool::take(size_t size, Backend &source) {
   return ptr;
 }
 
-std::vector<std::pair<int64_t, int64_t>>::iterator
-Pool::findLive(int64_t offset) {
-  return std::lower_bound(arenaLive.begin(), arenaLive.end(), offset,
-                          [](const std::pair<int64_t, int64_t> &live,
-                             int64_t at) { return live.first < at; });
+std::vector<Pool::Live>::iterator Pool::arenaLowerBound(int64_t offset) {
+  return std::lower_bound(
+      arenaLive.begin(), arenaLive.end(), offset,
+      [](const Live &live, int64_t at) { return live.offset < at; });
 }
 
-void *Pool::takePlanned(size_t size) {
+Pool::Live *Pool::findLive(void *ptr) {
+  if (inArena(ptr)) {
+    int64_t offset = static_cast<char *>(ptr) - arena;
+    auto it = arenaLowerBound(offset);
+    return it != arenaLive.end() && it->offset == offset ? &*it : nullptr;
+  }
+  auto it = listLive.find(ptr);
+  return it != listLive.end() ? &it->second : nullptr;
+}
+
+void *Pool::takePlanned(size_t size, int64_t requested) {
   if (next >= placementCount)
     return nullptr;
   int64_t offset = placement[2 * next], bytes = placement[2 * next + 1];
   int64_t end = offset + bytes;
-  auto after = findLive(offset);
+  auto after = arenaLowerBound(offset);
   bool overlaps =
-      (after != arenaLive.end() && after->first < end) ||
-      (after != arenaLive.begin() && std::prev(after)->second > offset);
+      (after != arenaLive.end() && after->offset < end) ||
+      (after != arenaLive.begin() && std::prev(after)->end > offset);
   if (bytes != static_cast<int64_t>(size) || offset < 0 || end > capacity ||
       overlaps) {
     placementCount = 0; // departed from the plan: free lists from here on
     return nullptr;
   }
   ++next;
-  arenaLive.insert(after, {offset, end});
+  arenaLive.insert(after, {offset, end, requested, false});
   arenaTouched = std::max(arenaTouched, end);
   return arena + offset;
 }
@@ -74,7 +83,7 @@ void Pool::count(int64_t size) {
 
 void *Pool::allocate(int64_t bytes, Backend &source) {
   size_t size = roundUp(bytes);
-  void *ptr = takePlanned(size);
+  void *ptr = takePlanned(size, bytes);
   if (!ptr) {
     auto &free = freeLists[size];
     if (!free.empty()) {
@@ -83,8 +92,8 @@ void *Pool::allocate(int64_t bytes, Backend &source) {
     } else {
       ptr = take(size, source);
     }
+    listLive[ptr] = {0, static_cast<int64_t>(size), bytes, false};
   }
-  sizes[ptr] = {size, bytes};
   count(size);
   return ptr;
 }
@@ -100,27 +109,28 @@ void *Pool::allocateKept(int64_t bytes, Backend &source) {
 void Pool::release(void *ptr) {
   if (!ptr)
     return;
-  auto it = sizes.find(ptr);
-  if (it == sizes.end())
+  Live *live = findLive(ptr);
+  if (!live)
     fatal("zest_pool_free of a pointer the pool did not allocate");
-  auto [size, requested] = it->second;
-  sizes.erase(it);
+  int64_t size = live->end - live->offset;
   counters.pool_bytes -= size;
-  if (gathered.erase(ptr))
-    counters.gathered_bytes -= requested;
-  auto *byte = static_cast<char *>(ptr);
-  if (arena && byte >= arena && byte < arena + capacity)
-    arenaLive.erase(findLive(byte - arena));
-  else
-    freeLists[size].push_back(ptr);
+  if (live->gathered)
+    counters.gathered_bytes -= live->requested;
+  if (inArena(ptr)) {
+    arenaLive.erase(arenaLive.begin() + (live - arenaLive.data()));
+  } else {
+    listLive.erase(ptr);
+    freeLists[static_cast<size_t>(size)].push_back(ptr);
+  }
 }
 
 void Pool::markGathered(void *ptr) {
-  auto it = sizes.find(ptr);
-  if (it == sizes.end() || !gathered.insert(ptr).second)
+  Live *live = findLive(ptr);
+  if (!live || live->gathered)
     return;
+  live->gathered = true;
   // Gathered bytes count the buffers themselves, not the pool rounding.
-  counters.gathered_bytes += it->second.second;
+  counters.gathered_bytes += live->requested;
   counters.gathered_peak_bytes =
       std::max(counters.gathered_peak_bytes, counters.gathered_bytes);
 }

@@ -15,7 +15,6 @@
 
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace zest::rt {
@@ -24,7 +23,9 @@ namespace zest::rt {
 /// gave it (zest_pool_reserve); size-bucketed free lists for allocations
 /// without a plan, where a freed buffer is handed to the next allocation of
 /// the same size. Either way the steady state of a training loop allocates
-/// nothing from the system.
+/// nothing from the system, and the arena's bookkeeping calls no malloc
+/// (glibc's heap, which MPI's large temporaries share, would otherwise
+/// fragment and grow into new pages now and then).
 class Pool {
 public:
   /// Grows the arena to `bytes` and follows `placement` (offset and bytes
@@ -49,21 +50,31 @@ private:
     size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
     return (size + kAlignment - 1) / kAlignment * kAlignment;
   }
+  /// A live buffer: its bucket (end - offset in the arena), the bytes asked
+  /// for, and whether it holds gathered parameters.
+  struct Live {
+    int64_t offset, end, requested;
+    bool gathered;
+  };
   /// New memory of `size` bytes from `source`, held outside the arena.
   void *take(size_t size, Backend &source);
   /// The next planned buffer if it is `size` bytes and free now; null
   /// otherwise (the step departed from its plan, which then ends).
-  void *takePlanned(size_t size);
+  void *takePlanned(size_t size, int64_t requested);
+  /// The live buffer `ptr` starts, or null.
+  Live *findLive(void *ptr);
   /// The first live arena buffer at or above `offset`.
-  std::vector<std::pair<int64_t, int64_t>>::iterator findLive(int64_t offset);
+  std::vector<Live>::iterator arenaLowerBound(int64_t offset);
+  bool inArena(const void *ptr) const {
+    auto *byte = static_cast<const char *>(ptr);
+    return arena && byte >= arena && byte < arena + capacity;
+  }
   void count(int64_t size);
 
-  /// The arena, and its live buffers (offset, end) sorted by offset: a
-  /// vector, so that a step in steady state calls no malloc here (whose
-  /// heap would grow into new pages).
   char *arena = nullptr;
   int64_t capacity = 0;
-  std::vector<std::pair<int64_t, int64_t>> arenaLive;
+  /// The arena's live buffers, sorted by offset.
+  std::vector<Live> arenaLive;
   /// The plan being followed: pairs of offset and bytes, and the next one.
   const int64_t *placement = nullptr;
   int64_t placementCount = 0, next = 0;
@@ -72,9 +83,8 @@ private:
   int64_t arenaTouched = 0, heldOutside = 0;
   std::map<size_t, std::vector<void *>> freeLists;
   std::vector<std::pair<void *, size_t>> kept;
-  /// Bucket size and requested bytes of every live allocation.
-  std::unordered_map<void *, std::pair<size_t, int64_t>> sizes;
-  std::unordered_set<void *> gathered;
+  /// Live buffers from the free lists (offset 0, end their bucket size).
+  std::unordered_map<void *, Live> listLive;
 };
 
 } // namespace zest::rt

@@ -1,4 +1,4 @@
-"""Checks zestc's report (--report-json) against its schema (docs/Report.md)
+"""Checks zestc's report (--report-json) against its schema (docs/Scheduling.md, section 6)
 and against what the executable measured (its summary line): peak pool,
 pool footprint and gathered bytes exactly, the memory budget if there was one, and, given the
 micro-batches per step, the bytes each rank sent per step.

@@ -57,8 +57,7 @@ struct ReservePoolPass
       if (!func.isExternal() && !func.isPrivate())
         entries.push_back(func);
     for (func::FuncOp func : entries) {
-      std::optional<MemoryPlan> plan =
-          planFunctionMemory(func, arenaAlignment);
+      std::optional<MemoryPlan> plan = planFunctionMemory(func, arenaAlignment);
       if (!plan || plan->placement.empty())
         continue;
       memref::GlobalOp global = createPlacementGlobal(func, *plan);

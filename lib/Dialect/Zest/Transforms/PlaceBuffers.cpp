@@ -33,8 +33,7 @@ int64_t alignUp(int64_t offset, int64_t alignment) {
 /// the `busy` ranges (sorted by offset), else the first above them all.
 int64_t findGap(ArrayRef<std::pair<int64_t, int64_t>> busy, int64_t bytes,
                 int64_t alignment) {
-  int64_t best = -1, bestGap = std::numeric_limits<int64_t>::max(),
-          cursor = 0;
+  int64_t best = -1, bestGap = std::numeric_limits<int64_t>::max(), cursor = 0;
   for (auto [begin, end] : busy) {
     int64_t gap = begin - cursor;
     if (gap >= bytes && gap < bestGap) {

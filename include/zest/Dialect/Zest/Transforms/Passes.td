@@ -727,7 +727,7 @@ def PlanMemoryPass : Pass<"zest-plan-memory", "::mlir::ModuleOp"> {
     does.
 
     Writes a JSON report to `report-json` (nothing when empty; the schema,
-    `zest-report/1`, is documented in docs/Report.md):
+    `zest-report/1`, is documented in docs/Scheduling.md, section 6):
 
     * `units`: per unit its `name`, `kind`, `dtype`, `parameters`, `numel`,
       `bytes` (the padded flat buffer), `shard_bytes`, and what
