@@ -147,13 +147,14 @@ public:
 private:
   FailureOr<Candidate> tryCandidate(unsigned depth,
                                     std::vector<std::string> keep) {
-    Schedule schedule{depth,      std::move(keep), {},
-                      checkpoint, checkpointMode,  offload};
+    Schedule schedule{depth,          std::move(keep), {},          checkpoint,
+                      checkpointMode, offload,         offloadUnits};
     return evaluate(module, options, schedule, machine);
   }
   LogicalResult reportInfeasible(const Candidate &lean);
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
   std::optional<Candidate> checkpointToFit(const Candidate &lean);
+  Candidate fewestOffloaded(const Candidate &all);
   void noteLeanest(const Candidate &candidate);
   std::optional<Candidate> fewestCheckpointed(ArrayRef<std::string> units,
                                               CheckpointMode mode,
@@ -178,21 +179,24 @@ private:
   std::vector<std::string> checkpoint;
   CheckpointMode checkpointMode = CheckpointMode::Full;
   /// Offload in every candidate (none: as the user chose), where nothing
-  /// fits without on a GPU.
+  /// fits without on a GPU, and of which units (empty: all).
   std::optional<OffloadMode> offload;
+  std::vector<std::string> offloadUnits;
   /// What makes the leanest schedule fit (or the leanest there is): its
   /// figures, offload and checkpointing.
   struct Fit {
     Candidate candidate;
     std::optional<OffloadMode> offload;
+    std::vector<std::string> offloadUnits;
     std::vector<std::string> checkpoint;
     CheckpointMode checkpointMode;
   };
   Fit current(const Candidate &candidate) const {
-    return {candidate, offload, checkpoint, checkpointMode};
+    return {candidate, offload, offloadUnits, checkpoint, checkpointMode};
   }
   void restore(const Fit &fit) {
     offload = fit.offload;
+    offloadUnits = fit.offloadUnits;
     checkpoint = fit.checkpoint;
     checkpointMode = fit.checkpointMode;
   }
@@ -309,6 +313,37 @@ ScheduleSearch::checkpointToFit(const Candidate &lean) {
   return full;
 }
 
+/// Offloading every unit (`all`) fits: the fewest units that still fit,
+/// the largest first (each saves its shard and state on the device, and
+/// costs their transfers), found by bisection over how many; sets
+/// `offloadUnits` (empty where all are needed) and returns their figures.
+Candidate ScheduleSearch::fewestOffloaded(const Candidate &all) {
+  SmallVector<std::pair<int64_t, std::string>> bySize;
+  for (auto &[name, gathers] : all.units)
+    bySize.push_back({-gathers.bytes, name.str()});
+  llvm::sort(bySize);
+  size_t low = 0, high = bySize.size(); // the `high` largest fit
+  Candidate fitting = all;
+  while (low + 1 < high) {
+    size_t mid = (low + high) / 2;
+    offloadUnits.clear();
+    for (size_t i = 0; i < mid; ++i)
+      offloadUnits.push_back(bySize[i].second);
+    FailureOr<Candidate> candidate = tryCandidate(0, baseKeep);
+    if (succeeded(candidate) && candidate->heldBytes <= budget) {
+      high = mid;
+      fitting = *candidate;
+    } else {
+      low = mid;
+    }
+  }
+  offloadUnits.clear();
+  if (high < bySize.size())
+    for (size_t i = 0; i < high; ++i)
+      offloadUnits.push_back(bySize[i].second);
+  return fitting;
+}
+
 /// Remembers `candidate`, under the current offload and checkpointing, if it
 /// is the leanest seen (for the error when nothing fits).
 void ScheduleSearch::noteLeanest(const Candidate &candidate) {
@@ -332,6 +367,7 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
   std::optional<Fit> fastest;
   for (std::optional<OffloadMode> mode : modes) {
     offload = mode;
+    offloadUnits.clear();
     checkpoint.clear();
     FailureOr<Candidate> base = mode ? tryCandidate(0, baseKeep) : lean;
     if (failed(base))
@@ -339,7 +375,7 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
     noteLeanest(*base);
     std::optional<Candidate> fit;
     if (base->heldBytes <= budget)
-      fit = *base;
+      fit = mode ? fewestOffloaded(*base) : *base;
     else
       fit = checkpointToFit(*base);
     if (fit && (!fastest || fit->stepUs < fastest->candidate.stepUs))
@@ -377,7 +413,8 @@ void ScheduleSearch::considerChoice(unsigned depth,
   if (!best || candidate.stepUs < bestCandidate.stepUs ||
       (candidate.stepUs == bestCandidate.stepUs &&
        candidate.heldBytes < bestCandidate.heldBytes)) {
-    best = Schedule{depth, keep, {}, checkpoint, checkpointMode, offload};
+    best = Schedule{depth,          keep,    {},          checkpoint,
+                    checkpointMode, offload, offloadUnits};
     bestCandidate = candidate;
   }
 }
@@ -480,8 +517,11 @@ void ScheduleSearch::printChoice() const {
     llvm::outs() << " " << unit;
   if (best->keepUnits.empty())
     llvm::outs() << " none";
-  if (best->offload && *best->offload != OffloadMode::None)
+  if (best->offload && *best->offload != OffloadMode::None) {
     llvm::outs() << ", offload " << stringifyOffloadMode(*best->offload);
+    if (!best->offloadUnits.empty())
+      llvm::outs() << " (units: " << llvm::join(best->offloadUnits, " ") << ")";
+  }
   if (!best->checkpointUnits.empty())
     llvm::outs() << ", recomputed units ("
                  << stringifyCheckpointMode(best->checkpointMode)
@@ -542,7 +582,7 @@ void mlir::zest::applySchedule(FrontPipelineOptions &front,
   }
   if (schedule.offload) {
     front.offload = *schedule.offload;
-    front.offloadUnits.clear();
+    front.offloadUnits = schedule.offloadUnits;
   }
 }
 

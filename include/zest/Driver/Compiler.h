@@ -59,9 +59,10 @@ struct Schedule {
   /// budget needs it, and what they recompute (selective or full).
   std::vector<std::string> checkpointUnits;
   CheckpointMode checkpointMode = CheckpointMode::Full;
-  /// Offload of every unit, where the budget needs it (GPU targets); none:
-  /// as the user chose.
+  /// Offload, where the budget needs it (GPU targets); none: as the user
+  /// chose. `offloadUnits`: the units offloaded, empty for all of them.
   std::optional<OffloadMode> offload;
+  std::vector<std::string> offloadUnits;
 };
 
 /// Sets `front`'s schedule options to `schedule`.
