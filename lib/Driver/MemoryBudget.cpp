@@ -155,6 +155,8 @@ private:
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
   std::optional<Candidate> checkpointToFit(const Candidate &lean);
   Candidate fewestOffloaded(const Candidate &all);
+  size_t shortestFittingPrefix(size_t count, Candidate &fitting,
+                               function_ref<void(size_t)> apply);
   void noteLeanest(const Candidate &candidate);
   std::optional<Candidate> fewestCheckpointed(ArrayRef<std::string> units,
                                               CheckpointMode mode,
@@ -253,11 +255,23 @@ ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
                              : std::nullopt;
   if (!all || all->heldBytes > budget)
     return std::nullopt;
-  size_t low = 0, high = units.size(); // a prefix of `high` fits
   Candidate fitting = *all;
+  size_t fewest = shortestFittingPrefix(units.size(), fitting, [&](size_t n) {
+    checkpoint.assign(units.begin(), units.begin() + n);
+  });
+  checkpoint.assign(units.begin(), units.begin() + fewest);
+  return fitting;
+}
+
+/// The fewest `n` in [1, count] for which the candidate after `apply(n)`
+/// fits, by bisection (`count` fits, with `fitting`'s figures, which are
+/// replaced by those of the answer).
+size_t ScheduleSearch::shortestFittingPrefix(size_t count, Candidate &fitting,
+                                             function_ref<void(size_t)> apply) {
+  size_t low = 0, high = count; // `high` fits, `low` does not
   while (low + 1 < high) {
     size_t mid = (low + high) / 2;
-    checkpoint.assign(units.begin(), units.begin() + mid);
+    apply(mid);
     FailureOr<Candidate> candidate = tryCandidate(0, baseKeep);
     if (succeeded(candidate) && candidate->heldBytes <= budget) {
       high = mid;
@@ -266,8 +280,7 @@ ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
       low = mid;
     }
   }
-  checkpoint.assign(units.begin(), units.begin() + high);
-  return fitting;
+  return high;
 }
 
 /// The leanest schedule `lean` does not fit: units recompute their forward,
@@ -322,25 +335,14 @@ Candidate ScheduleSearch::fewestOffloaded(const Candidate &all) {
   for (auto &[name, gathers] : all.units)
     bySize.push_back({-gathers.bytes, name.str()});
   llvm::sort(bySize);
-  size_t low = 0, high = bySize.size(); // the `high` largest fit
-  Candidate fitting = all;
-  while (low + 1 < high) {
-    size_t mid = (low + high) / 2;
+  auto largest = [&](size_t n) {
     offloadUnits.clear();
-    for (size_t i = 0; i < mid; ++i)
+    for (size_t i = 0; i < n; ++i)
       offloadUnits.push_back(bySize[i].second);
-    FailureOr<Candidate> candidate = tryCandidate(0, baseKeep);
-    if (succeeded(candidate) && candidate->heldBytes <= budget) {
-      high = mid;
-      fitting = *candidate;
-    } else {
-      low = mid;
-    }
-  }
-  offloadUnits.clear();
-  if (high < bySize.size())
-    for (size_t i = 0; i < high; ++i)
-      offloadUnits.push_back(bySize[i].second);
+  };
+  Candidate fitting = all;
+  size_t fewest = shortestFittingPrefix(bySize.size(), fitting, largest);
+  largest(fewest < bySize.size() ? fewest : 0); // none listed: all
   return fitting;
 }
 
