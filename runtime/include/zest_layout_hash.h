@@ -32,6 +32,7 @@ public:
     hash *= 1099511628211ull;
   }
   void mix(int64_t value) { mix(std::to_string(value)); }
+  uint64_t value() const { return hash; }
   /// 16 lowercase hex digits.
   std::string hex() const {
     char text[17];

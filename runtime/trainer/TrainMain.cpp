@@ -18,6 +18,7 @@
 #include "FaultInjection.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
+#include "RankAgreement.h"
 #include "TrainState.h"
 #include "zest_runtime.h"
 
@@ -442,6 +443,10 @@ static void keepFreedMemory() {
 int main(int argc, char **argv) {
   keepFreedMemory();
   startRuntime(&argc, &argv);
+  // Before anything else communicates: ranks of different programs or
+  // arguments would meet in mismatched collectives.
+  checkRanksAgree(argc, argv,
+                  std::string(zest_model_descriptor) + zest_model_target);
   // The process base: runtime, MPI and the program, before any model memory.
   int64_t baseRss = residentBytes();
   Options options = parseOptions(argc, argv);
