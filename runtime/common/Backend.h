@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace zest::rt {
 
@@ -54,6 +56,15 @@ public:
   virtual std::unique_ptr<PendingOp>
   broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
   virtual std::unique_ptr<PendingOp> barrier() = 0;
+
+  /// Records that this rank has started `started` collectives (for the
+  /// diagnosis below); a no-op where the backend cannot share it.
+  virtual void arrive(int64_t started) {}
+  /// The ranks that have started fewer than `started` collectives, asked
+  /// without their help; nothing where that cannot be known.
+  virtual std::optional<std::vector<int>> ranksBehind(int64_t started) {
+    return std::nullopt;
+  }
 
   /// The backend for collectives on host memory: this one, or the MPI
   /// backend a CUDA backend starts from (whose collectives take device

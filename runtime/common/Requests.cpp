@@ -24,6 +24,25 @@ std::string describe(const Request &request) {
   return text + " (" + std::to_string(request.bytes) + " bytes)";
 }
 
+/// Who keeps `request` waiting: the ranks that have not started it yet, if
+/// the backend can tell.
+std::string describeStragglers(const Request &request) {
+  std::optional<std::vector<int>> behind =
+      get().backend->host().ranksBehind(request.sequence);
+  if (!behind)
+    return "another rank may have died or issued different collectives";
+  if (behind->empty())
+    return "every rank has started it (collective #" +
+           std::to_string(request.sequence) +
+           "): the ranks may have issued different collectives";
+  std::string ranks;
+  for (int rank : *behind)
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+  return "rank" + std::string(behind->size() > 1 ? "s " : " ") + ranks + " ha" +
+         (behind->size() > 1 ? "ve" : "s") + " not started it (collective #" +
+         std::to_string(request.sequence) + " of this rank): stalled or dead";
+}
+
 /// Starts a backend operation under the communication lock and records it.
 template <typename Start>
 zest_request_t enqueue(Start start, const char *kind, const char *tag,
@@ -39,8 +58,9 @@ zest_request_t enqueue(Start start, const char *kind, const char *tag,
     modeledEndUs = linkBeginUs + link->latencyUs + bytesSent / link->bytesPerUs;
     link->busyUntilUs = modeledEndUs;
   }
+  rt.backend->host().arrive(++rt.started);
   rt.requests[id] = {std::move(op), kind,         tag ? tag : "", bytes,
-                     now,           modeledEndUs, linkBeginUs};
+                     now,           modeledEndUs, linkBeginUs,    rt.started};
   rt.inFlight.store(rt.requests.size(), std::memory_order_relaxed);
   rt.pool.counters.bytes_sent += bytesSent;
   rt.pool.counters.collectives += 1;
@@ -133,9 +153,8 @@ void zest_wait(zest_request_t id) {
       continue;
     if (Clock::now() > deadline)
       fatal(describe(request) + " did not complete within " +
-            std::to_string(int(rt.timeoutSeconds)) +
-            " s (ZEST_TIMEOUT_S); another rank may have died or issued "
-            "different collectives");
+            std::to_string(int(rt.timeoutSeconds)) + " s (ZEST_TIMEOUT_S); " +
+            describeStragglers(request));
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     lock.lock();

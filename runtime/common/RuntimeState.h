@@ -38,6 +38,8 @@ struct Request {
   /// and when the link started on it.
   double modeledEndUs;
   double linkBeginUs;
+  /// Its place among the collectives this rank started (1-based).
+  int64_t sequence;
 };
 
 /// A span or a counter sample of the trace.
@@ -63,6 +65,8 @@ struct Runtime {
   /// once when nothing is in flight.
   std::atomic<size_t> inFlight{0};
   zest_request_t nextRequest = 1;
+  /// Collectives this rank has started, never reset (the arrival board).
+  int64_t started = 0;
   Pool pool;
   /// Sizes of zest_buffer_alloc's and zest_pinned_alloc's buffers, live
   /// now (counted in pool.counters).

@@ -18,10 +18,13 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 using namespace zest::rt;
 
@@ -91,6 +94,37 @@ public:
     MPI_Comm_set_errhandler(groups[ZEST_GROUP_REPLICA], MPI_ERRORS_RETURN);
     MPI_Op_create(&sum16<bf16ToFloat, floatToBf16>, /*commute=*/1, &bf16Sum);
     MPI_Op_create(&sum16<f16ToFloat, floatToF16>, /*commute=*/1, &f16Sum);
+    openArrivalBoard();
+  }
+
+  void arrive(int64_t started) override {
+    if (board == MPI_WIN_NULL)
+      return;
+    *boardSlot = started;
+    MPI_Win_sync(board);
+  }
+
+  std::optional<std::vector<int>> ranksBehind(int64_t started) override {
+    if (board == MPI_WIN_NULL)
+      return std::nullopt;
+    std::vector<int64_t> counts(size, 0);
+    std::vector<MPI_Request> reads(size, MPI_REQUEST_NULL);
+    for (int rank = 0; rank < size; ++rank)
+      MPI_Rget(&counts[rank], 1, MPI_INT64_T, rank, 0, 1, MPI_INT64_T, board,
+               &reads[rank]);
+    // A rank stuck outside MPI may be needed to answer (without shared
+    // memory or RDMA): give up after a while rather than hang here too.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    int done = 0;
+    while (!done && std::chrono::steady_clock::now() < deadline)
+      MPI_Testall(size, reads.data(), &done, MPI_STATUSES_IGNORE);
+    if (!done)
+      return std::nullopt;
+    std::vector<int> behind;
+    for (int rank = 0; rank < size; ++rank)
+      if (counts[rank] < started)
+        behind.push_back(rank);
+    return behind;
   }
 
   const char *name() const override { return "cpu-mpi"; }
@@ -195,6 +229,10 @@ public:
   }
 
   void finalize() override {
+    if (board != MPI_WIN_NULL) {
+      MPI_Win_unlock_all(board);
+      MPI_Win_free(&board);
+    }
     freeGroups();
     MPI_Op_free(&bf16Sum);
     MPI_Op_free(&f16Sum);
@@ -253,6 +291,19 @@ private:
     return MPI_SUM;
   }
 
+  /// The arrival board: one int64 per rank, the collectives it started,
+  /// which any rank reads without the owner's help (passive target, kept
+  /// open for the whole run). Without one-sided support, none.
+  void openArrivalBoard() {
+    if (MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, comm,
+                         &boardSlot, &board) != MPI_SUCCESS) {
+      board = MPI_WIN_NULL;
+      return;
+    }
+    *boardSlot = 0;
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, board);
+  }
+
   MPI_Comm communicator(zest_group_t group) const {
     if (group < ZEST_GROUP_WORLD || group > ZEST_GROUP_REPLICA)
       fatal("unknown communication group " + std::to_string(int(group)));
@@ -273,6 +324,8 @@ private:
   MPI_Comm groups[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
   int rankId = 0, size = 1;
   bool serialized = false;
+  MPI_Win board = MPI_WIN_NULL;
+  int64_t *boardSlot = nullptr;
   MPI_Op bf16Sum, f16Sum;
 };
 
