@@ -116,8 +116,8 @@ FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
   for (auto func : copy->getOps<func::FuncOp>()) {
     if (!isEntryPoint(func))
       continue;
-    std::optional<MemoryPlan> plan = planFunctionMemory(
-        func, deviceArguments ? kDeviceArenaAlignment : kHostArenaAlignment);
+    std::optional<MemoryPlan> plan =
+        planFunctionMemory(func, getArenaAlignment(options.lower.target));
     if (!plan)
       return failure();
     candidate.heldBytes =

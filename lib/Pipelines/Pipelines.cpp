@@ -272,8 +272,7 @@ void mlir::zest::buildBufferizationPipeline(
 // Phase "lower": the memory plan, kernels and the LLVM dialect
 //===----------------------------------------------------------------------===//
 
-/// Where the pool's arena aligns buffers for `target`.
-static int64_t getArenaAlignment(Target target) {
+int64_t mlir::zest::getArenaAlignment(Target target) {
   return isDeviceTarget(target) ? kDeviceArenaAlignment : kHostArenaAlignment;
 }
 

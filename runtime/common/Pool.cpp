@@ -15,9 +15,8 @@ void Pool::reserve(int64_t bytes, const int64_t *plan, int64_t count,
     if (arena)
       source.freeMemory(arena);
     arena = nullptr; // take() reports an exhausted device with this state
-    capacity = arenaTouched = 0;
+    capacity = arenaTouched = 0; // held as far as buffers reach
     arena = static_cast<char *>(take(static_cast<size_t>(bytes), source));
-    heldOutside -= bytes; // counted as it is touched
     capacity = bytes;
   }
   placement = plan;
@@ -32,7 +31,6 @@ void *Pool::take(size_t size, Backend &source) {
     fatal("out of memory allocating " + std::to_string(size) +
           " bytes (the pool holds " + std::to_string(counters.pool_held_bytes) +
           " bytes, " + std::to_string(counters.pool_bytes) + " of them live)");
-  heldOutside += static_cast<int64_t>(size);
   return ptr;
 }
 
@@ -91,6 +89,7 @@ void *Pool::allocate(int64_t bytes, Backend &source) {
       free.pop_back();
     } else {
       ptr = take(size, source);
+      heldOutside += static_cast<int64_t>(size);
     }
     listLive[ptr] = {0, static_cast<int64_t>(size), bytes, false};
   }
@@ -101,6 +100,7 @@ void *Pool::allocate(int64_t bytes, Backend &source) {
 void *Pool::allocateKept(int64_t bytes, Backend &source) {
   size_t size = roundUp(bytes);
   void *ptr = take(size, source);
+  heldOutside += static_cast<int64_t>(size);
   kept.push_back({ptr, size});
   count(size);
   return ptr;
@@ -155,42 +155,43 @@ void Pool::releaseUnused(Backend &source) {
   }
 }
 
+/// Runs `change` on the pool under its lock (allocations may come from any
+/// thread), then samples the trace's pool counters.
+template <typename Change> static auto changePool(Change change) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  struct SampleOnExit {
+    ~SampleOnExit() { traceCounters(); }
+  } sample;
+  return change(rt.pool, *rt.backend);
+}
+
 extern "C" {
 
 void zest_pool_reserve(int64_t bytes, const int64_t *placement, int64_t count) {
-  Runtime &rt = get();
+  Runtime &rt = get(); // no buffer changes: nothing for the trace
   std::lock_guard<std::mutex> lock(rt.mutex);
   rt.pool.reserve(bytes, placement, count, *rt.backend);
 }
 
 void *zest_pool_alloc_kept(int64_t bytes) {
-  Runtime &rt = get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  void *ptr = rt.pool.allocateKept(bytes, *rt.backend);
-  traceCounters();
-  return ptr;
+  return changePool([&](Pool &pool, Backend &backend) {
+    return pool.allocateKept(bytes, backend);
+  });
 }
 
 void *zest_pool_alloc(int64_t bytes) {
-  Runtime &rt = get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  void *ptr = rt.pool.allocate(bytes, *rt.backend);
-  traceCounters();
-  return ptr;
+  return changePool([&](Pool &pool, Backend &backend) {
+    return pool.allocate(bytes, backend);
+  });
 }
 
 void zest_pool_free(void *ptr) {
-  Runtime &rt = get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.pool.release(ptr);
-  traceCounters();
+  changePool([&](Pool &pool, Backend &) { pool.release(ptr); });
 }
 
 void zest_pool_mark_gathered(void *ptr) {
-  Runtime &rt = get();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.pool.markGathered(ptr);
-  traceCounters();
+  changePool([&](Pool &pool, Backend &) { pool.markGathered(ptr); });
 }
 
 void zest_get_counters(zest_counters_t *counters) {

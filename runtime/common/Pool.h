@@ -56,7 +56,7 @@ private:
     int64_t offset, end, requested;
     bool gathered;
   };
-  /// New memory of `size` bytes from `source`, held outside the arena.
+  /// New memory of `size` bytes from `source`; fatal if there is none.
   void *take(size_t size, Backend &source);
   /// The next planned buffer if it is `size` bytes and free now; null
   /// otherwise (the step departed from its plan, which then ends).

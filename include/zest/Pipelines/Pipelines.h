@@ -41,6 +41,9 @@ enum class Target {
 /// buffers in device memory, kernels as launches, cuBLASLt products.
 inline bool isDeviceTarget(Target target) { return target != Target::Cpu; }
 
+/// Where the pool's arena aligns buffers for `target` (MemoryPlan.h).
+int64_t getArenaAlignment(Target target);
+
 /// The target's name as zestc --target and zest-matmul-to-blas take it.
 llvm::StringRef stringifyTarget(Target target);
 /// The target named `name` (cpu, cuda, cuda-emulated); none for any other
