@@ -1,4 +1,12 @@
 // RUN: zest-opt %s -split-input-file -zest-reserve-pool | FileCheck %s
+// An alignment the pool cannot give is refused.
+// RUN: not zest-opt %s -split-input-file -zest-reserve-pool="arena-alignment=0" 2>&1 | FileCheck %s --check-prefix=ALIGN
+// ALIGN: error: arena-alignment must be a positive multiple of 64 (the pool's buckets), got 0
+
+// With 256-byte alignment (GPU targets) the 64-byte buffers of the step
+// below take 256 bytes each in the arena.
+// RUN: zest-opt %s -split-input-file -zest-reserve-pool="arena-alignment=256" | FileCheck %s --check-prefix=GPU
+// GPU: memref.global "private" constant @__zest_pool_placement_step : memref<6xi64> = dense<[0, 64, 256, 64, 0, 128]>
 
 // Each entry point starts by handing the pool its arena and where each
 // allocation goes, in the order the step makes them: (offset, bytes) for

@@ -1,4 +1,7 @@
 // RUN: zest-opt %s -split-input-file -zest-plan-memory="report-json=-" -o /dev/null | FileCheck %s
+// An arena alignment the pool cannot give is refused.
+// RUN: not zest-opt %s -split-input-file -zest-plan-memory="arena-alignment=96" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALIGN
+// ALIGN: error: arena-alignment must be a positive multiple of 64 (the pool's buckets), got 96
 
 // The pool's view of a step: an allocation with `alignment` asks for its
 // bytes plus the alignment, rounded up to 64-byte buckets (a 4 x f32 buffer
@@ -171,8 +174,8 @@ func.func @step(%p: !llvm.ptr) {
 // (where the peak is reached, for free lists), naming the footprint and the
 // live peak.
 // RUN: not zest-opt %s -split-input-file -zest-plan-memory="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
-// BUDGET: plan-memory.mlir:36:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
-// BUDGET: plan-memory.mlir:43:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
+// BUDGET: plan-memory.mlir:39:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
+// BUDGET: plan-memory.mlir:46:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
 // BUDGET: plan-memory.mlir:[[@LINE+2]]:{{[0-9]+}}: error: @also_over needs a pool of 192 bytes per rank (its highest buffer is allocated here; 192 bytes live at its peak), over the memory budget of 100 bytes
 func.func @also_over() {
   %a = memref.alloc() : memref<40xf32>

@@ -52,6 +52,8 @@ struct ReservePoolPass
   using Base::Base;
 
   void runOnOperation() override {
+    if (failed(verifyArenaAlignment(arenaAlignment, getOperation().getLoc())))
+      return signalPassFailure();
     SmallVector<func::FuncOp> entries;
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal() && !func.isPrivate())

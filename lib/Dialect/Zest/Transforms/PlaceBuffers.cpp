@@ -47,6 +47,15 @@ int64_t findGap(ArrayRef<std::pair<int64_t, int64_t>> busy, int64_t bytes,
 
 } // namespace
 
+LogicalResult mlir::zest::verifyArenaAlignment(int64_t alignment,
+                                               Location loc) {
+  if (alignment > 0 && alignment % kHostArenaAlignment == 0)
+    return success();
+  return emitError(loc) << "arena-alignment must be a positive multiple of "
+                        << kHostArenaAlignment << " (the pool's buckets), got "
+                        << alignment;
+}
+
 SmallVector<int64_t> mlir::zest::placeBuffers(ArrayRef<BufferLifetime> buffers,
                                               int64_t alignment,
                                               int64_t &arenaBytes) {

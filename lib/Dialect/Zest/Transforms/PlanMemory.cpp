@@ -643,6 +643,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   void runOnOperation() override {
     markAllAnalysesPreserved();
     ModuleOp module = getOperation();
+    if (failed(verifyArenaAlignment(arenaAlignment, module.getLoc())))
+      return signalPassFailure();
     // Each entry point is replayed once, for the budget and the report.
     SmallVector<EntryPlan> plans;
     for (auto func : module.getOps<func::FuncOp>())

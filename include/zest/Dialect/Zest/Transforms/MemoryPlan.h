@@ -29,6 +29,10 @@ struct BufferLifetime {
 /// choice assumes for every operand.
 constexpr int64_t kHostArenaAlignment = 64, kDeviceArenaAlignment = 256;
 
+/// Fails, with an error at `loc`, unless `alignment` (a pass's
+/// `arena-alignment`) is a positive multiple of the pool's 64-byte buckets.
+LogicalResult verifyArenaAlignment(int64_t alignment, Location loc);
+
 /// Offsets in one arena, multiples of `alignment`, for `buffers` such that
 /// two buffers alive at the same time never overlap, and the arena's size
 /// (`arenaBytes`). Greedy by
