@@ -180,6 +180,13 @@ def _repeat_heads(x, n_rep):
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
 
 
+def _autocast(query):
+    """Under autocast PyTorch's math path cannot be traced (its backward
+    multiplies a float32 gradient by bfloat16 probabilities), so attention
+    that fits one block is still done here, as one block."""
+    return torch.is_autocast_enabled(query.device.type)
+
+
 def scaled_dot_product_attention(
     query,
     key,
@@ -195,7 +202,7 @@ def scaled_dot_product_attention(
     blocks; `original` computes what this does not block (see above)."""
     blockable = (
         BLOCK > 0
-        and max(query.shape[-2], key.shape[-2]) > BLOCK
+        and (max(query.shape[-2], key.shape[-2]) > BLOCK or _autocast(query))
         and dropout_p == 0.0
         and query.dim() >= 3
         and query.shape[:-3] == key.shape[:-3] == value.shape[:-3]

@@ -35,7 +35,7 @@ def gpt2():
     return GPT2LMHeadModel(config), _loss, (torch.randint(1, VOCAB, (BATCH, SEQ)),)
 
 
-def llama():
+def llama(autocast=False):
     """LlamaForCausalLM with grouped-query attention (4 heads, 2 key/value
     heads) and a padding mask (token 0), a boolean mask per batch row."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -59,8 +59,16 @@ def llama():
     def loss_fn(model, ids):
         mask = torch.cat([torch.ones_like(ids[:, :1]), (ids[:, 1:] != 0).long()], dim=1)
         labels = ids.masked_fill(ids == 0, -100)
-        return model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return model(input_ids=ids, attention_mask=mask, labels=labels).loss
 
     ids = torch.randint(1, VOCAB, (BATCH, SEQ))
     ids[1, 30:] = 0  # padding at the end of the second sequence
     return LlamaForCausalLM(config), loss_fn, (ids,)
+
+
+def llama_autocast():
+    """llama() computing in bfloat16 under torch.autocast, its 40 tokens in
+    one block of the default 256: PyTorch's math path cannot be traced
+    under autocast, so even one block is imported by blocks."""
+    return llama(autocast=True)
