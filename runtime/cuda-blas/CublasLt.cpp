@@ -51,13 +51,16 @@ void setEpiloguePointers(cublasLtMatmulDesc_t desc, const Product &p) {
 
 std::array<uint32_t, 5> Product::alignments() const {
   uint64_t element = type == CUDA_R_32F ? 4 : 2;
-  auto matrix = [&](const void *ptr, int64_t ld, int64_t stride) {
-    return alignmentOf({uint64_t(uintptr_t(ptr)), uint64_t(ld) * element,
-                        batch > 1 ? uint64_t(stride) * element : 0});
+  uint64_t outElement = getOutType() == CUDA_R_32F ? 4 : 2;
+  auto matrix = [&](const void *ptr, int64_t ld, int64_t stride,
+                    uint64_t bytes) {
+    return alignmentOf({uint64_t(uintptr_t(ptr)), uint64_t(ld) * bytes,
+                        batch > 1 ? uint64_t(stride) * bytes : 0});
   };
-  return {matrix(b, ldb, strideB), matrix(a, lda, strideA),
-          matrix(d, ldd, strideD), alignmentOf({uint64_t(uintptr_t(bias))}),
-          alignmentOf({uint64_t(uintptr_t(aux)), uint64_t(ldaux) * element})};
+  return {matrix(b, ldb, strideB, element), matrix(a, lda, strideA, element),
+          matrix(d, ldd, strideD, outElement),
+          alignmentOf({uint64_t(uintptr_t(bias))}),
+          alignmentOf({uint64_t(uintptr_t(aux)), uint64_t(ldaux) * outElement})};
 }
 
 namespace {
@@ -148,7 +151,7 @@ Plan Lt::plan(const Product &p) {
                       p.batch, p.strideB);
   plan.second = layout(p.type, p.transA ? p.m : p.k, p.transA ? p.k : p.m,
                        p.lda, p.batch, p.strideA);
-  plan.out = layout(p.type, p.n, p.m, p.ldd, p.batch, p.strideD);
+  plan.out = layout(p.getOutType(), p.n, p.m, p.ldd, p.batch, p.strideD);
   cublasLtMatmulPreference_t preference;
   checkLt(cublasLtMatmulPreferenceCreate(&preference), "a preference");
   size_t bytes = kWorkspaceBytes;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 namespace zest::rt::cuda {
@@ -28,7 +29,10 @@ namespace zest::rt::cuda {
 /// One row-major product D = op(A) op(B) (+ D when accumulating), with an
 /// epilogue; `batch` products at the given element strides.
 struct Product {
+  /// The type of A and B, and of C = D unless `outType` says otherwise (a
+  /// 16-bit product into f32).
   cudaDataType_t type = CUDA_R_32F;
+  std::optional<cudaDataType_t> outType;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
   const void *a = nullptr, *b = nullptr;
@@ -45,11 +49,12 @@ struct Product {
   /// cuBLASLt's A (our b), B (our a), C = D, the bias and the aux: what
   /// their pointers, leading dimensions and batch strides all offer.
   std::array<uint32_t, 5> alignments() const;
+  cudaDataType_t getOutType() const { return outType.value_or(type); }
 
   /// A plan serves every product with the same shape and alignments: an
   /// algorithm chosen for more alignment than a call offers would fault.
   auto key() const {
-    return std::make_tuple(int(type), transA, transB, m, n, k, lda, ldb, ldd,
+    return std::make_tuple(int(type), int(getOutType()), transA, transB, m, n, k, lda, ldb, ldd,
                            int(epilogue), ldaux, batch, strideA, strideB,
                            strideD, alignments());
   }

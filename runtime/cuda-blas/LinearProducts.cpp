@@ -179,6 +179,28 @@ void linearBackward16(ZEST_linear_backward_PARAMS(uint16_t)) {
                  lddw, dw_transposed, reinterpret_cast<B *>(db));
 }
 
+/// `batch` products D = op(A) op(B) of `type` A and B into `outType` C =
+/// D: the f32 products, and 16-bit ones into f32 (cuBLASLt's mixed
+/// precision).
+void batchedProduct(cudaDataType_t type, cudaDataType_t outType,
+                    int32_t trans_a, int32_t trans_b, int64_t batch, int64_t m,
+                    int64_t n, int64_t k, const void *a, int64_t lda,
+                    int64_t stride_a, const void *b, int64_t ldb,
+                    int64_t stride_b, void *c, int64_t ldc, int64_t stride_c,
+                    int32_t accumulate) {
+  if (batch == 0)
+    return;
+  Product p;
+  p.type = type, p.outType = outType;
+  p.transA = trans_a != 0, p.transB = trans_b != 0;
+  p.m = m, p.n = n, p.k = k;
+  p.a = a, p.lda = lda, p.b = b, p.ldb = ldb, p.d = c, p.ldd = ldc;
+  p.accumulate = accumulate != 0;
+  p.batch = batch, p.strideA = stride_a, p.strideB = stride_b;
+  p.strideD = stride_c;
+  Lt::get().run(p);
+}
+
 } // namespace
 
 extern "C" {
@@ -189,16 +211,27 @@ void zest_cuda_sgemm(ZEST_sgemm_PARAMS(float)) {
 }
 
 void zest_cuda_sgemm_batched(ZEST_sgemm_batched_PARAMS(float)) {
-  if (batch == 0)
-    return;
-  Product p;
-  p.transA = trans_a != 0, p.transB = trans_b != 0;
-  p.m = m, p.n = n, p.k = k;
-  p.a = a, p.lda = lda, p.b = b, p.ldb = ldb, p.d = c, p.ldd = ldc;
-  p.accumulate = accumulate != 0;
-  p.batch = batch, p.strideA = stride_a, p.strideB = stride_b;
-  p.strideD = stride_c;
-  Lt::get().run(p);
+  batchedProduct(CUDA_R_32F, CUDA_R_32F, ZEST_sgemm_batched_ARGS);
+}
+
+void zest_cuda_widening_gemm_bf16(ZEST_widening_gemm_PARAMS(uint16_t)) {
+  zest_cuda_widening_gemm_batched_bf16(trans_a, trans_b, 1, m, n, k, a, lda, 0,
+                                       b, ldb, 0, c, ldc, 0, accumulate);
+}
+
+void zest_cuda_widening_gemm_batched_bf16(
+    ZEST_widening_gemm_batched_PARAMS(uint16_t)) {
+  batchedProduct(CUDA_R_16BF, CUDA_R_32F, ZEST_widening_gemm_batched_ARGS);
+}
+
+void zest_cuda_widening_gemm_f16(ZEST_widening_gemm_PARAMS(uint16_t)) {
+  zest_cuda_widening_gemm_batched_f16(trans_a, trans_b, 1, m, n, k, a, lda, 0,
+                                      b, ldb, 0, c, ldc, 0, accumulate);
+}
+
+void zest_cuda_widening_gemm_batched_f16(
+    ZEST_widening_gemm_batched_PARAMS(uint16_t)) {
+  batchedProduct(CUDA_R_16F, CUDA_R_32F, ZEST_widening_gemm_batched_ARGS);
 }
 
 void zest_cuda_linear_forward(ZEST_linear_forward_PARAMS(float)) {

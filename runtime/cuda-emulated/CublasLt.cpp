@@ -118,6 +118,13 @@ cublasStatus_t checkLayouts(const Desc &d, const Layout *ls[4]) {
                       std::to_string(l.ld) + " is less than its " +
                       std::to_string(l.rows) + " rows");
   }
+  // cuBLASLt's combinations with f32 compute and scale: A and B of one
+  // type, C = D of theirs or (16-bit A and B) f32.
+  if (ls[0]->type != ls[1]->type || ls[2]->type != ls[3]->type ||
+      (ls[2]->type != ls[0]->type && ls[2]->type != CUDA_R_32F))
+    return fail(CUBLAS_STATUS_NOT_SUPPORTED,
+                "matrix types A, B, C/D must be all one type or 16-bit A and "
+                "B with an f32 C/D");
   if (isGeluAux(d.epilogue) &&
       (d.auxLd % 8 != 0 || d.auxLd < int64_t(ls[3]->rows)))
     return fail(CUBLAS_STATUS_NOT_SUPPORTED,

@@ -313,6 +313,23 @@ typedef enum {
   trans_a, trans_b, batch, m, n, k, a, lda, stride_a, b, ldb, stride_b, c,     \
       ldc, stride_c, accumulate
 
+/* zest_widening_gemm(_batched): the products of zest_sgemm(_batched) with
+ * 16-bit operands A and B (T: the bf16 or f16 bit patterns) and an f32 C,
+ * products accumulated in f32: what a matrix product of bf16 tensors into
+ * an f32 accumulator (PyTorch's autocast, as torch-mlir imports it)
+ * computes, and cuBLASLt's mixed-precision product. */
+#define ZEST_widening_gemm_PARAMS(T)                                           \
+  int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,           \
+      const T *a, int64_t lda, const T *b, int64_t ldb, float *c, int64_t ldc, \
+      int32_t accumulate
+#define ZEST_widening_gemm_ARGS ZEST_sgemm_ARGS
+#define ZEST_widening_gemm_batched_PARAMS(T)                                   \
+  int32_t trans_a, int32_t trans_b, int64_t batch, int64_t m, int64_t n,       \
+      int64_t k, const T *a, int64_t lda, int64_t stride_a, const T *b,        \
+      int64_t ldb, int64_t stride_b, float *c, int64_t ldc, int64_t stride_c,  \
+      int32_t accumulate
+#define ZEST_widening_gemm_batched_ARGS ZEST_sgemm_batched_ARGS
+
 /* zest_linear_forward: row-major Y[M,N] = act(X[M,K] W^T + bias), with W
  * the [N,K] weight of torch.nn.Linear (w_transposed != 0) or a [K,N]
  * matrix. `bias` may be null. When `pre` is not null it receives

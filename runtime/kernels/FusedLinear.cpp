@@ -15,6 +15,7 @@
 #include "zest_runtime.h"
 
 #include "../common/HalfFloat.h"
+#include "HalfMatrix.h"
 #include "Sgemm.h"
 
 #include <algorithm>
@@ -23,6 +24,10 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+using zest::kernels::BF16;
+using zest::kernels::F16;
+using zest::kernels::widenMatrix;
 
 namespace {
 
@@ -162,31 +167,6 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void
 addRow(const float *row, float *sum, int64_t n) {
   for (int64_t j = 0; j < n; ++j)
     sum[j] += row[j];
-}
-
-/// 16-bit storage formats: bit patterns widened to f32 exactly and f32
-/// rounded to them to nearest even, as arith.truncf and PyTorch do (a NaN
-/// stays a quiet NaN); common/HalfFloat.h's conversions.
-struct BF16 {
-  static float widen(uint16_t value) { return zest::rt::bf16ToFloat(value); }
-  static uint16_t narrow(float value) { return zest::rt::floatToBf16(value); }
-};
-
-struct F16 {
-  static float widen(uint16_t value) { return zest::rt::f16ToFloat(value); }
-  static uint16_t narrow(float value) { return zest::rt::floatToF16(value); }
-};
-
-/// A [rows, cols] 16-bit matrix with leading dimension `ld` as a dense f32
-/// one.
-template <typename Format>
-std::vector<float> widenMatrix(const uint16_t *src, int64_t rows, int64_t cols,
-                               int64_t ld) {
-  std::vector<float> dense(rows * cols);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      dense[i * cols + j] = Format::widen(src[i * ld + j]);
-  return dense;
 }
 
 template <typename Format>

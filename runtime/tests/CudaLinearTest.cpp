@@ -1,7 +1,7 @@
 //===- CudaLinearTest.cpp - cuBLASLt products against the CPU kernels -----===//
 //
-// zest_cuda_linear_forward / _backward (f32, bf16 and f16) and zest_cuda_sgemm
-// (_batched) on device buffers against the CPU kernels of zest_runtime.h on
+// zest_cuda_linear_forward / _backward (f32, bf16 and f16), zest_cuda_sgemm
+// (_batched) and zest_cuda_widening_gemm(_batched) on device buffers against the CPU kernels of zest_runtime.h on
 // the same inputs: every activation (each forward epilogue and the
 // elementwise fallbacks), with and without bias, with and without the kept
 // pre-activation, plain and transposed weights and weight gradients, shapes
@@ -184,6 +184,38 @@ void checkSgemm(const Shape &s, bool transA, bool transB, bool accumulate,
   cudaFree(dc);
 }
 
+/// zest_cuda_widening_gemm_batched_{bf16,f16} (cuBLASLt's 16-bit A and B
+/// into f32 C) against the CPU's on the same 16-bit values.
+void checkWideningGemm(const Format &f, const Shape &s, bool transA,
+                       bool transB, bool accumulate, int64_t batch,
+                       std::mt19937 &rng) {
+  char shape[96];
+  std::snprintf(shape, sizeof shape,
+                "%s %lldx%lldx%lld tA %d tB %d acc %d b %lld", f.name,
+                (long long)s.m, (long long)s.n, (long long)s.k, transA, transB,
+                accumulate, (long long)batch);
+  int64_t lda = transA ? s.m : s.k, ldb = transB ? s.k : s.n;
+  int64_t sa = s.m * s.k, sb = s.k * s.n, sc = s.m * s.n;
+  std::vector<uint16_t> a = narrow(f, randomMatrix(batch * sa, rng)),
+                        b = narrow(f, randomMatrix(batch * sb, rng));
+  std::vector<float> c = randomMatrix(batch * sc, rng), want = c;
+  bool bf16 = std::strcmp(f.name, "bf16") == 0;
+  (bf16 ? zest_widening_gemm_batched_bf16 : zest_widening_gemm_batched_f16)(
+      transA, transB, batch, s.m, s.n, s.k, a.data(), lda, sa, b.data(), ldb,
+      sb, want.data(), s.n, sc, accumulate);
+  uint16_t *da = toDevice(a), *db = toDevice(b);
+  float *dc = toDevice(c);
+  (bf16 ? zest_cuda_widening_gemm_batched_bf16
+        : zest_cuda_widening_gemm_batched_f16)(transA, transB, batch, s.m, s.n,
+                                               s.k, da, lda, sa, db, ldb, sb,
+                                               dc, s.n, sc, accumulate);
+  compare("widening_gemm", toHost(dc, batch * sc), want, double(s.k) + 1, 1e-5,
+          shape);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -205,6 +237,9 @@ int main(int argc, char **argv) {
     for (bool transA : {false, true})
       for (bool transB : {false, true})
         checkSgemm(s, transA, transB, transA && transB, transA ? 3 : 1, rng);
+    for (const Format &f : kFormats)
+      for (bool transA : {false, true})
+        checkWideningGemm(f, s, transA, !transA, transA, transA ? 2 : 1, rng);
   }
   std::printf("cuda-linear: %d cases, %d failures\n", cases, failures);
   zest_finalize();

@@ -9,6 +9,8 @@
 // summed. The same cases again with bf16 and f16 storage (the *_bf16 and
 // *_f16 kernels), where the bound adds the type's unit roundoff for each
 // rounding of a stored tensor: truncating instead of rounding would fail.
+// zest_widening_gemm_batched_{bf16,f16}: 16-bit operands into f32, every
+// transposition, accumulating or not, padded rows and strided batches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -306,6 +308,77 @@ template <typename T> void checkAll(std::mt19937 &rng) {
                              rng);
 }
 
+void wideningGemm(int32_t ta, int32_t tb, int64_t batch, int64_t m,
+                  int64_t n, int64_t k, const bf16 *a, int64_t lda,
+                  int64_t sa, const bf16 *b, int64_t ldb, int64_t sb,
+                  float *c, int64_t ldc, int64_t sc, int32_t acc) {
+  zest_widening_gemm_batched_bf16(ta, tb, batch, m, n, k, a, lda, sa, b, ldb,
+                                  sb, c, ldc, sc, acc);
+}
+void wideningGemm(int32_t ta, int32_t tb, int64_t batch, int64_t m,
+                  int64_t n, int64_t k, const f16 *a, int64_t lda, int64_t sa,
+                  const f16 *b, int64_t ldb, int64_t sb, float *c, int64_t ldc,
+                  int64_t sc, int32_t acc) {
+  auto bits = [](auto *p) { return reinterpret_cast<decltype(&p->bits)>(p); };
+  zest_widening_gemm_batched_f16(ta, tb, batch, m, n, k, bits(a), lda, sa,
+                                 bits(b), ldb, sb, c, ldc, sc, acc);
+}
+
+/// zest_widening_gemm_batched_*: 16-bit operands with padded rows, into an
+/// f32 C (padded too, accumulated into or overwritten), against a double
+/// reference on the same 16-bit values; only f32 rounding is allowed.
+template <typename T>
+void checkWideningGemm(const Shape &s, bool transA, bool transB,
+                       bool accumulate, int64_t batch, std::mt19937 &rng) {
+  int64_t aRows = transA ? s.k : s.m, aCols = transA ? s.m : s.k;
+  int64_t bRows = transB ? s.n : s.k, bCols = transB ? s.k : s.n;
+  int64_t lda = aCols + 3, ldb = bCols + 1, ldc = s.n + 2;
+  int64_t sa = aRows * lda, sb = bRows * ldb, sc = s.m * ldc;
+  std::vector<T> a(batch * sa), b(batch * sb);
+  for (T &v : a)
+    v = sample<T>(rng, -1, 1);
+  for (T &v : b)
+    v = sample<T>(rng, -1, 1);
+  std::vector<float> c(batch * sc);
+  for (float &v : c)
+    v = sample<float>(rng, -1, 1);
+  std::vector<float> got = c;
+  wideningGemm(transA, transB, batch, s.m, s.n, s.k, a.data(), lda, sa,
+               b.data(), ldb, sb, got.data(), ldc, sc, accumulate);
+  ++cases;
+  double worst = 0;
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double want = accumulate ? c[p * sc + i * ldc + j] : 0, magnitude = 1;
+        for (int64_t l = 0; l < s.k; ++l) {
+          double x = toFloat(a[p * sa + (transA ? l * lda + i : i * lda + l)]);
+          double y = toFloat(b[p * sb + (transB ? j * ldb + l : l * ldb + j)]);
+          want += x * y;
+          magnitude += std::fabs(x * y);
+        }
+        worst = std::max(worst,
+                         std::fabs(got[p * sc + i * ldc + j] - want) /
+                             magnitude);
+      }
+  if (!(worst <= 1e-5)) {
+    ++failures;
+    std::printf("FAIL widening_gemm %s %lldx%lldx%lld tA %d tB %d acc %d "
+                "batch %lld: relative error %g\n",
+                kTypeName<T>, (long long)s.m, (long long)s.n, (long long)s.k,
+                transA, transB, accumulate, (long long)batch, worst);
+  }
+}
+
+template <typename T> void checkWideningGemms(std::mt19937 &rng) {
+  for (const Shape &s : kShapes)
+    for (bool transA : {false, true})
+      for (bool transB : {false, true})
+        for (bool accumulate : {false, true})
+          checkWideningGemm<T>(s, transA, transB, accumulate,
+                               s.m * s.n * s.k < 100000 ? 3 : 1, rng);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -322,6 +395,8 @@ int main(int argc, char **argv) {
   checkAll<float>(rng);
   checkAll<bf16>(rng);
   checkAll<f16>(rng);
+  checkWideningGemms<bf16>(rng);
+  checkWideningGemms<f16>(rng);
   // An output of more than one row block (8 MiB): 2 blocks and a partial.
   for (int activation :
        {int(ZEST_ACTIVATION_NONE), int(ZEST_ACTIVATION_GELU_TANH)})

@@ -201,3 +201,48 @@ func.func @linear_backward(%dy: memref<4x6xf32>, %pre: memref<4x6xf32>, %x: memr
   zest.linear_backward relu transpose_grad_weight grad_output(%dy : memref<4x6xf32>) preactivation(%pre : memref<4x6xf32>) input(%x : memref<4x8xf32>) weight(%w : memref<8x6xf32>) outs(grad_input %dx : memref<4x8xf32, strided<[48, 1]>> grad_weight %dw : memref<6x8xf32, strided<[1, 6]>> grad_bias %db : memref<6xf32>)
   return
 }
+
+// -----
+
+// 16-bit operands into an f32 destination (autocast's products, as
+// torch-mlir imports them: linalg.matmul widens its inputs to the
+// accumulator's type) go to the widening products, bf16 or f16 by the
+// operands' type; so does the generic form that spells the widening out.
+// Mixed operands, or a 16-bit destination, stay loops.
+// CHECK-LABEL: func.func @widening(
+// CHECK: call @zest_widening_gemm_bf16(%c0_i32, %c1_i32, %c8_i64, %c32_i64, %c16_i64, %{{.*}}, %c16_i64, %{{.*}}, %c16_i64, %{{.*}}, %c32_i64, %c1_i32) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32) -> ()
+// CHECK: call @zest_widening_gemm_batched_f16(%c0_i32, %c0_i32, %c2_i64, %c4_i64, %c16_i64, %c4_i64
+// CHECK: call @zest_widening_gemm_bf16(%c1_i32, %c0_i32, %c16_i64, %c32_i64, %c8_i64
+// CHECK-COUNT-2: linalg.matmul
+// CHECK-NOT: call @zest_
+// CUDA-LABEL: func.func @widening(
+// CUDA: call @zest_cuda_widening_gemm_bf16(
+// CUDA: call @zest_cuda_widening_gemm_batched_f16(
+// CUDA: call @zest_cuda_widening_gemm_bf16(
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @widening(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %y: memref<8x32xf32>,
+                    %p: memref<2x4x4xf16>, %v: memref<2x4x16xf16>, %o: memref<2x4x16xf32>,
+                    %dy: memref<8x16xbf16>, %xb: memref<8x32xbf16>, %dw: memref<16x32xf32>,
+                    %xf: memref<8x16xf32>, %yb: memref<8x32xbf16>) {
+  linalg.matmul indexing_maps = [#mk, #nk, #mn]
+      ins(%x, %w : memref<8x16xbf16>, memref<32x16xbf16>) outs(%y : memref<8x32xf32>)
+  linalg.batch_matmul ins(%p, %v : memref<2x4x4xf16>, memref<2x4x16xf16>) outs(%o : memref<2x4x16xf32>)
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%dy, %xb : memref<8x16xbf16>, memref<8x32xbf16>) outs(%dw : memref<16x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %a32 = arith.extf %a : bf16 to f32
+    %b32 = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a32, %b32 : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.matmul indexing_maps = [#mk, #nk, #mn]
+      ins(%xf, %w : memref<8x16xf32>, memref<32x16xbf16>) outs(%y : memref<8x32xf32>)
+  linalg.matmul indexing_maps = [#mk, #nk, #mn]
+      ins(%x, %w : memref<8x16xbf16>, memref<32x16xbf16>) outs(%yb : memref<8x32xbf16>)
+  return
+}

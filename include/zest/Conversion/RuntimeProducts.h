@@ -31,6 +31,8 @@ namespace mlir::zest {
 enum class ProductKind {
   sgemm,
   sgemm_batched,
+  widening_gemm,
+  widening_gemm_batched,
   linear_forward,
   linear_backward
 };

@@ -53,6 +53,24 @@ static linalg::FillOp getZeroFillBefore(Operation *op, Value c) {
   return {};
 }
 
+/// The product a BLAS-like call computes `op` with: all f32 (sgemm), or
+/// bf16 or f16 operands into an f32 destination (widening_gemm, the form
+/// of autocast's products); none for other types.
+static std::optional<ProductKind> getProductKind(linalg::LinalgOp op,
+                                                 unsigned batchDims) {
+  Type a = getElementTypeOrSelf(op.getDpsInputs()[0].getType()),
+       b = getElementTypeOrSelf(op.getDpsInputs()[1].getType()),
+       c = getElementTypeOrSelf(op.getDpsInits()[0].getType());
+  if (a != b || !c.isF32())
+    return std::nullopt;
+  if (a.isF32())
+    return batchDims ? ProductKind::sgemm_batched : ProductKind::sgemm;
+  if (a.isBF16() || a.isF16())
+    return batchDims ? ProductKind::widening_gemm_batched
+                     : ProductKind::widening_gemm;
+  return std::nullopt;
+}
+
 struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   LowerToBlas(MLIRContext *ctx, bool cuda)
       : OpInterfaceRewritePattern(ctx), cuda(cuda) {}
@@ -71,10 +89,10 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
       return rewriter.notifyMatchFailure(op, "not a plain product");
     Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1],
           c = op.getDpsInits()[0];
-    if (!llvm::all_of(op->getOperandTypes(), [](Type type) {
-          return getElementTypeOrSelf(type).isF32();
-        }))
-      return rewriter.notifyMatchFailure(op, "not f32 (sgemm)");
+    std::optional<ProductKind> kind = getProductKind(op, batchDims);
+    if (!kind)
+      return rewriter.notifyMatchFailure(
+          op, "neither f32 (sgemm) nor 16-bit into f32 (widening_gemm)");
     if (!hasUnitInnerStride(a) || !hasUnitInnerStride(b) ||
         !hasUnitInnerStride(c))
       return rewriter.notifyMatchFailure(op, "operands not row-contiguous");
@@ -110,9 +128,7 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     linalg::FillOp zeroFill = getZeroFillBefore(op, c);
     args.push_back(i32(!zeroFill)); // accumulate into C
     callProduct(rewriter, loc,
-                *lookupRuntimeProduct(batchDims ? ProductKind::sgemm_batched
-                                                : ProductKind::sgemm,
-                                      rewriter.getF32Type()),
+                *lookupRuntimeProduct(*kind, getElementTypeOrSelf(a.getType())),
                 cuda, args);
     rewriter.eraseOp(op);
     if (zeroFill)

@@ -39,11 +39,19 @@ std::optional<GemmLayout> mlir::zest::getGemmLayout(linalg::LinalgOp op,
   return layout;
 }
 
-/// True if the region computes `acc + a * b` (either order) over the two
-/// inputs: a generic that is a matrix product in disguise.
+/// `value` without an arith.extf: a 16-bit operand widened to the
+/// accumulator's type (linalg.matmul's semantics for mixed types).
+static Value stripExtension(Value value) {
+  auto ext = value.getDefiningOp<arith::ExtFOp>();
+  return ext ? ext.getIn() : value;
+}
+
+/// True if the region computes `acc + a * b` (either order, each operand
+/// possibly widened first) over the two inputs: a generic that is a
+/// matrix product in disguise.
 static bool isMulAddBody(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
-  if (body.getNumArguments() != 3 || body.getOperations().size() != 3)
+  if (body.getNumArguments() != 3)
     return false;
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
   auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
@@ -55,8 +63,12 @@ static bool isMulAddBody(linalg::GenericOp op) {
   if (!mul)
     return false;
   Value a = body.getArgument(0), b = body.getArgument(1);
-  return (mul.getLhs() == a && mul.getRhs() == b) ||
-         (mul.getLhs() == b && mul.getRhs() == a);
+  Value lhs = stripExtension(mul.getLhs()), rhs = stripExtension(mul.getRhs());
+  unsigned extensions = (lhs != mul.getLhs()) + (rhs != mul.getRhs());
+  // The mul, the add, the yield and the extensions: nothing else.
+  if (body.getOperations().size() != 3 + extensions)
+    return false;
+  return (lhs == a && rhs == b) || (lhs == b && rhs == a);
 }
 
 std::optional<unsigned> mlir::zest::getGemmBatchDims(linalg::LinalgOp op) {

@@ -190,13 +190,12 @@ double getConstant(func::CallOp call, unsigned index) {
 
 bool isNull(Value pointer) { return pointer.getDefiningOp<LLVM::ZeroOp>(); }
 
-/// Time of a BLAS or fused linear call of the CPU runtime; nothing for other
-/// callees.
+/// Time of a product or fused linear call (CPU or CUDA runtime: the
+/// machine model says at what rate); nothing for other callees.
 std::optional<double> getKernelCallUs(func::CallOp call,
                                       const MachineModel &machine) {
-  bool cuda = false;
-  const RuntimeProduct *product = lookupRuntimeProduct(call.getCallee(), &cuda);
-  if (!product || cuda)
+  const RuntimeProduct *product = lookupRuntimeProduct(call.getCallee());
+  if (!product)
     return std::nullopt;
   auto operand = [&](StringRef name) {
     return getConstant(call, product->getParamIndex(name));
@@ -213,8 +212,10 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   double m = operand("m"), n = operand("n"), k = operand("k");
   switch (product->kind) {
   case ProductKind::sgemm:
+  case ProductKind::widening_gemm:
     return gemm(m, n, k, 1);
   case ProductKind::sgemm_batched:
+  case ProductKind::widening_gemm_batched:
     return gemm(m, n, k, operand("batch"));
   case ProductKind::linear_forward:
     return gemm(m, n, k, 1) + epilogue(m, n);
