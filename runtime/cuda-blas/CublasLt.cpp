@@ -57,10 +57,11 @@ std::array<uint32_t, 5> Product::alignments() const {
     return alignmentOf({uint64_t(uintptr_t(ptr)), uint64_t(ld) * bytes,
                         batch > 1 ? uint64_t(stride) * bytes : 0});
   };
-  return {matrix(b, ldb, strideB, element), matrix(a, lda, strideA, element),
-          matrix(d, ldd, strideD, outElement),
-          alignmentOf({uint64_t(uintptr_t(bias))}),
-          alignmentOf({uint64_t(uintptr_t(aux)), uint64_t(ldaux) * outElement})};
+  return {
+      matrix(b, ldb, strideB, element), matrix(a, lda, strideA, element),
+      matrix(d, ldd, strideD, outElement),
+      alignmentOf({uint64_t(uintptr_t(bias))}),
+      alignmentOf({uint64_t(uintptr_t(aux)), uint64_t(ldaux) * outElement})};
 }
 
 namespace {

@@ -54,9 +54,9 @@ struct Product {
   /// A plan serves every product with the same shape and alignments: an
   /// algorithm chosen for more alignment than a call offers would fault.
   auto key() const {
-    return std::make_tuple(int(type), int(getOutType()), transA, transB, m, n, k, lda, ldb, ldd,
-                           int(epilogue), ldaux, batch, strideA, strideB,
-                           strideD, alignments());
+    return std::make_tuple(int(type), int(getOutType()), transA, transB, m, n,
+                           k, lda, ldb, ldd, int(epilogue), ldaux, batch,
+                           strideA, strideB, strideD, alignments());
   }
 };
 

@@ -48,8 +48,8 @@ void wideningGemm(ZEST_widening_gemm_batched_PARAMS(uint16_t)) {
 extern "C" {
 
 void zest_widening_gemm_bf16(ZEST_widening_gemm_PARAMS(uint16_t)) {
-  wideningGemm<BF16>(trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c,
-                     ldc, 0, accumulate);
+  wideningGemm<BF16>(trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c, ldc,
+                     0, accumulate);
 }
 
 void zest_widening_gemm_batched_bf16(

@@ -1,13 +1,13 @@
 //===- CudaLinearTest.cpp - cuBLASLt products against the CPU kernels -----===//
 //
 // zest_cuda_linear_forward / _backward (f32, bf16 and f16), zest_cuda_sgemm
-// (_batched) and zest_cuda_widening_gemm(_batched) on device buffers against the CPU kernels of zest_runtime.h on
-// the same inputs: every activation (each forward epilogue and the
-// elementwise fallbacks), with and without bias, with and without the kept
-// pre-activation, plain and transposed weights and weight gradients, shapes
-// with odd sizes, one row, and K not a multiple of any tile. f32 results
-// agree within a bound scaled by the summed magnitudes; bf16 and f16
-// results within four unit roundoffs of the f32 result. Run under
+// (_batched) and zest_cuda_widening_gemm(_batched) on device buffers against
+// the CPU kernels of zest_runtime.h on the same inputs: every activation (each
+// forward epilogue and the elementwise fallbacks), with and without bias, with
+// and without the kept pre-activation, plain and transposed weights and weight
+// gradients, shapes with odd sizes, one row, and K not a multiple of any tile.
+// f32 results agree within a bound scaled by the summed magnitudes; bf16 and
+// f16 results within four unit roundoffs of the f32 result. Run under
 // ZEST_BACKEND=nccl; prints "cuda-linear: N cases, M failures"
 // (test/Runtime/cuda-linear.test).
 //

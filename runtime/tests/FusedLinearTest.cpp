@@ -308,15 +308,15 @@ template <typename T> void checkAll(std::mt19937 &rng) {
                              rng);
 }
 
-void wideningGemm(int32_t ta, int32_t tb, int64_t batch, int64_t m,
-                  int64_t n, int64_t k, const bf16 *a, int64_t lda,
-                  int64_t sa, const bf16 *b, int64_t ldb, int64_t sb,
-                  float *c, int64_t ldc, int64_t sc, int32_t acc) {
+void wideningGemm(int32_t ta, int32_t tb, int64_t batch, int64_t m, int64_t n,
+                  int64_t k, const bf16 *a, int64_t lda, int64_t sa,
+                  const bf16 *b, int64_t ldb, int64_t sb, float *c, int64_t ldc,
+                  int64_t sc, int32_t acc) {
   zest_widening_gemm_batched_bf16(ta, tb, batch, m, n, k, a, lda, sa, b, ldb,
                                   sb, c, ldc, sc, acc);
 }
-void wideningGemm(int32_t ta, int32_t tb, int64_t batch, int64_t m,
-                  int64_t n, int64_t k, const f16 *a, int64_t lda, int64_t sa,
+void wideningGemm(int32_t ta, int32_t tb, int64_t batch, int64_t m, int64_t n,
+                  int64_t k, const f16 *a, int64_t lda, int64_t sa,
                   const f16 *b, int64_t ldb, int64_t sb, float *c, int64_t ldc,
                   int64_t sc, int32_t acc) {
   auto bits = [](auto *p) { return reinterpret_cast<decltype(&p->bits)>(p); };
@@ -357,9 +357,8 @@ void checkWideningGemm(const Shape &s, bool transA, bool transB,
           want += x * y;
           magnitude += std::fabs(x * y);
         }
-        worst = std::max(worst,
-                         std::fabs(got[p * sc + i * ldc + j] - want) /
-                             magnitude);
+        worst = std::max(worst, std::fabs(got[p * sc + i * ldc + j] - want) /
+                                    magnitude);
       }
   if (!(worst <= 1e-5)) {
     ++failures;

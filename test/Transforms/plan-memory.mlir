@@ -195,11 +195,12 @@ func.func @also_over() {
 // COST:        "communication_us": 25.81
 // COST-NEXT:   "compute_us": 11.66
 // COST-NEXT:   "exposed_communication_us": 14.14
+// COST-NEXT:   "product_us": 11.66
 // COST-NEXT:   "step_us": 25.81
 // COST:      "machine": {
 // COST-NEXT:   "gemm_gflops": 300000,
 // COST:        "name": "h100-nvlink",
-// COSTTEXT: predicted time on h100-nvlink: overlap: 0.026 ms per call (compute 0.012 ms, communication 0.026 ms, exposed 0.014 ms)
+// COSTTEXT: predicted time on h100-nvlink: overlap: 0.026 ms per call (compute 0.012 ms, communication 0.026 ms, exposed 0.014 ms; products 0.012 ms of the compute)
 zest.unit @a sharded : f32, world_size = 2, padded_size = 2000000, shard_size = 1000000 ["a.w" : tensor<2000000xf32> at 0]
 llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
 func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
@@ -225,7 +226,10 @@ func.func @overlap(%p: !llvm.ptr) {
 // and a fused linear backward with an activation takes its gradient g
 // (m x n f32 here: 8 x 32 x 4 = 1024 bytes) for the call: 128 (a) + 1024
 // at the call, plus the workspace: 33555584. Without an activation (the
-// second call) there is no g.
+// second call) there is no g. The cost model times the CUDA runtime's
+// products as the CPU's: two products (dx, dw) of 8 x 32 x 16 and one (dx)
+// for the second call, 5 us each plus 2 m n k / 3e8 us per product.
+// COSTTEXT: predicted time on h100-nvlink: gpu_step: 0.010 ms per call (compute 0.010 ms, communication 0.000 ms, exposed 0.000 ms; products 0.010 ms of the compute)
 // CHECK:      "name": "gpu_step",
 // CHECK-NEXT: "peak_gathered_at": "",
 // CHECK-NEXT: "peak_pool_at": "func.call at {{.*}}plan-memory.mlir{{.}}":[[@LINE+15]]:3)",

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Driver/Compiler.h"
+#include "zest/Driver/Diagnostics.h"
 #include "zest/InitAllZest.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -464,7 +465,7 @@ static LogicalResult compile(CompileOptions &options) {
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  CompactDiagnosticHandler handler(sourceMgr, &ctx);
   std::string error;
   auto file = openInputFile(inputFile, &error);
   if (!file) {

@@ -679,12 +679,14 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         if (reportText)
           llvm::outs() << llvm::formatv(
               "predicted time on {0}: {1}: {2:f3} ms per call (compute "
-              "{3:f3} ms, communication {4:f3} ms, exposed {5:f3} ms)\n",
+              "{3:f3} ms, communication {4:f3} ms, exposed {5:f3} ms; "
+              "products {6:f3} ms of the compute)\n",
               (*model)->name, func.getSymName(), cost.stepUs / 1e3,
               cost.computeUs / 1e3, cost.communicationUs / 1e3,
-              cost.exposedUs / 1e3);
+              cost.exposedUs / 1e3, cost.productUs / 1e3);
         entry["cost"] =
             llvm::json::Object{{"compute_us", cost.computeUs},
+                               {"product_us", cost.productUs},
                                {"communication_us", cost.communicationUs},
                                {"exposed_communication_us", cost.exposedUs},
                                {"step_us", cost.stepUs}};

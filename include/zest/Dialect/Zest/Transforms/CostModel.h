@@ -77,6 +77,10 @@ struct MachineModel {
   /// what the host's optimizer update streams.
   double hostLinkBytesPerUs = 0;
   double hostMemoryBytesPerUs = 0;
+  /// Products of 16-bit (bf16, f16) operands: tensor cores run them at
+  /// about twice the f32 (TF32) rate. 0: gemmFlopsPerUs (the CPU widens
+  /// them and runs sgemm).
+  double halfGemmFlopsPerUs = 0;
 };
 
 /// The preset `name`, nothing if there is none.
@@ -96,6 +100,7 @@ std::optional<MachineModel> getMachineModel(llvm::StringRef name,
 /// transfers need the CPU, until the wait has copied it.
 struct StepCost {
   double computeUs = 0;       // kernels
+  double productUs = 0;       // of which products and fused linear layers
   double communicationUs = 0; // transfers, overlapped or not
   double exposedUs = 0;       // time blocked in waits
   double stepUs = 0;          // compute + exposed
