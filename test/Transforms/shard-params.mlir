@@ -234,3 +234,68 @@ func.func @hybrid(%w: tensor<4xf32> {zest.param = "h.w"},
   // CHECK:      return %{{.*}}, %[[AW]], %[[AB]]
   return %l, %gw, %gb : f32, tensor<4xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Autocast: layers.0's weight is transposed and rounded to bf16 in the
+// forward, and the backward reads the rounded weight again. Kept, that copy
+// would live from forward to backward (the weight's bytes per layer); it is
+// derived again from the backward's re-gather instead, and the forward's
+// copy dies in the forward. A derivation read only where it was made (the
+// layers.1 cast) is left alone.
+
+zest.unit @layers.0 sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
+  "layers.0.w" : tensor<2x4xf32> at 0
+]
+zest.unit @layers.1 sharded : f32, world_size = 2, padded_size = 4, shard_size = 2 [
+  "layers.1.w" : tensor<4xf32> at 0
+]
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @rederived(
+// CHECK:         %[[F0:.*]] = zest.all_gather %{{.*}} for @layers.0
+// CHECK-NEXT:    %[[W0:.*]] = zest.unflatten %[[F0]], @layers.0, "layers.0.w"
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W0]] : tensor<2x4xf32>)
+// CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[T]] : tensor<4x2xf32>)
+// CHECK:         linalg.matmul ins(%{{.*}}, %[[R]] :
+// CHECK:         zest.all_gather %{{.*}} for @layers.1
+// CHECK:         %[[F0B:.*]] = zest.all_gather %{{.*}} for @layers.0
+// CHECK-NEXT:    %[[W0B:.*]] = zest.unflatten %[[F0B]], @layers.0, "layers.0.w"
+// CHECK:         %[[TB:.*]] = linalg.transpose ins(%[[W0B]] : tensor<2x4xf32>)
+// CHECK:         %[[RB:.*]] = linalg.generic {{.*}} ins(%[[TB]] : tensor<4x2xf32>)
+// CHECK:         linalg.matmul ins(%{{.*}}, %[[RB]] :
+// CHECK-NOT:     zest.all_gather %{{.*}} for @layers.0
+// CSE keeps the two derivations: they read different gathers.
+// CSE-LABEL: func.func @rederived(
+// CSE-COUNT-2: linalg.transpose
+func.func @rederived(%w0: tensor<2x4xf32> {zest.param = "layers.0.w"},
+                     %w1: tensor<4xf32> {zest.param = "layers.1.w"},
+                     %x: tensor<3x4xbf16>, %dy: tensor<3x4xbf16>,
+                     %v: tensor<4xbf16>)
+    -> (tensor<3x2xf32>, tensor<4xbf16>, tensor<3x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x2xf32>
+  %t = linalg.transpose ins(%w0 : tensor<2x4xf32>) outs(%e : tensor<4x2xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<4x2xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : tensor<4x2xf32>) outs(%eb : tensor<4x2xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<4x2xbf16>
+  %init = tensor.empty() : tensor<3x2xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<3x2xf32>) -> tensor<3x2xf32>
+  %y = linalg.matmul ins(%x, %r : tensor<3x4xbf16>, tensor<4x2xbf16>) outs(%acc : tensor<3x2xf32>) -> tensor<3x2xf32>
+  // layers.1 in between: its own cast, read only here.
+  %e1 = tensor.empty() : tensor<4xbf16>
+  %w1b = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%w1 : tensor<4xf32>) outs(%e1 : tensor<4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<4xbf16>
+  %z = arith.mulf %w1b, %v : tensor<4xbf16>
+  // The backward of layers.0 reads the rounded weight again.
+  %y2 = linalg.matmul ins(%dy, %r : tensor<3x4xbf16>, tensor<4x2xbf16>) outs(%acc : tensor<3x2xf32>) -> tensor<3x2xf32>
+  return %y, %z, %y2 : tensor<3x2xf32>, tensor<4xbf16>, tensor<3x2xf32>
+}

@@ -1,4 +1,5 @@
-//===- Diagnostics.h - Diagnostics of the Zest tools -------------*- C++ -*-===//
+//===- Diagnostics.h - Diagnostics of the Zest tools -------------*- C++
+//-*-===//
 //
 // zestc reports errors as file:line:col with the source line under them,
 // as mlir-opt does; but an imported model puts a function's whole signature

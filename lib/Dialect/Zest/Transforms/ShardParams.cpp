@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ParameterDerivations.h"
 #include "zest/Dialect/Zest/Transforms/ModelContract.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
@@ -29,6 +30,16 @@ struct UseInterval {
   Operation *first;
 };
 
+/// Which sharded units each top-level operation uses.
+using UnitUses = DenseMap<Operation *, llvm::SetVector<Operation *>>;
+
+/// The use intervals of a block, and the interval of each (top-level op,
+/// unit) use.
+struct UseIntervals {
+  SmallVector<UseInterval> list;
+  DenseMap<std::pair<Operation *, Operation *>, unsigned> of;
+};
+
 class FunctionSharder {
 public:
   FunctionSharder(ModelFunction &info, ArrayRef<UnitOp> units,
@@ -41,6 +52,11 @@ private:
   /// Adds one argument per unit the function uses, in unit order.
   void addUnitArguments();
   void rewriteReplicatedUses(UnitOp unit, ArrayRef<BlockArgument> params);
+  /// The sharded units each top-level op uses through a parameter, and
+  /// (given `derivations`) through a value derived from parameters.
+  UnitUses collectUses(const ParameterDerivations *derivations = nullptr);
+  UseIntervals computeIntervals(const UnitUses &uses);
+  void rederiveAcrossIntervals();
   void rewriteShardedUses();
   void reduceGradients();
   unsigned unitIndex(UnitOp unit) const {
@@ -111,27 +127,32 @@ void FunctionSharder::rewriteReplicatedUses(UnitOp unit,
   }
 }
 
-void FunctionSharder::rewriteShardedUses() {
+UnitUses FunctionSharder::collectUses(const ParameterDerivations *derivations) {
   Block &body = func.front();
-  // Which sharded units each top-level operation uses.
-  DenseMap<Operation *, llvm::SetVector<Operation *>> unitsUsedBy;
+  UnitUses uses;
   for (auto &[unitOp, params] : paramArgs) {
     auto unit = cast<UnitOp>(unitOp);
     if (!unit.isSharded())
       continue;
     for (BlockArgument param : params)
       for (Operation *user : param.getUsers())
-        unitsUsedBy[body.findAncestorOpInBlock(*user)].insert(unit);
+        uses[body.findAncestorOpInBlock(*user)].insert(unit);
   }
+  if (derivations)
+    for (auto &[op, unit] : *derivations)
+      for (Operation *user : op->getUsers())
+        uses[body.findAncestorOpInBlock(*user)].insert(unit);
+  return uses;
+}
 
+UseIntervals FunctionSharder::computeIntervals(const UnitUses &uses) {
   // Walk the block once, opening an interval when a unit is used and none is
   // open, closing every other open interval when another unit is used.
-  SmallVector<UseInterval> intervals;
+  UseIntervals intervals;
   DenseMap<Operation *, unsigned> openInterval;
-  DenseMap<std::pair<Operation *, Operation *>, unsigned> intervalOf;
-  for (Operation &op : body) {
-    auto it = unitsUsedBy.find(&op);
-    if (it == unitsUsedBy.end())
+  for (Operation &op : func.front()) {
+    auto it = uses.find(&op);
+    if (it == uses.end())
       continue;
     const llvm::SetVector<Operation *> &used = it->second;
     for (auto open = openInterval.begin(); open != openInterval.end();) {
@@ -145,12 +166,61 @@ void FunctionSharder::rewriteShardedUses() {
       return unitIndex(cast<UnitOp>(a)) < unitIndex(cast<UnitOp>(b));
     });
     for (Operation *unit : ordered) {
-      auto [slot, inserted] = openInterval.insert({unit, intervals.size()});
+      auto [slot, inserted] =
+          openInterval.insert({unit, intervals.list.size()});
       if (inserted)
-        intervals.push_back({cast<UnitOp>(unit), &op});
-      intervalOf[{&op, unit}] = slot->second;
+        intervals.list.push_back({cast<UnitOp>(unit), &op});
+      intervals.of[{&op, unit}] = slot->second;
     }
   }
+  return intervals;
+}
+
+void FunctionSharder::rederiveAcrossIntervals() {
+  Block &body = func.front();
+  DenseMap<BlockArgument, Operation *> unitOfArg;
+  for (auto &[unitOp, params] : paramArgs)
+    if (cast<UnitOp>(unitOp).isSharded())
+      for (BlockArgument param : params)
+        unitOfArg[param] = unitOp;
+  ParameterDerivations derivations = findParameterDerivations(
+      body, [&](BlockArgument arg) { return unitOfArg.lookup(arg); });
+  if (derivations.empty())
+    return;
+  // Where each derived value is read: in the interval that derived it, or
+  // in a later one (the backward), where it is derived again.
+  UseIntervals intervals = computeIntervals(collectUses(&derivations));
+  SmallVector<std::pair<Operation *, OpOperand *>> farUses;
+  for (auto &[op, unit] : derivations)
+    for (OpOperand &use : op->getResult(0).getUses()) {
+      Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+      // A derived result lives to the end anyway.
+      if (top->hasTrait<OpTrait::IsTerminator>())
+        continue;
+      if (intervals.of.lookup({top, unit}) != intervals.of.lookup({op, unit}))
+        farUses.push_back({top, &use});
+    }
+  // In block order, so that the first use in an interval derives what the
+  // later ones there share.
+  llvm::sort(farUses, [](auto &a, auto &b) {
+    return a.first->isBeforeInBlock(b.first);
+  });
+  DenseMap<unsigned, IRMapping> derivedIn;
+  OpBuilder builder(func.getContext());
+  for (auto [top, use] : farUses) {
+    Operation *unit = derivations.lookup(use->get().getDefiningOp());
+    builder.setInsertionPoint(top);
+    use->set(cloneDerivation(builder, use->get(), derivations,
+                             derivedIn[intervals.of.lookup({top, unit})]));
+  }
+  eraseUnusedDerivations(derivations);
+}
+
+void FunctionSharder::rewriteShardedUses() {
+  Block &body = func.front();
+  UseIntervals found = computeIntervals(collectUses());
+  SmallVector<UseInterval> &intervals = found.list;
+  auto &intervalOf = found.of;
 
   // One gather per interval, then a view per parameter used in it.
   SmallVector<DenseMap<BlockArgument, Value>> views(intervals.size());
@@ -275,6 +345,7 @@ void FunctionSharder::run() {
     if (!unit.isSharded())
       rewriteReplicatedUses(unit, params);
   }
+  rederiveAcrossIntervals();
   rewriteShardedUses();
   reduceGradients();
   llvm::BitVector erase(func.getNumArguments());

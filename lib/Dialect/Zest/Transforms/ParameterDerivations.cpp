@@ -1,0 +1,97 @@
+//===- ParameterDerivations.cpp - Values computed from parameters alone ---===//
+
+#include "ParameterDerivations.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+/// A pointwise generic whose body only converts its one input's element
+/// type (arith.truncf / arith.extf): autocast's casts.
+static bool isConversion(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      !op.isAllParallelLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return false;
+  Block &body = op.getRegion().front();
+  return body.getOperations().size() == 2 &&
+         isa<arith::TruncFOp, arith::ExtFOp>(body.front()) &&
+         body.front().getOperand(0) == body.getArgument(0) &&
+         body.getTerminator()->getOperand(0) == body.front().getResult(0);
+}
+
+/// The operand of `op` that carries the derived value, if `op` is a kind
+/// of derivation: its init (where it has one) must be a fresh tensor.
+static OpOperand *getDerivedOperand(Operation *op) {
+  if (op->getNumResults() != 1 ||
+      !isa<RankedTensorType>(op->getResult(0).getType()))
+    return nullptr;
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+    return &op->getOpOperand(0);
+  auto dps = dyn_cast<DestinationStyleOpInterface>(op);
+  if (!dps || !isa<linalg::TransposeOp, linalg::GenericOp>(op) ||
+      dps.getNumDpsInits() != 1 ||
+      !dps.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
+    return nullptr;
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    if (!isConversion(generic))
+      return nullptr;
+  return dps.getDpsInputOperand(0);
+}
+
+ParameterDerivations mlir::zest::findParameterDerivations(
+    Block &body, function_ref<Operation *(BlockArgument)> unitOf) {
+  ParameterDerivations derivations;
+  for (Operation &op : body) {
+    OpOperand *derived = getDerivedOperand(&op);
+    if (!derived)
+      continue;
+    Value source = derived->get();
+    Operation *unit = nullptr;
+    if (auto arg = dyn_cast<BlockArgument>(source))
+      unit = arg.getOwner() == &body ? unitOf(arg) : nullptr;
+    else
+      unit = derivations.lookup(source.getDefiningOp());
+    if (unit)
+      derivations[&op] = unit;
+  }
+  return derivations;
+}
+
+Value mlir::zest::cloneDerivation(OpBuilder &builder, Value value,
+                                  const ParameterDerivations &derivations,
+                                  IRMapping &mapping) {
+  if (Value cloned = mapping.lookupOrNull(value))
+    return cloned;
+  Operation *op = value.getDefiningOp();
+  if (!op || !derivations.contains(op))
+    return value; // a parameter
+  OpOperand *derived = getDerivedOperand(op);
+  mapping.map(derived->get(), cloneDerivation(builder, derived->get(),
+                                              derivations, mapping));
+  // The fresh init, cloned too: each recomputation writes its own tensor.
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op)) {
+    Operation *empty = dps.getDpsInits()[0].getDefiningOp();
+    builder.clone(*empty, mapping);
+  }
+  return builder.clone(*op, mapping)->getResult(0);
+}
+
+void mlir::zest::eraseUnusedDerivations(
+    const ParameterDerivations &derivations) {
+  for (auto it = derivations.rbegin(); it != derivations.rend(); ++it) {
+    Operation *op = it->first;
+    if (!op->use_empty())
+      continue;
+    Operation *empty = nullptr;
+    if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
+      empty = dps.getDpsInits()[0].getDefiningOp();
+    op->erase();
+    if (empty && empty->use_empty())
+      empty->erase();
+  }
+}
