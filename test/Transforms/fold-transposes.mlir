@@ -87,3 +87,61 @@ func.func @kept(%q: tensor<8x4x16xf32>, %k: tensor<4x16x8xf32>, %w: tensor<8x16x
   %x = linalg.exp ins(%wt : tensor<16x8xf32>) outs(%e2 : tensor<16x8xf32>) -> tensor<16x8xf32>
   return %s, %x : tensor<4x8x8xf32>, tensor<16x8xf32>
 }
+
+// -----
+
+// Autocast: each weight is transposed, then rounded to bf16, then read by
+// a widening product. The rounding moves before the transpose (on the
+// weight itself) and the transpose, now read by the product, folds into
+// it: no transposed copy of the weight in f32 or in bf16.
+// CHECK-DAG:   #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[$B:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-LABEL: func.func @rounded_weight
+// CHECK-SAME:    (%[[X:.+]]: tensor<8x16xbf16>, %[[W:.+]]: tensor<32x16xf32>)
+// CHECK-NOT:     linalg.transpose
+// CHECK:         %[[WB:.+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ID]]]{{.*}} ins(%[[W]] : tensor<32x16xf32>) outs(%{{.+}} : tensor<32x16xbf16>)
+// CHECK:           arith.truncf
+// CHECK:         linalg.generic {indexing_maps = [#{{.+}}, #[[$B]], #{{.+}}]{{.*}} ins(%[[X]], %[[WB]] : tensor<8x16xbf16>, tensor<32x16xbf16>)
+// CHECK-NOT:     linalg.transpose
+func.func @rounded_weight(%x: tensor<8x16xbf16>, %w: tensor<32x16xf32>) -> tensor<8x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %wt = linalg.transpose ins(%w : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<16x32xbf16>
+  %wb = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%wt : tensor<16x32xf32>) outs(%eb : tensor<16x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<16x32xbf16>
+  %init = tensor.empty() : tensor<8x32xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y = linalg.matmul ins(%x, %wb : tensor<8x16xbf16>, tensor<16x32xbf16>) outs(%acc : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %y : tensor<8x32xf32>
+}
+
+// A rounding of a transpose another op also reads, or a widening, stays.
+// CHECK-LABEL: func.func @not_rounded_first
+// CHECK:         linalg.transpose
+// CHECK:         arith.truncf
+// CHECK:         linalg.transpose
+// CHECK:         arith.extf
+func.func @not_rounded_first(%w: tensor<32x16xf32>, %v: tensor<32x16xbf16>) -> (tensor<16x32xbf16>, tensor<16x32xf32>, tensor<16x32xf32>) {
+  %e = tensor.empty() : tensor<16x32xf32>
+  %wt = linalg.transpose ins(%w : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<16x32xbf16>
+  %wb = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%wt : tensor<16x32xf32>) outs(%eb : tensor<16x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<16x32xbf16>
+  %vt = linalg.transpose ins(%v : tensor<32x16xbf16>) outs(%eb : tensor<16x32xbf16>) permutation = [1, 0]
+  %vw = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%vt : tensor<16x32xbf16>) outs(%e : tensor<16x32xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<16x32xf32>
+  return %wb, %wt, %vw : tensor<16x32xbf16>, tensor<16x32xf32>, tensor<16x32xf32>
+}

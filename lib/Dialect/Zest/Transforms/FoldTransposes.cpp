@@ -10,7 +10,9 @@
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -83,12 +85,67 @@ struct FoldTransposeIntoProduct
   }
 };
 
+/// The element type a pointwise generic rounds its one input to (its body
+/// is one arith.truncf of it), or null.
+static Type getRoundedType(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      !op.isAllParallelLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return {};
+  Block &body = op.getRegion().front();
+  auto trunc = dyn_cast<arith::TruncFOp>(body.front());
+  if (!trunc || body.getOperations().size() != 2 ||
+      trunc.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != trunc.getResult())
+    return {};
+  return trunc.getType();
+}
+
+/// round(transpose(x)) is transpose(round(x)): the rounding goes first, so
+/// that the transpose moves the narrow values and meets the product that
+/// reads it (autocast casts each weight after `W^T`), where it folds; and
+/// the rounding then reads the weight itself, where the round trip of a
+/// gather widened from bf16 folds away (zest-convert-zest-to-runtime).
+struct RoundBeforeTranspose : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp round,
+                                PatternRewriter &rewriter) const override {
+    Type rounded = getRoundedType(round);
+    if (!rounded || !round.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(round, "not a rounding on tensors");
+    auto transpose =
+        round.getDpsInputs()[0].getDefiningOp<linalg::TransposeOp>();
+    if (!transpose || !transpose->hasOneUse())
+      return rewriter.notifyMatchFailure(round, "not a rounded transpose");
+    Location loc = round.getLoc();
+    auto inputType = cast<RankedTensorType>(transpose.getInput().getType());
+    Value empty =
+        tensor::EmptyOp::create(rewriter, loc, inputType.getShape(), rounded);
+    auto early = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{inputType.clone(rounded)},
+        ValueRange{transpose.getInput()}, ValueRange{empty},
+        SmallVector<AffineMap>(
+            2, rewriter.getMultiDimIdentityMap(inputType.getRank())),
+        round.getIteratorTypesArray());
+    rewriter.cloneRegionBefore(round.getRegion(), early.getRegion(),
+                               early.getRegion().end());
+    auto resultType = cast<RankedTensorType>(round.getResult(0).getType());
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, resultType.getShape(), rounded);
+    rewriter.replaceOpWithNewOp<linalg::TransposeOp>(
+        round, early.getResult(0), init, transpose.getPermutation());
+    return success();
+  }
+};
+
 struct FoldTransposesPass
     : public zest::impl::FoldTransposesPassBase<FoldTransposesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     // The greedy driver erases the transposes left without users.
-    patterns.add<FoldTransposeIntoProduct>(&getContext());
+    patterns.add<FoldTransposeIntoProduct, RoundBeforeTranspose>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

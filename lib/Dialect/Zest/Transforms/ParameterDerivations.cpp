@@ -71,8 +71,8 @@ Value mlir::zest::cloneDerivation(OpBuilder &builder, Value value,
   if (!op || !derivations.contains(op))
     return value; // a parameter
   OpOperand *derived = getDerivedOperand(op);
-  mapping.map(derived->get(), cloneDerivation(builder, derived->get(),
-                                              derivations, mapping));
+  mapping.map(derived->get(),
+              cloneDerivation(builder, derived->get(), derivations, mapping));
   // The fresh init, cloned too: each recomputation writes its own tensor.
   if (auto dps = dyn_cast<DestinationStyleOpInterface>(op)) {
     Operation *empty = dps.getDpsInits()[0].getDefiningOp();
