@@ -149,6 +149,11 @@ private:
                                     std::vector<std::string> keep) {
     Schedule schedule{depth,          std::move(keep), {},          checkpoint,
                       checkpointMode, offload,         offloadUnits};
+    return compileCandidate(schedule);
+  }
+  /// One candidate compiled up to its plan, counted.
+  FailureOr<Candidate> compileCandidate(const Schedule &schedule) {
+    ++compiled;
     return evaluate(module, options, schedule, machine);
   }
   LogicalResult reportInfeasible(const Candidate &lean);
@@ -210,6 +215,8 @@ private:
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
+  /// Schedules compiled so far (the search's cost).
+  unsigned compiled = 0;
 };
 
 } // namespace
@@ -481,6 +488,9 @@ void ScheduleSearch::chooseKeptUnits(unsigned depth,
 /// Per-unit depths (DeepCompile's adaptive prefetch): below the deepest
 /// allowed, raises one unit's depth at a time, the largest gathers first,
 /// keeping each raise that fits and makes the step faster by 1% or more.
+/// Units of a stack gather the same bytes: once raising one of them does
+/// not pay, the others of that size are not tried (32 decoder layers cost
+/// one compilation, not 16).
 void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
                                        unsigned maxDepth) {
   if (best->prefetch >= maxDepth)
@@ -495,16 +505,21 @@ void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
   });
   if (byBytes.size() > kGreedyUnits)
     byBytes.resize(kGreedyUnits);
+  llvm::DenseSet<int64_t> unpaidSizes;
   for (auto &[name, gathers] : byBytes) {
+    if (unpaidSizes.contains(gathers.bytes))
+      continue;
     Schedule raised = *best;
     raised.unitPrefetch.push_back(name + ":" +
                                   std::to_string(best->prefetch + 1));
-    FailureOr<Candidate> candidate = evaluate(module, options, raised, machine);
+    FailureOr<Candidate> candidate = compileCandidate(raised);
     // At least 1% faster: the model's noise does not pick schedules.
     if (succeeded(candidate) && candidate->heldBytes <= budget &&
         candidate->stepUs < 0.99 * bestCandidate.stepUs) {
       best = std::move(raised);
       bestCandidate = *candidate;
+    } else {
+      unpaidSizes.insert(gathers.bytes);
     }
   }
 }
@@ -528,8 +543,9 @@ void ScheduleSearch::printChoice() const {
     llvm::outs() << ", recomputed units ("
                  << stringifyCheckpointMode(best->checkpointMode)
                  << "): " << llvm::join(best->checkpointUnits, " ");
-  llvm::outs() << llvm::formatv(" (predicted {0:f3} ms per call)\n",
-                                bestCandidate.stepUs / 1e3);
+  llvm::outs() << llvm::formatv(
+      " (predicted {0:f3} ms per call; {1} schedules compiled)\n",
+      bestCandidate.stepUs / 1e3, compiled);
   if (levers) {
     const auto &[without, with] = *levers;
     llvm::outs() << llvm::formatv(
