@@ -137,3 +137,11 @@ if (
     config.substitutions.append(
         ("%zest-python", f"env PYTHONPATH={python_dir} {venv_python}")
     )
+    # The launcher (scripts/zest), with this build's zestc and runtime.
+    config.substitutions.append(
+        (
+            "%zest-cli",
+            f"env PYTHONPATH={python_dir} ZEST_BUILD_DIR={config.zest_obj_root} "
+            f"{venv_python} -m zest",
+        )
+    )

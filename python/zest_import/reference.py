@@ -75,19 +75,25 @@ def write_data(args):
     """Writes in the format the output's name says: A.npy[,B.npy] (one per
     batch argument), X.safetensors (tensors "0", "1", ...) or raw."""
     _, _, batch = load_factory(args.factory)
-    columns = _columns(batch, args.samples, args.seed, args.int_bound)
-    if args.output.endswith(".npy"):
+    write_samples(batch, args.output, args.samples, args.seed, args.int_bound)
+
+
+def write_samples(batch, output, samples, seed, int_bound):
+    """Random samples shaped like `batch` into `output` (its name says the
+    format, as for the data command)."""
+    columns = _columns(batch, samples, seed, int_bound)
+    if output.endswith(".npy"):
         import numpy as np
 
-        for path, column in zip(_paths(args.output, len(columns)), columns):
+        for path, column in zip(_paths(output, len(columns)), columns):
             np.save(path, column.numpy())
-    elif args.output.endswith(".safetensors"):
+    elif output.endswith(".safetensors"):
         from safetensors.torch import save_file
 
-        save_file({str(i): c for i, c in enumerate(columns)}, args.output)
+        save_file({str(i): c for i, c in enumerate(columns)}, output)
     else:
-        with open(args.output, "wb") as out:
-            for s in range(args.samples):
+        with open(output, "wb") as out:
+            for s in range(samples):
                 for column in columns:
                     out.write(column[s].numpy().tobytes())
 

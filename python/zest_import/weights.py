@@ -30,6 +30,7 @@ from .errors import ZestImportError
 def _zest_ckpt():
     candidates = [
         os.environ.get("ZEST_CKPT"),
+        os.path.join(os.environ.get("ZEST_BUILD_DIR", ""), "bin", "zest-ckpt"),
         shutil.which("zest-ckpt"),
         os.path.join(
             os.path.dirname(__file__), "..", "..", "build", "bin", "zest-ckpt"
@@ -122,45 +123,60 @@ def split(args):
         sys.stdout.write(_run_zest_ckpt("split", full, args.manifest, args.out, *extra))
 
 
-def export(args):
-    from safetensors.torch import load_file, save_file
-    import torch
+def read_checkpoint(checkpoint):
+    """A sharded checkpoint's full tensors, by FQN."""
+    from safetensors.torch import load_file
 
     with tempfile.TemporaryDirectory() as scratch:
         full = os.path.join(scratch, "full.safetensors")
-        _run_zest_ckpt("consolidate", args.checkpoint, full)
-        state = dict(load_file(full))
+        _run_zest_ckpt("consolidate", checkpoint, full)
+        return dict(load_file(full))
+
+
+def complete_state_dict(model, state, checkpoint):
+    """`model.state_dict()` with its parameters from `state` (tied names
+    share their owner's tensor, in the model's dtypes) and its buffers as
+    the model holds them."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    by_tensor = {id(param): name for name, param in model.named_parameters()}
+    complete = {}
+    for name, value in model.state_dict().items():
+        owner = by_tensor.get(id(params[name])) if name in params else None
+        if owner is not None and owner in state:
+            if tuple(state[owner].shape) != tuple(value.shape):
+                raise ZestImportError(
+                    f"checkpoint '{checkpoint}' holds '{owner}' as "
+                    f"{tuple(state[owner].shape)}, but the model's "
+                    f"'{name}' is {tuple(value.shape)}"
+                )
+            complete[name] = state[owner].to(value.dtype)
+        elif name in params:
+            raise ZestImportError(f"checkpoint '{checkpoint}' lacks parameter '{name}'")
+        else:  # a buffer: the model's own value
+            complete[name] = value.detach().clone()
+    return complete
+
+
+def save_state_dict(state, out):
+    """A .pt (torch.save) or .safetensors file of `state`."""
+    import torch
+
+    if out.endswith(".safetensors"):
+        from safetensors.torch import save_file
+
+        # safetensors refuses shared storage: one copy per name.
+        save_file({k: v.contiguous().clone() for k, v in state.items()}, out)
+    else:
+        torch.save(state, out)
+    print(f"wrote {len(state)} tensors to '{out}'")
+
+
+def export(args):
+    state = read_checkpoint(args.checkpoint)
     if args.like:
         model, _, _ = load_factory(args.like)
-        params = dict(model.named_parameters(remove_duplicate=False))
-        reference = model.state_dict()
-        by_tensor = {}
-        for name, param in model.named_parameters():
-            by_tensor[id(param)] = name
-        complete = {}
-        for name, value in reference.items():
-            owner = by_tensor.get(id(params[name])) if name in params else None
-            if owner is not None and owner in state:
-                if tuple(state[owner].shape) != tuple(value.shape):
-                    raise ZestImportError(
-                        f"checkpoint '{args.checkpoint}' holds '{owner}' as "
-                        f"{tuple(state[owner].shape)}, but the model's "
-                        f"'{name}' is {tuple(value.shape)}"
-                    )
-                complete[name] = state[owner].to(value.dtype)
-            elif name in params:
-                raise ZestImportError(
-                    f"checkpoint '{args.checkpoint}' lacks parameter '{name}'"
-                )
-            else:  # a buffer: the model's own value
-                complete[name] = value.detach().clone()
-        state = complete
-    if args.out.endswith(".safetensors"):
-        # safetensors refuses shared storage: one copy per name.
-        save_file({k: v.contiguous().clone() for k, v in state.items()}, args.out)
-    else:
-        torch.save(state, args.out)
-    print(f"wrote {len(state)} tensors to '{args.out}'")
+        state = complete_state_dict(model, state, args.checkpoint)
+    save_state_dict(state, args.out)
 
 
 def main(argv=None):

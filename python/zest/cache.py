@@ -1,0 +1,95 @@
+"""The compile cache: an imported model and a compiled step are kept under
+a hash of what made them (the model's file, the factory, the options and
+the tools' versions), so a second run with the same inputs starts at once.
+
+Entries are built in a scratch folder and renamed into place: an
+interrupted build leaves no half entry."""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+from .tools import ROOT, build_dir
+
+
+def cache_root(explicit=None):
+    if explicit:
+        return explicit
+    if os.environ.get("ZEST_CACHE_DIR"):
+        return os.environ["ZEST_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return os.path.join(base, "zest")
+
+
+def _hash_file(digest, path):
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+
+
+def tools_version():
+    """A hash of the tools that make an entry: zestc, the runtime
+    libraries it links, and the importer's sources."""
+    digest = hashlib.sha256()
+    paths = [os.path.join(build_dir(), "bin", "zestc")]
+    lib = os.path.join(build_dir(), "lib")
+    if os.path.isdir(lib):
+        paths += sorted(
+            os.path.join(lib, name) for name in os.listdir(lib) if name.endswith(".a")
+        )
+    for folder in ("zest_import", "zest"):
+        path = os.path.join(ROOT, "python", folder)
+        paths += sorted(
+            os.path.join(path, name)
+            for name in os.listdir(path)
+            if name.endswith(".py")
+        )
+    for path in paths:
+        if os.path.exists(path):
+            digest.update(path.encode())
+            _hash_file(digest, path)
+    return digest.hexdigest()
+
+
+def key_of(**fields):
+    """The key of an entry made from `fields` (JSON-serializable; a field
+    named file_* is a path whose contents count)."""
+    digest = hashlib.sha256()
+    for name in sorted(fields):
+        value = fields[name]
+        digest.update(name.encode())
+        if name.startswith("file_"):
+            _hash_file(digest, value)
+        else:
+            digest.update(json.dumps(value, sort_keys=True).encode())
+    return digest.hexdigest()[:20]
+
+
+class Entry:
+    """One cached artifact set, `root/kind-key/`."""
+
+    def __init__(self, root, kind, key, fields):
+        self.path = os.path.join(root, f"{kind}-{key}")
+        self.root, self.fields = root, fields
+
+    def exists(self):
+        return os.path.isfile(os.path.join(self.path, "entry.json"))
+
+    def build(self, make):
+        """Calls make(folder) to fill a scratch folder, then publishes it."""
+        os.makedirs(self.root, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=".building-", dir=self.root)
+        try:
+            make(scratch)
+            with open(os.path.join(scratch, "entry.json"), "w") as f:
+                json.dump(self.fields, f, indent=1, sort_keys=True, default=str)
+            if os.path.exists(self.path):  # a half entry of an older build
+                shutil.rmtree(self.path)
+            os.rename(scratch, self.path)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def file(self, name):
+        return os.path.join(self.path, name)

@@ -1,0 +1,283 @@
+"""`zest train` and `zest plan`: the six steps of training a PyTorch model
+with Zest (import, compile, split the initial weights, make data, run the
+ranks under mpirun, export) as one command, with the imported model and the
+compiled step cached."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from .cache import Entry, cache_root, key_of, tools_version
+from .tools import LaunchError, binary, mpirun, python_tool, run
+
+STEP_LINE = re.compile(r"^step (\d+) loss (\S+)")
+
+
+def factory_file(spec):
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path.endswith(".py") or not name:
+        raise LaunchError(f"'{spec}' is not FILE.py:FACTORY")
+    if not os.path.isfile(path):
+        raise LaunchError(f"'{path}' does not exist (from '{spec}')")
+    return path, name
+
+
+def lookup(cache, kind, what, **fields):
+    """The cache entry of `kind` made from `fields` and the tools; says so
+    when it is there."""
+    fields["tools"] = tools_version()
+    entry = Entry(cache, kind, key_of(**fields), fields)
+    if entry.exists():
+        print(f"zest: {what} from the cache ({entry.path})")
+    return entry
+
+
+def imported_objects(args, cache):
+    """The IR and initial weights of a model given as Python objects
+    (zest.train), imported in this process; cached by the IR's text."""
+    from zest_import.__main__ import import_model
+
+    model, loss_fn, batch = args.objects
+    print("zest: tracing the model")
+    text, weights = import_model(model, loss_fn, batch, None, False)
+    entry = lookup(cache, "import", "imported model", ir=key_of(text=text))
+    if not entry.exists():
+
+        def make(folder):
+            from safetensors.torch import save_file
+
+            with open(os.path.join(folder, "model.mlir"), "w") as out:
+                out.write(text)
+            save_file(weights, os.path.join(folder, "init.safetensors"))
+
+        entry.build(make)
+    return entry
+
+
+def imported(args, cache):
+    """The model's IR and initial weights, imported once per model file,
+    factory and import options."""
+    if getattr(args, "objects", None):
+        return imported_objects(args, cache)
+    path, name = factory_file(args.factory)
+    entry = lookup(
+        cache,
+        "import",
+        "imported model",
+        file_model=path,
+        factory=name,
+        import_args=args.import_args,
+        shapes_only=args.shapes_only,
+    )
+    if entry.exists():
+        return entry
+
+    def make(folder):
+        command = python_tool(
+            "zest_import", args.factory, "-o", os.path.join(folder, "model.mlir")
+        )
+        if args.shapes_only:
+            command.append("--shapes-only")
+        else:
+            command += ["--weights", os.path.join(folder, "init.safetensors")]
+        run(command + list(args.import_args), "zest-import")
+
+    print(f"zest: importing {args.factory}")
+    entry.build(make)
+    return entry
+
+
+def compiled(args, model, cache):
+    """The step compiled for `args.nproc` ranks with the zestc options, and
+    the initial weights split into its shards."""
+    entry = lookup(
+        cache,
+        "step",
+        "compiled step",
+        model=model.path,
+        world_size=args.nproc,
+        zestc_args=args.zestc_args,
+    )
+    if entry.exists():
+        return entry
+
+    def make(folder):
+        manifest = os.path.join(folder, "manifest.json")
+        run(
+            [
+                binary("zestc"),
+                model.file("model.mlir"),
+                "-o",
+                os.path.join(folder, "step"),
+                f"--world-size={args.nproc}",
+                f"--manifest={manifest}",
+                *args.zestc_args,
+            ],
+            "zestc",
+        )
+        run(
+            python_tool(
+                "zest_import.weights",
+                "split",
+                model.file("init.safetensors"),
+                manifest,
+                os.path.join(folder, "init-ckpt"),
+            ),
+            "splitting the initial weights",
+        )
+
+    print(f"zest: compiling for {args.nproc} rank(s)")
+    entry.build(make)
+    return entry
+
+
+def example_batch(args):
+    if getattr(args, "objects", None):
+        return args.objects[2]
+    from zest_import import load_factory
+
+    return load_factory(args.factory)[2]
+
+
+def synthetic_data(args, model, cache):
+    """Random samples shaped like the example batch (integers below the
+    largest in it plus one), cached with the imported model: for trying a
+    model out."""
+    fields = dict(model=model.path, samples=args.samples)
+    entry = Entry(cache, "data", key_of(**fields), fields)
+    if not entry.exists():
+
+        def make(folder):
+            from zest_import.reference import write_samples
+
+            batch = example_batch(args)
+            bound = max(
+                [int(t.max()) + 1 for t in batch if not t.dtype.is_floating_point] + [2]
+            )
+            print(
+                f"zest: no --data: {args.samples} random samples shaped like the "
+                f"example batch (integers below {bound})"
+            )
+            write_samples(
+                batch, os.path.join(folder, "data.bin"), args.samples, 0, bound
+            )
+
+        entry.build(make)
+    return entry.file("data.bin")
+
+
+def steps_done(save):
+    """Steps of the newest checkpoint in `save` (DIR/latest), or None."""
+    latest = os.path.join(save, "latest")
+    if not os.path.isfile(latest):
+        return None
+    with open(latest) as f:
+        name = f.read().strip()
+    match = re.fullmatch(r"step-(\d+)", name)
+    if not match:
+        raise LaunchError(f"'{latest}' names '{name}', not a step-N checkpoint")
+    return int(match.group(1))
+
+
+def mpirun_command(args):
+    command = [mpirun(), "-np", str(args.nproc)]
+    if args.hostfile:
+        command += ["--hostfile", args.hostfile]
+    elif args.nproc > (os.cpu_count() or 1):
+        command.append("--oversubscribe")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    return command
+
+
+def launch(command):
+    """Runs the ranks, their output shown as it comes; returns rank 0's
+    losses by step."""
+    losses = {}
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    ) as ranks:
+        for line in ranks.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            match = STEP_LINE.match(line)
+            if match:
+                losses[int(match.group(1))] = float(match.group(2))
+    if ranks.returncode != 0:
+        raise LaunchError(f"the training run failed (exit {ranks.returncode})")
+    return losses
+
+
+def train(args):
+    """Returns (checkpoint folder, losses by step)."""
+    cache = cache_root(args.cache_dir)
+    if args.shapes_only:
+        raise LaunchError("--shapes-only has no weights to train (use zest plan)")
+    model = imported(args, cache)
+    step = compiled(args, model, cache)
+    data = args.data or synthetic_data(args, model, cache)
+    save = args.save or tempfile.mkdtemp(prefix="zest-run-")
+    done = steps_done(save) or 0
+    if done >= args.steps:
+        print(f"zest: '{save}' already holds step {done} of {args.steps}")
+        losses = {}
+    else:
+        load = save if done else step.file("init-ckpt")
+        if done:
+            print(f"zest: resuming from step {done} in '{save}'")
+        every = args.save_every or args.steps
+        command = mpirun_command(args) + [
+            step.file("step"),
+            "--steps",
+            str(args.steps - done),
+            "--data",
+            data,
+            "--load",
+            load,
+            "--save",
+            save,
+            "--save-every",
+            str(every),
+            *args.run_args,
+        ]
+        losses = launch(command)
+    if args.export:
+        from zest_import.weights import save_state_dict
+
+        save_state_dict(trained_state_dict(args, save), args.export)
+    return save, losses
+
+
+def trained_state_dict(args, save):
+    """The model's state dict from the newest checkpoint in `save`."""
+    from zest_import.weights import complete_state_dict, read_checkpoint
+
+    model = args.objects[0] if getattr(args, "objects", None) else None
+    if model is None:
+        from zest_import import load_factory
+
+        model = load_factory(args.factory)[0]
+    return complete_state_dict(model, read_checkpoint(save), save)
+
+
+def plan(args):
+    """zestc --plan-only --report on the imported model."""
+    cache = cache_root(args.cache_dir)
+    model = imported(args, cache)
+    run(
+        [
+            binary("zestc"),
+            model.file("model.mlir"),
+            f"--world-size={args.nproc}",
+            "--plan-only",
+            "--report",
+            *args.zestc_args,
+        ],
+        "zestc --plan-only",
+    )
