@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled examples: shard them (unit tables and the
 # collective schedule), then compile the MLP and the transformer block with
-# zestc and train each on 2 MPI ranks, printing the loss as it falls.
+# zestc and train each on 2 MPI ranks, printing the loss as it falls; then
+# train a small Hugging Face Llama from PyTorch with one command (zest train).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
@@ -46,3 +47,11 @@ echo "=== mpirun -np 2 $OUT/block --steps 20 --lr 0.003 --lr-schedule cosine --w
   --dataset-size 4 --save "$OUT/block.ckpt"
 "$BUILD_DIR/bin/zest-ckpt" consolidate "$OUT/block.ckpt" "$OUT/block.safetensors"
 echo "consolidated parameters (safetensors, keyed by FQN): $OUT/block.safetensors"
+
+echo
+echo "=== scripts/zest train test/Import/Inputs/hf.py:llama --nproc 2 --steps 20 --lr 0.1 --save $OUT/llama --export $OUT/llama.pt"
+echo "    (a Hugging Face Llama from PyTorch: import, compile, run, export in one command)"
+rm -rf "$OUT/llama"
+ZEST_BUILD_DIR="$BUILD_DIR" ZEST_CACHE_DIR="$OUT/cache" scripts/zest train \
+  test/Import/Inputs/hf.py:llama --nproc 2 --steps 20 --lr 0.1 \
+  --save "$OUT/llama" --export "$OUT/llama.pt"

@@ -52,7 +52,13 @@ def parser():
         ("train", "import, compile, run on N ranks, export"),
         ("plan", "print the memory plan and predicted step time"),
     ):
-        sub = commands.add_parser(name, help=summary, description=summary)
+        sub = commands.add_parser(
+            name, help=summary, description=summary,
+            epilog="Any other option goes to zestc (build/bin/zestc --help "
+            "lists them), e.g. --strategy=shard-grad-op, --prefetch=1, "
+            "--memory-budget=2GiB, --leaf-classes=LlamaDecoderLayer, "
+            "--optimizer=adamw, --machine=h100-nvlink.",
+        )
         sub.add_argument(
             "factory",
             metavar="FILE.py:FACTORY",
