@@ -53,7 +53,9 @@ def parser():
         ("plan", "print the memory plan and predicted step time"),
     ):
         sub = commands.add_parser(
-            name, help=summary, description=summary,
+            name,
+            help=summary,
+            description=summary,
             epilog="Any other option goes to zestc (build/bin/zestc --help "
             "lists them), e.g. --strategy=shard-grad-op, --prefetch=1, "
             "--memory-budget=2GiB, --leaf-classes=LlamaDecoderLayer, "

@@ -60,8 +60,13 @@ def train(
         if flag not in cli.DRIVER_OPTIONS:
             raise LaunchError(f"zest.train: unknown option '{name}'")
         args.run_args += [flag, str(value)]
-    saved, losses = launcher.train(args)
-    state = launcher.trained_state_dict(args, saved)
+    trained = {}
+
+    def finish(save):
+        trained.update(launcher.trained_state_dict(args, save))
+
+    losses = launcher.train(args, finish)
+    state = trained
     if export:
         from zest_import.weights import save_state_dict
 

@@ -5,14 +5,13 @@ compiled step cached."""
 
 import os
 import re
+import shutil
 import subprocess
-import sys
 import tempfile
 
 from .cache import Entry, cache_root, key_of, tools_version
+from .progress import Display
 from .tools import LaunchError, binary, mpirun, python_tool, run
-
-STEP_LINE = re.compile(r"^step (\d+) loss (\S+)")
 
 
 def factory_file(spec):
@@ -193,29 +192,27 @@ def mpirun_command(args):
 
 
 def launch(command):
-    """Runs the ranks, their output shown as it comes; returns rank 0's
-    losses by step."""
-    losses = {}
+    """Runs the ranks, their output shown as it comes (rank 0's progress
+    redrawn in place on a terminal); returns rank 0's losses by step."""
+    display = Display()
     with subprocess.Popen(
-        command,
+        command + ["--progress"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
     ) as ranks:
         for line in ranks.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            match = STEP_LINE.match(line)
-            if match:
-                losses[int(match.group(1))] = float(match.group(2))
+            display.line(line.rstrip("\n"))
+    display.end_line()
     if ranks.returncode != 0:
         raise LaunchError(f"the training run failed (exit {ranks.returncode})")
-    return losses
+    return display.losses
 
 
-def train(args):
-    """Returns (checkpoint folder, losses by step)."""
+def train(args, finish=None):
+    """Trains; `finish(save)` runs on the checkpoint folder before a
+    scratch one (no --save) goes. Returns the losses by step."""
     cache = cache_root(args.cache_dir)
     if args.shapes_only:
         raise LaunchError("--shapes-only has no weights to train (use zest plan)")
@@ -223,6 +220,16 @@ def train(args):
     step = compiled(args, model, cache)
     data = args.data or synthetic_data(args, model, cache)
     save = args.save or tempfile.mkdtemp(prefix="zest-run-")
+    try:
+        return run_and_export(args, step, data, save, finish)
+    finally:
+        if not args.save:
+            shutil.rmtree(save, ignore_errors=True)
+
+
+def run_and_export(args, step, data, save, finish):
+    """The run (resumed from `save`'s newest checkpoint if it has one, to
+    --steps in all) and the export."""
     done = steps_done(save) or 0
     if done >= args.steps:
         print(f"zest: '{save}' already holds step {done} of {args.steps}")
@@ -251,7 +258,9 @@ def train(args):
         from zest_import.weights import save_state_dict
 
         save_state_dict(trained_state_dict(args, save), args.export)
-    return save, losses
+    if finish:
+        finish(save)
+    return losses
 
 
 def trained_state_dict(args, save):

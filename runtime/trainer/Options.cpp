@@ -43,7 +43,11 @@ static const char *kHelp =
     "  --load DIR           resume from a sharded checkpoint (DIR/latest if\n"
     "                       DIR holds one)\n"
     "  --trace FILE         write a Chrome trace (FILE.rankR.json per rank)\n"
-    "  --timeout S          abort all ranks if a collective waits longer\n";
+    "  --timeout S          abort all ranks if a collective waits longer\n"
+    "                       than S seconds (ZEST_TIMEOUT_S)\n"
+    "  --progress           after each step's loss, a progress line on rank\n"
+    "                       0: step/last, tokens/s (or samples/s), step and\n"
+    "                       wait time, the pool's peak, ETA\n";
 
 void zest::usageError(const std::string &message) {
   if (zest_rank() == 0)
@@ -61,6 +65,10 @@ Options zest::parseOptions(int argc, char **argv) {
         std::printf("%s", kHelp);
       zest_finalize();
       std::exit(0);
+    }
+    if (flag == "--progress") {
+      o.progress = true;
+      continue;
     }
     if (i + 1 >= argc)
       usageError("option '" + flag + "' needs a value");

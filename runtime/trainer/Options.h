@@ -33,6 +33,8 @@ struct Options {
   /// after the last step, in DIR itself), keeping the newest `keep` (0: all).
   int64_t saveEvery = 0, keep = 0;
   double timeout = 0;
+  /// --progress: a progress line per step on rank 0 (Progress.h).
+  bool progress = false;
 };
 
 /// Parses argv (every rank parses the same arguments); `--help` and errors

@@ -18,6 +18,7 @@
 #include "FaultInjection.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
+#include "Progress.h"
 #include "RankAgreement.h"
 #include "TrainState.h"
 #include "zest_runtime.h"
@@ -261,6 +262,9 @@ public:
     // of the host's.
     if (std::optional<size_t> index = findAccumulateEntry(model, function))
       accumulateCall.emplace(*index, model.functions[*index], train, mirrors);
+    if (options.progress && rank == 0 && training)
+      progress.emplace(function, micro, globalBatch, startStep,
+                       startStep + options.steps);
   }
 
   /// Runs --steps steps (after those of --load's checkpoint).
@@ -288,6 +292,7 @@ private:
   std::optional<EntryCall> accumulateCall;
   DataSource data;
   int64_t micro, globalBatch;
+  std::optional<ProgressLine> progress;
   double checksum = 0, measuredUs = 0;
   int64_t measuredSteps = 0, lastStepFaults = 0;
 };
@@ -347,8 +352,11 @@ void Run::runStep(int64_t step) {
     if (rank == 0)
       std::printf("step %lld loss %.9g\n", static_cast<long long>(step + 1),
                   global);
+    loss = global;
   }
   double stepUs = zest_now_us() - stepStart;
+  if (progress)
+    progress->report(step, loss, stepUs);
   lastStepFaults = pageFaults() - faultsBefore;
   if (training && options.saveEvery && (step + 1) % options.saveEvery == 0) {
     mirrors.downloadPersistent();
