@@ -130,6 +130,11 @@ def ShardParamsPass : Pass<"zest-shard-params", "::mlir::ModuleOp"> {
       forward + backward step this gives one gather per unit in forward and
       one re-gather in backward (FULL_SHARD), except for the last unit whose
       forward and backward uses are adjacent.
+    * Derived values: a value computed from one parameter alone (a reshape,
+      a transpose, an element-type cast: autocast's bf16 `W^T`) that a later
+      use interval reads again (the backward) is derived again there from
+      that interval's gather, not kept from forward to backward: the unit's
+      re-gather serves it, as FSDP's resharding after forward does.
     * Gradients: right after the last gradient of a unit is computed, its
       gradients are packed with `zest.flatten` (zeros for frozen parameters
       and padding) and reduce-scattered with averaging (sharded units) or
@@ -825,7 +830,11 @@ def FoldTransposesPass
     `(batch?, m, n, k)`); the folded product is that generic. A transpose
     with other users stays for them; one left without users is erased.
     Transposes that move a batch dimension (attention's head split
-    `[B, S, H, Dh] -> [B, H, S, Dh]`) are not folded.
+    `[B, S, H, Dh] -> [B, H, S, Dh]`) are not folded. A rounding of a
+    transpose (`arith.truncf` of each element: autocast's bf16 cast of
+    `W^T`) is done before the transpose instead, on the weight itself, so
+    the transpose meets the product and folds, and a bf16 gather widened to
+    f32 then rounded back reads the gathered values as they are.
 
     ```
     %t = linalg.transpose ins(%w : tensor<50257x768xf32>)
