@@ -19,6 +19,8 @@ PACKAGES=(
   clang-format black git
   # The virtualenv of zest-import (scripts/setup-venv.sh).
   python3-venv
+  # zest plot's PNGs, and the test that renders its pages: a headless browser.
+  chromium
   # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.
   zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev
 )

@@ -105,6 +105,20 @@ if getattr(config, "zest_enable_cuda", False):
 if os.access("/usr/local/cuda/bin/ptxas", os.X_OK):
     config.available_features.add("ptxas")
 
+# zest plot's pages are checked in a real headless browser (Debian's
+# chromium, which scripts/install-deps.sh installs).
+for name in ("chromium", "chromium-browser"):
+    if shutil.which(name):
+        config.available_features.add("chromium")
+        config.substitutions.append(
+            (
+                "%chromium",
+                f"timeout 120 {shutil.which(name)} --headless --no-sandbox "
+                "--disable-gpu --disable-dev-shm-usage",
+            )
+        )
+        break
+
 # zest-import and the PyTorch references run in the project virtualenv
 # (scripts/setup-venv.sh: pinned torch, torch-mlir, numpy, safetensors,
 # transformers).

@@ -95,6 +95,22 @@ def parser():
         )
         if name == "train":
             add_train_options(sub)
+    drawing = commands.add_parser(
+        "plot",
+        help="draw a step's memory and timeline (HTML, PNG)",
+        description="One step's memory (measured, and the plan's "
+        "prediction) and its compute, waits and transfers, from rank 0's "
+        "trace (--trace) and zestc's --report-json, as a self-contained "
+        "HTML page and, through headless Chromium, a PNG.",
+    )
+    drawing.add_argument(
+        "trace", metavar="TRACE.json", help="rank 0's trace (FILE.rank0.json)"
+    )
+    drawing.add_argument(
+        "--report", metavar="REPORT.json", help="zestc --report-json of the step"
+    )
+    drawing.add_argument("-o", "--output", required=True, metavar="OUT.html")
+    drawing.add_argument("--png", metavar="OUT.png")
     return top
 
 
@@ -135,14 +151,39 @@ def add_train_options(sub):
     sub.add_argument(
         "--hostfile", metavar="FILE", help="mpirun's hostfile (otherwise this machine)"
     )
+    sub.add_argument(
+        "--plot",
+        metavar="OUT.html",
+        help="draw the last step (memory, timeline, units; zest plot) from "
+        "a trace of the run",
+    )
+    sub.add_argument(
+        "--png", metavar="OUT.png", help="with --plot: a PNG too (headless Chromium)"
+    )
     for flag, text in DRIVER_OPTIONS.items():
         sub.add_argument(flag, help=text)
+
+
+def plot_command(args, rest):
+    from .plot import plot
+
+    if rest:
+        print(f"zest: error: unexpected argument '{rest[0]}'", file=sys.stderr)
+        return 2
+    try:
+        plot(args)
+    except LaunchError as error:
+        print(f"zest: error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv=None):
     # Our lines interleave with the tools' output in order, also in a pipe.
     sys.stdout.reconfigure(line_buffering=True)
     args, rest = parser().parse_known_args(argv)
+    if args.command == "plot":
+        return plot_command(args, rest)
     if args.nproc < 1:
         print("zest: error: --nproc must be at least 1", file=sys.stderr)
         return 2

@@ -17,6 +17,8 @@ def train(
     save=None,
     save_every=None,
     export=None,
+    plot=None,
+    png=None,
     hostfile=None,
     cache_dir=None,
     zestc_args=(),
@@ -31,7 +33,8 @@ def train(
     "FILE.py:FACTORY" string. `zestc_args` are zestc options
     (["--strategy=shard-grad-op", "--memory-budget=2GiB"]); the keyword
     options of the executable pass through with underscores (lr=0.1,
-    lr_schedule="cosine", accum=2). Raises zest.tools.LaunchError where
+    lr_schedule="cosine", accum=2); `plot` (and `png`) draw the last
+    step as `zest plot` does. Raises zest.tools.LaunchError where
     `zest train` would stop with an error."""
     from . import __main__ as cli
     from . import launcher
@@ -46,6 +49,8 @@ def train(
         save=save,
         save_every=save_every,
         export=None,
+        plot=plot,
+        png=png,
         hostfile=hostfile,
         cache_dir=cache_dir,
         shapes_only=False,

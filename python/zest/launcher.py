@@ -112,6 +112,7 @@ def compiled(args, model, cache):
                 os.path.join(folder, "step"),
                 f"--world-size={args.nproc}",
                 f"--manifest={manifest}",
+                f"--report-json={os.path.join(folder, 'report.json')}",
                 *args.zestc_args,
             ],
             "zestc",
@@ -253,7 +254,11 @@ def run_and_export(args, step, data, save, finish):
             str(every),
             *args.run_args,
         ]
+        if args.plot:
+            command += ["--trace", os.path.join(save, "trace.json")]
         losses = launch(command)
+        if args.plot:
+            draw(args, step, save)
     if args.export:
         from zest_import.weights import save_state_dict
 
@@ -261,6 +266,24 @@ def run_and_export(args, step, data, save, finish):
     if finish:
         finish(save)
     return losses
+
+
+def draw(args, step, save):
+    """zest plot of the run's last step, with the compiled step's report."""
+    from argparse import Namespace
+
+    from .plot import plot
+
+    trace = "trace.rank0.json" if args.nproc > 1 else "trace.json"
+    report = step.file("report.json")
+    plot(
+        Namespace(
+            trace=os.path.join(save, trace),
+            report=report if os.path.isfile(report) else None,
+            output=args.plot,
+            png=args.png,
+        )
+    )
 
 
 def trained_state_dict(args, save):

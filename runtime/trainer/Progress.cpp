@@ -11,8 +11,7 @@ using namespace zest;
 ProgressLine::ProgressLine(const FunctionInfo &function, int64_t microBatch,
                            int64_t samplesPerStep, int64_t firstStep,
                            int64_t lastStep)
-    : samplesPerStep(samplesPerStep), firstStep(firstStep),
-      lastStep(lastStep) {
+    : samplesPerStep(samplesPerStep), firstStep(firstStep), lastStep(lastStep) {
   // Token ids: the first data argument, if it holds integers.
   for (const ArgInfo &arg : function.args) {
     if (arg.kind != ArgInfo::Data)
