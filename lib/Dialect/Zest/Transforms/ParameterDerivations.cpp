@@ -63,7 +63,7 @@ ParameterDerivations mlir::zest::findParameterDerivations(
 }
 
 Value mlir::zest::cloneDerivation(OpBuilder &builder, Value value,
-                                  const ParameterDerivations &derivations,
+                                  ParameterDerivations &derivations,
                                   IRMapping &mapping) {
   if (Value cloned = mapping.lookupOrNull(value))
     return cloned;
@@ -78,7 +78,11 @@ Value mlir::zest::cloneDerivation(OpBuilder &builder, Value value,
     Operation *empty = dps.getDpsInits()[0].getDefiningOp();
     builder.clone(*empty, mapping);
   }
-  return builder.clone(*op, mapping)->getResult(0);
+  Operation *clone = builder.clone(*op, mapping);
+  // A derivation in its own right: a still later interval that reads it
+  // derives it again from its own gather.
+  derivations[clone] = derivations.lookup(op);
+  return clone->getResult(0);
 }
 
 void mlir::zest::eraseUnusedDerivations(

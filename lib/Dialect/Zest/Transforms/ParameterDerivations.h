@@ -33,10 +33,9 @@ findParameterDerivations(Block &body,
 
 /// `value` (a derivation's result or a parameter) recomputed at the
 /// builder's insertion point from the parameters; `mapping` memoizes the
-/// clones.
+/// clones, which join `derivations`.
 Value cloneDerivation(OpBuilder &builder, Value value,
-                      const ParameterDerivations &derivations,
-                      IRMapping &mapping);
+                      ParameterDerivations &derivations, IRMapping &mapping);
 
 /// Erases the derivations no one reads any more, last first.
 void eraseUnusedDerivations(const ParameterDerivations &derivations);
