@@ -34,7 +34,8 @@ def read_trace(path):
     last = max(steps, key=lambda e: e["ts"])
     begin, end = last["ts"], last["ts"] + last["dur"]
     inside = [e for e in events if begin <= e.get("ts", -1) <= end]
-    return last, inside
+    before = [e for e in counter_series(events, "pool bytes") if e[0] < begin]
+    return last, inside, before[-1][1] if before else 0
 
 
 def counter_series(events, name):
@@ -84,7 +85,49 @@ def steps_path(points, x, y):
     return " ".join(coordinates)
 
 
-def memory_svg(step, events, peaks):
+def allocations(events, start_bytes):
+    """(time, pool bytes) right after each allocation: where the pool's
+    counter rises."""
+    rises, previous = [], start_bytes
+    for ts, value in counter_series(events, "pool bytes"):
+        if value > previous:
+            rises.append((ts, value))
+        previous = value
+    return rises
+
+
+def predicted_allocations(report, count):
+    """The plan's pool bytes after each allocation of the entry point with
+    `count` allocations (the step the trace ran), or None."""
+    for function in (report or {}).get("functions", []):
+        series = function.get("predicted_pool_after_allocation") or []
+        if len(series) == count:
+            return series
+    return None
+
+
+def allocation_marks(measured, predicted, x, y):
+    """A dot at each allocation where the plan put the pool, and what
+    agreed."""
+    if predicted is None:
+        return [], (
+            "The plan's pool after each allocation is not shown (no report, "
+            "or another number of allocations)."
+        )
+    marks = [
+        f'<circle class="predicted-point" cx="{x(ts):.1f}" cy="{y(p):.1f}" '
+        'r="2" fill="#54a24b"/>'
+        for (ts, _), p in zip(measured, predicted)
+    ]
+    equal = sum(m == p for (_, m), p in zip(measured, predicted))
+    return marks, (
+        f"Green dots: the plan's pool bytes after each of the step's "
+        f"{len(predicted)} allocations; {equal} of {len(predicted)} equal "
+        "the measurement."
+    )
+
+
+def memory_svg(step, events, peaks, predicted=None, start_bytes=0):
     """The pool's and the gathered bytes over the step, and the plan's."""
     begin, duration = step["ts"], max(step["dur"], 1e-9)
     series = {
@@ -113,9 +156,12 @@ def memory_svg(step, events, peaks):
             f'<text x="64" y="{y(value) - 4:.1f}" font-size="11">'
             f"{html.escape(label)}: {value / 2**20:.2f} MiB</text>"
         )
+    measured = allocations(events, start_bytes)
+    marks, caption = allocation_marks(measured, predicted, x, y)
+    parts += marks
     parts.append(f'<text x="4" y="14" font-size="11">{top / 2**20:.2f} MiB</text>')
     parts.append("</svg>")
-    return "".join(parts)
+    return "".join(parts) + f"<p id='agreement'>{html.escape(caption)}</p>"
 
 
 def lanes_svg(step, events):
@@ -169,8 +215,9 @@ def units_table(report):
 
 
 def page(trace, report_path):
-    step, events = read_trace(trace)
+    step, events, start_bytes = read_trace(trace)
     report = read_report(report_path)
+    predicted = predicted_allocations(report, len(allocations(events, start_bytes)))
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>Zest step: {html.escape(step['name'])}</title>"
@@ -180,7 +227,7 @@ def page(trace, report_path):
         "<h2>Memory (rank 0)</h2>"
         "<p>Measured pool (blue) and gathered parameter (orange) bytes; the "
         "plan's predictions dashed.</p>"
-        + memory_svg(step, events, predicted_peaks(report))
+        + memory_svg(step, events, predicted_peaks(report), predicted, start_bytes)
         + "<h2>Timeline (rank 0)</h2>"
         + lanes_svg(step, events)
         + "<h2>Units</h2>"

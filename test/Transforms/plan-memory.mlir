@@ -14,9 +14,10 @@
 // at once (two of 128 bytes, one of 64): 320 bytes.
 // CHECK:      "name": "step",
 // CHECK-NEXT: "peak_gathered_at": "func.call at
-// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+22]]:10)",
+// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+23]]:10)",
 // CHECK-NEXT: "predicted_peak_gathered_bytes": 16,
 // CHECK-NEXT: "predicted_peak_pool_bytes": 320,
+// CHECK-NEXT: "predicted_pool_after_allocation": [],
 // CHECK-NEXT: "predicted_pool_footprint_bytes": 320
 // A function with a dynamic allocation cannot be replayed: no prediction,
 // and none for the module either.
@@ -174,8 +175,8 @@ func.func @step(%p: !llvm.ptr) {
 // (where the peak is reached, for free lists), naming the footprint and the
 // live peak.
 // RUN: not zest-opt %s -split-input-file -zest-plan-memory="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
-// BUDGET: plan-memory.mlir:39:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
-// BUDGET: plan-memory.mlir:46:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
+// BUDGET: plan-memory.mlir:40:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
+// BUDGET: plan-memory.mlir:47:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
 // BUDGET: plan-memory.mlir:[[@LINE+2]]:{{[0-9]+}}: error: @also_over needs a pool of 192 bytes per rank (its highest buffer is allocated here; 192 bytes live at its peak), over the memory budget of 100 bytes
 func.func @also_over() {
   %a = memref.alloc() : memref<40xf32>
@@ -257,12 +258,20 @@ func.func @gpu_step(%p: !llvm.ptr) {
 // A region function (zest-outline-regions) allocates and frees during each
 // call, on top of what its caller holds: 128 (a) + 64 (the region's t, 10
 // floats in one bucket) at the first call. Its own peak is not an entry
-// point's.
+// point's. After each allocation, in the order the runtime makes them
+// (what its trace's pool counter reads; zest plot draws them): a, then
+// the region's t, then b and the region's t again.
 // CHECK:      "name": "calls_region",
 // CHECK-NEXT: "peak_gathered_at": "",
-// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+14]]:8)",
+// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+20]]:8)",
 // CHECK-NEXT: "predicted_peak_gathered_bytes": 0,
-// CHECK-NEXT: "predicted_peak_pool_bytes": 192
+// CHECK-NEXT: "predicted_peak_pool_bytes": 192,
+// CHECK-NEXT: "predicted_pool_after_allocation": [
+// CHECK-NEXT:   128,
+// CHECK-NEXT:   192,
+// CHECK-NEXT:   128,
+// CHECK-NEXT:   192
+// CHECK-NEXT: ],
 // CHECK-NOT:  "name": "zest_region"
 func.func @calls_region() {
   %a = memref.alloc() : memref<32xf32>

@@ -299,6 +299,26 @@ void placeStep(const Timeline &timeline, int64_t alignment, MemoryPlan &plan) {
   }
 }
 
+/// Live bytes right after each allocation of `timeline`, in clock order.
+SmallVector<int64_t> getPoolAfterAllocation(const Timeline &timeline) {
+  std::vector<int64_t> change(timeline.clock + 1, 0);
+  std::vector<bool> allocates(timeline.clock + 1, false);
+  for (const BufferLifetime &buffer : timeline.buffers) {
+    change[buffer.start] += buffer.bytes;
+    allocates[buffer.start] = true;
+    if (buffer.end >= 0)
+      change[buffer.end] -= buffer.bytes;
+  }
+  SmallVector<int64_t> series;
+  int64_t live = 0;
+  for (int64_t clock = 0; clock < timeline.clock; ++clock) {
+    live += change[clock];
+    if (allocates[clock])
+      series.push_back(live);
+  }
+  return series;
+}
+
 } // namespace
 
 std::optional<MemoryPlan>
@@ -312,6 +332,8 @@ mlir::zest::planFunctionMemory(func::FuncOp func, int64_t arenaAlignment) {
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;
   placeStep(timeline, arenaAlignment, state.plan);
+  if (!timeline.dynamicOrder)
+    state.plan.poolAfterAllocation = getPoolAfterAllocation(timeline);
   // The workspace stays in the pool, outside the arena, from the first
   // step's first product on: every later step peaks with it.
   if (state.cudaWorkspace) {
@@ -694,6 +716,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       if (plan) {
         entry["predicted_peak_pool_bytes"] = plan->peakPool;
         entry["predicted_pool_footprint_bytes"] = plan->getFootprint();
+        entry["predicted_pool_after_allocation"] =
+            llvm::json::Array(plan->poolAfterAllocation);
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
         entry["peak_pool_at"] = describe(plan->peakPoolAt);
         entry["peak_gathered_at"] = describe(plan->peakGatheredAt);

@@ -63,6 +63,10 @@ struct MemoryPlan {
   /// branches, buffers the step does not free): the pool's free lists then
   /// serve the step.
   SmallVector<std::pair<int64_t, int64_t>> placement;
+  /// The pool's live bytes right after each allocation of the step, in the
+  /// runtime's order (what its trace's pool counter reads then); empty
+  /// when that order is not static.
+  SmallVector<int64_t> poolAfterAllocation;
 
   /// The memory the pool holds for the step: its buffers and kept ones.
   int64_t getFootprint() const { return arenaBytes + keptBytes; }
