@@ -27,7 +27,6 @@
 
 using zest::kernels::BF16;
 using zest::kernels::F16;
-using zest::kernels::widenMatrix;
 
 namespace {
 
@@ -178,9 +177,9 @@ void narrowMatrix(const float *dense, int64_t rows, int64_t cols, uint16_t *dst,
 }
 
 /// Rounds each value to the 16-bit format: what storing it would keep.
-template <typename Format> void roundTo(std::vector<float> &values) {
-  for (float &v : values)
-    v = Format::widen(Format::narrow(v));
+template <typename Format> void roundTo(float *values, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    values[i] = Format::widen(Format::narrow(values[i]));
 }
 
 } // namespace
@@ -251,60 +250,61 @@ extern "C" void zest_linear_forward(ZEST_linear_forward_PARAMS(float)) {
 
 namespace {
 
+/// HalfMatrix.h scratch slots of the 16-bit layers.
+enum Slot : unsigned { kX, kW, kBias, kOut, kG, kPre, kDx, kDw, kDb };
+
+/// `src` ([rows, cols], row stride `ld`) widened into scratch `slot`.
+template <typename Format>
+float *widened(unsigned slot, const uint16_t *src, int64_t rows, int64_t cols,
+               int64_t ld) {
+  float *dense = zest::kernels::scratch(slot, rows * cols);
+  zest::kernels::widenInto<Format>(src, rows, cols, ld, dense);
+  return dense;
+}
+
 template <typename Format>
 void linearForward16(ZEST_linear_forward_PARAMS(uint16_t)) {
   int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
-  std::vector<float> x32 = widenMatrix<Format>(x, m, k, ldx),
-                     w32 = widenMatrix<Format>(w, wRows, wCols, ldw),
-                     bias32 = bias ? widenMatrix<Format>(bias, 1, n, n)
-                                   : std::vector<float>(),
-                     out(m * n);
-  zest_linear_forward(m, n, k, x32.data(), k, w32.data(), wCols, w_transposed,
-                      bias ? bias32.data() : nullptr, ZEST_ACTIVATION_NONE,
-                      nullptr, 0, out.data(), n);
-  roundTo<Format>(out);
+  float *x32 = widened<Format>(kX, x, m, k, ldx);
+  float *w32 = widened<Format>(kW, w, wRows, wCols, ldw);
+  float *bias32 = bias ? widened<Format>(kBias, bias, 1, n, n) : nullptr;
+  float *out = zest::kernels::scratch(kOut, m * n);
+  zest_linear_forward(m, n, k, x32, k, w32, wCols, w_transposed, bias32,
+                      ZEST_ACTIVATION_NONE, nullptr, 0, out, n);
+  roundTo<Format>(out, m * n);
   if (pre)
-    narrowMatrix<Format>(out.data(), m, n, pre, ldpre);
+    narrowMatrix<Format>(out, m, n, pre, ldpre);
   if (activation != ZEST_ACTIVATION_NONE)
     for (int64_t i = 0; i < m; ++i)
-      activateRow(activation, out.data() + i * n, out.data() + i * n, n);
-  narrowMatrix<Format>(out.data(), m, n, y, ldy);
+      activateRow(activation, out + i * n, out + i * n, n);
+  narrowMatrix<Format>(out, m, n, y, ldy);
 }
 
 template <typename Format>
 void linearBackward16(ZEST_linear_backward_PARAMS(uint16_t)) {
-  std::vector<float> g = widenMatrix<Format>(dy, m, n, lddy);
+  float *g = widened<Format>(kG, dy, m, n, lddy);
   if (activation != ZEST_ACTIVATION_NONE) {
-    std::vector<float> pre32 = widenMatrix<Format>(pre, m, n, ldpre);
+    float *pre32 = widened<Format>(kPre, pre, m, n, ldpre);
     for (int64_t i = 0; i < m; ++i)
-      gradientRow(activation, g.data() + i * n, pre32.data() + i * n,
-                  g.data() + i * n, nullptr, n);
-    roundTo<Format>(g);
+      gradientRow(activation, g + i * n, pre32 + i * n, g + i * n, nullptr, n);
+    roundTo<Format>(g, m * n);
   }
   int64_t wRows = w_transposed ? n : k, wCols = w_transposed ? k : n;
   int64_t dwRows = dw_transposed ? n : k, dwCols = dw_transposed ? k : n;
-  std::vector<float> w32, x32, dx32, dw32, db32;
-  if (dx) {
-    w32 = widenMatrix<Format>(w, wRows, wCols, ldw);
-    dx32.resize(m * k);
-  }
-  if (dw) {
-    x32 = widenMatrix<Format>(x, m, k, ldx);
-    dw32.resize(dwRows * dwCols);
-  }
-  if (db)
-    db32.resize(n);
-  zest_linear_backward(m, n, k, g.data(), n, nullptr, 0, ZEST_ACTIVATION_NONE,
-                       x32.data(), k, w32.data(), wCols, w_transposed,
-                       dx ? dx32.data() : nullptr, k,
-                       dw ? dw32.data() : nullptr, dwCols, dw_transposed,
-                       db ? db32.data() : nullptr);
+  float *w32 = dx ? widened<Format>(kW, w, wRows, wCols, ldw) : nullptr;
+  float *x32 = dw ? widened<Format>(kX, x, m, k, ldx) : nullptr;
+  float *dx32 = dx ? zest::kernels::scratch(kDx, m * k) : nullptr;
+  float *dw32 = dw ? zest::kernels::scratch(kDw, dwRows * dwCols) : nullptr;
+  float *db32 = db ? zest::kernels::scratch(kDb, n) : nullptr;
+  zest_linear_backward(m, n, k, g, n, nullptr, 0, ZEST_ACTIVATION_NONE, x32, k,
+                       w32, wCols, w_transposed, dx32, k, dw32, dwCols,
+                       dw_transposed, db32);
   if (dx)
-    narrowMatrix<Format>(dx32.data(), m, k, dx, lddx);
+    narrowMatrix<Format>(dx32, m, k, dx, lddx);
   if (dw)
-    narrowMatrix<Format>(dw32.data(), dwRows, dwCols, dw, lddw);
+    narrowMatrix<Format>(dw32, dwRows, dwCols, dw, lddw);
   if (db)
-    narrowMatrix<Format>(db32.data(), 1, n, db, n);
+    narrowMatrix<Format>(db32, 1, n, db, n);
 }
 
 } // namespace

@@ -37,13 +37,14 @@ void widenInto(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld,
       dst[i * cols + j] = Format::widen(src[i * ld + j]);
 }
 
-/// The [rows, cols] 16-bit matrix `src` as a dense f32 one.
-template <typename Format>
-std::vector<float> widenMatrix(const uint16_t *src, int64_t rows, int64_t cols,
-                               int64_t ld) {
-  std::vector<float> dense(rows * cols);
-  widenInto<Format>(src, rows, cols, ld, dense.data());
-  return dense;
+/// Per-thread f32 scratch, one buffer per `slot`, grown and never shrunk:
+/// a steady-state step allocates (and faults) nothing.
+inline float *scratch(unsigned slot, int64_t elements) {
+  thread_local std::vector<float> buffers[16];
+  std::vector<float> &buffer = buffers[slot];
+  if (int64_t(buffer.size()) < elements)
+    buffer.resize(elements);
+  return buffer.data();
 }
 
 } // namespace zest::kernels

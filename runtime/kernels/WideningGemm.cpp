@@ -13,28 +13,21 @@
 #include "HalfMatrix.h"
 #include "Sgemm.h"
 
-#include <vector>
-
 using namespace zest::kernels;
 
 namespace {
 
-/// A per-thread f32 buffer of at least `elements`, grown, never shrunk.
-float *scratch(std::vector<float> &buffer, int64_t elements) {
-  if (int64_t(buffer.size()) < elements)
-    buffer.resize(elements);
-  return buffer.data();
-}
+/// HalfMatrix.h scratch slots, apart from the fused layers'.
+constexpr unsigned kWideningA = 8, kWideningB = 9;
 
 template <typename Format>
 void wideningGemm(ZEST_widening_gemm_batched_PARAMS(uint16_t)) {
   zest_progress();
-  thread_local std::vector<float> aBuffer, bBuffer;
   // The stored matrices: A is [k, m] when transposed, B [n, k].
   int64_t aRows = trans_a ? k : m, aCols = trans_a ? m : k;
   int64_t bRows = trans_b ? n : k, bCols = trans_b ? k : n;
-  float *a32 = scratch(aBuffer, aRows * aCols);
-  float *b32 = scratch(bBuffer, bRows * bCols);
+  float *a32 = scratch(kWideningA, aRows * aCols);
+  float *b32 = scratch(kWideningB, bRows * bCols);
   for (int64_t i = 0; i < batch; ++i) {
     widenInto<Format>(a + i * stride_a, aRows, aCols, lda, a32);
     widenInto<Format>(b + i * stride_b, bRows, bCols, ldb, b32);
