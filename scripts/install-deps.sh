@@ -19,8 +19,9 @@ PACKAGES=(
   clang-format black git
   # The virtualenv of zest-import (scripts/setup-venv.sh).
   python3-venv
-  # zest plot's PNGs, and the test that renders its pages: a headless browser.
-  chromium
+  # zest plot's PNGs, and the test that renders its pages: a headless browser
+  # (and a font for its text: chromium only recommends one).
+  chromium fonts-liberation
   # Zlib/zstd/xml are link dependencies of Debian's LLVM CMake exports.
   zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev
 )
