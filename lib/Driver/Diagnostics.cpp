@@ -25,14 +25,9 @@ bool CompactDiagnosticHandler::showsLine(Location loc) {
   if (!buffer)
     return true;
   StringRef text = buffer->getBuffer();
-  for (unsigned line = 1; line < fileLoc.getLine(); ++line) {
-    size_t end = text.find('\n');
-    if (end == StringRef::npos)
-      return true;
-    text = text.drop_front(end + 1);
-  }
-  return text.find('\n') <= maxLineColumns ||
-         (text.find('\n') == StringRef::npos && text.size() <= maxLineColumns);
+  for (unsigned line = 1; line < fileLoc.getLine() && !text.empty(); ++line)
+    text = text.split('\n').second;
+  return text.split('\n').first.size() <= maxLineColumns;
 }
 
 void CompactDiagnosticHandler::emit(Diagnostic &diag) {

@@ -5,6 +5,7 @@ the tools' versions), so a second run with the same inputs starts at once.
 Entries are built in a scratch folder and renamed into place: an
 interrupted build leaves no half entry."""
 
+import functools
 import hashlib
 import json
 import os
@@ -29,9 +30,10 @@ def _hash_file(digest, path):
             digest.update(chunk)
 
 
+@functools.lru_cache(maxsize=None)
 def tools_version():
     """A hash of the tools that make an entry: zestc, the runtime
-    libraries it links, and the importer's sources."""
+    libraries it links, and the importer's sources (read once a run)."""
     digest = hashlib.sha256()
     paths = [os.path.join(build_dir(), "bin", "zestc")]
     lib = os.path.join(build_dir(), "lib")

@@ -127,8 +127,9 @@ def allocation_marks(measured, predicted, x, y):
     )
 
 
-def memory_svg(step, events, peaks, predicted=None, start_bytes=0):
-    """The pool's and the gathered bytes over the step, and the plan's."""
+def memory_svg(step, events, peaks, measured, predicted):
+    """The pool's and the gathered bytes over the step, and the plan's:
+    its peaks, and its pool after each `measured` allocation."""
     begin, duration = step["ts"], max(step["dur"], 1e-9)
     series = {
         "pool bytes": counter_series(events, "pool bytes"),
@@ -156,7 +157,6 @@ def memory_svg(step, events, peaks, predicted=None, start_bytes=0):
             f'<text x="64" y="{y(value) - 4:.1f}" font-size="11">'
             f"{html.escape(label)}: {value / 2**20:.2f} MiB</text>"
         )
-    measured = allocations(events, start_bytes)
     marks, caption = allocation_marks(measured, predicted, x, y)
     parts += marks
     parts.append(f'<text x="4" y="14" font-size="11">{top / 2**20:.2f} MiB</text>')
@@ -217,7 +217,8 @@ def units_table(report):
 def page(trace, report_path):
     step, events, start_bytes = read_trace(trace)
     report = read_report(report_path)
-    predicted = predicted_allocations(report, len(allocations(events, start_bytes)))
+    measured = allocations(events, start_bytes)
+    predicted = predicted_allocations(report, len(measured))
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>Zest step: {html.escape(step['name'])}</title>"
@@ -227,7 +228,7 @@ def page(trace, report_path):
         "<h2>Memory (rank 0)</h2>"
         "<p>Measured pool (blue) and gathered parameter (orange) bytes; the "
         "plan's predictions dashed.</p>"
-        + memory_svg(step, events, predicted_peaks(report), predicted, start_bytes)
+        + memory_svg(step, events, predicted_peaks(report), measured, predicted)
         + "<h2>Timeline (rank 0)</h2>"
         + lanes_svg(step, events)
         + "<h2>Units</h2>"

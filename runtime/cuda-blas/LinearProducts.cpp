@@ -206,8 +206,7 @@ void batchedProduct(cudaDataType_t type, cudaDataType_t outType,
 extern "C" {
 
 void zest_cuda_sgemm(ZEST_sgemm_PARAMS(float)) {
-  zest_cuda_sgemm_batched(trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c,
-                          ldc, 0, accumulate);
+  zest_cuda_sgemm_batched(ZEST_gemm_AS_BATCHED_ARGS);
 }
 
 void zest_cuda_sgemm_batched(ZEST_sgemm_batched_PARAMS(float)) {
@@ -215,8 +214,7 @@ void zest_cuda_sgemm_batched(ZEST_sgemm_batched_PARAMS(float)) {
 }
 
 void zest_cuda_widening_gemm_bf16(ZEST_widening_gemm_PARAMS(uint16_t)) {
-  zest_cuda_widening_gemm_batched_bf16(trans_a, trans_b, 1, m, n, k, a, lda, 0,
-                                       b, ldb, 0, c, ldc, 0, accumulate);
+  zest_cuda_widening_gemm_batched_bf16(ZEST_gemm_AS_BATCHED_ARGS);
 }
 
 void zest_cuda_widening_gemm_batched_bf16(
@@ -225,8 +223,7 @@ void zest_cuda_widening_gemm_batched_bf16(
 }
 
 void zest_cuda_widening_gemm_f16(ZEST_widening_gemm_PARAMS(uint16_t)) {
-  zest_cuda_widening_gemm_batched_f16(trans_a, trans_b, 1, m, n, k, a, lda, 0,
-                                      b, ldb, 0, c, ldc, 0, accumulate);
+  zest_cuda_widening_gemm_batched_f16(ZEST_gemm_AS_BATCHED_ARGS);
 }
 
 void zest_cuda_widening_gemm_batched_f16(

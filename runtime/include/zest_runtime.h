@@ -330,6 +330,11 @@ typedef enum {
       int32_t accumulate
 #define ZEST_widening_gemm_batched_ARGS ZEST_sgemm_batched_ARGS
 
+/* Inside a function with ZEST_sgemm_PARAMS (or widening_gemm's): the
+ * arguments of the batched product that computes the same one product. */
+#define ZEST_gemm_AS_BATCHED_ARGS                                              \
+  trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0, accumulate
+
 /* zest_linear_forward: row-major Y[M,N] = act(X[M,K] W^T + bias), with W
  * the [N,K] weight of torch.nn.Linear (w_transposed != 0) or a [K,N]
  * matrix. `bias` may be null. When `pre` is not null it receives

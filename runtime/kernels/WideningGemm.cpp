@@ -41,8 +41,7 @@ void wideningGemm(ZEST_widening_gemm_batched_PARAMS(uint16_t)) {
 extern "C" {
 
 void zest_widening_gemm_bf16(ZEST_widening_gemm_PARAMS(uint16_t)) {
-  wideningGemm<BF16>(trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c, ldc,
-                     0, accumulate);
+  wideningGemm<BF16>(ZEST_gemm_AS_BATCHED_ARGS);
 }
 
 void zest_widening_gemm_batched_bf16(
@@ -51,8 +50,7 @@ void zest_widening_gemm_batched_bf16(
 }
 
 void zest_widening_gemm_f16(ZEST_widening_gemm_PARAMS(uint16_t)) {
-  wideningGemm<F16>(trans_a, trans_b, 1, m, n, k, a, lda, 0, b, ldb, 0, c, ldc,
-                    0, accumulate);
+  wideningGemm<F16>(ZEST_gemm_AS_BATCHED_ARGS);
 }
 
 void zest_widening_gemm_batched_f16(

@@ -15,15 +15,6 @@ using namespace mlir;
 using namespace mlir::zest;
 using namespace mlir::zest::zest_to_runtime;
 
-/// Whether `generic` maps one input to one output element by element (all
-/// parallel, identity maps): a conversion or a copy.
-bool zest_to_runtime::isPointwise(linalg::GenericOp generic) {
-  return generic.getNumDpsInputs() == 1 && generic.getNumDpsInits() == 1 &&
-         generic.isAllParallelLoops() &&
-         llvm::all_of(generic.getIndexingMapsArray(),
-                      [](AffineMap map) { return map.isIdentity(); });
-}
-
 /// `tensor` with its elements rounded (truncf) or widened (extf) to
 /// `elementType`: an elementwise linalg.generic, which fuses with the model's
 /// own elementwise ops and runs wherever they run (a kernel on a GPU).
@@ -55,16 +46,9 @@ Value zest_to_runtime::convertElements(OpBuilder &builder, Location loc,
 
 /// The input of `op` if it is a convertElements widening (extf), else null.
 Value zest_to_runtime::getWidenedInput(Operation *op) {
-  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  if (!generic || !isPointwise(generic))
+  if (!isa_and_nonnull<arith::ExtFOp>(getElementConversion(op)))
     return {};
-  Block &body = generic.getRegion().front();
-  auto extf = dyn_cast<arith::ExtFOp>(body.front());
-  if (!extf || body.getOperations().size() != 2 ||
-      extf.getIn() != body.getArgument(0) ||
-      body.getTerminator()->getOperand(0) != extf.getResult())
-    return {};
-  return generic.getDpsInputs()[0];
+  return cast<linalg::GenericOp>(op).getDpsInputs()[0];
 }
 
 namespace {

@@ -62,9 +62,6 @@ Value getGroupRank(OpBuilder &builder, Location loc, zest_group_t group);
 Value convertElements(OpBuilder &builder, Location loc, Value tensor,
                       Type elementType);
 
-/// Whether `generic` maps one input to one output element by element.
-bool isPointwise(linalg::GenericOp generic);
-
 /// The input of `op` if it is a convertElements widening (extf), else null.
 Value getWidenedInput(Operation *op);
 

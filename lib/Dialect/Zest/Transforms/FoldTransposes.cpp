@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -85,23 +86,6 @@ struct FoldTransposeIntoProduct
   }
 };
 
-/// The element type a pointwise generic rounds its one input to (its body
-/// is one arith.truncf of it), or null.
-static Type getRoundedType(linalg::GenericOp op) {
-  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
-      !op.isAllParallelLoops() ||
-      !llvm::all_of(op.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isIdentity(); }))
-    return {};
-  Block &body = op.getRegion().front();
-  auto trunc = dyn_cast<arith::TruncFOp>(body.front());
-  if (!trunc || body.getOperations().size() != 2 ||
-      trunc.getIn() != body.getArgument(0) ||
-      body.getTerminator()->getOperand(0) != trunc.getResult())
-    return {};
-  return trunc.getType();
-}
-
 /// round(transpose(x)) is transpose(round(x)): the rounding goes first, so
 /// that the transpose moves the narrow values and meets the product that
 /// reads it (autocast casts each weight after `W^T`), where it folds; and
@@ -112,14 +96,15 @@ struct RoundBeforeTranspose : public OpRewritePattern<linalg::GenericOp> {
 
   LogicalResult matchAndRewrite(linalg::GenericOp round,
                                 PatternRewriter &rewriter) const override {
-    Type rounded = getRoundedType(round);
-    if (!rounded || !round.hasPureTensorSemantics())
+    auto trunc = dyn_cast_or_null<arith::TruncFOp>(getElementConversion(round));
+    if (!trunc || !round.hasPureTensorSemantics())
       return rewriter.notifyMatchFailure(round, "not a rounding on tensors");
     auto transpose =
         round.getDpsInputs()[0].getDefiningOp<linalg::TransposeOp>();
     if (!transpose || !transpose->hasOneUse())
       return rewriter.notifyMatchFailure(round, "not a rounded transpose");
     Location loc = round.getLoc();
+    Type rounded = trunc.getType();
     auto inputType = cast<RankedTensorType>(transpose.getInput().getType());
     Value empty =
         tensor::EmptyOp::create(rewriter, loc, inputType.getShape(), rounded);

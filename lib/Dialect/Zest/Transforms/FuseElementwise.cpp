@@ -12,6 +12,7 @@
 #include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
@@ -65,6 +66,26 @@ mlir::zest::fuseElementwiseProducer(RewriterBase &rewriter,
   rewriter.eraseOp(consumer);
   rewriter.eraseOp(producer);
   return cast<linalg::GenericOp>(fused->fusedOp);
+}
+
+bool mlir::zest::isPointwise(linalg::GenericOp generic) {
+  return generic.getNumDpsInputs() == 1 && generic.getNumDpsInits() == 1 &&
+         generic.isAllParallelLoops() &&
+         llvm::all_of(generic.getIndexingMapsArray(),
+                      [](AffineMap map) { return map.isIdentity(); });
+}
+
+Operation *mlir::zest::getElementConversion(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || !isPointwise(generic))
+    return nullptr;
+  Block &body = generic.getRegion().front();
+  Operation &cast = body.front();
+  bool converts = isa<arith::TruncFOp, arith::ExtFOp>(cast) &&
+                  body.getOperations().size() == 2 &&
+                  cast.getOperand(0) == body.getArgument(0) &&
+                  body.getTerminator()->getOperand(0) == cast.getResult(0);
+  return converts ? &cast : nullptr;
 }
 
 namespace {

@@ -1,28 +1,13 @@
 //===- ParameterDerivations.cpp - Values computed from parameters alone ---===//
 
 #include "ParameterDerivations.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 using namespace mlir::zest;
-
-/// A pointwise generic whose body only converts its one input's element
-/// type (arith.truncf / arith.extf): autocast's casts.
-static bool isConversion(linalg::GenericOp op) {
-  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
-      !op.isAllParallelLoops() ||
-      !llvm::all_of(op.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isIdentity(); }))
-    return false;
-  Block &body = op.getRegion().front();
-  return body.getOperations().size() == 2 &&
-         isa<arith::TruncFOp, arith::ExtFOp>(body.front()) &&
-         body.front().getOperand(0) == body.getArgument(0) &&
-         body.getTerminator()->getOperand(0) == body.front().getResult(0);
-}
 
 /// The operand of `op` that carries the derived value, if `op` is a kind
 /// of derivation: its init (where it has one) must be a fresh tensor.
@@ -37,9 +22,9 @@ static OpOperand *getDerivedOperand(Operation *op) {
       dps.getNumDpsInits() != 1 ||
       !dps.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
     return nullptr;
-  if (auto generic = dyn_cast<linalg::GenericOp>(op))
-    if (!isConversion(generic))
-      return nullptr;
+  // A generic only as autocast's casts.
+  if (isa<linalg::GenericOp>(op) && !getElementConversion(op))
+    return nullptr;
   return dps.getDpsInputOperand(0);
 }
 

@@ -158,6 +158,7 @@ struct Replay {
     timeline->buffers.push_back({bytes, timeline->clock++, -1, alloc});
     timeline->dynamicOrder |= inLoopOrBranch;
     pool += bytes;
+    plan.poolAfterAllocation.push_back(pool);
     raise(alloc);
   }
   void release(Operation *alloc) {
@@ -299,26 +300,6 @@ void placeStep(const Timeline &timeline, int64_t alignment, MemoryPlan &plan) {
   }
 }
 
-/// Live bytes right after each allocation of `timeline`, in clock order.
-SmallVector<int64_t> getPoolAfterAllocation(const Timeline &timeline) {
-  std::vector<int64_t> change(timeline.clock + 1, 0);
-  std::vector<bool> allocates(timeline.clock + 1, false);
-  for (const BufferLifetime &buffer : timeline.buffers) {
-    change[buffer.start] += buffer.bytes;
-    allocates[buffer.start] = true;
-    if (buffer.end >= 0)
-      change[buffer.end] -= buffer.bytes;
-  }
-  SmallVector<int64_t> series;
-  int64_t live = 0;
-  for (int64_t clock = 0; clock < timeline.clock; ++clock) {
-    live += change[clock];
-    if (allocates[clock])
-      series.push_back(live);
-  }
-  return series;
-}
-
 } // namespace
 
 std::optional<MemoryPlan>
@@ -332,8 +313,8 @@ mlir::zest::planFunctionMemory(func::FuncOp func, int64_t arenaAlignment) {
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;
   placeStep(timeline, arenaAlignment, state.plan);
-  if (!timeline.dynamicOrder)
-    state.plan.poolAfterAllocation = getPoolAfterAllocation(timeline);
+  if (timeline.dynamicOrder)
+    state.plan.poolAfterAllocation.clear();
   // The workspace stays in the pool, outside the arena, from the first
   // step's first product on: every later step peaks with it.
   if (state.cudaWorkspace) {

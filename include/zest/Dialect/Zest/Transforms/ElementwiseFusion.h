@@ -1,7 +1,8 @@
 //===- ElementwiseFusion.h - Fusing elementwise producers -------*- C++ -*-===//
 //
 // The rule zest-fuse-elementwise applies, for passes that create elementwise
-// producers after it ran (convert-zest-to-runtime's mixed-precision widening).
+// producers after it ran (convert-zest-to-runtime's mixed-precision widening),
+// and what such elementwise ops are.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,14 @@ namespace mlir::zest {
 /// returns the fused op.
 FailureOr<linalg::GenericOp> fuseElementwiseProducer(RewriterBase &rewriter,
                                                      OpOperand &operand);
+
+/// Whether `generic` maps one input to one output element by element.
+bool isPointwise(linalg::GenericOp generic);
+
+/// The arith.truncf or arith.extf of `op` if it is a pointwise generic that
+/// only converts its one input's element type (a cast autocast or the
+/// mixed-precision lowering wrote); null otherwise.
+Operation *getElementConversion(Operation *op);
 
 } // namespace mlir::zest
 
