@@ -21,9 +21,8 @@ ProgressLine::ProgressLine(const FunctionInfo &function, int64_t microBatch,
       tokensPerSample = arg.spec.numel() / microBatch;
     break;
   }
-  zest_counters_t counters;
-  zest_get_counters(&counters);
-  lastWaitUs = double(counters.wait_us);
+  // lastWaitUs stays 0: the run resets the counters before its first step
+  // (start-up waits, rank agreement and loading, are not a step's).
 }
 
 void ProgressLine::report(int64_t step, double loss, double stepUs) {
