@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -87,7 +88,8 @@ struct DropOverwrittenFillsPass
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
     patterns.add<DropOverwrittenFill>(ctx);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     zest::getStraightLineRewriteConfig())))
       return signalPassFailure();
   }
 };

@@ -10,6 +10,7 @@
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 #include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -131,7 +132,8 @@ struct FoldTransposesPass
     RewritePatternSet patterns(&getContext());
     // The greedy driver erases the transposes left without users.
     patterns.add<FoldTransposeIntoProduct, RoundBeforeTranspose>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     getStraightLineRewriteConfig())))
       signalPassFailure();
   }
 };

@@ -11,6 +11,7 @@
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 #include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -131,7 +132,8 @@ struct FuseElementwisePass
     // max.dim in every softmax (a compare and select per element, and an
     // index buffer) when only the maximum is used.
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     getStraightLineRewriteConfig())))
       signalPassFailure();
   }
 };

@@ -698,11 +698,13 @@ struct FuseLinearPass : public zest::impl::FuseLinearPassBase<FuseLinearPass> {
     // linear patterns below see every layer in one form.
     RewritePatternSet flatten(&getContext());
     populateFlattenRowsPatterns(flatten);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(flatten))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(flatten),
+                                     getStraightLineRewriteConfig())))
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLinearForward, FuseLinearBackward>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     getStraightLineRewriteConfig())))
       signalPassFailure();
   }
 };

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 #include "zest_runtime.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -291,7 +292,7 @@ struct LowerOptimizerPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<LowerUpdate>(&getContext());
-    GreedyRewriteConfig config;
+    GreedyRewriteConfig config = getStraightLineRewriteConfig();
     config.enableFolding(false);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))

@@ -7,6 +7,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::zest {
@@ -15,6 +16,13 @@ namespace mlir::zest {
 /// batched products read a broadcast weight directly, and the row loops of
 /// products, elementwise ops and reductions next to 2-D code are merged.
 void populateFlattenRowsPatterns(RewritePatternSet &patterns);
+
+/// The greedy driver's configuration for Zest's rewrites of straight-line
+/// code: no region simplification, which walks the whole module for
+/// unreachable blocks and mergeable regions on every iteration and costs
+/// more than the rewrites on a production-size step (Zest's rewrites create
+/// no blocks).
+GreedyRewriteConfig getStraightLineRewriteConfig();
 
 /// A `linalg.fill` of a new empty tensor equal to `value` when `value` is a
 /// static splat tensor constant (a destination that is written: bufferized,
