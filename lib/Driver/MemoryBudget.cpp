@@ -1,24 +1,32 @@
 //===- MemoryBudget.cpp - A schedule that fits a memory budget ------------===//
 //
 // Prefetching and keeping units gathered both buy overlap or less traffic
-// with memory. Under a budget, each candidate schedule is compiled up to its
-// memory plan, whose peak is exact, so the choice never overshoots, and
-// replayed on the cost model, so the fastest schedule that fits wins: the
-// budget is decided at compile time instead of by profiling (DeepCompile)
-// or by hand-tuned bucket sizes (FSDP, DeepSpeed).
+// with memory; recomputing activations and offloading to the host buy
+// memory with time. Under a budget, each candidate schedule is compiled up
+// to its memory plan, whose peak is exact, so the choice never overshoots,
+// and replayed on the cost model, so the fastest schedule that fits wins:
+// the budget is decided at compile time instead of by profiling
+// (DeepCompile) or by hand-tuned bucket sizes (FSDP, DeepSpeed).
+//
+// Compilations are what the search costs (seconds each at production
+// size), so it compiles few: counts of units are searched by interpolating
+// the plan's bytes (close to linear in the count of a stack's units), two
+// counts at a time, concurrently; a search stops where it can no longer
+// beat the fastest schedule found.
 //
 //===----------------------------------------------------------------------===//
 
-#include "zest/Conversion/ModelDescriptor.h"
+#include "ScheduleCandidates.h"
+
 #include "zest/Dialect/Zest/IR/ZestOps.h"
-#include "zest/Dialect/Zest/Transforms/CostModel.h"
-#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
-#include "zest/Driver/Compiler.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <deque>
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -26,110 +34,38 @@ using namespace mlir::zest;
 namespace {
 
 /// Up to this many candidate units are kept greedily one by one (one
-/// compilation each); beyond, by bisection over the order (a logarithmic
-/// number).
+/// compilation each); beyond, by a search over the order's prefixes.
 constexpr size_t kGreedyUnits = 16;
 
-/// One evaluated schedule.
-struct Candidate {
-  /// Predicted bytes per rank the budget holds (the pool's footprint, and on a
-  /// GPU the arguments on the device), and time of the slowest entry point.
-  int64_t heldBytes = 0;
-  double stepUs = 0;
-  /// Per sharded unit: gathers after the first in the busiest function
-  /// (what keeping it saves), bytes of its gathered buffer, and the program
-  /// position of its first gather.
-  struct UnitGathers {
-    int64_t regathers = 0, bytes = 0, firstGather = 0;
-  };
-  llvm::StringMap<UnitGathers> units;
-  /// Gathers of the function that gathers most: deeper prefetch than this
-  /// minus one changes nothing.
-  int64_t gathers = 0;
+/// A count of units (a prefix of some order) and its schedule's figures,
+/// `compiled` or predicted.
+struct Probe {
+  size_t count = 0;
+  Candidate candidate;
+  bool compiled = true;
 };
 
-/// Gathers per unit after the front pipeline (collectives not yet lowered),
-/// and the most any function issues.
-llvm::StringMap<Candidate::UnitGathers> countGathers(ModuleOp module,
-                                                     int64_t &mostGathers) {
-  llvm::StringMap<Candidate::UnitGathers> units;
-  for (UnitOp unit : module.getOps<UnitOp>())
-    if (unit.isSharded())
-      units[unit.getSymName()].bytes =
-          getStaticBufferBytes(unit.getFlatType()).value_or(0);
-  for (auto func : module.getOps<func::FuncOp>()) {
-    llvm::StringMap<int64_t> counts;
-    int64_t position = 0;
-    func.walk([&](Operation *op) {
-      ++position;
-      FlatSymbolRefAttr ref;
-      if (auto gather = dyn_cast<AllGatherOp>(op))
-        ref = gather.getUnitAttr();
-      else if (auto start = dyn_cast<AllGatherStartOp>(op))
-        ref = start.getUnitAttr();
-      else
-        return;
-      // A bucket gathers each of its units (the layout held here: iterating
-      // a member of the temporary would read freed memory).
-      std::optional<CollectiveLayout> layout = lookupCollectiveLayout(op, ref);
-      for (UnitOp unit : layout->units)
-        if (counts[unit.getSymName()]++ == 0)
-          units[unit.getSymName()].firstGather = position;
-    });
-    int64_t total = 0;
-    for (auto &[name, count] : counts) {
-      units[name].regathers = std::max(units[name].regathers, count - 1);
-      total += count;
-    }
-    mostGathers = std::max(mostGathers, total);
-  }
-  return units;
-}
+/// Of units recomputing their forward (a prefix of the forward's order) under
+/// one offload mode, in one checkpointing mode: the schedule with none and
+/// the one with all of them.
+struct Track {
+  std::optional<OffloadMode> offload;
+  CheckpointMode mode;
+  Candidate none;
+  Probe all;
+};
 
-/// Compiles a copy of `module` under `options` with `schedule` up to its
-/// memory plan. Fails if the copy does not compile or its plan is not
-/// exact; diagnostics are dropped (the real compilation reports them).
-FailureOr<Candidate> evaluate(ModuleOp module, const CompileOptions &options,
-                              const Schedule &schedule,
-                              const MachineModel &machine) {
-  OwningOpRef<ModuleOp> copy(module.clone());
-  MLIRContext *ctx = module.getContext();
-  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-  FrontPipelineOptions front;
-  front.copyOptionValuesFrom(options.front);
-  applySchedule(front, schedule);
-  // Candidates write no manifest (their pipelines stop before the report).
-  front.manifest = "";
-  PassManager frontPm(ctx);
-  buildFrontPipeline(frontPm, front);
-  if (failed(frontPm.run(*copy)))
-    return failure();
+/// What makes a schedule fit: offload and recomputation, and its figures.
+struct Fit {
   Candidate candidate;
-  candidate.units = countGathers(*copy, candidate.gathers);
-  PassManager lower(ctx);
-  buildDescribePipeline(lower, options.lower);
-  buildBufferizationPipeline(lower, options.lower);
-  if (failed(lower.run(*copy)))
-    return failure();
-  // On a GPU the budget holds the arguments on the device too.
-  bool deviceArguments = isDeviceTarget(options.lower.target);
-  for (auto func : copy->getOps<func::FuncOp>()) {
-    if (!isEntryPoint(func))
-      continue;
-    std::optional<MemoryPlan> plan =
-        planFunctionMemory(func, getArenaAlignment(options.lower.target));
-    if (!plan)
-      return failure();
-    candidate.heldBytes =
-        std::max(candidate.heldBytes,
-                 getBudgetedBytes(func, plan->getFootprint(), deviceArguments));
-  }
-  DeviceMesh mesh = getModuleMesh(*copy);
-  for (auto func : copy->getOps<func::FuncOp>())
-    if (isEntryPoint(func))
-      candidate.stepUs = std::max(candidate.stepUs,
-                                  estimateStepCost(func, machine, mesh).stepUs);
-  return candidate;
+  std::optional<OffloadMode> offload;
+  std::vector<std::string> offloadUnits;
+  std::vector<std::string> checkpoint;
+  CheckpointMode checkpointMode = CheckpointMode::Full;
+};
+
+std::vector<std::string> getPrefix(ArrayRef<std::string> units, size_t n) {
+  return std::vector<std::string>(units.begin(), units.begin() + n);
 }
 
 /// The search for the fastest schedule under a budget.
@@ -137,7 +73,7 @@ class ScheduleSearch {
 public:
   ScheduleSearch(ModuleOp module, const CompileOptions &options,
                  const MachineModel &machine)
-      : module(module), options(options), machine(machine),
+      : module(module), options(options), candidates(module, options, machine),
         budget(options.lower.memoryBudget),
         baseKeep(options.front.keepUnits.begin(),
                  options.front.keepUnits.end()) {}
@@ -145,59 +81,63 @@ public:
   FailureOr<std::optional<Schedule>> run();
 
 private:
-  FailureOr<Candidate> tryCandidate(unsigned depth,
-                                    std::vector<std::string> keep) {
-    Schedule schedule{depth,          std::move(keep), {},          checkpoint,
-                      checkpointMode, offload,         offloadUnits};
-    return compileCandidate(schedule);
+  /// The schedule at `depth` keeping `keep`, under the levers chosen so far.
+  Schedule withLevers(unsigned depth, std::vector<std::string> keep) const {
+    return Schedule{depth,          std::move(keep), {},          checkpoint,
+                    checkpointMode, offload,         offloadUnits};
   }
-  /// One candidate compiled up to its plan, counted.
-  FailureOr<Candidate> compileCandidate(const Schedule &schedule) {
-    ++compiled;
-    return evaluate(module, options, schedule, machine);
+  FailureOr<Candidate> compileOne(const Schedule &schedule) {
+    return candidates.compile(schedule).front();
   }
-  LogicalResult reportInfeasible(const Candidate &lean);
+  bool fits(const FailureOr<Candidate> &candidate) const {
+    return succeeded(candidate) && candidate->heldBytes <= budget;
+  }
+  std::optional<Probe> nearestAccepted(
+      Probe reject, Probe accept, function_ref<Schedule(size_t)> scheduleAt,
+      function_ref<bool(const Candidate &, const Candidate &)> accepted,
+      std::optional<double> boundUs);
+  std::vector<std::string> getRecomputableUnits(const Candidate &lean) const;
+  SmallVector<std::optional<OffloadMode>> getOffloadModes() const;
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
-  std::optional<Candidate> checkpointToFit(const Candidate &lean);
-  Candidate fewestOffloaded(const Candidate &all);
-  size_t shortestFittingPrefix(size_t count, Candidate &fitting,
-                               function_ref<void(size_t)> apply);
-  void noteLeanest(const Candidate &candidate);
-  std::optional<Candidate> fewestCheckpointed(ArrayRef<std::string> units,
-                                              CheckpointMode mode,
-                                              std::optional<Candidate> &all);
+  std::optional<Candidate> searchTrack(const Track &track);
+  void searchDeferred(MutableArrayRef<Track> deferred);
+  std::optional<Candidate> fewestOffloaded(const Candidate &lean,
+                                           const Candidate &all);
+  void consider(const std::optional<Candidate> &fit);
+  /// The step time of the fastest fit found, which a search must beat.
+  std::optional<double> getBound() const {
+    return fastest ? std::optional<double>(fastest->candidate.stepUs)
+                   : std::nullopt;
+  }
+  void noteLeanest(const Fit &fit);
+  LogicalResult reportInfeasible(const Candidate &lean);
   void orderUnitsToKeep(const Candidate &lean);
-  void chooseKeptUnits(unsigned depth, const FailureOr<Candidate> &base);
-  std::vector<std::string> keepByBisection(unsigned depth, Candidate &current);
+  void chooseKeptUnits(unsigned depth, const Candidate &base,
+                       const FailureOr<Candidate> &everything);
   void considerChoice(unsigned depth, const std::vector<std::string> &keep,
                       const Candidate &candidate);
   void deepenSingleUnits(const Candidate &lean, unsigned maxDepth);
+  bool pays(const FailureOr<Candidate> &candidate) const;
   void printChoice() const;
 
   ModuleOp module;
   const CompileOptions &options;
-  const MachineModel &machine;
+  CandidateCompiler candidates;
   int64_t budget;
   std::vector<std::string> baseKeep;
+  /// Units recomputing their forward, in the forward's order (empty where
+  /// the user chose the checkpointing).
+  std::vector<std::string> recomputable;
   /// Units worth keeping, in the order they are tried.
   SmallVector<std::pair<std::string, Candidate::UnitGathers>> order;
-  /// Units recomputing their forward in every candidate (none unless the
-  /// leanest schedule without does not fit), and what they recompute.
+  /// The levers of every candidate from here on: units recomputing their
+  /// forward (none unless the leanest schedule without does not fit), and
+  /// what they recompute; offload (none: as the user chose) and of which
+  /// units (empty: all).
   std::vector<std::string> checkpoint;
   CheckpointMode checkpointMode = CheckpointMode::Full;
-  /// Offload in every candidate (none: as the user chose), where nothing
-  /// fits without on a GPU, and of which units (empty: all).
   std::optional<OffloadMode> offload;
   std::vector<std::string> offloadUnits;
-  /// What makes the leanest schedule fit (or the leanest there is): its
-  /// figures, offload and checkpointing.
-  struct Fit {
-    Candidate candidate;
-    std::optional<OffloadMode> offload;
-    std::vector<std::string> offloadUnits;
-    std::vector<std::string> checkpoint;
-    CheckpointMode checkpointMode;
-  };
   Fit current(const Candidate &candidate) const {
     return {candidate, offload, offloadUnits, checkpoint, checkpointMode};
   }
@@ -207,7 +147,9 @@ private:
     checkpoint = fit.checkpoint;
     checkpointMode = fit.checkpointMode;
   }
-  std::optional<Fit> leanest;
+  /// The leanest schedule seen (for the error when nothing fits), and the
+  /// fastest that fits.
+  std::optional<Fit> leanest, fastest;
   /// Where the leanest schedule did not fit: it, and it with what made it
   /// fit (offload, checkpointing), for the report of what they save and
   /// cost.
@@ -215,12 +157,295 @@ private:
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
-  /// Schedules compiled so far (the search's cost).
-  unsigned compiled = 0;
 };
 
 } // namespace
 
+/// The fraction of the way from `from` to `to` where `value` lies, if it
+/// lies strictly between them.
+static std::optional<double> getCrossing(double from, double to, double value) {
+  if ((from - value) * (to - value) >= 0)
+    return std::nullopt;
+  return (value - from) / (to - from);
+}
+
+/// Steps from `reject` toward `accept`, `span` apart, to compile in one
+/// round, the largest first: where the held bytes, interpolated linearly
+/// between the two ends, cross the budget (the middle where they do not
+/// straddle it), and its neighbour toward `reject`, or, where the step
+/// time interpolated the same way reaches `boundUs` before that, the step
+/// where it does: a count slower than the bound that does not fit ends the
+/// search.
+static SmallVector<size_t> getProbeSteps(const Candidate &reject,
+                                         const Candidate &accept, size_t span,
+                                         int64_t budget,
+                                         std::optional<double> boundUs) {
+  auto stepAt = [&](double fraction) {
+    return std::clamp<size_t>(static_cast<size_t>(std::ceil(fraction * span)),
+                              1, span - 1);
+  };
+  std::optional<double> fits = getCrossing(reject.heldBytes, accept.heldBytes,
+                                           static_cast<double>(budget) + 0.5);
+  size_t step = stepAt(fits.value_or(0.5));
+  std::optional<double> slow;
+  if (boundUs)
+    slow = getCrossing(reject.stepUs, accept.stepUs, *boundUs);
+  SmallVector<size_t> steps = {step};
+  if (slow && stepAt(*slow) < step)
+    steps.push_back(stepAt(*slow));
+  else if (step > 1)
+    steps.push_back(step - 1);
+  else if (span > 2)
+    steps.insert(steps.begin(), std::max<size_t>(span / 2, 2));
+  return steps;
+}
+
+/// Between the unit counts of `reject` (not accepted) and `accept`
+/// (accepted), the accepted count nearest `reject`, compiling two counts a
+/// round concurrently (getProbeSteps): plans are close to linear in the
+/// count of a stack's recomputed, offloaded or kept units, so one or two
+/// rounds usually end it. `accepted(candidate, than)` judges a candidate
+/// where `than` is the accepted end. With `boundUs` (the fastest schedule
+/// found elsewhere; more units are slower), a rejected count at least that
+/// slow ends the search without an answer. A predicted `accept` is
+/// returned as it is (not compiled).
+std::optional<Probe> ScheduleSearch::nearestAccepted(
+    Probe reject, Probe accept, function_ref<Schedule(size_t)> scheduleAt,
+    function_ref<bool(const Candidate &, const Candidate &)> accepted,
+    std::optional<double> boundUs) {
+  auto distance = [&] {
+    return accept.count > reject.count ? accept.count - reject.count
+                                       : reject.count - accept.count;
+  };
+  while (distance() > 1) {
+    SmallVector<size_t> steps = getProbeSteps(
+        reject.candidate, accept.candidate, distance(), budget, boundUs);
+    bool up = accept.count > reject.count;
+    auto countAt = [&](size_t s) {
+      return up ? reject.count + s : reject.count - s;
+    };
+    SmallVector<Schedule> schedules;
+    for (size_t s : steps)
+      schedules.push_back(scheduleAt(countAt(s)));
+    SmallVector<FailureOr<Candidate>> results = candidates.compile(schedules);
+    for (auto [s, result] : llvm::zip(steps, results)) {
+      if (succeeded(result) && accepted(*result, accept.candidate)) {
+        accept = {countAt(s), *result};
+        continue;
+      }
+      if (succeeded(result) && boundUs && result->stepUs >= *boundUs)
+        return std::nullopt;
+      // Past a rejected count, nearer `reject`, nothing is looked at.
+      reject = {countAt(s), succeeded(result) ? *result : reject.candidate};
+      break;
+    }
+  }
+  return accept;
+}
+
+/// The sharded units but the root, in the order the forward gathers them
+/// (the earliest first, whose activations live longest); none where the
+/// user chose the checkpointing.
+std::vector<std::string>
+ScheduleSearch::getRecomputableUnits(const Candidate &lean) const {
+  if (options.front.activationCheckpointing != CheckpointMode::None)
+    return {};
+  SmallVector<std::pair<int64_t, std::string>> gathered;
+  for (auto &[name, gathers] : lean.units)
+    if (name != "root")
+      gathered.push_back({gathers.firstGather, name.str()});
+  llvm::sort(gathered);
+  std::vector<std::string> units;
+  for (auto &[position, name] : gathered)
+    units.push_back(name);
+  return units;
+}
+
+/// On a GPU with an optimizer, unless the user chose the offload: the
+/// optimizer's state, or the parameters too, may go to the host.
+SmallVector<std::optional<OffloadMode>>
+ScheduleSearch::getOffloadModes() const {
+  if (isDeviceTarget(options.lower.target) && options.front.hasOptimizer() &&
+      options.front.offload == OffloadMode::None)
+    return {OffloadMode::Optimizer, OffloadMode::Params};
+  return {};
+}
+
+void ScheduleSearch::noteLeanest(const Fit &fit) {
+  if (!leanest || fit.candidate.heldBytes < leanest->candidate.heldBytes)
+    leanest = fit;
+}
+
+/// Remembers a fit under the current levers if it is the fastest.
+void ScheduleSearch::consider(const std::optional<Candidate> &fit) {
+  if (fit && (!fastest || fit->stepUs < fastest->candidate.stepUs))
+    fastest = current(*fit);
+}
+
+/// The fewest units of the track recomputing their forward for its
+/// schedule to fit, and that schedule; none where even all of them do not
+/// fit, or where no count can beat the fastest fit found (each unit more
+/// recomputes more). Leaves the levers set to what it found.
+std::optional<Candidate> ScheduleSearch::searchTrack(const Track &track) {
+  offload = track.offload;
+  offloadUnits.clear();
+  checkpointMode = track.mode;
+  auto scheduleAt = [&](size_t n) {
+    checkpoint = getPrefix(recomputable, n);
+    return withLevers(0, baseKeep);
+  };
+  auto fitsBudget = [&](const Candidate &candidate, const Candidate &) {
+    return candidate.heldBytes <= budget;
+  };
+  std::optional<Probe> answer = nearestAccepted(
+      {0, track.none}, track.all, scheduleAt, fitsBudget, getBound());
+  if (!answer)
+    return std::nullopt;
+  checkpoint = getPrefix(recomputable, answer->count);
+  if (!answer->compiled) {
+    FailureOr<Candidate> all = compileOne(withLevers(0, baseKeep));
+    if (succeeded(all))
+      noteLeanest(current(*all));
+    if (!fits(all))
+      return std::nullopt;
+    answer->candidate = *all;
+  }
+  return answer->candidate;
+}
+
+/// Offloading every unit (`all`) fits and `lean` (none) does not: the
+/// fewest units that still fit, the largest first (each saves its shard and
+/// state on the device, and costs their transfers); sets `offloadUnits`
+/// (empty where all are needed) and returns their figures.
+std::optional<Candidate> ScheduleSearch::fewestOffloaded(const Candidate &lean,
+                                                         const Candidate &all) {
+  SmallVector<std::pair<int64_t, std::string>> bySize;
+  for (auto &[name, gathers] : all.units)
+    bySize.push_back({-gathers.bytes, name.str()});
+  llvm::sort(bySize);
+  auto largest = [&](size_t n) {
+    offloadUnits.clear();
+    if (n < bySize.size()) // none listed: all
+      for (size_t i = 0; i < n; ++i)
+        offloadUnits.push_back(bySize[i].second);
+    return withLevers(0, baseKeep);
+  };
+  auto fitsBudget = [&](const Candidate &candidate, const Candidate &) {
+    return candidate.heldBytes <= budget;
+  };
+  std::optional<Probe> answer = nearestAccepted(
+      {0, lean}, {bySize.size(), all}, largest, fitsBudget, getBound());
+  if (answer)
+    largest(answer->count);
+  return answer ? std::optional<Candidate>(answer->candidate) : std::nullopt;
+}
+
+/// Nothing fit, and the tracks `deferred` were predicted not to:
+/// predictions are not exact, so their schedules with every unit
+/// recomputing are compiled (for the smallest feasible budget too), and
+/// those that fit are searched.
+void ScheduleSearch::searchDeferred(MutableArrayRef<Track> deferred) {
+  if (deferred.empty())
+    return;
+  SmallVector<Schedule> alls;
+  for (const Track &track : deferred)
+    alls.push_back(
+        Schedule{0, baseKeep, {}, recomputable, track.mode, track.offload});
+  SmallVector<FailureOr<Candidate>> exact = candidates.compile(alls);
+  for (auto [track, all] : llvm::zip(deferred, exact)) {
+    if (failed(all))
+      continue;
+    noteLeanest(Fit{*all, track.offload, {}, recomputable, track.mode});
+    track.all = {recomputable.size(), *all};
+    if (all->heldBytes <= budget)
+      consider(searchTrack(track));
+  }
+}
+
+/// The leanest schedule `lean` does not fit. Offload (where
+/// getOffloadModes allows it) and recomputation (the fewest units, selective
+/// or full) are weighed: for each offload mode, what fits, and of those the
+/// fastest on the cost model, which counts the host copies and the host's
+/// update. Recomputing every unit saves about the same bytes and costs
+/// about the same time under each offload mode, so those schedules are
+/// compiled without offload only and predicted for the others; a
+/// prediction that does not fit is compiled only where nothing else fits.
+/// Reports the budget infeasible, naming the leanest schedule there is,
+/// where nothing fits.
+FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
+  recomputable = getRecomputableUnits(lean);
+  SmallVector<std::optional<OffloadMode>> modes = getOffloadModes();
+  SmallVector<CheckpointMode> recomputations;
+  if (!recomputable.empty())
+    recomputations = {CheckpointMode::Selective, CheckpointMode::Full};
+  SmallVector<Schedule> first;
+  for (std::optional<OffloadMode> mode : modes)
+    first.push_back(Schedule{0, baseKeep, {}, {}, CheckpointMode::Full, mode});
+  for (CheckpointMode mode : recomputations)
+    first.push_back(Schedule{0, baseKeep, {}, recomputable, mode});
+  SmallVector<FailureOr<Candidate>> results = candidates.compile(first);
+  leanest = Fit{lean};
+  // Each offload mode without recomputation, the fastest first (its time
+  // bounds every schedule of the mode).
+  SmallVector<std::pair<std::optional<OffloadMode>, Candidate>> bases = {
+      {std::nullopt, lean}};
+  for (auto [mode, base] : llvm::zip(modes, results))
+    if (succeeded(base)) {
+      bases.push_back({mode, *base});
+      noteLeanest(Fit{*base, mode});
+    }
+  llvm::stable_sort(bases, [](const auto &a, const auto &b) {
+    return a.second.stepUs < b.second.stepUs;
+  });
+  llvm::DenseMap<unsigned, Candidate> recomputed;
+  for (auto [mode, all] :
+       llvm::zip(recomputations, ArrayRef(results).drop_front(modes.size())))
+    if (succeeded(all)) {
+      recomputed[static_cast<unsigned>(mode)] = *all;
+      noteLeanest(Fit{*all, std::nullopt, {}, recomputable, mode});
+    }
+  SmallVector<Track> deferred;
+  for (auto &[mode, base] : bases) {
+    if (fastest && base.stepUs >= fastest->candidate.stepUs)
+      continue;
+    if (base.heldBytes <= budget) {
+      offload = mode;
+      checkpoint.clear();
+      consider(fewestOffloaded(lean, base));
+      continue;
+    }
+    for (CheckpointMode recomputation : recomputations) {
+      auto it = recomputed.find(static_cast<unsigned>(recomputation));
+      if (it == recomputed.end())
+        continue;
+      const Candidate &all = it->second;
+      Track track{mode, recomputation, base, {recomputable.size(), all}};
+      if (mode) { // predicted from the schedules without offload
+        track.all.compiled = false;
+        track.all.candidate.heldBytes =
+            base.heldBytes - (lean.heldBytes - all.heldBytes);
+        track.all.candidate.stepUs = base.stepUs + (all.stepUs - lean.stepUs);
+        if (track.all.candidate.heldBytes > budget) {
+          deferred.push_back(track);
+          continue;
+        }
+      } else if (all.heldBytes > budget) {
+        continue;
+      }
+      consider(searchTrack(track));
+    }
+  }
+  if (!fastest)
+    searchDeferred(deferred);
+  if (!fastest) {
+    restore(*leanest);
+    (void)reportInfeasible(leanest->candidate);
+    return failure();
+  }
+  restore(*fastest);
+  levers = {lean, fastest->candidate};
+  return fastest->candidate;
+}
 LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
   ShardingStrategy strategy = options.front.strategy;
   return emitError(getModelDiagnosticLoc(module))
@@ -245,161 +470,6 @@ LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
          << lean.heldBytes;
 }
 
-/// With `mode`, the fewest units of `units` (a prefix: the earliest in
-/// forward first, whose activations live longest) that recompute their
-/// forward for the leanest schedule to fit, found by bisection, and that
-/// schedule; none if even all of them do not fit. `all` is the schedule
-/// with all of them recomputing (none if it does not compile). Leaves
-/// `checkpoint` and `checkpointMode` set to what it found.
-std::optional<Candidate>
-ScheduleSearch::fewestCheckpointed(ArrayRef<std::string> units,
-                                   CheckpointMode mode,
-                                   std::optional<Candidate> &all) {
-  checkpointMode = mode;
-  checkpoint.assign(units.begin(), units.end());
-  FailureOr<Candidate> everyUnit = tryCandidate(0, baseKeep);
-  all = succeeded(everyUnit) ? std::optional<Candidate>(*everyUnit)
-                             : std::nullopt;
-  if (!all || all->heldBytes > budget)
-    return std::nullopt;
-  Candidate fitting = *all;
-  size_t fewest = shortestFittingPrefix(units.size(), fitting, [&](size_t n) {
-    checkpoint.assign(units.begin(), units.begin() + n);
-  });
-  checkpoint.assign(units.begin(), units.begin() + fewest);
-  return fitting;
-}
-
-/// The fewest `n` in [1, count] for which the candidate after `apply(n)`
-/// fits, by bisection (`count` fits, with `fitting`'s figures, which are
-/// replaced by those of the answer).
-size_t ScheduleSearch::shortestFittingPrefix(size_t count, Candidate &fitting,
-                                             function_ref<void(size_t)> apply) {
-  size_t low = 0, high = count; // `high` fits, `low` does not
-  while (low + 1 < high) {
-    size_t mid = (low + high) / 2;
-    apply(mid);
-    FailureOr<Candidate> candidate = tryCandidate(0, baseKeep);
-    if (succeeded(candidate) && candidate->heldBytes <= budget) {
-      high = mid;
-      fitting = *candidate;
-    } else {
-      low = mid;
-    }
-  }
-  return high;
-}
-
-/// The leanest schedule `lean` does not fit: units recompute their forward,
-/// the fewest that make it fit with selective checkpointing and with full,
-/// and of the two the faster on the cost model (selective recomputes less
-/// but does not always free less, so it may need more units). None where
-/// neither fits or the user chose the checkpointing.
-std::optional<Candidate>
-ScheduleSearch::checkpointToFit(const Candidate &lean) {
-  // The sharded units (the input has none yet: the lean candidate's), in
-  // the order the forward gathers them.
-  SmallVector<std::pair<int64_t, std::string>> gathered;
-  for (auto &[name, gathers] : lean.units)
-    if (name != "root")
-      gathered.push_back({gathers.firstGather, name.str()});
-  llvm::sort(gathered);
-  std::vector<std::string> units;
-  for (auto &[position, name] : gathered)
-    units.push_back(name);
-  if (options.front.activationCheckpointing != CheckpointMode::None ||
-      units.empty())
-    return std::nullopt;
-  std::optional<Candidate> all;
-  std::optional<Candidate> full =
-      fewestCheckpointed(units, CheckpointMode::Full, all);
-  std::vector<std::string> fullUnits = checkpoint;
-  if (all) {
-    checkpoint = units;
-    noteLeanest(*all);
-  }
-  std::optional<Candidate> selective =
-      fewestCheckpointed(units, CheckpointMode::Selective, all);
-  if (all) {
-    std::vector<std::string> fewest = checkpoint;
-    checkpoint = units;
-    noteLeanest(*all);
-    checkpoint = fewest;
-  }
-  if (selective && (!full || selective->stepUs <= full->stepUs))
-    return selective;
-  checkpoint = fullUnits;
-  checkpointMode = CheckpointMode::Full;
-  return full;
-}
-
-/// Offloading every unit (`all`) fits: the fewest units that still fit,
-/// the largest first (each saves its shard and state on the device, and
-/// costs their transfers), found by bisection over how many; sets
-/// `offloadUnits` (empty where all are needed) and returns their figures.
-Candidate ScheduleSearch::fewestOffloaded(const Candidate &all) {
-  SmallVector<std::pair<int64_t, std::string>> bySize;
-  for (auto &[name, gathers] : all.units)
-    bySize.push_back({-gathers.bytes, name.str()});
-  llvm::sort(bySize);
-  auto largest = [&](size_t n) {
-    offloadUnits.clear();
-    for (size_t i = 0; i < n; ++i)
-      offloadUnits.push_back(bySize[i].second);
-  };
-  Candidate fitting = all;
-  size_t fewest = shortestFittingPrefix(bySize.size(), fitting, largest);
-  largest(fewest < bySize.size() ? fewest : 0); // none listed: all
-  return fitting;
-}
-
-/// Remembers `candidate`, under the current offload and checkpointing, if it
-/// is the leanest seen (for the error when nothing fits).
-void ScheduleSearch::noteLeanest(const Candidate &candidate) {
-  if (!leanest || candidate.heldBytes < leanest->candidate.heldBytes)
-    leanest = current(candidate);
-}
-
-/// The leanest schedule `lean` does not fit. On a GPU with an optimizer
-/// (unless the user chose the offload) offloading the optimizer, or the
-/// parameters too, is weighed with checkpointing: for each, what fits
-/// (checkpointing the fewest units if needed), and of those the fastest on
-/// the cost model, which counts the host copies and the host's update.
-/// Reports the budget infeasible, naming the leanest schedule there is,
-/// where nothing fits.
-FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
-  SmallVector<std::optional<OffloadMode>> modes = {std::nullopt};
-  if (isDeviceTarget(options.lower.target) && options.front.hasOptimizer() &&
-      options.front.offload == OffloadMode::None)
-    modes = {std::nullopt, OffloadMode::Optimizer, OffloadMode::Params};
-  leanest = current(lean);
-  std::optional<Fit> fastest;
-  for (std::optional<OffloadMode> mode : modes) {
-    offload = mode;
-    offloadUnits.clear();
-    checkpoint.clear();
-    FailureOr<Candidate> base = mode ? tryCandidate(0, baseKeep) : lean;
-    if (failed(base))
-      continue;
-    noteLeanest(*base);
-    std::optional<Candidate> fit;
-    if (base->heldBytes <= budget)
-      fit = mode ? fewestOffloaded(*base) : *base;
-    else
-      fit = checkpointToFit(*base);
-    if (fit && (!fastest || fit->stepUs < fastest->candidate.stepUs))
-      fastest = current(*fit);
-  }
-  if (!fastest) {
-    restore(*leanest);
-    (void)reportInfeasible(leanest->candidate);
-    return failure();
-  }
-  restore(*fastest);
-  levers = {lean, fastest->candidate};
-  return fastest->candidate;
-}
-
 /// Units worth keeping, most re-gathered bytes saved first; among equals the
 /// one gathered last in forward, whose kept buffer lives the shortest.
 void ScheduleSearch::orderUnitsToKeep(const Candidate &lean) {
@@ -422,62 +492,43 @@ void ScheduleSearch::considerChoice(unsigned depth,
   if (!best || candidate.stepUs < bestCandidate.stepUs ||
       (candidate.stepUs == bestCandidate.stepUs &&
        candidate.heldBytes < bestCandidate.heldBytes)) {
-    best = Schedule{depth,          keep,    {},          checkpoint,
-                    checkpointMode, offload, offloadUnits};
+    best = withLevers(depth, keep);
     bestCandidate = candidate;
   }
 }
 
-/// Many units (a deep stack of equal blocks): the longest prefix of the
-/// order that fits and does not slow the step, by bisection.
-std::vector<std::string> ScheduleSearch::keepByBisection(unsigned depth,
-                                                         Candidate &current) {
-  std::vector<std::string> keep = baseKeep;
-  size_t low = 0, high = order.size(); // a prefix of `high` does not fit
-  while (low + 1 < high) {
-    size_t mid = (low + high) / 2;
-    std::vector<std::string> prefix = baseKeep;
-    for (size_t i = 0; i < mid; ++i)
-      prefix.push_back(order[i].first);
-    FailureOr<Candidate> kept = tryCandidate(depth, prefix);
-    if (succeeded(kept) && kept->heldBytes <= budget &&
-        kept->stepUs <= current.stepUs) {
-      low = mid;
-      keep = std::move(prefix);
-      current = *kept;
-    } else {
-      high = mid;
-    }
-  }
-  return keep;
-}
-
-/// At `depth`, whose schedule without kept units is `base` (which fits),
-/// keeps greedily what fits and does not slow the step.
-void ScheduleSearch::chooseKeptUnits(unsigned depth,
-                                     const FailureOr<Candidate> &base) {
-  std::vector<std::string> keep = baseKeep;
-  Candidate current = *base;
-  auto fits = [&](const FailureOr<Candidate> &kept) {
-    return succeeded(kept) && kept->heldBytes <= budget &&
-           kept->stepUs <= current.stepUs;
+/// At `depth`, whose schedule without kept units is `base` (which fits) and
+/// with every unit worth keeping kept is `everything`: keeps what fits and
+/// does not slow the step, unit by unit in order for a few units, else the
+/// longest prefix of the order that does.
+void ScheduleSearch::chooseKeptUnits(unsigned depth, const Candidate &base,
+                                     const FailureOr<Candidate> &everything) {
+  auto keepPrefix = [&](size_t n) {
+    std::vector<std::string> keep = baseKeep;
+    for (size_t i = 0; i < n; ++i)
+      keep.push_back(order[i].first);
+    return keep;
   };
-  std::vector<std::string> all = baseKeep;
-  for (auto &[name, gathers] : order)
-    all.push_back(name);
-  FailureOr<Candidate> everything =
-      order.empty() ? base : tryCandidate(depth, all);
-  if (fits(everything))
-    return considerChoice(depth, all, *everything);
+  auto notSlower = [&](const Candidate &candidate, const Candidate &than) {
+    return candidate.heldBytes <= budget && candidate.stepUs <= than.stepUs;
+  };
+  if (succeeded(everything) && notSlower(*everything, base))
+    return considerChoice(depth, keepPrefix(order.size()), *everything);
   if (order.size() > kGreedyUnits) {
-    keep = keepByBisection(depth, current);
-    return considerChoice(depth, keep, current);
+    Probe all{order.size(), succeeded(everything) ? *everything : base};
+    std::optional<Probe> kept = nearestAccepted(
+        all, {0, base},
+        [&](size_t n) { return withLevers(depth, keepPrefix(n)); }, notSlower,
+        std::nullopt);
+    return considerChoice(depth, keepPrefix(kept->count), kept->candidate);
   }
+  std::vector<std::string> keep = baseKeep;
+  Candidate current = base;
   for (auto &[name, gathers] : order) {
     std::vector<std::string> more = keep;
     more.push_back(name);
-    FailureOr<Candidate> kept = tryCandidate(depth, more);
-    if (fits(kept)) {
+    FailureOr<Candidate> kept = compileOne(withLevers(depth, more));
+    if (succeeded(kept) && notSlower(*kept, current)) {
       keep = std::move(more);
       current = *kept;
     }
@@ -485,12 +536,41 @@ void ScheduleSearch::chooseKeptUnits(unsigned depth,
   considerChoice(depth, keep, current);
 }
 
+/// Whether a raised schedule fits and is at least 1% faster than the best
+/// (the model's noise does not pick schedules).
+bool ScheduleSearch::pays(const FailureOr<Candidate> &candidate) const {
+  return fits(candidate) && candidate->stepUs < 0.99 * bestCandidate.stepUs;
+}
+
+/// The next units to raise from the front of `untried`: one, or two of
+/// different sizes, skipping sizes whose raise did not pay.
+static SmallVector<size_t>
+takeRaises(std::deque<size_t> &untried,
+           ArrayRef<std::pair<std::string, Candidate::UnitGathers>> byBytes,
+           const llvm::DenseSet<int64_t> &unpaidSizes) {
+  SmallVector<size_t> taken;
+  while (!untried.empty() && taken.size() < 2) {
+    int64_t bytes = byBytes[untried.front()].second.bytes;
+    if (unpaidSizes.contains(bytes)) {
+      untried.pop_front();
+      continue;
+    }
+    if (!taken.empty() && byBytes[taken.front()].second.bytes == bytes)
+      break;
+    taken.push_back(untried.front());
+    untried.pop_front();
+  }
+  return taken;
+}
+
 /// Per-unit depths (DeepCompile's adaptive prefetch): below the deepest
 /// allowed, raises one unit's depth at a time, the largest gathers first,
 /// keeping each raise that fits and makes the step faster by 1% or more.
 /// Units of a stack gather the same bytes: once raising one of them does
 /// not pay, the others of that size are not tried (32 decoder layers cost
-/// one compilation, not 16).
+/// one compilation, not 16). Two raises of different sizes are compiled at
+/// once; where both pay, the faster is kept and the other tried again on
+/// top of it.
 void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
                                        unsigned maxDepth) {
   if (best->prefetch >= maxDepth)
@@ -505,22 +585,34 @@ void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
   });
   if (byBytes.size() > kGreedyUnits)
     byBytes.resize(kGreedyUnits);
+  std::string deeper = ":" + std::to_string(best->prefetch + 1);
   llvm::DenseSet<int64_t> unpaidSizes;
-  for (auto &[name, gathers] : byBytes) {
-    if (unpaidSizes.contains(gathers.bytes))
-      continue;
-    Schedule raised = *best;
-    raised.unitPrefetch.push_back(name + ":" +
-                                  std::to_string(best->prefetch + 1));
-    FailureOr<Candidate> candidate = compileCandidate(raised);
-    // At least 1% faster: the model's noise does not pick schedules.
-    if (succeeded(candidate) && candidate->heldBytes <= budget &&
-        candidate->stepUs < 0.99 * bestCandidate.stepUs) {
-      best = std::move(raised);
-      bestCandidate = *candidate;
-    } else {
-      unpaidSizes.insert(gathers.bytes);
+  // Units not tried yet, the next first.
+  std::deque<size_t> untried;
+  for (size_t i = 0; i < byBytes.size(); ++i)
+    untried.push_back(i);
+  while (!untried.empty()) {
+    SmallVector<size_t> tried = takeRaises(untried, byBytes, unpaidSizes);
+    SmallVector<Schedule> raised;
+    for (size_t i : tried) {
+      raised.push_back(*best);
+      raised.back().unitPrefetch.push_back(byBytes[i].first + deeper);
     }
+    SmallVector<FailureOr<Candidate>> results = candidates.compile(raised);
+    std::optional<size_t> faster;
+    for (auto [k, i] : llvm::enumerate(tried)) {
+      if (!pays(results[k]))
+        unpaidSizes.insert(byBytes[i].second.bytes);
+      else if (!faster || results[k]->stepUs < results[*faster]->stepUs)
+        faster = k;
+    }
+    if (!faster)
+      continue;
+    for (auto [k, i] : llvm::enumerate(tried))
+      if (k != *faster && pays(results[k]))
+        untried.push_front(i);
+    best = raised[*faster];
+    bestCandidate = *results[*faster];
   }
 }
 
@@ -545,7 +637,7 @@ void ScheduleSearch::printChoice() const {
                  << "): " << llvm::join(best->checkpointUnits, " ");
   llvm::outs() << llvm::formatv(
       " (predicted {0:f3} ms per call; {1} schedules compiled)\n",
-      bestCandidate.stepUs / 1e3, compiled);
+      bestCandidate.stepUs / 1e3, candidates.getCompiled());
   if (levers) {
     const auto &[without, with] = *levers;
     llvm::outs() << llvm::formatv(
@@ -559,13 +651,16 @@ void ScheduleSearch::printChoice() const {
 }
 
 FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
-  // The leanest schedule: no prefetch, only the units the user keeps.
-  FailureOr<Candidate> lean = tryCandidate(0, baseKeep);
-  // The model does not compile, or its plan is not exact: the real
+  // The model does not shard or compile, or its plan is not exact: the real
   // compilation reports why (zest-plan-memory refuses a budget it cannot
   // check), with the leanest schedule.
+  Schedule leanSchedule{0, baseKeep, {}, {}};
+  if (failed(candidates.shard()))
+    return std::optional<Schedule>(leanSchedule);
+  // The leanest schedule: no prefetch, only the units the user keeps.
+  FailureOr<Candidate> lean = compileOne(leanSchedule);
   if (failed(lean))
-    return std::optional<Schedule>(Schedule{0, baseKeep, {}, {}});
+    return std::optional<Schedule>(leanSchedule);
   if (lean->heldBytes > budget) {
     lean = fitLeanest(*lean);
     if (failed(lean))
@@ -576,12 +671,27 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   unsigned maxDepth = std::min<int64_t>(
       options.front.prefetch, std::max<int64_t>(lean->gathers - 1, 0));
   orderUnitsToKeep(*lean);
+  std::vector<std::string> keepAll = baseKeep;
+  for (auto &[name, gathers] : order)
+    keepAll.push_back(name);
+  // At once: every unit kept at depth 0, and each deeper depth's schedule.
+  SmallVector<Schedule> first;
+  if (!order.empty())
+    first.push_back(withLevers(0, keepAll));
+  for (unsigned depth = 1; depth <= maxDepth; ++depth)
+    first.push_back(withLevers(depth, baseKeep));
+  SmallVector<FailureOr<Candidate>> results = candidates.compile(first);
+  ArrayRef<FailureOr<Candidate>> bases =
+      ArrayRef(results).drop_front(order.empty() ? 0 : 1);
   for (unsigned depth = 0; depth <= maxDepth; ++depth) {
-    FailureOr<Candidate> base =
-        depth == 0 ? lean : tryCandidate(depth, baseKeep);
-    if (failed(base) || base->heldBytes > budget)
+    FailureOr<Candidate> base = depth == 0 ? lean : bases[depth - 1];
+    if (!fits(base))
       break; // deeper prefetch holds more
-    chooseKeptUnits(depth, base);
+    FailureOr<Candidate> everything = *base;
+    if (!order.empty())
+      everything =
+          depth == 0 ? results.front() : compileOne(withLevers(depth, keepAll));
+    chooseKeptUnits(depth, *base, everything);
   }
   deepenSingleUnits(*lean, maxDepth);
   if (options.lower.reportText)

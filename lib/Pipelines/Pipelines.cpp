@@ -124,6 +124,11 @@ getScheduleOptions(const FrontPipelineOptions &options) {
 void mlir::zest::buildFrontPipeline(OpPassManager &pm,
                                     const FrontPipelineOptions &options) {
   buildShardPipeline(pm, options);
+  buildSchedulePipeline(pm, options);
+}
+
+void mlir::zest::buildSchedulePipeline(OpPassManager &pm,
+                                       const FrontPipelineOptions &options) {
   // On the sharded step, before the optimizer's accumulate entry points
   // copy it and before keep decisions merge the re-gathers it reads.
   if (options.activationCheckpointing != CheckpointMode::None) {

@@ -266,6 +266,12 @@ void buildShardPipeline(OpPassManager &pm, const ShardPipelineOptions &options);
 /// collectives and the entry points' calling convention.
 void buildFrontPipeline(OpPassManager &pm, const FrontPipelineOptions &options);
 
+/// Phase "front" after sharding: activation checkpointing, the optimizer,
+/// the schedule of collectives, offload and the entry points' calling
+/// convention; everything a schedule (zestc --memory-budget) chooses.
+void buildSchedulePipeline(OpPassManager &pm,
+                           const FrontPipelineOptions &options);
+
 /// Phase "describe": the model descriptor, then roles dropped.
 void buildDescribePipeline(OpPassManager &pm,
                            const LowerPipelineOptions &options);
