@@ -97,13 +97,62 @@ def allocations(events, start_bytes):
 
 
 def predicted_allocations(report, count):
-    """The plan's pool bytes after each allocation of the entry point with
-    `count` allocations (the step the trace ran), or None."""
+    """The plan's entry point with `count` allocations (the step the trace
+    ran): its pool bytes after each, and the same split by kind (gathered
+    parameters, parameter gradients, the rest); None if there is none."""
     for function in (report or {}).get("functions", []):
         series = function.get("predicted_pool_after_allocation") or []
         if len(series) == count:
-            return series
-    return None
+            kinds = function.get("predicted_kinds_after_allocation") or []
+            return series, kinds if len(kinds) == count else None
+    return None, None
+
+
+KINDS = (
+    ("gathered parameters", "#f58518"),
+    ("parameter gradients", "#b279a2"),
+    ("activations and temporaries", "#9ecae9"),
+)
+
+
+def kind_areas(measured, kinds, x, y, end):
+    """The plan's pool at each allocation, stacked by kind: one band per
+    kind from that allocation to the next (frees between them are not
+    drawn)."""
+    if not kinds:
+        return []
+    times = [ts for ts, _ in measured] + [end]
+    parts, below = [], [0] * len(kinds)
+    for index, (name, color) in enumerate(KINDS):
+        above = [b + k[index] for b, k in zip(below, kinds)]
+        upper = " ".join(
+            f"{x(times[i]):.1f},{y(v):.1f} {x(times[i + 1]):.1f},{y(v):.1f}"
+            for i, v in enumerate(above)
+        )
+        lower = " ".join(
+            f"{x(times[i + 1]):.1f},{y(v):.1f} {x(times[i]):.1f},{y(v):.1f}"
+            for i, v in reversed(list(enumerate(below)))
+        )
+        parts.append(
+            f'<polygon class="kind" points="{upper} {lower}" fill="{color}" '
+            f'fill-opacity="0.45" stroke="none"><title>{name} (predicted)'
+            "</title></polygon>"
+        )
+        below = above
+    return parts
+
+
+def kinds_legend(kinds):
+    if not kinds:
+        return ""
+    return (
+        "<p id='kinds'>Shaded, the plan's pool at each allocation by kind: "
+        + ", ".join(
+            f"<span style='background:{color};opacity:0.7'>&nbsp;&nbsp;&nbsp;</span> {name}"
+            for name, color in KINDS
+        )
+        + ".</p>"
+    )
 
 
 def allocation_marks(measured, predicted, x, y):
@@ -127,9 +176,9 @@ def allocation_marks(measured, predicted, x, y):
     )
 
 
-def memory_svg(step, events, peaks, measured, predicted):
+def memory_svg(step, events, peaks, measured, predicted, kinds):
     """The pool's and the gathered bytes over the step, and the plan's:
-    its peaks, and its pool after each `measured` allocation."""
+    its peaks, its pool after each `measured` allocation, split by kind."""
     begin, duration = step["ts"], max(step["dur"], 1e-9)
     series = {
         "pool bytes": counter_series(events, "pool bytes"),
@@ -142,6 +191,7 @@ def memory_svg(step, events, peaks, measured, predicted):
         f'<svg id="memory" width="{WIDTH}" height="{CHART}" '
         'xmlns="http://www.w3.org/2000/svg">'
     ]
+    parts += kind_areas(measured, kinds, x, y, begin + duration)
     for (name, points), color in zip(series.items(), ("#4c78a8", "#f58518")):
         path = steps_path(points, x, y)
         parts.append(
@@ -161,7 +211,11 @@ def memory_svg(step, events, peaks, measured, predicted):
     parts += marks
     parts.append(f'<text x="4" y="14" font-size="11">{top / 2**20:.2f} MiB</text>')
     parts.append("</svg>")
-    return "".join(parts) + f"<p id='agreement'>{html.escape(caption)}</p>"
+    return (
+        "".join(parts)
+        + f"<p id='agreement'>{html.escape(caption)}</p>"
+        + kinds_legend(kinds)
+    )
 
 
 def lanes_svg(step, events):
@@ -196,18 +250,31 @@ def lanes_svg(step, events):
     return "".join(parts)
 
 
+def peak_units(report):
+    """Per unit, its gathered parameters and gradients at the highest
+    predicted peak of the report's entry points."""
+    functions = [f for f in report.get("functions", []) if f.get("peak_breakdown")]
+    if not functions:
+        return {}
+    top = max(functions, key=lambda f: f["predicted_peak_pool_bytes"])
+    return top["peak_breakdown"]["units"]
+
+
 def units_table(report):
     if not report or not report.get("units"):
         return "<p>No report (zestc --report-json): units not shown.</p>"
+    at_peak = peak_units(report)
     rows = [
         "<table id='units'><tr><th>unit</th><th>kind</th><th>bytes</th>"
-        "<th>shard bytes</th><th>prefetch</th><th>decision</th></tr>"
+        "<th>shard bytes</th><th>prefetch</th><th>decision</th>"
+        "<th>gathered at the peak</th><th>gradients at the peak</th></tr>"
     ]
     for unit in report["units"]:
+        share = at_peak.get(unit["name"], {})
         cells = [
             unit.get(k, "")
             for k in ("name", "kind", "bytes", "shard_bytes", "prefetch", "decision")
-        ]
+        ] + [share.get("gathered_bytes", 0), share.get("gradient_bytes", 0)]
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
         )
@@ -218,7 +285,7 @@ def page(trace, report_path):
     step, events, start_bytes = read_trace(trace)
     report = read_report(report_path)
     measured = allocations(events, start_bytes)
-    predicted = predicted_allocations(report, len(measured))
+    predicted, kinds = predicted_allocations(report, len(measured))
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>Zest step: {html.escape(step['name'])}</title>"
@@ -228,7 +295,7 @@ def page(trace, report_path):
         "<h2>Memory (rank 0)</h2>"
         "<p>Measured pool (blue) and gathered parameter (orange) bytes; the "
         "plan's predictions dashed.</p>"
-        + memory_svg(step, events, predicted_peaks(report), measured, predicted)
+        + memory_svg(step, events, predicted_peaks(report), measured, predicted, kinds)
         + "<h2>Timeline (rank 0)</h2>"
         + lanes_svg(step, events)
         + "<h2>Units</h2>"

@@ -11,10 +11,21 @@
 // bytes) = 320, reached inside the branch. With an allocation in a branch
 // the order of allocations is not static, so the pool's free lists serve
 // the step: they hold, per bucket size, as many buffers as are ever alive
-// at once (two of 128 bytes, one of 64): 320 bytes.
+// at once (two of 128 bytes, one of 64): 320 bytes. At the peak the pool
+// holds the gathered buffer (its 128 pool bytes) and two others (b and the
+// branch's), 192 bytes.
 // CHECK:      "name": "step",
+// CHECK-NEXT: "peak_breakdown": {
+// CHECK-NEXT:   "gathered_bytes": 128,
+// CHECK-NEXT:   "gradient_bytes": 0,
+// CHECK-NEXT:   "other_buffers": 2,
+// CHECK-NEXT:   "other_bytes": 192,
+// CHECK-NEXT:   "units": {},
+// CHECK-NEXT:   "workspace_bytes": 0
+// CHECK-NEXT: },
 // CHECK-NEXT: "peak_gathered_at": "func.call at
 // CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+23]]:10)",
+// CHECK-NEXT: "predicted_kinds_after_allocation": [],
 // CHECK-NEXT: "predicted_peak_gathered_bytes": 16,
 // CHECK-NEXT: "predicted_peak_pool_bytes": 320,
 // CHECK-NEXT: "predicted_pool_after_allocation": [],

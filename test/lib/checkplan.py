@@ -132,6 +132,29 @@ def check_schema(report):
         total = sum(c["sent_bytes_per_rank"] for c in function["collectives"])
         if total != function["sent_bytes_per_rank"]:
             sys.exit("checkplan: sent_bytes_per_rank is not the sum")
+        check_breakdown(function, {unit["name"] for unit in report["units"]})
+
+
+def check_breakdown(function, units):
+    """The plan's split by kind adds up: at the peak (with the kept
+    workspace) to the peak, after each allocation to the pool then; its
+    units are the report's (or buckets of them)."""
+    if function["predicted_peak_pool_bytes"] is None:
+        return
+    peak = function["peak_breakdown"]
+    kinds = ("gathered_bytes", "gradient_bytes", "other_bytes")
+    total = sum(peak[k] for k in kinds) + peak["workspace_bytes"]
+    if total != function["predicted_peak_pool_bytes"]:
+        sys.exit(f"checkplan: the peak's split {total} is not the peak")
+    for name, split in peak["units"].items():
+        if name not in units and not name.startswith("bucket"):
+            sys.exit(f"checkplan: the peak's split names unit {name}")
+        if split["other_bytes"] != 0:
+            sys.exit(f"checkplan: unit {name} has buffers of no kind")
+    pool = function.get("predicted_pool_after_allocation") or []
+    series = function["predicted_kinds_after_allocation"]
+    if pool and [sum(k) for k in series] != pool:
+        sys.exit("checkplan: the split after each allocation is not the pool")
 
 
 def measured(log, pattern):

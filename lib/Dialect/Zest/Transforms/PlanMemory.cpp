@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -161,6 +162,27 @@ struct Replay {
     plan.poolAfterAllocation.push_back(pool);
     raise(alloc);
   }
+  /// The unit whose collective `call` starts owns what it gathers into,
+  /// and what a reduction sends and receives: a parameter gradient.
+  void attribute(func::CallOp call) {
+    std::optional<Collective> collective = matchCollective(call, {});
+    if (!collective)
+      return;
+    bool gathers = collective->kind == "all_gather";
+    SmallVector<Value, 2> buffers = {call.getOperand(1)};
+    if (!gathers)
+      buffers.push_back(call.getOperand(0));
+    for (Value buffer : buffers) {
+      memref::AllocOp alloc = getAllocation(buffer);
+      auto it = alloc ? live.find(alloc) : live.end();
+      if (it == live.end())
+        continue;
+      BufferLifetime &lifetime = timeline->buffers[it->second];
+      lifetime.unit = collective->tag;
+      if (!gathers)
+        lifetime.kind = BufferKind::Gradient;
+    }
+  }
   void release(Operation *alloc) {
     BufferLifetime &buffer = timeline->buffers[live.lookup(alloc)];
     buffer.end = timeline->clock++;
@@ -172,6 +194,7 @@ struct Replay {
     if (pool > plan.peakPool) {
       plan.peakPool = pool;
       plan.peakPoolAt = at;
+      plan.peakTick = timeline->clock - 1;
     }
     if (gathered > plan.peakGathered) {
       plan.peakGathered = gathered;
@@ -235,11 +258,15 @@ LogicalResult replay(Block &block, Replay &state) {
         state.release(call);
         continue;
       }
+      state.attribute(call);
       if (call.getCallee() != "zest_pool_mark_gathered")
         continue;
       memref::AllocOp alloc = getAllocation(call.getOperand(0));
-      if (!alloc || state.gathers.contains(alloc))
+      if (!alloc || state.gathers.contains(alloc) ||
+          !state.live.contains(alloc))
         continue;
+      state.timeline->buffers[state.live.lookup(alloc)].kind =
+          BufferKind::Gathered;
       int64_t bytes = getStaticBufferBytes(alloc.getType()).value_or(0);
       state.gathers[alloc] = bytes;
       state.gathered += bytes;
@@ -313,8 +340,11 @@ mlir::zest::planFunctionMemory(func::FuncOp func, int64_t arenaAlignment) {
       failed(replay(func.getBody().front(), state)))
     return std::nullopt;
   placeStep(timeline, arenaAlignment, state.plan);
-  if (timeline.dynamicOrder)
+  attributeBuffers(timeline.buffers, state.plan);
+  if (timeline.dynamicOrder) {
     state.plan.poolAfterAllocation.clear();
+    state.plan.kindsAfterAllocation.clear();
+  }
   // The workspace stays in the pool, outside the arena, from the first
   // step's first product on: every later step peaks with it.
   if (state.cudaWorkspace) {
@@ -337,8 +367,10 @@ void MemoryPlan::merge(const MemoryPlan &other) {
   if (other.arenaBytes > arenaBytes)
     arenaBytes = other.arenaBytes, footprintAt = other.footprintAt;
   keptBytes = std::max(keptBytes, other.keptBytes);
-  if (other.peakPool > peakPool)
+  if (other.peakPool > peakPool) {
     peakPool = other.peakPool, peakPoolAt = other.peakPoolAt;
+    atPeak = other.atPeak;
+  }
   if (other.peakGathered > peakGathered)
     peakGathered = other.peakGathered, peakGatheredAt = other.peakGatheredAt;
 }
@@ -563,6 +595,56 @@ llvm::json::Value accumulateFor(func::FuncOp func) {
 /// An entry point and its memory plan (none if not exact).
 using EntryPlan = std::pair<func::FuncOp, std::optional<MemoryPlan>>;
 
+/// "  at the peak: ..." : what the pool holds at its peak, by kind, with
+/// the units' shares and the largest other buffers.
+void printPeakBreakdown(llvm::raw_ostream &os, const MemoryPlan &plan) {
+  const PeakBreakdown &peak = plan.atPeak;
+  auto units = [&](int64_t BytesByKind::*kind) {
+    SmallVector<std::string> shares;
+    for (auto &[unit, bytes] : peak.units)
+      if (bytes.*kind)
+        shares.push_back(unit + " " + std::to_string(bytes.*kind));
+    return shares.empty() ? std::string()
+                          : " (" + llvm::join(shares, ", ") + ")";
+  };
+  os << "  at the peak: gathered parameters " << peak.bytes.gathered
+     << units(&BytesByKind::gathered) << ", parameter gradients "
+     << peak.bytes.gradients << units(&BytesByKind::gradients)
+     << ", activations and temporaries " << peak.bytes.other << " in "
+     << peak.otherBuffers << " buffers";
+  for (auto [index, buffer] : llvm::enumerate(peak.largestOther))
+    os << (index ? ", " : " (largest: ") << buffer.first << " "
+       << describe(buffer.second);
+  if (!peak.largestOther.empty())
+    os << ")";
+  if (plan.keptBytes)
+    os << ", cuBLASLt workspace " << plan.keptBytes;
+  os << "\n";
+}
+
+/// The JSON of `plan`'s split by kind: at the peak, and after each
+/// allocation.
+void addBreakdownJson(llvm::json::Object &entry, const MemoryPlan &plan) {
+  auto object = [](const BytesByKind &bytes) {
+    return llvm::json::Object{{"gathered_bytes", bytes.gathered},
+                              {"gradient_bytes", bytes.gradients},
+                              {"other_bytes", bytes.other}};
+  };
+  llvm::json::Object peak = object(plan.atPeak.bytes);
+  peak["workspace_bytes"] = plan.keptBytes;
+  peak["other_buffers"] = plan.atPeak.otherBuffers;
+  llvm::json::Object units;
+  for (auto &[unit, bytes] : plan.atPeak.units)
+    units[unit] = object(bytes);
+  peak["units"] = std::move(units);
+  entry["peak_breakdown"] = std::move(peak);
+  llvm::json::Array series;
+  for (const BytesByKind &bytes : plan.kindsAfterAllocation)
+    series.push_back(
+        llvm::json::Array{bytes.gathered, bytes.gradients, bytes.other});
+  entry["predicted_kinds_after_allocation"] = std::move(series);
+}
+
 struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
@@ -585,6 +667,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         os << " (" << argumentBytes - hostArgumentBytes << " on the device, "
            << hostArgumentBytes << " in pinned host memory)";
       os << "; pool footprint bytes per rank " << plan->getFootprint() << "\n";
+      printPeakBreakdown(os, *plan);
     }
     llvm::StringMap<int64_t> counts;
     for (const StartedCollective &collective : collectives)
@@ -649,7 +732,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (failed(verifyArenaAlignment(arenaAlignment, module.getLoc())))
       return signalPassFailure();
     // Each entry point is replayed once, for the budget and the report.
-    SmallVector<EntryPlan> plans;
+    std::vector<EntryPlan> plans;
     for (auto func : module.getOps<func::FuncOp>())
       if (isEntryPoint(func))
         plans.push_back({func, planFunctionMemory(func, arenaAlignment)});
@@ -700,6 +783,7 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         entry["predicted_pool_after_allocation"] =
             llvm::json::Array(plan->poolAfterAllocation);
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
+        addBreakdownJson(entry, *plan);
         entry["peak_pool_at"] = describe(plan->peakPoolAt);
         entry["peak_gathered_at"] = describe(plan->peakGatheredAt);
         if (top)

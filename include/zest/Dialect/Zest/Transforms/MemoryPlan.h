@@ -12,16 +12,47 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <map>
 #include <optional>
+#include <string>
 
 namespace mlir::zest {
 
+/// What a buffer of the step holds, as far as the plan can tell: a
+/// gathered parameter (`zest_pool_mark_gathered`), a parameter gradient
+/// (what a reduce-scatter or all-reduce sends or receives), or anything
+/// else (activations, their gradients, temporaries).
+enum class BufferKind { Other, Gathered, Gradient };
+
 /// One buffer of a step, as the runtime's pool sees it: its bytes (whole
 /// buckets) and when it is allocated and freed (ticks of one clock over the
-/// step's allocations and frees; -1: never freed).
+/// step's allocations and frees; -1: never freed); what it holds, and the
+/// unit whose collective moves it (empty if none does).
 struct BufferLifetime {
   int64_t bytes, start, end;
   Operation *allocatedAt;
+  BufferKind kind = BufferKind::Other;
+  std::string unit = {};
+};
+
+/// Live bytes by kind (gathered parameters, parameter gradients, other).
+struct BytesByKind {
+  int64_t gathered = 0, gradients = 0, other = 0;
+  int64_t &of(BufferKind kind) {
+    return kind == BufferKind::Gathered   ? gathered
+           : kind == BufferKind::Gradient ? gradients
+                                          : other;
+  }
+};
+
+/// What is live at the pool's peak: bytes by kind, and by unit (gathered
+/// parameters and gradients), the count of other buffers and the largest
+/// of them.
+struct PeakBreakdown {
+  BytesByKind bytes;
+  std::map<std::string, BytesByKind> units;
+  int64_t otherBuffers = 0;
+  SmallVector<std::pair<int64_t, Operation *>> largestOther;
 };
 
 /// Where the pool's arena aligns buffers: the pool's 64-byte buckets on the
@@ -67,12 +98,22 @@ struct MemoryPlan {
   /// runtime's order (what its trace's pool counter reads then); empty
   /// when that order is not static.
   SmallVector<int64_t> poolAfterAllocation;
+  /// The same split by kind (what the pool holds then), and what is live at
+  /// the peak.
+  SmallVector<BytesByKind> kindsAfterAllocation;
+  PeakBreakdown atPeak;
+  /// The clock tick of the allocation at which the pool peaks.
+  int64_t peakTick = -1;
 
   /// The memory the pool holds for the step: its buffers and kept ones.
   int64_t getFootprint() const { return arenaBytes + keptBytes; }
   /// Takes the higher of each peak (the plan of several entry points).
   void merge(const MemoryPlan &other);
 };
+
+/// Fills `plan`'s split by kind (`kindsAfterAllocation`, `atPeak`) from
+/// the step's buffers in allocation order.
+void attributeBuffers(ArrayRef<BufferLifetime> buffers, MemoryPlan &plan);
 
 /// Bytes of the elements of a statically shaped int or float buffer or
 /// tensor type; nothing for any other type.
