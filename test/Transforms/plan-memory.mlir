@@ -24,7 +24,7 @@
 // CHECK-NEXT:   "workspace_bytes": 0
 // CHECK-NEXT: },
 // CHECK-NEXT: "peak_gathered_at": "func.call at
-// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+23]]:10)",
+// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+24]]:10)",
 // CHECK-NEXT: "predicted_kinds_after_allocation": [],
 // CHECK-NEXT: "predicted_peak_gathered_bytes": 16,
 // CHECK-NEXT: "predicted_peak_pool_bytes": 320,
@@ -186,8 +186,8 @@ func.func @step(%p: !llvm.ptr) {
 // (where the peak is reached, for free lists), naming the footprint and the
 // live peak.
 // RUN: not zest-opt %s -split-input-file -zest-plan-memory="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
-// BUDGET: plan-memory.mlir:40:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
-// BUDGET: plan-memory.mlir:47:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
+// BUDGET: plan-memory.mlir:51:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
+// BUDGET: plan-memory.mlir:58:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
 // BUDGET: plan-memory.mlir:[[@LINE+2]]:{{[0-9]+}}: error: @also_over needs a pool of 192 bytes per rank (its highest buffer is allocated here; 192 bytes live at its peak), over the memory budget of 100 bytes
 func.func @also_over() {
   %a = memref.alloc() : memref<40xf32>
@@ -242,10 +242,19 @@ func.func @overlap(%p: !llvm.ptr) {
 // products as the CPU's: two products (dx, dw) of 8 x 32 x 16 and one (dx)
 // for the second call, 5 us each plus 2 m n k / 3e8 us per product.
 // COSTTEXT: predicted time on h100-nvlink: gpu_step: 0.010 ms per call (compute 0.010 ms, communication 0.000 ms, exposed 0.000 ms; products 0.010 ms of the compute)
+// At the peak: a and g (1152 bytes of other buffers) and the workspace.
 // CHECK:      "name": "gpu_step",
+// CHECK-NEXT: "peak_breakdown": {
+// CHECK-NEXT:   "gathered_bytes": 0,
+// CHECK-NEXT:   "gradient_bytes": 0,
+// CHECK-NEXT:   "other_buffers": 2,
+// CHECK-NEXT:   "other_bytes": 1152,
+// CHECK-NEXT:   "units": {},
+// CHECK-NEXT:   "workspace_bytes": 33554432
+// CHECK-NEXT: },
 // CHECK-NEXT: "peak_gathered_at": "",
 // CHECK-NEXT: "peak_pool_at": "func.call at {{.*}}plan-memory.mlir{{.}}":[[@LINE+15]]:3)",
-// CHECK-NEXT: "predicted_peak_gathered_bytes": 0,
+// CHECK:      "predicted_peak_gathered_bytes": 0,
 // CHECK-NEXT: "predicted_peak_pool_bytes": 33555584
 func.func private @zest_cuda_linear_backward(i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr)
 func.func @gpu_step(%p: !llvm.ptr) {
@@ -273,9 +282,13 @@ func.func @gpu_step(%p: !llvm.ptr) {
 // (what its trace's pool counter reads; zest plot draws them): a, then
 // the region's t, then b and the region's t again.
 // CHECK:      "name": "calls_region",
+// CHECK-NEXT: "peak_breakdown": {
+// CHECK:        "other_bytes": 192,
+// CHECK:        "workspace_bytes": 0
+// CHECK-NEXT: },
 // CHECK-NEXT: "peak_gathered_at": "",
 // CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+20]]:8)",
-// CHECK-NEXT: "predicted_peak_gathered_bytes": 0,
+// CHECK:      "predicted_peak_gathered_bytes": 0,
 // CHECK-NEXT: "predicted_peak_pool_bytes": 192,
 // CHECK-NEXT: "predicted_pool_after_allocation": [
 // CHECK-NEXT:   128,
