@@ -163,14 +163,27 @@ struct UnitSpan {
 UnitSpan findSpan(const BodyLayout &layout,
                   const DenseSet<Operation *> &forwardOps, StringAttr unit) {
   UnitSpan span;
-  DenseSet<Value> computed;
   for (Operation *op : layout.ops)
-    if (forwardOps.contains(op) && layout.getUnit(op) == unit) {
+    if (forwardOps.contains(op) && layout.getUnit(op) == unit)
       span.forward.push_back(op);
-      computed.insert(op->result_begin(), op->result_end());
-    }
   if (span.forward.empty())
     return span;
+  // What the backward reads of this unit's forward alone: a value other
+  // units' forward read too (an attention mask, rotary tables built in the
+  // first block) is read by their backward as well, long before this
+  // unit's backward starts.
+  auto readByOtherForward = [&](Value value) {
+    return llvm::any_of(value.getUsers(), [&](Operation *user) {
+      std::optional<unsigned> at = layout.getPosition(user);
+      Operation *op = at ? layout.ops[*at] : nullptr;
+      return op && forwardOps.contains(op) && layout.getUnit(op) != unit;
+    });
+  };
+  DenseSet<Value> computed;
+  for (Operation *op : span.forward)
+    for (Value result : op->getResults())
+      if (!readByOtherForward(result))
+        computed.insert(result);
   bool between = false;
   for (Operation *op = span.forward.back()->getNextNode();
        op && !op->hasTrait<OpTrait::IsTerminator>(); op = op->getNextNode()) {
@@ -357,9 +370,19 @@ bool CheckpointActivationsPass::checkpoint(const BodyLayout &layout,
         mapping.map(read, OptimizationBarrierOp::create(builder, read.getLoc(),
                                                         read.getType(), read));
     }
-  for (Operation *op : span.forward)
-    if (slice.contains(op))
-      builder.clone(*op, mapping);
+  for (Operation *op : span.forward) {
+    if (!slice.contains(op))
+      continue;
+    // Destinations of its own, created where they are first written:
+    // writing into the forward's could keep the forward's buffer alive
+    // until the recomputation.
+    for (Value read : getReadValues(op))
+      if (isa_and_nonnull<tensor::EmptyOp>(read.getDefiningOp()) &&
+          !mapping.contains(read))
+        mapping.map(
+            read, builder.clone(*read.getDefiningOp(), mapping)->getResult(0));
+    builder.clone(*op, mapping);
+  }
   unsigned from = *layout.getPosition(start);
   for (Value value : saved)
     value.replaceUsesWithIf(mapping.lookup(value), [&](OpOperand &use) {
