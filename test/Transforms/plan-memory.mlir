@@ -280,14 +280,16 @@ func.func @gpu_step(%p: !llvm.ptr) {
 // floats in one bucket) at the first call. Its own peak is not an entry
 // point's. After each allocation, in the order the runtime makes them
 // (what its trace's pool counter reads; zest plot draws them): a, then
-// the region's t, then b and the region's t again.
+// the region's t, then b and the region's t again. The peak's op is the
+// region's (its location the first block's, in an outlined stack), so the
+// report names the call it runs in too.
 // CHECK:      "name": "calls_region",
 // CHECK-NEXT: "peak_breakdown": {
 // CHECK:        "other_bytes": 192,
 // CHECK:        "workspace_bytes": 0
 // CHECK-NEXT: },
 // CHECK-NEXT: "peak_gathered_at": "",
-// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+20]]:8)",
+// CHECK-NEXT: "peak_pool_at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+20]]:8) in the call at {{.*}}plan-memory.mlir{{.}}":[[@LINE+12]]:3)",
 // CHECK:      "predicted_peak_gathered_bytes": 0,
 // CHECK-NEXT: "predicted_peak_pool_bytes": 192,
 // CHECK-NEXT: "predicted_pool_after_allocation": [

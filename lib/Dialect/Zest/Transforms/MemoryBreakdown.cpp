@@ -27,7 +27,8 @@ static PeakBreakdown getLiveAt(ArrayRef<BufferLifetime> buffers, int64_t tick) {
     if (buffer.kind != BufferKind::Other)
       continue;
     ++live.otherBuffers;
-    live.largestOther.push_back({buffer.bytes, buffer.allocatedAt});
+    live.largestOther.push_back(
+        {buffer.bytes, {buffer.allocatedAt, buffer.calledFrom}});
   }
   llvm::stable_sort(live.largestOther, [](const auto &a, const auto &b) {
     return a.first > b.first;

@@ -153,10 +153,13 @@ struct Replay {
   Timeline *timeline = nullptr;
   MemoryPlan plan;
   SymbolTableCollection *symbols = nullptr; // finds the functions called
+  /// The entry point's call being replayed into, if any.
+  Operation *callSite = nullptr;
 
   void allocate(Operation *alloc, int64_t bytes) {
     live[alloc] = timeline->buffers.size();
-    timeline->buffers.push_back({bytes, timeline->clock++, -1, alloc});
+    timeline->buffers.push_back(
+        {bytes, timeline->clock++, -1, alloc, BufferKind::Other, "", callSite});
     timeline->dynamicOrder |= inLoopOrBranch;
     pool += bytes;
     plan.poolAfterAllocation.push_back(pool);
@@ -194,11 +197,13 @@ struct Replay {
     if (pool > plan.peakPool) {
       plan.peakPool = pool;
       plan.peakPoolAt = at;
+      plan.peakPoolCall = callSite;
       plan.peakTick = timeline->clock - 1;
     }
     if (gathered > plan.peakGathered) {
       plan.peakGathered = gathered;
       plan.peakGatheredAt = at;
+      plan.peakGatheredCall = callSite;
     }
   }
 };
@@ -208,9 +213,12 @@ LogicalResult replay(Block &block, Replay &state);
 /// Replays `block` (a called function's body, a loop body, a branch) on top
 /// of `state`, which it must leave with the same buffers live (so that each
 /// time it runs it allocates the same way); only the peaks rise.
-LogicalResult replayNested(Block &block, Replay &state, bool loopOrBranch) {
+LogicalResult replayNested(Block &block, Replay &state, bool loopOrBranch,
+                           Operation *call = nullptr) {
   Replay inner = state;
   inner.inLoopOrBranch |= loopOrBranch;
+  if (!inner.callSite)
+    inner.callSite = call;
   if (failed(replay(block, inner)) || inner.pool != state.pool ||
       inner.gathered != state.gathered ||
       inner.live.size() != state.live.size() ||
@@ -249,7 +257,7 @@ LogicalResult replay(Block &block, Replay &state) {
           callee && !callee.isExternal()) {
         if (!callee.getBody().hasOneBlock() ||
             failed(replayNested(callee.getBody().front(), state,
-                                /*loopOrBranch=*/false)))
+                                /*loopOrBranch=*/false, call)))
           return failure();
         continue;
       }
@@ -369,10 +377,13 @@ void MemoryPlan::merge(const MemoryPlan &other) {
   keptBytes = std::max(keptBytes, other.keptBytes);
   if (other.peakPool > peakPool) {
     peakPool = other.peakPool, peakPoolAt = other.peakPoolAt;
+    peakPoolCall = other.peakPoolCall;
     atPeak = other.atPeak;
   }
-  if (other.peakGathered > peakGathered)
+  if (other.peakGathered > peakGathered) {
     peakGathered = other.peakGathered, peakGatheredAt = other.peakGatheredAt;
+    peakGatheredCall = other.peakGatheredCall;
+  }
 }
 
 /// The entry points a plan covers: public functions with a body.
@@ -412,12 +423,16 @@ SmallVector<StartedCollective> getCollectives(func::FuncOp func,
   return collectives;
 }
 
-std::string describe(Operation *op) {
+std::string describe(Operation *op, Operation *call = nullptr) {
   if (!op)
     return "";
   std::string text;
   llvm::raw_string_ostream os(text);
   os << op->getName() << " at " << op->getLoc();
+  // An op of a region of repeated blocks has the first block's location:
+  // the call says which block.
+  if (call)
+    os << " in the call at " << call->getLoc();
   return text;
 }
 
@@ -614,7 +629,7 @@ void printPeakBreakdown(llvm::raw_ostream &os, const MemoryPlan &plan) {
      << peak.otherBuffers << " buffers";
   for (auto [index, buffer] : llvm::enumerate(peak.largestOther))
     os << (index ? ", " : " (largest: ") << buffer.first << " "
-       << describe(buffer.second);
+       << describe(buffer.second.op, buffer.second.call);
   if (!peak.largestOther.empty())
     os << ")";
   if (plan.keptBytes)
@@ -658,10 +673,11 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     } else {
       os << "peak pool bytes per rank " << plan->peakPool;
       if (plan->peakPoolAt)
-        os << " (" << describe(plan->peakPoolAt) << ")";
+        os << " (" << describe(plan->peakPoolAt, plan->peakPoolCall) << ")";
       os << ", peak gathered parameter bytes per rank " << plan->peakGathered;
       if (plan->peakGatheredAt)
-        os << " (" << describe(plan->peakGatheredAt) << ")";
+        os << " (" << describe(plan->peakGatheredAt, plan->peakGatheredCall)
+           << ")";
       os << "; argument bytes per rank " << argumentBytes;
       if (hostArgumentBytes)
         os << " (" << argumentBytes - hostArgumentBytes << " on the device, "
@@ -784,8 +800,9 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
             llvm::json::Array(plan->poolAfterAllocation);
         entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
         addBreakdownJson(entry, *plan);
-        entry["peak_pool_at"] = describe(plan->peakPoolAt);
-        entry["peak_gathered_at"] = describe(plan->peakGatheredAt);
+        entry["peak_pool_at"] = describe(plan->peakPoolAt, plan->peakPoolCall);
+        entry["peak_gathered_at"] =
+            describe(plan->peakGatheredAt, plan->peakGatheredCall);
         if (top)
           top->merge(*plan);
       } else {

@@ -33,6 +33,15 @@ struct BufferLifetime {
   Operation *allocatedAt;
   BufferKind kind = BufferKind::Other;
   std::string unit = {};
+  /// The entry point's call the buffer is allocated in (a region of
+  /// repeated blocks: its ops' locations are the first block's), if any.
+  Operation *calledFrom = nullptr;
+};
+
+/// Where something happens in a step: an op, and the entry point's call it
+/// runs in, if any.
+struct StepSite {
+  Operation *op = nullptr, *call = nullptr;
 };
 
 /// Live bytes by kind (gathered parameters, parameter gradients, other).
@@ -52,7 +61,7 @@ struct PeakBreakdown {
   BytesByKind bytes;
   std::map<std::string, BytesByKind> units;
   int64_t otherBuffers = 0;
-  SmallVector<std::pair<int64_t, Operation *>> largestOther;
+  SmallVector<std::pair<int64_t, StepSite>> largestOther;
 };
 
 /// Where the pool's arena aligns buffers: the pool's 64-byte buckets on the
@@ -79,8 +88,10 @@ struct MemoryPlan {
   /// Live bytes at the peaks (of the pool's buffers, of gathered
   /// parameters).
   int64_t peakPool = 0, peakGathered = 0;
-  /// The ops at which each peak is first reached.
+  /// The ops at which each peak is first reached, and the calls they run
+  /// in.
   Operation *peakPoolAt = nullptr, *peakGatheredAt = nullptr;
+  Operation *peakPoolCall = nullptr, *peakGatheredCall = nullptr;
   /// What the pool takes from the system or the device for the step's
   /// buffers: the planned arena, or without a placement the free lists'
   /// buffers. `footprintAt` allocates the buffer that ends highest.
