@@ -94,8 +94,8 @@ private:
   }
   std::optional<Probe> nearestAccepted(
       Probe reject, Probe accept, function_ref<Schedule(size_t)> scheduleAt,
-      function_ref<bool(const Candidate &, const Candidate &)> accepted,
-      std::optional<double> boundUs);
+      std::optional<double> boundUs,
+      function_ref<bool(const Candidate &, const Candidate &)> accepted = {});
   std::vector<std::string> getRecomputableUnits(const Candidate &lean) const;
   SmallVector<std::optional<OffloadMode>> getOffloadModes() const;
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
@@ -205,14 +205,15 @@ static SmallVector<size_t> getProbeSteps(const Candidate &reject,
 /// round concurrently (getProbeSteps): plans are close to linear in the
 /// count of a stack's recomputed, offloaded or kept units, so one or two
 /// rounds usually end it. `accepted(candidate, than)` judges a candidate
-/// where `than` is the accepted end. With `boundUs` (the fastest schedule
+/// where `than` is the accepted end (by default: it fits the budget). With
+/// `boundUs` (the fastest schedule
 /// found elsewhere; more units are slower), a rejected count at least that
 /// slow ends the search without an answer. A predicted `accept` is
 /// returned as it is (not compiled).
 std::optional<Probe> ScheduleSearch::nearestAccepted(
     Probe reject, Probe accept, function_ref<Schedule(size_t)> scheduleAt,
-    function_ref<bool(const Candidate &, const Candidate &)> accepted,
-    std::optional<double> boundUs) {
+    std::optional<double> boundUs,
+    function_ref<bool(const Candidate &, const Candidate &)> accepted) {
   auto distance = [&] {
     return accept.count > reject.count ? accept.count - reject.count
                                        : reject.count - accept.count;
@@ -229,7 +230,8 @@ std::optional<Probe> ScheduleSearch::nearestAccepted(
       schedules.push_back(scheduleAt(countAt(s)));
     SmallVector<FailureOr<Candidate>> results = candidates.compile(schedules);
     for (auto [s, result] : llvm::zip(steps, results)) {
-      if (succeeded(result) && accepted(*result, accept.candidate)) {
+      if (succeeded(result) && (accepted ? accepted(*result, accept.candidate)
+                                         : result->heldBytes <= budget)) {
         accept = {countAt(s), *result};
         continue;
       }
@@ -294,11 +296,8 @@ std::optional<Candidate> ScheduleSearch::searchTrack(const Track &track) {
     checkpoint = getPrefix(recomputable, n);
     return withLevers(0, baseKeep);
   };
-  auto fitsBudget = [&](const Candidate &candidate, const Candidate &) {
-    return candidate.heldBytes <= budget;
-  };
-  std::optional<Probe> answer = nearestAccepted(
-      {0, track.none}, track.all, scheduleAt, fitsBudget, getBound());
+  std::optional<Probe> answer =
+      nearestAccepted({0, track.none}, track.all, scheduleAt, getBound());
   if (!answer)
     return std::nullopt;
   checkpoint = getPrefix(recomputable, answer->count);
@@ -330,11 +329,8 @@ std::optional<Candidate> ScheduleSearch::fewestOffloaded(const Candidate &lean,
         offloadUnits.push_back(bySize[i].second);
     return withLevers(0, baseKeep);
   };
-  auto fitsBudget = [&](const Candidate &candidate, const Candidate &) {
-    return candidate.heldBytes <= budget;
-  };
-  std::optional<Probe> answer = nearestAccepted(
-      {0, lean}, {bySize.size(), all}, largest, fitsBudget, getBound());
+  std::optional<Probe> answer =
+      nearestAccepted({0, lean}, {bySize.size(), all}, largest, getBound());
   if (answer)
     largest(answer->count);
   return answer ? std::optional<Candidate>(answer->candidate) : std::nullopt;
@@ -518,8 +514,8 @@ void ScheduleSearch::chooseKeptUnits(unsigned depth, const Candidate &base,
     Probe all{order.size(), succeeded(everything) ? *everything : base};
     std::optional<Probe> kept = nearestAccepted(
         all, {0, base},
-        [&](size_t n) { return withLevers(depth, keepPrefix(n)); }, notSlower,
-        std::nullopt);
+        [&](size_t n) { return withLevers(depth, keepPrefix(n)); },
+        std::nullopt, notSlower);
     return considerChoice(depth, keepPrefix(kept->count), kept->candidate);
   }
   std::vector<std::string> keep = baseKeep;

@@ -9,6 +9,7 @@
 
 #include "ZestToRuntime.h"
 #include "zest/Conversion/Passes.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -49,8 +50,7 @@ struct ConvertZestToRuntimePass
     populateGradNormPatterns(patterns);
     populateWideningPatterns(patterns);
     populateHostCopyPatterns(patterns);
-    GreedyRewriteConfig config;
-    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    GreedyRewriteConfig config = getStraightLineRewriteConfig();
     config.enableFolding(false);
     if (failed(applyPatternsGreedily(module, std::move(patterns), config)))
       return signalPassFailure();

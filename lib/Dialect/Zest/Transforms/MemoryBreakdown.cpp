@@ -55,12 +55,14 @@ void mlir::zest::attributeBuffers(ArrayRef<BufferLifetime> buffers,
   }
   BytesByKind live;
   plan.kindsAfterAllocation.clear();
+  plan.poolAfterAllocation.clear();
   for (int64_t tick = 0; tick < ticks; ++tick) {
     if (const BufferLifetime *buffer = freed[tick])
       live.of(buffer->kind) -= buffer->bytes;
     if (const BufferLifetime *buffer = allocated[tick]) {
       live.of(buffer->kind) += buffer->bytes;
       plan.kindsAfterAllocation.push_back(live);
+      plan.poolAfterAllocation.push_back(live.getTotal());
     }
   }
 }

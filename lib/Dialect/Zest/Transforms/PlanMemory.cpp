@@ -162,7 +162,6 @@ struct Replay {
         {bytes, timeline->clock++, -1, alloc, BufferKind::Other, "", callSite});
     timeline->dynamicOrder |= inLoopOrBranch;
     pool += bytes;
-    plan.poolAfterAllocation.push_back(pool);
     raise(alloc);
   }
   /// The unit whose collective `call` starts owns what it gathers into,

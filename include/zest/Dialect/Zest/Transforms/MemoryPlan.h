@@ -47,6 +47,7 @@ struct StepSite {
 /// Live bytes by kind (gathered parameters, parameter gradients, other).
 struct BytesByKind {
   int64_t gathered = 0, gradients = 0, other = 0;
+  int64_t getTotal() const { return gathered + gradients + other; }
   int64_t &of(BufferKind kind) {
     return kind == BufferKind::Gathered   ? gathered
            : kind == BufferKind::Gradient ? gradients
@@ -122,8 +123,9 @@ struct MemoryPlan {
   void merge(const MemoryPlan &other);
 };
 
-/// Fills `plan`'s split by kind (`kindsAfterAllocation`, `atPeak`) from
-/// the step's buffers in allocation order.
+/// Fills `plan`'s pool after each allocation (`poolAfterAllocation`, and
+/// split by kind `kindsAfterAllocation`) and what is live at its peak
+/// (`atPeak`) from the step's buffers in allocation order.
 void attributeBuffers(ArrayRef<BufferLifetime> buffers, MemoryPlan &plan);
 
 /// Bytes of the elements of a statically shaped int or float buffer or
