@@ -18,6 +18,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <limits>
+
 namespace mlir::zest {
 #define GEN_PASS_DEF_CHECKPOINTACTIVATIONSPASS
 #include "zest/Dialect/Zest/Transforms/Passes.h.inc"
@@ -55,6 +57,12 @@ bool isRecomputable(Operation *op) {
          !isa<tensor::EmptyOp>(op);
 }
 
+/// Whether `op` is a constant or an empty tensor: what any clone may read.
+bool isConstantOrEmpty(Operation *op) {
+  return op &&
+         (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op));
+}
+
 /// A product (matrix or batched product, convolution): what the selective
 /// policy keeps rather than recomputes, as PyTorch's selective
 /// checkpointing saves matmul outputs.
@@ -64,24 +72,60 @@ bool isProduct(Operation *op) {
                       linalg::isaConvolutionOpInterface(linalgOp));
 }
 
+/// The ops of `block` the loss (the result marked `zest.loss`) is computed
+/// from: the forward. Empty without a loss.
+DenseSet<Operation *> getForwardOps(func::FuncOp func, Block &block) {
+  DenseSet<Operation *> forward;
+  SmallVector<Value> worklist;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (func.getResultAttr(i, ZestDialect::kLossAttrName))
+      worklist.push_back(block.getTerminator()->getOperand(i));
+  while (!worklist.empty()) {
+    Operation *producer = worklist.pop_back_val().getDefiningOp();
+    if (!producer)
+      continue;
+    producer = block.findAncestorOpInBlock(*producer);
+    if (producer && forward.insert(producer).second)
+      llvm::append_range(worklist, getReadValues(producer));
+  }
+  return forward;
+}
+
+/// The bytes of `value` where it is a tensor of static shape, else 0.
+int64_t getStaticBytes(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  return type.getNumElements() *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
 /// One function body's ops in order, and the unit each works for: the unit
 /// whose parameters it reads, else that of its first user that has one
 /// (zest-outline-regions' rule), so a block's forward and its backward are
-/// each a run of ops working for the block's unit.
+/// each a run of ops working for the block's unit. Between two units'
+/// forwards, the ops that read no parameter go to the earlier or the later
+/// unit where the fewest bytes cross: a block's closing residual add is its
+/// own, so the next block recomputes from its one input, not from the two
+/// tensors the add reads.
 class BodyLayout {
 public:
-  explicit BodyLayout(Block &block) : block(block) {
+  BodyLayout(Block &block, const DenseSet<Operation *> &forward)
+      : block(block), forward(forward) {
     for (Operation &op : block.without_terminator())
       position[&op] = ops.size(), ops.push_back(&op);
     for (Operation *op : llvm::reverse(ops)) {
       if (!isRecomputable(op))
         continue;
       StringAttr unit = getOwnUnit(op);
-      if (!unit)
+      if (unit)
+        ownUnit.insert(op);
+      else
         unit = getUserUnit(op);
       if (unit)
         units[op] = unit;
     }
+    placeForwardBoundaries();
   }
 
   StringAttr getUnit(Operation *op) const { return units.lookup(op); }
@@ -96,6 +140,8 @@ public:
   }
 
   Block &block;
+  /// The ops the loss is computed from.
+  const DenseSet<Operation *> &forward;
   SmallVector<Operation *> ops;
 
 private:
@@ -125,27 +171,91 @@ private:
     return unit;
   }
 
+  void placeForwardBoundaries();
+  void placeBoundary(StringAttr before, ArrayRef<Operation *> run,
+                     unsigned end);
+
   DenseMap<Operation *, unsigned> position;
   DenseMap<Operation *, StringAttr> units;
+  DenseSet<Operation *> ownUnit;
 };
 
-/// The ops of `block` the loss (the result marked `zest.loss`) is computed
-/// from: the forward. Empty without a loss.
-DenseSet<Operation *> getForwardOps(func::FuncOp func, Block &block) {
-  DenseSet<Operation *> forward;
-  SmallVector<Value> worklist;
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    if (func.getResultAttr(i, ZestDialect::kLossAttrName))
-      worklist.push_back(block.getTerminator()->getOperand(i));
-  while (!worklist.empty()) {
-    Operation *producer = worklist.pop_back_val().getDefiningOp();
-    if (!producer)
+/// Finds each run of forward ops without parameters between the last op
+/// reading one unit's parameters and the first reading another's.
+void BodyLayout::placeForwardBoundaries() {
+  Operation *last = nullptr;
+  SmallVector<Operation *> run;
+  for (Operation *op : ops) {
+    if (!forward.contains(op) || !units.count(op))
       continue;
-    producer = block.findAncestorOpInBlock(*producer);
-    if (producer && forward.insert(producer).second)
-      llvm::append_range(worklist, getReadValues(producer));
+    if (!ownUnit.contains(op)) {
+      if (last)
+        run.push_back(op);
+      continue;
+    }
+    if (last && !run.empty() && getUnit(last) != getUnit(op))
+      placeBoundary(getUnit(last), run, position.lookup(op));
+    last = op, run.clear();
   }
-  return forward;
+}
+
+/// Gives the ops of `run` before the cut to `before`, the unit whose
+/// parameters were read last, and keeps the rest with the unit their users
+/// gave them, cutting where the fewest bytes of values computed before are
+/// read after: by the later units' forwards, or by any backward but that of
+/// `before`. `end` is the position of the first op of the later unit.
+void BodyLayout::placeBoundary(StringAttr before, ArrayRef<Operation *> run,
+                               unsigned end) {
+  StringAttr after = getUnit(run.back());
+  if (llvm::any_of(run, [&](Operation *op) {
+        StringAttr unit = getUnit(op);
+        return unit != before && unit != after;
+      }))
+    return;
+  // The values a cut can separate from their readers: those the run
+  // computes or reads. Each with the index of the op in the run computing
+  // it (-1 before the run) and the last position of a reader that counts.
+  struct Crossing {
+    int def;
+    unsigned lastRead;
+    int64_t bytes;
+  };
+  SmallVector<Crossing> values;
+  DenseSet<Value> seen;
+  auto consider = [&](Value value, int def) {
+    if (isConstantOrEmpty(value.getDefiningOp()) || !seen.insert(value).second)
+      return;
+    unsigned lastRead = 0;
+    for (Operation *user : value.getUsers()) {
+      std::optional<unsigned> at = getPosition(user);
+      if (!at)
+        continue;
+      Operation *reader = ops[*at];
+      if (forward.contains(reader) || getUnit(reader) != before)
+        lastRead = std::max(lastRead, *at);
+    }
+    values.push_back({def, lastRead, getStaticBytes(value)});
+  };
+  for (auto [index, op] : llvm::enumerate(run)) {
+    for (Value read : getReadValues(op))
+      consider(read, -1);
+    for (Value result : op->getResults())
+      consider(result, index);
+  }
+  // The cut before run[cut] (run.size(): after the whole run).
+  unsigned best = 0;
+  int64_t bestBytes = std::numeric_limits<int64_t>::max();
+  for (unsigned cut = 0; cut <= run.size(); ++cut) {
+    unsigned at = cut < run.size() ? position.lookup(run[cut]) : end;
+    int64_t bytes = 0;
+    for (const Crossing &value : values)
+      if (value.def < static_cast<int>(cut) && value.lastRead >= at)
+        bytes += value.bytes;
+    if (bytes < bestBytes)
+      best = cut, bestBytes = bytes;
+  }
+  for (Operation *op : run.take_front(best))
+    units[op] = before;
 }
 
 /// Where a unit's forward and backward are in one body.
@@ -160,8 +270,8 @@ struct UnitSpan {
 /// `unit`'s forward and the start of its backward; no start where nothing
 /// reads the forward afterwards, or nothing working for another unit lies
 /// between (the last block of a stack: no memory to free in between).
-UnitSpan findSpan(const BodyLayout &layout,
-                  const DenseSet<Operation *> &forwardOps, StringAttr unit) {
+UnitSpan findSpan(const BodyLayout &layout, StringAttr unit) {
+  const DenseSet<Operation *> &forwardOps = layout.forward;
   UnitSpan span;
   for (Operation *op : layout.ops)
     if (forwardOps.contains(op) && layout.getUnit(op) == unit)
@@ -310,6 +420,26 @@ sliceSaved(const BodyLayout &layout, const UnitSpan &span, unsigned start,
   return {saved, slice};
 }
 
+/// Whether `op` computes its results from constants alone (a fill).
+bool isComputedFromConstants(Operation *op) {
+  return isRecomputable(op) && llvm::all_of(getReadValues(op), [](Value read) {
+           return isConstantOrEmpty(read.getDefiningOp());
+         });
+}
+
+/// Clones `op` with destinations of its own (its empty tensors cloned
+/// where they are first written): writing into the forward's could keep
+/// the forward's buffer alive until the recomputation.
+void cloneWithOwnDestinations(OpBuilder &builder, Operation *op,
+                              IRMapping &mapping) {
+  for (Value read : getReadValues(op))
+    if (isa_and_nonnull<tensor::EmptyOp>(read.getDefiningOp()) &&
+        !mapping.contains(read))
+      mapping.map(read,
+                  builder.clone(*read.getDefiningOp(), mapping)->getResult(0));
+  builder.clone(*op, mapping);
+}
+
 /// The re-gather of `unit` after `after` in its block, or null.
 AllGatherOp findBackwardGather(UnitOp unit, Operation *after) {
   for (Operation *op = after->getNextNode(); op; op = op->getNextNode())
@@ -361,28 +491,22 @@ bool CheckpointActivationsPass::checkpoint(const BodyLayout &layout,
                                 view.getParamAttr()));
         continue;
       }
+      // A value computed from constants alone (a fill, which CSE shares
+      // among blocks) is computed again rather than kept from the forward.
+      if (producer && isComputedFromConstants(producer)) {
+        cloneWithOwnDestinations(builder, producer, mapping);
+        continue;
+      }
       // What the unit reads from outside (its inputs, data, random
       // streams) is kept; behind a barrier, CSE cannot merge the
       // recomputation with the forward.
-      if (isa<RankedTensorType>(read.getType()) &&
-          !(producer && (producer->hasTrait<OpTrait::ConstantLike>() ||
-                         isa<tensor::EmptyOp>(producer))))
+      if (isa<RankedTensorType>(read.getType()) && !isConstantOrEmpty(producer))
         mapping.map(read, OptimizationBarrierOp::create(builder, read.getLoc(),
                                                         read.getType(), read));
     }
-  for (Operation *op : span.forward) {
-    if (!slice.contains(op))
-      continue;
-    // Destinations of its own, created where they are first written:
-    // writing into the forward's could keep the forward's buffer alive
-    // until the recomputation.
-    for (Value read : getReadValues(op))
-      if (isa_and_nonnull<tensor::EmptyOp>(read.getDefiningOp()) &&
-          !mapping.contains(read))
-        mapping.map(
-            read, builder.clone(*read.getDefiningOp(), mapping)->getResult(0));
-    builder.clone(*op, mapping);
-  }
+  for (Operation *op : span.forward)
+    if (slice.contains(op))
+      cloneWithOwnDestinations(builder, op, mapping);
   unsigned from = *layout.getPosition(start);
   for (Value value : saved)
     value.replaceUsesWithIf(mapping.lookup(value), [&](OpOperand &use) {
@@ -411,13 +535,13 @@ void CheckpointActivationsPass::runOnOperation() {
     if (func.isExternal())
       continue;
     Block &block = func.getBody().front();
-    BodyLayout layout(block);
     DenseSet<Operation *> forwardOps = getForwardOps(func, block);
+    BodyLayout layout(block, forwardOps);
     // Every span first, on the body as it was: a recomputation placed
     // before an earlier unit's backward must not look like its start.
     SmallVector<UnitSpan> spans;
     for (UnitOp unit : *chosen)
-      spans.push_back(findSpan(layout, forwardOps, unit.getSymNameAttr()));
+      spans.push_back(findSpan(layout, unit.getSymNameAttr()));
     for (auto [unit, span] : llvm::zip_equal(*chosen, spans))
       if (checkpoint(layout, span, unit, *parsed))
         done.insert(unit);
