@@ -267,14 +267,18 @@ def units_table(report):
     rows = [
         "<table id='units'><tr><th>unit</th><th>kind</th><th>bytes</th>"
         "<th>shard bytes</th><th>prefetch</th><th>decision</th>"
-        "<th>gathered at the peak</th><th>gradients at the peak</th></tr>"
+        "<th>gathered at the peak</th><th>gradients at the peak</th>"
+        "<th>activations at the peak</th></tr>"
     ]
     for unit in report["units"]:
         share = at_peak.get(unit["name"], {})
         cells = [
             unit.get(k, "")
             for k in ("name", "kind", "bytes", "shard_bytes", "prefetch", "decision")
-        ] + [share.get("gathered_bytes", 0), share.get("gradient_bytes", 0)]
+        ] + [
+            share.get(kind, 0)
+            for kind in ("gathered_bytes", "gradient_bytes", "other_bytes")
+        ]
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
         )

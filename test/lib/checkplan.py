@@ -138,7 +138,8 @@ def check_schema(report):
 def check_breakdown(function, units):
     """The plan's split by kind adds up: at the peak (with the kept
     workspace) to the peak, after each allocation to the pool then; its
-    units are the report's (or buckets of them)."""
+    units are the report's (or buckets of them), their shares no more than
+    each kind's bytes."""
     if function["predicted_peak_pool_bytes"] is None:
         return
     peak = function["peak_breakdown"]
@@ -149,8 +150,10 @@ def check_breakdown(function, units):
     for name, split in peak["units"].items():
         if name not in units and not name.startswith("bucket"):
             sys.exit(f"checkplan: the peak's split names unit {name}")
-        if split["other_bytes"] != 0:
-            sys.exit(f"checkplan: unit {name} has buffers of no kind")
+    for kind in kinds:
+        shares = sum(split[kind] for split in peak["units"].values())
+        if shares > peak[kind]:
+            sys.exit(f"checkplan: the units' {kind} {shares} exceed the peak's")
     pool = function.get("predicted_pool_after_allocation") or []
     series = function["predicted_kinds_after_allocation"]
     if pool and [sum(k) for k in series] != pool:

@@ -16,6 +16,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <limits>
 #include <map>
 
 #include "zest_runtime.h"
@@ -155,21 +156,40 @@ struct Replay {
   SymbolTableCollection *symbols = nullptr; // finds the functions called
   /// The entry point's call being replayed into, if any.
   Operation *callSite = nullptr;
+  /// The unit whose gathered parameters were read last: what is allocated
+  /// now is its activations and temporaries (as FSDP's memory tracker
+  /// charges a buffer to the module running when it is allocated).
+  std::string running;
 
   void allocate(Operation *alloc, int64_t bytes) {
     live[alloc] = timeline->buffers.size();
-    timeline->buffers.push_back(
-        {bytes, timeline->clock++, -1, alloc, BufferKind::Other, "", callSite});
+    timeline->buffers.push_back({bytes, timeline->clock++, -1, alloc,
+                                 BufferKind::Other, running, callSite});
     timeline->dynamicOrder |= inLoopOrBranch;
     pool += bytes;
     raise(alloc);
   }
+  /// Makes the unit whose gathered parameters `op` computes with the one
+  /// running. Views do not count: a gather's views are made when it
+  /// arrives, which may be long before its unit runs (prefetch).
+  void noteParameterReads(Operation *op) {
+    if (isa<ViewLikeOpInterface>(op))
+      return;
+    for (Value operand : op->getOperands()) {
+      memref::AllocOp alloc = getAllocation(operand);
+      if (alloc && gathers.contains(alloc)) {
+        running = timeline->buffers[live.lookup(alloc)].unit;
+        return;
+      }
+    }
+  }
   /// The unit whose collective `call` starts owns what it gathers into,
-  /// and what a reduction sends and receives: a parameter gradient.
-  void attribute(func::CallOp call) {
+  /// and what a reduction sends and receives: a parameter gradient. False
+  /// where `call` is no collective.
+  bool attribute(func::CallOp call) {
     std::optional<Collective> collective = matchCollective(call, {});
     if (!collective)
-      return;
+      return false;
     bool gathers = collective->kind == "all_gather";
     SmallVector<Value, 2> buffers = {call.getOperand(1)};
     if (!gathers)
@@ -184,6 +204,7 @@ struct Replay {
       if (!gathers)
         lifetime.kind = BufferKind::Gradient;
     }
+    return true;
   }
   void release(Operation *alloc) {
     BufferLifetime &buffer = timeline->buffers[live.lookup(alloc)];
@@ -216,6 +237,8 @@ LogicalResult replayNested(Block &block, Replay &state, bool loopOrBranch,
                            Operation *call = nullptr) {
   Replay inner = state;
   inner.inLoopOrBranch |= loopOrBranch;
+  if (call)
+    inner.noteParameterReads(call);
   if (!inner.callSite)
     inner.callSite = call;
   if (failed(replay(block, inner)) || inner.pool != state.pool ||
@@ -227,6 +250,7 @@ LogicalResult replayNested(Block &block, Replay &state, bool loopOrBranch,
     return failure();
   state.plan = inner.plan;
   state.cudaWorkspace |= inner.cudaWorkspace;
+  state.running = inner.running;
   return success();
 }
 
@@ -265,7 +289,8 @@ LogicalResult replay(Block &block, Replay &state) {
         state.release(call);
         continue;
       }
-      state.attribute(call);
+      if (!state.attribute(call) && !call.getCallee().starts_with("zest_pool_"))
+        state.noteParameterReads(call);
       if (call.getCallee() != "zest_pool_mark_gathered")
         continue;
       memref::AllocOp alloc = getAllocation(call.getOperand(0));
@@ -278,7 +303,10 @@ LogicalResult replay(Block &block, Replay &state) {
       state.gathers[alloc] = bytes;
       state.gathered += bytes;
       state.raise(call);
-    } else if (op.getNumRegions() > 0) {
+    } else if (op.getNumRegions() == 0) {
+      state.noteParameterReads(&op);
+    } else {
+      state.noteParameterReads(&op);
       // Branches and loop bodies that free what they allocate: the peak is
       // the highest any of them reaches from here, and the pool is back
       // where it was after them.
@@ -609,23 +637,38 @@ llvm::json::Value accumulateFor(func::FuncOp func) {
 /// An entry point and its memory plan (none if not exact).
 using EntryPlan = std::pair<func::FuncOp, std::optional<MemoryPlan>>;
 
+/// The units named for the activations at the peak (the largest shares).
+constexpr size_t kLargestUnits = 3;
+
 /// "  at the peak: ..." : what the pool holds at its peak, by kind, with
-/// the units' shares and the largest other buffers.
+/// the units' shares (of activations and temporaries: those allocated
+/// while the unit ran) and the largest other buffers.
 void printPeakBreakdown(llvm::raw_ostream &os, const MemoryPlan &plan) {
   const PeakBreakdown &peak = plan.atPeak;
-  auto units = [&](int64_t BytesByKind::*kind) {
-    SmallVector<std::string> shares;
+  // Each unit's share of a kind, the largest `most` first.
+  auto units = [&](int64_t BytesByKind::*kind, size_t most) {
+    SmallVector<std::pair<int64_t, StringRef>> shares;
     for (auto &[unit, bytes] : peak.units)
       if (bytes.*kind)
-        shares.push_back(unit + " " + std::to_string(bytes.*kind));
-    return shares.empty() ? std::string()
-                          : " (" + llvm::join(shares, ", ") + ")";
+        shares.push_back({bytes.*kind, unit});
+    if (shares.empty())
+      return std::string();
+    llvm::stable_sort(shares,
+                      [](auto &a, auto &b) { return a.first > b.first; });
+    SmallVector<std::string> named;
+    for (auto [bytes, unit] : ArrayRef(shares).take_front(most))
+      named.push_back((unit + " " + Twine(bytes)).str());
+    if (shares.size() > most)
+      named.push_back((Twine(shares.size() - most) + " more units").str());
+    return " (" + llvm::join(named, ", ") + ")";
   };
+  constexpr size_t kAll = std::numeric_limits<size_t>::max();
   os << "  at the peak: gathered parameters " << peak.bytes.gathered
-     << units(&BytesByKind::gathered) << ", parameter gradients "
-     << peak.bytes.gradients << units(&BytesByKind::gradients)
-     << ", activations and temporaries " << peak.bytes.other << " in "
-     << peak.otherBuffers << " buffers";
+     << units(&BytesByKind::gathered, kAll) << ", parameter gradients "
+     << peak.bytes.gradients << units(&BytesByKind::gradients, kAll)
+     << ", activations and temporaries " << peak.bytes.other
+     << units(&BytesByKind::other, kLargestUnits) << " in " << peak.otherBuffers
+     << " buffers";
   for (auto [index, buffer] : llvm::enumerate(peak.largestOther))
     os << (index ? ", " : " (largest: ") << buffer.first << " "
        << describe(buffer.second.op, buffer.second.call);
