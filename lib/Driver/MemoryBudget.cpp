@@ -100,7 +100,9 @@ private:
   SmallVector<std::optional<OffloadMode>> getOffloadModes() const;
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
   std::optional<Candidate> searchTrack(const Track &track);
-  void searchDeferred(MutableArrayRef<Track> deferred);
+  void searchDeferred(MutableArrayRef<Track> deferred,
+                      SmallVectorImpl<Track> &unfit);
+  void searchAllButLast(MutableArrayRef<Track> unfit);
   std::optional<Candidate> fewestOffloaded(const Candidate &lean,
                                            const Candidate &all);
   void consider(const std::optional<Candidate> &fit);
@@ -111,6 +113,7 @@ private:
   }
   void noteLeanest(const Fit &fit);
   LogicalResult reportInfeasible(const Candidate &lean);
+  std::string describeRecomputation() const;
   void orderUnitsToKeep(const Candidate &lean);
   void chooseKeptUnits(unsigned depth, const Candidate &base,
                        const FailureOr<Candidate> &everything);
@@ -340,7 +343,8 @@ std::optional<Candidate> ScheduleSearch::fewestOffloaded(const Candidate &lean,
 /// predictions are not exact, so their schedules with every unit
 /// recomputing are compiled (for the smallest feasible budget too), and
 /// those that fit are searched.
-void ScheduleSearch::searchDeferred(MutableArrayRef<Track> deferred) {
+void ScheduleSearch::searchDeferred(MutableArrayRef<Track> deferred,
+                                    SmallVectorImpl<Track> &unfit) {
   if (deferred.empty())
     return;
   SmallVector<Schedule> alls;
@@ -355,6 +359,40 @@ void ScheduleSearch::searchDeferred(MutableArrayRef<Track> deferred) {
     track.all = {recomputable.size(), *all};
     if (all->heldBytes <= budget)
       consider(searchTrack(track));
+    else
+      unfit.push_back(track);
+  }
+}
+
+/// Nothing fit with every unit recomputing (the tracks `unfit`). That is
+/// not always the leanest: the last unit's recomputation and its backward
+/// at once can peak above what recomputing it saves, so each track is
+/// tried once more without it, and searched where that fits.
+void ScheduleSearch::searchAllButLast(MutableArrayRef<Track> unfit) {
+  if (unfit.empty() || recomputable.size() < 2)
+    return;
+  size_t fewer = recomputable.size() - 1;
+  SmallVector<Schedule> schedules;
+  for (const Track &track : unfit)
+    schedules.push_back(Schedule{0,
+                                 baseKeep,
+                                 {},
+                                 getPrefix(recomputable, fewer),
+                                 track.mode,
+                                 track.offload});
+  SmallVector<FailureOr<Candidate>> exact = candidates.compile(schedules);
+  for (auto [track, result] : llvm::zip(unfit, exact)) {
+    if (failed(result))
+      continue;
+    noteLeanest(Fit{*result,
+                    track.offload,
+                    {},
+                    getPrefix(recomputable, fewer),
+                    track.mode});
+    if (result->heldBytes > budget)
+      continue;
+    track.all = {fewer, *result};
+    consider(searchTrack(track));
   }
 }
 
@@ -394,13 +432,26 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
     return a.second.stepUs < b.second.stepUs;
   });
   llvm::DenseMap<unsigned, Candidate> recomputed;
+  llvm::StringSet<> done;
   for (auto [mode, all] :
        llvm::zip(recomputations, ArrayRef(results).drop_front(modes.size())))
     if (succeeded(all)) {
       recomputed[static_cast<unsigned>(mode)] = *all;
-      noteLeanest(Fit{*all, std::nullopt, {}, recomputable, mode});
+      done.insert(all->recomputed.begin(), all->recomputed.end());
     }
-  SmallVector<Track> deferred;
+  // Counts of recomputing units count only those that can: a unit whose
+  // backward follows its forward has nothing to recompute.
+  llvm::erase_if(recomputable,
+                 [&](const std::string &unit) { return !done.contains(unit); });
+  if (recomputable.empty())
+    recomputed.clear();
+  for (auto &[mode, all] : recomputed)
+    noteLeanest(Fit{all,
+                    std::nullopt,
+                    {},
+                    recomputable,
+                    static_cast<CheckpointMode>(mode)});
+  SmallVector<Track> deferred, unfit;
   for (auto &[mode, base] : bases) {
     if (fastest && base.stepUs >= fastest->candidate.stepUs)
       continue;
@@ -426,13 +477,16 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
           continue;
         }
       } else if (all.heldBytes > budget) {
+        unfit.push_back(track);
         continue;
       }
       consider(searchTrack(track));
     }
   }
   if (!fastest)
-    searchDeferred(deferred);
+    searchDeferred(deferred, unfit);
+  if (!fastest)
+    searchAllButLast(unfit);
   if (!fastest) {
     restore(*leanest);
     (void)reportInfeasible(leanest->candidate);
@@ -442,6 +496,21 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
   levers = {lean, fastest->candidate};
   return fastest->candidate;
 }
+/// ", every unit but the root recomputing its forward (mode)", or which
+/// units do where not all that can, for the error naming the leanest
+/// schedule.
+std::string ScheduleSearch::describeRecomputation() const {
+  if (checkpoint.empty())
+    return "";
+  StringRef mode = stringifyCheckpointMode(checkpointMode);
+  if (checkpoint.size() < recomputable.size())
+    return (", " + llvm::join(checkpoint, ", ") +
+            " recomputing their forward (" + mode + ")")
+        .str();
+  return (", every unit but the root recomputing its forward (" + mode + ")")
+      .str();
+}
+
 LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
   ShardingStrategy strategy = options.front.strategy;
   return emitError(getModelDiagnosticLoc(module))
@@ -450,11 +519,7 @@ LogicalResult ScheduleSearch::reportInfeasible(const Candidate &lean) {
          << (strategy == ShardingStrategy::ShardGradOp ? "every unit kept"
              : strategy == ShardingStrategy::NoShard   ? "every unit replicated"
                                                      : "every unit re-gathered")
-         << (checkpoint.empty()
-                 ? ""
-                 : (", every unit but the root recomputing its forward (" +
-                    stringifyCheckpointMode(checkpointMode) + ")")
-                       .str())
+         << describeRecomputation()
          << (offload && *offload != OffloadMode::None
                  ? (", offload " + stringifyOffloadMode(*offload)).str()
                  : "")

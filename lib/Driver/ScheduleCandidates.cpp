@@ -123,6 +123,9 @@ FailureOr<Candidate> CandidateCompiler::evaluate(const Schedule &schedule) {
     return failure();
   Candidate candidate;
   candidate.units = countGathers(*copy, candidate.gathers);
+  for (UnitOp unit : copy->getOps<UnitOp>())
+    if (unit->hasAttr(ZestDialect::kCheckpointAttrName))
+      candidate.recomputed.insert(unit.getSymName());
   PassManager lower(ctx);
   lower.enableVerifier(false);
   buildDescribePipeline(lower, options.lower);

@@ -13,6 +13,7 @@
 #include "zest/Driver/Compiler.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <mutex>
 
@@ -34,6 +35,9 @@ struct Candidate {
   /// Gathers of the function that gathers most: deeper prefetch than this
   /// minus one changes nothing.
   int64_t gathers = 0;
+  /// The units that recompute their forward (those of the schedule's that
+  /// have a backward of their own).
+  llvm::StringSet<> recomputed;
 };
 
 /// Compiles schedules of one model: the model is sharded once (sharding
