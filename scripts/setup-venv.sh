@@ -10,6 +10,15 @@ VENV=${1:-.venv}
 PINS=(torch==2.15.0 torch-mlir==20261001 numpy==2.4.6 safetensors==0.8.0
       transformers==5.23.0)
 
+# The project's Python packages (zest, zest_import) on the virtualenv's
+# path, as an editable install would put them: `import zest` works from
+# any script run with its interpreter.
+link_sources() {
+  local site
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD/python" > "$site/zest-sources.pth"
+}
+
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - "${PINS[@]}" <<'PY'
 import sys
 from importlib.metadata import version, PackageNotFoundError
@@ -22,6 +31,7 @@ for pin in sys.argv[1:]:
         sys.exit(1)
 PY
 then
+  link_sources
   echo "setup-venv: $VENV has ${PINS[*]}"
   exit 0
 fi
@@ -33,4 +43,5 @@ fi
 /usr/bin/python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q "${PINS[@]}"
+link_sources
 echo "setup-venv: created $VENV with ${PINS[*]}"

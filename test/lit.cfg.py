@@ -151,6 +151,9 @@ if (
     config.substitutions.append(
         ("%zest-python", f"env PYTHONPATH={python_dir} {venv_python}")
     )
+    # The virtualenv's interpreter as a user runs it: the project's packages
+    # come from the path file scripts/setup-venv.sh writes.
+    config.substitutions.append(("%venv-python", venv_python))
     # The launcher (scripts/zest), with this build's zestc and runtime.
     config.substitutions.append(
         (

@@ -1,6 +1,10 @@
 """The compile cache: an imported model and a compiled step are kept under
 a hash of what made them (the model's file, the factory, the options and
 the tools' versions), so a second run with the same inputs starts at once.
+An imported model also records the hashes of the source files its import
+loaded besides the factory's (the user's modules it imports): an entry
+whose sources changed is stale and built again. Each build gets an id that
+the entries made from it (the compiled step, the data) are keyed by.
 
 Entries are built in a scratch folder and renamed into place: an
 interrupted build leaves no half entry."""
@@ -11,8 +15,13 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 
 from .tools import ROOT, build_dir
+
+
+# The source files an entry was made from, with their hashes.
+SOURCES = "sources.json"
 
 
 def cache_root(explicit=None):
@@ -28,6 +37,22 @@ def _hash_file(digest, path):
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
+
+
+def file_hash(path):
+    """The SHA-256 of a file's contents, or None where it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        _hash_file(digest, path)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def write_sources(folder, paths):
+    """Records the hashes of `paths` in an entry being built."""
+    with open(os.path.join(folder, SOURCES), "w") as f:
+        json.dump({path: file_hash(path) for path in paths}, f, indent=1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,7 +102,22 @@ class Entry:
         self.root, self.fields = root, fields
 
     def exists(self):
-        return os.path.isfile(os.path.join(self.path, "entry.json"))
+        return os.path.isfile(self.file("entry.json")) and not self.changed_sources()
+
+    def changed_sources(self):
+        """The recorded source files whose contents changed since the
+        entry was built (write_sources), or that are gone."""
+        try:
+            with open(self.file(SOURCES)) as f:
+                sources = json.load(f)
+        except (OSError, ValueError):
+            return []
+        return [path for path, sha in sources.items() if file_hash(path) != sha]
+
+    def build_id(self):
+        """The id of this entry's build: entries made from it key by it."""
+        with open(self.file("entry.json")) as f:
+            return json.load(f)["build"]
 
     def build(self, make):
         """Calls make(folder) to fill a scratch folder, then publishes it."""
@@ -86,7 +126,8 @@ class Entry:
         try:
             make(scratch)
             with open(os.path.join(scratch, "entry.json"), "w") as f:
-                json.dump(self.fields, f, indent=1, sort_keys=True, default=str)
+                fields = dict(self.fields, build=uuid.uuid4().hex)
+                json.dump(fields, f, indent=1, sort_keys=True, default=str)
             if os.path.exists(self.path):  # a half entry of an older build
                 shutil.rmtree(self.path)
             os.rename(scratch, self.path)

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
-from .cache import Entry, cache_root, key_of, tools_version
+from .cache import Entry, cache_root, key_of, tools_version, write_sources
 from .progress import Display
 from .tools import LaunchError, binary, mpirun, python_tool, run
 
@@ -30,6 +30,8 @@ def lookup(cache, kind, what, **fields):
     entry = Entry(cache, kind, key_of(**fields), fields)
     if entry.exists():
         print(f"zest: {what} from the cache ({entry.path})")
+    elif changed := entry.changed_sources():
+        print(f"zest: {', '.join(changed)} changed since the {what} was made")
     return entry
 
 
@@ -74,14 +76,22 @@ def imported(args, cache):
         return entry
 
     def make(folder):
+        sources = os.path.join(folder, "sources.txt")
         command = python_tool(
-            "zest_import", args.factory, "-o", os.path.join(folder, "model.mlir")
+            "zest_import",
+            args.factory,
+            "-o",
+            os.path.join(folder, "model.mlir"),
+            "--sources",
+            sources,
         )
         if args.shapes_only:
             command.append("--shapes-only")
         else:
             command += ["--weights", os.path.join(folder, "init.safetensors")]
         run(command + list(args.import_args), "zest-import")
+        with open(sources) as f:
+            write_sources(folder, f.read().splitlines())
 
     print(f"zest: importing {args.factory}")
     entry.build(make)
@@ -95,7 +105,7 @@ def compiled(args, model, cache):
         cache,
         "step",
         "compiled step",
-        model=model.path,
+        model=model.build_id(),
         world_size=args.nproc,
         zestc_args=args.zestc_args,
     )
@@ -145,7 +155,7 @@ def synthetic_data(args, model, cache):
     """Random samples shaped like the example batch (integers below the
     largest in it plus one), cached with the imported model: for trying a
     model out."""
-    fields = dict(model=model.path, samples=args.samples)
+    fields = dict(model=model.build_id(), samples=args.samples)
     entry = Entry(cache, "data", key_of(**fields), fields)
     if not entry.exists():
 

@@ -12,6 +12,10 @@ attribute ``zest.module_classes`` from ``named_modules()`` so that
 """
 
 import importlib.util
+import os
+import site
+import sys
+import sysconfig
 
 from .annotate import annotate, entry_name, merge_forward
 from .errors import ZestImportError, located, run_command
@@ -25,6 +29,7 @@ __all__ = [
     "load_factory_shapes",
     "load_factory",
     "run_command",
+    "user_sources",
 ]
 
 
@@ -186,3 +191,35 @@ def import_model(model, loss_fn, batch, name=None, forward=False):
         text = str(mlir)
     weights = {n: p.detach().contiguous() for n, p in model.named_parameters()}
     return text, weights
+
+
+def user_sources(factory_spec):
+    """The Python files the factory's model came from: its file and every
+    module loaded so far that neither the interpreter, an installed package
+    nor the project's own tools provide (the user's modules it imports)."""
+    provided = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sysconfig.get_paths()["stdlib"],
+        *site.getsitepackages(),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ]
+    provided = [os.path.join(os.path.realpath(p), "") for p in provided]
+    factory = os.path.realpath(factory_spec.rpartition(":")[0])
+    sources = {factory}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        # The interpreter's own configuration, and modules whose file is a
+        # name rather than a path (torch._ops), are not the model's.
+        if (
+            name in ("sitecustomize", "usercustomize")
+            or not isinstance(path, str)
+            or not path.endswith(".py")
+            or not os.path.isabs(path)
+        ):
+            continue
+        path = os.path.realpath(path)
+        if not any(path.startswith(prefix) for prefix in provided):
+            sources.add(path)
+    return sorted(sources)

@@ -14,6 +14,7 @@ from . import (
     import_model,
     load_factory,
     load_factory_shapes,
+    user_sources,
 )
 
 
@@ -62,6 +63,13 @@ def main(argv=None):
         "memory, for zestc --plan-only; buffers and the example batch are "
         "zeros, and --weights is refused",
     )
+    parser.add_argument(
+        "--sources",
+        metavar="FILE",
+        help="write the Python source files the import loaded outside the "
+        "installed packages (the factory's file and the modules it "
+        "imports), one per line: what a cache of the IR depends on",
+    )
     args = parser.parse_args(argv)
     if args.shapes_only and args.weights:
         parser.error("--shapes-only has no weights to write (--weights)")
@@ -84,6 +92,9 @@ def main(argv=None):
         from safetensors.torch import save_file
 
         save_file(weights, args.weights)
+    if args.sources:
+        with open(args.sources, "w") as out:
+            out.writelines(f"{path}\n" for path in user_sources(args.factory))
     return 0
 
 
