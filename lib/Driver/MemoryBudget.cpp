@@ -503,10 +503,15 @@ std::string ScheduleSearch::describeRecomputation() const {
   if (checkpoint.empty())
     return "";
   StringRef mode = stringifyCheckpointMode(checkpointMode);
-  if (checkpoint.size() < recomputable.size())
-    return (", " + llvm::join(checkpoint, ", ") +
-            " recomputing their forward (" + mode + ")")
-        .str();
+  if (checkpoint.size() < recomputable.size()) {
+    std::string units =
+        checkpoint.size() <= 3
+            ? llvm::join(checkpoint, ", ")
+            : (checkpoint.front() + " ... " + checkpoint.back() + " (" +
+               Twine(checkpoint.size()) + " units)")
+                  .str();
+    return (", " + units + " recomputing their forward (" + mode + ")").str();
+  }
   return (", every unit but the root recomputing its forward (" + mode + ")")
       .str();
 }
