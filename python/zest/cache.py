@@ -10,6 +10,7 @@ Entries are built in a scratch folder and renamed into place: an
 interrupted build leaves no half entry."""
 
 import functools
+import importlib.metadata
 import hashlib
 import json
 import os
@@ -22,6 +23,9 @@ from .tools import ROOT, build_dir
 
 # The source files an entry was made from, with their hashes.
 SOURCES = "sources.json"
+
+# The installed packages whose versions an entry depends on.
+TRACKED_PACKAGES = ("torch", "torch-mlir", "transformers", "numpy", "safetensors")
 
 
 def cache_root(explicit=None):
@@ -58,7 +62,8 @@ def write_sources(folder, paths):
 @functools.lru_cache(maxsize=None)
 def tools_version():
     """A hash of the tools that make an entry: zestc, the runtime
-    libraries it links, and the importer's sources (read once a run)."""
+    libraries it links, the importer's sources and the versions of the
+    packages it runs (read once a run)."""
     digest = hashlib.sha256()
     paths = [os.path.join(build_dir(), "bin", "zestc")]
     lib = os.path.join(build_dir(), "lib")
@@ -77,6 +82,14 @@ def tools_version():
         if os.path.exists(path):
             digest.update(path.encode())
             _hash_file(digest, path)
+    # The packages the import runs: an upgraded transformers may trace a
+    # model differently.
+    for package in TRACKED_PACKAGES:
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        digest.update(f"{package}=={version}".encode())
     return digest.hexdigest()
 
 
