@@ -100,9 +100,8 @@ private:
   SmallVector<std::optional<OffloadMode>> getOffloadModes() const;
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
   std::optional<Candidate> searchTrack(const Track &track);
-  void searchDeferred(MutableArrayRef<Track> deferred,
-                      SmallVectorImpl<Track> &unfit);
-  void searchAllButLast(MutableArrayRef<Track> unfit);
+  void searchFrom(MutableArrayRef<Track> tracks, size_t count,
+                  SmallVectorImpl<Track> &unfit);
   std::optional<Candidate> fewestOffloaded(const Candidate &lean,
                                            const Candidate &all);
   void consider(const std::optional<Candidate> &fit);
@@ -339,60 +338,26 @@ std::optional<Candidate> ScheduleSearch::fewestOffloaded(const Candidate &lean,
   return answer ? std::optional<Candidate>(answer->candidate) : std::nullopt;
 }
 
-/// Nothing fit, and the tracks `deferred` were predicted not to:
-/// predictions are not exact, so their schedules with every unit
-/// recomputing are compiled (for the smallest feasible budget too), and
-/// those that fit are searched.
-void ScheduleSearch::searchDeferred(MutableArrayRef<Track> deferred,
-                                    SmallVectorImpl<Track> &unfit) {
-  if (deferred.empty())
-    return;
-  SmallVector<Schedule> alls;
-  for (const Track &track : deferred)
-    alls.push_back(
-        Schedule{0, baseKeep, {}, recomputable, track.mode, track.offload});
-  SmallVector<FailureOr<Candidate>> exact = candidates.compile(alls);
-  for (auto [track, all] : llvm::zip(deferred, exact)) {
-    if (failed(all))
+/// Compiles each of `tracks` with the first `count` units recomputing, as
+/// its all-units end: notes it for the leanest schedule, searches the
+/// track where it fits, and adds it to `unfit` where it does not.
+void ScheduleSearch::searchFrom(MutableArrayRef<Track> tracks, size_t count,
+                                SmallVectorImpl<Track> &unfit) {
+  std::vector<std::string> units = getPrefix(recomputable, count);
+  SmallVector<Schedule> schedules;
+  for (const Track &track : tracks)
+    schedules.push_back(
+        Schedule{0, baseKeep, {}, units, track.mode, track.offload});
+  SmallVector<FailureOr<Candidate>> exact = candidates.compile(schedules);
+  for (auto [track, result] : llvm::zip(tracks, exact)) {
+    if (failed(result))
       continue;
-    noteLeanest(Fit{*all, track.offload, {}, recomputable, track.mode});
-    track.all = {recomputable.size(), *all};
-    if (all->heldBytes <= budget)
+    noteLeanest(Fit{*result, track.offload, {}, units, track.mode});
+    track.all = {count, *result};
+    if (result->heldBytes <= budget)
       consider(searchTrack(track));
     else
       unfit.push_back(track);
-  }
-}
-
-/// Nothing fit with every unit recomputing (the tracks `unfit`). That is
-/// not always the leanest: the last unit's recomputation and its backward
-/// at once can peak above what recomputing it saves, so each track is
-/// tried once more without it, and searched where that fits.
-void ScheduleSearch::searchAllButLast(MutableArrayRef<Track> unfit) {
-  if (unfit.empty() || recomputable.size() < 2)
-    return;
-  size_t fewer = recomputable.size() - 1;
-  SmallVector<Schedule> schedules;
-  for (const Track &track : unfit)
-    schedules.push_back(Schedule{0,
-                                 baseKeep,
-                                 {},
-                                 getPrefix(recomputable, fewer),
-                                 track.mode,
-                                 track.offload});
-  SmallVector<FailureOr<Candidate>> exact = candidates.compile(schedules);
-  for (auto [track, result] : llvm::zip(unfit, exact)) {
-    if (failed(result))
-      continue;
-    noteLeanest(Fit{*result,
-                    track.offload,
-                    {},
-                    getPrefix(recomputable, fewer),
-                    track.mode});
-    if (result->heldBytes > budget)
-      continue;
-    track.all = {fewer, *result};
-    consider(searchTrack(track));
   }
 }
 
@@ -445,12 +410,10 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
                  [&](const std::string &unit) { return !done.contains(unit); });
   if (recomputable.empty())
     recomputed.clear();
-  for (auto &[mode, all] : recomputed)
-    noteLeanest(Fit{all,
-                    std::nullopt,
-                    {},
-                    recomputable,
-                    static_cast<CheckpointMode>(mode)});
+  for (CheckpointMode mode : recomputations)
+    if (auto it = recomputed.find(static_cast<unsigned>(mode));
+        it != recomputed.end())
+      noteLeanest(Fit{it->second, std::nullopt, {}, recomputable, mode});
   SmallVector<Track> deferred, unfit;
   for (auto &[mode, base] : bases) {
     if (fastest && base.stepUs >= fastest->candidate.stepUs)
@@ -483,10 +446,17 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
       consider(searchTrack(track));
     }
   }
-  if (!fastest)
-    searchDeferred(deferred, unfit);
-  if (!fastest)
-    searchAllButLast(unfit);
+  // Nothing fit. Predictions are not exact: the tracks predicted not to
+  // fit are compiled (for the smallest feasible budget too). Recomputing
+  // every unit is not always the leanest either: the last unit's
+  // recomputation and its backward at once can peak above what recomputing
+  // it saves, so each track is tried once more without it.
+  if (!fastest && !deferred.empty())
+    searchFrom(deferred, recomputable.size(), unfit);
+  if (!fastest && recomputable.size() >= 2) {
+    SmallVector<Track> leaner;
+    searchFrom(unfit, recomputable.size() - 1, leaner);
+  }
   if (!fastest) {
     restore(*leanest);
     (void)reportInfeasible(leanest->candidate);
@@ -496,6 +466,7 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
   levers = {lean, fastest->candidate};
   return fastest->candidate;
 }
+
 /// ", every unit but the root recomputing its forward (mode)", or which
 /// units do where not all that can, for the error naming the leanest
 /// schedule.

@@ -113,19 +113,24 @@ class Entry:
     def __init__(self, root, kind, key, fields):
         self.path = os.path.join(root, f"{kind}-{key}")
         self.root, self.fields = root, fields
+        self._changed = None  # changed_sources, once computed
 
     def exists(self):
         return os.path.isfile(self.file("entry.json")) and not self.changed_sources()
 
     def changed_sources(self):
         """The recorded source files whose contents changed since the
-        entry was built (write_sources), or that are gone."""
-        try:
-            with open(self.file(SOURCES)) as f:
-                sources = json.load(f)
-        except (OSError, ValueError):
-            return []
-        return [path for path, sha in sources.items() if file_hash(path) != sha]
+        entry was built (write_sources), or that are gone; hashed once."""
+        if self._changed is None:
+            try:
+                with open(self.file(SOURCES)) as f:
+                    sources = json.load(f)
+            except (OSError, ValueError):
+                sources = {}
+            self._changed = [
+                path for path, sha in sources.items() if file_hash(path) != sha
+            ]
+        return self._changed
 
     def build_id(self):
         """The id of this entry's build: entries made from it key by it."""
@@ -144,6 +149,7 @@ class Entry:
             if os.path.exists(self.path):  # a half entry of an older build
                 shutil.rmtree(self.path)
             os.rename(scratch, self.path)
+            self._changed = []
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
 
@@ -89,15 +90,6 @@ DenseSet<Operation *> getForwardOps(func::FuncOp func, Block &block) {
       llvm::append_range(worklist, getReadValues(producer));
   }
   return forward;
-}
-
-/// The bytes of `value` where it is a tensor of static shape, else 0.
-int64_t getStaticBytes(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
 }
 
 /// One function body's ops in order, and the unit each works for: the unit
@@ -234,7 +226,8 @@ void BodyLayout::placeBoundary(StringAttr before, ArrayRef<Operation *> run,
       if (forward.contains(reader) || getUnit(reader) != before)
         lastRead = std::max(lastRead, *at);
     }
-    values.push_back({def, lastRead, getStaticBytes(value)});
+    values.push_back(
+        {def, lastRead, getStaticBufferBytes(value.getType()).value_or(0)});
   };
   for (auto [index, op] : llvm::enumerate(run)) {
     for (Value read : getReadValues(op))

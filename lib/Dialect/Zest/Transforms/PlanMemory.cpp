@@ -173,7 +173,7 @@ struct Replay {
   /// running. Views do not count: a gather's views are made when it
   /// arrives, which may be long before its unit runs (prefetch).
   void noteParameterReads(Operation *op) {
-    if (isa<ViewLikeOpInterface>(op))
+    if (gathers.empty() || isa<ViewLikeOpInterface>(op))
       return;
     for (Value operand : op->getOperands()) {
       memref::AllocOp alloc = getAllocation(operand);
@@ -303,8 +303,6 @@ LogicalResult replay(Block &block, Replay &state) {
       state.gathers[alloc] = bytes;
       state.gathered += bytes;
       state.raise(call);
-    } else if (op.getNumRegions() == 0) {
-      state.noteParameterReads(&op);
     } else {
       state.noteParameterReads(&op);
       // Branches and loop bodies that free what they allocate: the peak is
