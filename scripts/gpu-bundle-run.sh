@@ -6,13 +6,26 @@
 #                       LD_LIBRARY_PATH, /usr/local/cuda, the system's
 #                       library folders or any python3's nvidia-* wheels)
 #   run.sh --emulated   the same tests on the emulated device (no GPU)
+#   run.sh --models     only the training checks and the benchmark stacks
+#                       (not the runtime's device tests and the transport
+#                       and product micro-benchmarks)
+#   run.sh --profile    instead of the tests, where GPU time goes in two
+#                       steps of each benchmark stack (Nsight Compute's
+#                       ncu, one time per kernel launch, summed by kernel)
 #
-# Logs go to ./zest-gpu-logs (or $ZEST_GPU_LOGS). Exits non-zero if any
+# Logs go to ./zest-gpu-logs (or $ZEST_GPU_LOGS); each run is stopped after
+# $ZEST_GPU_TIMEOUT seconds (600). Exits non-zero if any
 # test fails.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 EMULATED=0
-[ "${1:-}" = --emulated ] && EMULATED=1
+PROFILE=0
+MICRO=1
+case "${1:-}" in
+--emulated) EMULATED=1 ;;
+--models) MICRO=0 ;;
+--profile) PROFILE=1 ;;
+esac
 LOGS=${ZEST_GPU_LOGS:-$PWD/zest-gpu-logs}
 mkdir -p "$LOGS"
 
@@ -21,7 +34,9 @@ export PATH=$HERE/openmpi/bin:$PATH
 export LD_LIBRARY_PATH=$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-MPIRUN="timeout 600 mpirun --oversubscribe -np"
+# Each run is stopped after ZEST_GPU_TIMEOUT seconds (600): a hang costs
+# that much, not the whole session.
+MPIRUN="timeout ${ZEST_GPU_TIMEOUT:-600} mpirun --oversubscribe -np"
 
 # The folder holding $1 (a soname), from the usual places and the nvidia-*
 # wheels of every python3 site-packages.
@@ -64,6 +79,34 @@ else
   echo "run.sh: on the emulated device (results are not GPU results)"
 fi
 
+# ncu from PATH, the CUDA toolkit or an Nsight Compute installation.
+find_ncu() {
+  local ncu
+  for ncu in "$(command -v ncu)" /usr/local/cuda/bin/ncu \
+    /opt/nvidia/nsight-compute/*/ncu; do
+    [ -x "$ncu" ] && echo "$ncu" && return 0
+  done
+  return 1
+}
+
+if [ $PROFILE = 1 ]; then
+  NCU=$(find_ncu) || {
+    echo "run.sh: --profile needs Nsight Compute (ncu)" >&2
+    exit 1
+  }
+  while IFS='|' read -r -u 3 name L D B T S; do
+    echo "== $name: GPU time by kernel over 2 steps (ncu, caches and clocks" \
+      "as in a run)"
+    env ZEST_BACKEND=nccl $MPIRUN 1 "$NCU" --csv --metrics \
+      gpu__time_duration.sum --cache-control none --clock-control none \
+      --log-file "$LOGS/ncu-$name.csv" "$HERE/bin/$name" --steps 2 \
+      --lr 0.01 >"$LOGS/ncu-$name.log" 2>&1
+    grep summary "$LOGS/ncu-$name.log"
+    python3 "$HERE/tools/kernel-profile.py" "$LOGS/ncu-$name.csv" --steps 2
+  done 3<"$HERE/bench.txt"
+  exit 0
+fi
+
 RESULTS=()
 record() { RESULTS+=("$(printf '%-34s %-5s %s' "$1" "$2" "$3")"); }
 
@@ -80,15 +123,15 @@ check() {
 }
 
 # The CUDA backends and products (the runtime's device tests).
-check backend-nccl-1 " 0 failed" env ZEST_BACKEND=nccl $MPIRUN 1 \
+[ $MICRO = 1 ] && check backend-nccl-1 " 0 failed" env ZEST_BACKEND=nccl $MPIRUN 1 \
   "$HERE/bin/zest-cuda-backend-test$SUFFIX"
-check backend-staged-2 " 0 failed" env ZEST_BACKEND=staged $MPIRUN 2 \
+[ $MICRO = 1 ] && check backend-staged-2 " 0 failed" env ZEST_BACKEND=staged $MPIRUN 2 \
   "$HERE/bin/zest-cuda-backend-test$SUFFIX"
-if [ $EMULATED = 1 ] || [ "$GPUS" -ge 2 ]; then
+if [ $MICRO = 1 ] && { [ $EMULATED = 1 ] || [ "$GPUS" -ge 2 ]; }; then
   check backend-nccl-2 " 0 failed" env ZEST_BACKEND=nccl $MPIRUN 2 \
     "$HERE/bin/zest-cuda-backend-test$SUFFIX"
 fi
-check linear "0 failures" env ZEST_BACKEND=nccl $MPIRUN 1 \
+[ $MICRO = 1 ] && check linear "0 failures" env ZEST_BACKEND=nccl $MPIRUN 1 \
   "$HERE/bin/zest-cuda-linear-test$SUFFIX"
 
 # Training against the CPU twins, and the exact memory plan.
@@ -110,23 +153,67 @@ while IFS='|' read -r -u 3 name ranks rtol run; do
   fi
 done 3<"$HERE/models.txt"
 
+# prepare_eager DIR NAME L D T: DIR/data.bin and DIR/weights.safetensors
+# (executable NAME's seeded initial weights) for eager PyTorch's side of a
+# benchmark; fails where python3 has no torch.
+prepare_eager() {
+  python3 -c 'import torch, safetensors' 2>/dev/null &&
+    python3 "$HERE/tools/model.py" data --out "$1/data.bin" --samples 64 \
+      --seq "$5" --dim "$4" &&
+    $MPIRUN 1 "$HERE/bin/$2" --steps 0 --save "$1/ck0" &&
+    "$HERE/bin/zest-ckpt" consolidate "$1/ck0" "$1/weights.safetensors"
+}
+
+# bench_stack NAME L D B T STEPS: Zest's training step on the GPU, its plan
+# against the measured peak, and eager PyTorch's step on the same GPU from
+# the same weights and data where python3 has torch.
+bench_stack() {
+  local name=$1 L=$2 D=$3 B=$4 T=$5 S=$6 dir=$LOGS/bench-$1 data=()
+  mkdir -p "$dir"
+  prepare_eager "$dir" "$name" "$L" "$D" "$T" >"$dir/prepare.log" 2>&1 &&
+    data=(--data "$dir/data.bin")
+  if ! env ZEST_BACKEND=nccl $MPIRUN 1 "$HERE/bin/$name" --steps "$S" \
+    --lr 0.01 "${data[@]}" >"$dir/zest.log" 2>&1; then
+    record "bench-$name" FAIL "see $dir/zest.log"
+    return
+  fi
+  check "plan-$name" "== measured" python3 "$HERE/tools/checkplan.py" \
+    "$HERE/ref/$name.json" "$dir/zest.log" 1
+  local zest eager=
+  zest=$(sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$dir/zest.log" | tail -1)
+  FIGURES+=("$name zest: $(grep summary "$dir/zest.log")")
+  if [ ${#data[@]} -gt 0 ] && timeout "${ZEST_GPU_TIMEOUT:-600}" \
+    python3 "$HERE/tools/model.py" eager \
+    --device cuda --weights "$dir/weights.safetensors" --data "$dir/data.bin" \
+    --layers "$L" --dim "$D" --batch "$B" --seq "$T" --steps "$S" \
+    >"$dir/eager.log" 2>&1; then
+    eager=$(sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$dir/eager.log" | tail -1)
+    FIGURES+=("$name eager: $(grep summary "$dir/eager.log")")
+    FIGURES+=("$name zest/eager step: $(awk -v z="$zest" -v e="$eager" \
+      'BEGIN {printf "%.3f", z / e}'), losses (first, last): zest \
+$(grep '^step ' "$dir/zest.log" | sed -n '1p;$p' | awk '{printf "%s ", $4}')\
+| eager $(grep '^step ' "$dir/eager.log" | sed -n '1p;$p' | awk '{printf "%s ", $4}')")
+  else
+    FIGURES+=("$name eager: not run (see $dir/prepare.log, $dir/eager.log)")
+  fi
+}
+
 # Figures (a GPU only).
 FIGURES=()
 if [ $EMULATED = 0 ]; then
-  check bench-linear "TFLOP" env ZEST_BACKEND=nccl $MPIRUN 1 \
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+fi
+if [ $EMULATED = 0 ] && [ $MICRO = 1 ]; then
+  check bench-linear "bare fwd" env ZEST_BACKEND=nccl $MPIRUN 1 \
     "$HERE/bin/zest-bench-cuda-linear"
-  check bench-collectives-nccl "GB/s" env ZEST_BACKEND=nccl $MPIRUN 1 \
+  check bench-collectives-nccl "algbw" env ZEST_BACKEND=nccl $MPIRUN 1 \
     "$HERE/bin/zest-bench-cuda-collectives"
-  while IFS='|' read -r -u 3 name steps; do
-    log=$LOGS/bench-$name.log
-    if env ZEST_BACKEND=nccl $MPIRUN 1 "$HERE/bin/$name" --steps "$steps" \
-      --lr 0.01 >"$log" 2>&1; then
-      FIGURES+=("$name: $(grep summary "$log")")
-      check "plan-$name" "== measured" python3 "$HERE/tools/checkplan.py" \
-        "$HERE/ref/$name.json" "$log" 1
-    else
-      record "bench-$name" FAIL "see $log"
-    fi
+  check bench-collectives-staged-2 "algbw" env ZEST_BACKEND=staged $MPIRUN 2 \
+    "$HERE/bin/zest-bench-cuda-collectives"
+fi
+if [ $EMULATED = 0 ]; then
+  while IFS='|' read -r -u 3 name L D B T S; do
+    bench_stack "$name" "$L" "$D" "$B" "$T" "$S"
   done 3<"$HERE/bench.txt"
 fi
 
@@ -136,7 +223,7 @@ printf '%s\n' "${RESULTS[@]}"
 for figure in "${FIGURES[@]}"; do
   echo "$figure"
 done
-for file in "$LOGS"/bench-linear.log "$LOGS"/bench-collectives-nccl.log; do
+for file in "$LOGS"/bench-linear.log "$LOGS"/bench-collectives-*.log; do
   [ -f "$file" ] && cat "$file"
 done
 if printf '%s\n' "${RESULTS[@]}" | grep -q ' FAIL '; then

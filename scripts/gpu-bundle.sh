@@ -62,8 +62,9 @@ for model in "${MODELS[@]}"; do
   echo "$name|$ranks|$rtol|$run" >>"$B/models.txt"
 done
 
-# The GPU benchmark's transformer stacks (Zest's side; eager PyTorch needs
-# torch on the host: bench/gpu/run.sh).
+# The GPU benchmark's transformer stacks. run.sh compares them with eager
+# PyTorch on the same GPU (same initial weights, through zest-ckpt, and the
+# same data) where the host's python3 has torch.
 echo "gpu-bundle: compiling the benchmark stacks"
 : >"$B/bench.txt"
 for config in "4 1024 8 512 10" "8 2048 4 1024 6"; do
@@ -73,12 +74,15 @@ for config in "4 1024 8 512 10" "8 2048 4 1024 6"; do
     --hidden $((D * 4)) --batch "$Bt" --seq "$T" >"$STAGE/$name.mlir"
   "$ZESTC" "$STAGE/$name.mlir" -o "$B/bin/$name" --world-size=1 \
     --target=cuda --leaf-classes=Block --report-json="$B/ref/$name.json"
-  echo "$name|$S" >>"$B/bench.txt"
+  echo "$name|$L|$D|$Bt|$T|$S" >>"$B/bench.txt"
 done
 
 cp "$BUILD"/bin/zest-cuda-{backend,linear}-test{,-emulated} \
-  "$BUILD"/bin/zest-bench-cuda-{linear,collectives} "$B/bin/"
-cp "$SRC"/test/lib/{compare.py,checkplan.py} "$B/tools/"
+  "$BUILD"/bin/zest-bench-cuda-{linear,collectives} "$BUILD/bin/zest-ckpt" \
+  "$B/bin/"
+cp "$SRC"/test/lib/{compare.py,checkplan.py} "$SRC/bench/vs-pytorch/model.py" \
+  "$SRC/scripts/kernel-profile.py" \
+  "$B/tools/"
 cp "$SRC/scripts/gpu-bundle-run.sh" "$B/run.sh"
 chmod +x "$B/run.sh"
 

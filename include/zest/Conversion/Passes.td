@@ -209,22 +209,36 @@ def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
 }
 
 def SplitReductionsPass : Pass<"zest-split-reductions", "::mlir::ModuleOp"> {
-  let summary = "Splits large reductions to a scalar into chunks and their "
-                "combination (the device targets)";
+  let summary = "Splits large reductions into chunks and their combination "
+                "(the device targets)";
   let description = [{
-    On tensors, before bufferization: a one-dimensional reduction to a
-    scalar of at least `min-elements` elements (the squared norm of a
-    unit's gradient for clipping) becomes, with upstream's
-    `linalg::splitReduction`, a reduction of `[chunks, n / chunks]` to
-    `chunks` partial results and their reduction to the scalar.
-    `zest-map-kernels-to-gpu` then runs the first on one block per chunk
-    and the second on one block, instead of the whole on one block. The
-    partial results are a buffer of the step, initialized outside any
+    On tensors, before bufferization, two kinds of reduction of at least
+    `min-elements` iterations that `zest-map-kernels-to-gpu` would run on
+    too few threads become, with upstream's `linalg::splitReduction`, a
+    reduction to per-chunk partial results and the reduction of those:
+
+    * A reduction to a scalar (a loss, the squared norm of a unit's gradient
+      for clipping), over any number of dimensions that its operands hold
+      contiguously (first collapsed into one with
+      `linalg::collapseOpIterationDims`): `[chunks, n / chunks]` to `chunks`
+      partial results, each one block's, then one block for the scalar,
+      instead of one block for everything. `chunks` is the largest divisor
+      of `n` up to 1024 that leaves chunks of at least 256 elements.
+    * A reduction of one dimension that the first input does not hold
+      innermost (a column sum: LayerNorm's weight and bias gradients), which
+      is one thread per result element: with `chunks` outermost, the
+      partial results `[chunks, outputs...]` take `chunks` times as many
+      threads, neighbours reading neighbouring elements. `chunks` is the
+      largest divisor of the reduced size that gives at most 2^17 threads
+      and leaves each at least 16 elements; the combination is split again
+      while it qualifies. Reductions with 2^16 results or more already fill
+      a GPU and stay whole.
+
+    The partial results are buffers of the step, initialized outside any
     branch around the reduction, so the memory plan counts them and the
-    branch stays a kernel. `chunks` is the largest divisor of `n` up to
-    1024 that leaves chunks of at least 256 elements; a size without one, a
-    dynamic size or a combiner without a neutral element is left alone.
-    Deterministic: the order of the additions is fixed.
+    branch stays a kernel. A size without such a divisor, a dynamic size or
+    a combiner without a neutral element is left alone. Deterministic: the
+    order of the additions is fixed.
   }];
   let options = [
     Option<"minElements", "min-elements", "int64_t", /*default=*/"65536",

@@ -1,9 +1,10 @@
 //===- SplitReductions.cpp - Large reductions to a scalar, in two stages --===//
 //
-// For the device targets: a reduction of many elements to a scalar (the
-// squared norm of a unit's gradient for clipping) would run on one block of
-// a GPU. Split into per-chunk partial results and their combination, it
-// runs on one block per chunk, then one block. See Passes.td.
+// For the device targets: a reduction of many elements to a scalar (a loss,
+// the squared norm of a unit's gradient for clipping) would run on one
+// block of a GPU, and a column sum (LayerNorm's and a bias's gradients) on
+// one thread per column. Split into per-chunk partial results and their
+// combination, each runs on many blocks, then a few. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,27 +23,93 @@ using namespace mlir;
 
 namespace {
 
-/// Chunks of at least this many elements: a block's threads, one each.
+/// Scalar reductions: chunks of at least this many elements (a block's
+/// threads, one each) ...
 constexpr int64_t kMinChunk = 256;
-/// At most this many chunks (blocks), combined by one block.
+/// ... and at most this many chunks (blocks), combined by one block.
 constexpr int64_t kMaxChunks = 1024;
+/// Strided reductions (a column sum): about this many threads, enough to
+/// fill a GPU, each reducing at least kMinRows elements.
+constexpr int64_t kTargetThreads = 1 << 17;
+constexpr int64_t kMinRows = 16;
 
-/// The number of chunks to split a reduction of `size` elements into: the
-/// most that divide it evenly, none if no split helps.
-int64_t getChunks(int64_t size) {
-  for (int64_t chunks = std::min(kMaxChunks, size / kMinChunk); chunks > 1;
-       --chunks)
-    if (size % chunks == 0)
-      return chunks;
+/// The largest divisor of `size` between 2 and `most`, or 0 if none.
+int64_t getLargestDivisor(int64_t size, int64_t most) {
+  for (int64_t divisor = std::min(most, size); divisor > 1; --divisor)
+    if (size % divisor == 0)
+      return divisor;
   return 0;
 }
 
-/// Whether `op` reduces all its (one) dimension to a tensor scalar.
+/// Whether `op` combines all its iterations into a tensor scalar.
 bool isScalarReduction(linalg::LinalgOp op) {
-  return op.hasPureTensorSemantics() && op.getNumLoops() == 1 &&
-         op.getNumReductionLoops() == 1 && op.getNumDpsInits() == 1 &&
+  return op.hasPureTensorSemantics() && op.getNumLoops() >= 1 &&
+         op.getNumReductionLoops() == op.getNumLoops() &&
+         op.getNumDpsInits() == 1 &&
          cast<ShapedType>(op.getDpsInitOperand(0)->get().getType()).getRank() ==
              0;
+}
+
+/// Whether `op` reduces one dimension that its first input does not hold
+/// innermost (a column sum): zest-map-kernels-to-gpu gives such a reduction
+/// one thread per result element, each reading along the whole dimension.
+bool isStridedReduction(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() != 1 || op.getNumParallelLoops() == 0 ||
+      op.getNumDpsInputs() == 0)
+    return false;
+  AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
+  auto innermost = first.getNumResults()
+                       ? dyn_cast<AffineDimExpr>(first.getResults().back())
+                       : nullptr;
+  return innermost && linalg::isParallelIterator(
+                          op.getIteratorTypesArray()[innermost.getPosition()]);
+}
+
+/// The number of chunks to split `op`'s reduction into (0: none helps) and
+/// the static sizes it reads.
+int64_t getChunks(linalg::LinalgOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return 0;
+  int64_t reduced = 1, outputs = 1;
+  for (auto [range, iterator] : llvm::zip(ranges, op.getIteratorTypesArray()))
+    (linalg::isReductionIterator(iterator) ? reduced : outputs) *= range;
+  if (outputs == 1)
+    return getLargestDivisor(reduced,
+                             std::min(kMaxChunks, reduced / kMinChunk));
+  if (outputs * 2 > kTargetThreads)
+    return 0;
+  return getLargestDivisor(
+      reduced, std::min(kTargetThreads / outputs, reduced / kMinRows));
+}
+
+/// `op`, a reduction to a scalar over several dimensions, as one over a
+/// single dimension (its operands collapsed), where every operand holds the
+/// dimensions contiguously in order (a sum of squares of a matrix);
+/// otherwise `op`.
+linalg::LinalgOp collapseToOneLoop(RewriterBase &rewriter,
+                                   linalg::LinalgOp op) {
+  if (op.getNumLoops() == 1)
+    return op;
+  ReassociationIndices all =
+      llvm::to_vector(llvm::seq<int64_t>(0, op.getNumLoops()));
+  if (!linalg::areDimSequencesPreserved(op.getIndexingMapsArray(), {all}))
+    return op;
+  rewriter.setInsertionPoint(op);
+  if (!isa<linalg::GenericOp>(op)) {
+    FailureOr<linalg::GenericOp> generic =
+        linalg::generalizeNamedOp(rewriter, op);
+    if (failed(generic))
+      return op;
+    op = *generic;
+  }
+  FailureOr<linalg::CollapseResult> collapsed =
+      linalg::collapseOpIterationDims(op, {all}, rewriter);
+  if (failed(collapsed))
+    return op;
+  rewriter.replaceOp(op, collapsed->results);
+  return collapsed->collapsedOp;
 }
 
 /// Moves the partial results' initialization out of any branch around the
@@ -65,33 +132,53 @@ struct SplitReductionsPass
     : public zest::impl::SplitReductionsPassBase<SplitReductionsPass> {
   using Base::Base;
 
-  void runOnOperation() override {
-    SmallVector<linalg::LinalgOp> candidates;
-    getOperation().walk([&](linalg::LinalgOp op) {
-      if (!isScalarReduction(op))
+  /// The chunks to split `op` into, 0 if it is not a reduction to split.
+  int64_t getSplitChunks(linalg::LinalgOp op) {
+    if (!isScalarReduction(op) && !isStridedReduction(op))
+      return 0;
+    int64_t elements = 1;
+    for (int64_t range : op.getStaticLoopRanges())
+      elements *= range;
+    return elements < minElements ? 0 : getChunks(op);
+  }
+
+  /// Splits `op` into `chunks` partial results and their combination, and
+  /// that again while it is large enough (a column sum's 128 partial rows).
+  void split(RewriterBase &rewriter, linalg::LinalgOp op, int64_t chunks) {
+    for (; chunks; chunks = getSplitChunks(op)) {
+      if (isScalarReduction(op))
+        op = collapseToOneLoop(rewriter, op);
+      // A scalar reduction whose operands could not be collapsed stays.
+      if (op.getNumReductionLoops() != 1)
         return;
-      int64_t size = op.getStaticLoopRanges().front();
-      if (!ShapedType::isDynamic(size) && size >= minElements)
-        candidates.push_back(op);
-    });
-    IRRewriter rewriter(&getContext());
-    for (linalg::LinalgOp op : candidates) {
-      int64_t chunks = getChunks(op.getStaticLoopRanges().front());
-      if (!chunks)
-        continue;
       rewriter.setInsertionPoint(op);
-      // Chunks outermost ([chunks, size / chunks]): each partial result
-      // reduces a contiguous run, which a block reads coalesced.
-      auto control = [&](linalg::LinalgOp) {
+      // Chunks outermost ([chunks, size / chunks] for a scalar,
+      // [chunks, outputs...] for a column sum): each partial result reduces
+      // a contiguous run, which a block (or neighbouring threads) reads
+      // coalesced.
+      auto control = [chunks](linalg::LinalgOp) {
         return linalg::SplitReductionOptions{chunks, 0,
                                              /*innerParallel=*/false};
       };
       // A combiner linalg cannot split (no neutral element) stays whole.
-      FailureOr<linalg::SplitReductionResult> split =
+      FailureOr<linalg::SplitReductionResult> result =
           linalg::splitReduction(rewriter, op, control);
-      if (succeeded(split))
-        hoistPartialResults(*split);
+      if (failed(result))
+        return;
+      hoistPartialResults(*result);
+      op = result->resultCombiningLinalgOp;
     }
+  }
+
+  void runOnOperation() override {
+    SmallVector<std::pair<linalg::LinalgOp, int64_t>> candidates;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (int64_t chunks = getSplitChunks(op))
+        candidates.push_back({op, chunks});
+    });
+    IRRewriter rewriter(&getContext());
+    for (auto [op, chunks] : candidates)
+      split(rewriter, op, chunks);
   }
 };
 
