@@ -264,3 +264,84 @@ func.func @shared_fill_of_slice(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tenso
   } -> tensor<4x4xf32>
   return %y1 : tensor<4x4xf32>
 }
+
+// -----
+
+// A flag compared from a hyperparameter (no-sync's accumulate-or-overwrite),
+// read by a region and after it: each region and the caller compute it
+// again; no region returns it (returned, the flag would be a scalar read
+// from device memory on the host under --target=cuda).
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:      %[[U:[^:]*]]: tensor<8xf32>, %[[H:[^:]*]]: tensor<10xf32>, %[[X:[^:]*]]: tensor<4xf32>)
+// CHECK:         %[[E:.*]] = tensor.extract %[[H]]
+// CHECK:         %[[FLAG:.*]] = arith.cmpf une, %[[E]]
+// CHECK:         %[[Y:.*]] = call @zest_region(%[[X]], %[[U]], %[[H]]) : (tensor<4xf32>, tensor<8xf32>, tensor<10xf32>) -> tensor<4xf32>
+// CHECK:         arith.select %[[FLAG]]
+// CHECK-LABEL: func.func @accumulate(
+// CHECK:         call @zest_region({{.*}}) : ({{.*}}) -> tensor<4xf32>
+// CHECK:       func.func private @zest_region({{.*}}, %[[RH:[^:]*]]: tensor<10xf32>) -> tensor<4xf32>
+// CHECK:         %[[RE:.*]] = tensor.extract %[[RH]]
+// CHECK:         %[[RFLAG:.*]] = arith.cmpf une, %[[RE]]
+// CHECK:         arith.select %[[RFLAG]]
+#id = affine_map<(i) -> (i)>
+func.func @step(%u0: tensor<8xf32> {zest.unit = @b0}, %hyper: tensor<10xf32>,
+                %x: tensor<4xf32>) -> tensor<4xf32> {
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %h = tensor.extract %hyper[%c8] : tensor<10xf32>
+  %flag = arith.cmpf une, %h, %zero : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%x, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.select %flag, %m, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%y0, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %t = func.call @opaque(%y1) : (tensor<4xf32>) -> tensor<4xf32>
+  %y2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%t : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.select %flag, %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %y2 : tensor<4xf32>
+}
+func.func @accumulate(%u0: tensor<8xf32> {zest.unit = @b0}, %hyper: tensor<10xf32>,
+                %x: tensor<4xf32>) -> tensor<4xf32> {
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %h = tensor.extract %hyper[%c8] : tensor<10xf32>
+  %flag = arith.cmpf une, %h, %zero : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%x, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.select %flag, %m, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%y0, %w0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %t = func.call @opaque(%y1) : (tensor<4xf32>) -> tensor<4xf32>
+  %y2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%t : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.select %flag, %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %y2 : tensor<4xf32>
+}
+func.func private @opaque(tensor<4xf32>) -> tensor<4xf32>

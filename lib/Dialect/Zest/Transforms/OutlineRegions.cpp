@@ -21,6 +21,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -134,8 +135,25 @@ public:
                 producer->getNumOperands() == 0) ||
                isCloneable(producer);
       });
+    else if (isScalarArith(op))
+      result = llvm::all_of(op->getOperands(), [&](Value operand) {
+        Operation *producer = operand.getDefiningOp();
+        return !producer || isCloneable(producer);
+      });
     cloneable[op] = result;
     return result;
+  }
+
+  /// Whether `op` is pure scalar arithmetic (a flag compared from a
+  /// hyperparameter): cloned where its operands are, it is computed again
+  /// in each region and the caller rather than returned by a region, which
+  /// on a GPU would leave a scalar read from device memory on the host.
+  bool isScalarArith(Operation *op) {
+    return isa<arith::ArithDialect>(op->getDialect()) && isPure(op) &&
+           op->getNumRegions() == 0 &&
+           llvm::none_of(op->getResultTypes(),
+                         [](Type type) { return isa<ShapedType>(type); }) &&
+           isTensorCompute(op);
   }
 
   /// Whether `value` is an empty tensor or a static view of one (a
