@@ -45,6 +45,8 @@ public:
   void download(Buffer &buffer);
   /// Brings every persistent buffer's device values back to the host.
   void downloadPersistent();
+  /// Whether the step computes on a device (its buffers are mirrored).
+  bool computesOnDevice() const { return onDevice; }
 
 private:
   struct Mirror {

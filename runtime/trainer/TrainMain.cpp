@@ -125,11 +125,15 @@ struct EntryCall {
   EntryCall(const EntryCall &) = delete;
 
   /// Runs the entry point on this call's arguments (uploaded first where
-  /// the step computes on a device); its results are on the host after.
-  void call() {
+  /// the step computes on a device). On a device the call only queues the
+  /// work: the host arguments may be refilled at once, and the results are
+  /// on the host after finish().
+  void start() {
     for (size_t arg : uploads)
       mirrors->upload(args[arg]);
     zest_model_entries[index](pointers.data());
+  }
+  void finish() {
     for (Buffer &result : results)
       mirrors->download(result);
   }
@@ -278,6 +282,14 @@ private:
   void printHeader() const;
   /// One micro-batch `a` of `step`; returns its loss (training).
   double callMicroBatch(int64_t step, int64_t a);
+  /// The entry point that runs micro-batch `a`.
+  EntryCall &entryFor(int64_t a);
+  /// Fills the host arguments of micro-batch `a` of `step`.
+  void fillMicroBatch(int64_t step, int64_t a);
+  /// Where the step computes on a device, fills the micro-batch after `a`
+  /// of `step` while the device computes `a`, so the device does not wait
+  /// for the host between calls.
+  void prefillNext(int64_t step, int64_t a);
   void runStep(int64_t step);
 
   const ModelInfo &model;
@@ -293,6 +305,8 @@ private:
   DataSource data;
   int64_t micro, globalBatch;
   std::optional<ProgressLine> progress;
+  /// The (step, micro-batch) prefillNext filled, if any.
+  std::optional<std::pair<int64_t, int64_t>> prefilled;
   double checksum = 0, measuredUs = 0;
   int64_t measuredSteps = 0, lastStepFaults = 0;
 };
@@ -309,17 +323,43 @@ void Run::printHeader() const {
               static_cast<long long>(micro));
 }
 
-double Run::callMicroBatch(int64_t step, int64_t a) {
+EntryCall &Run::entryFor(int64_t a) {
   bool accumulateOnly = accumulateCall && a + 1 < options.accum;
-  EntryCall &entry = accumulateOnly ? *accumulateCall : stepCall;
-  std::vector<Buffer> &results = entry.results;
+  return accumulateOnly ? *accumulateCall : stepCall;
+}
+
+void Run::fillMicroBatch(int64_t step, int64_t a) {
+  EntryCall &entry = entryFor(a);
   int64_t offset = (int64_t(rank) * options.accum + a) * micro;
   data.fill(entry.args, step * globalBatch + offset);
   fillRandomStreams(entry.args, *entry.function, train.rngSeed, step, offset);
   if (entry.hyper)
     train.fillHyper(entry.hyper, step, a);
+}
+
+void Run::prefillNext(int64_t step, int64_t a) {
+  if (!mirrors.computesOnDevice())
+    return;
+  std::pair<int64_t, int64_t> next = a + 1 < options.accum
+                                         ? std::pair(step, a + 1)
+                                         : std::pair(step + 1, int64_t(0));
+  if (next.first >= startStep + options.steps)
+    return;
+  fillMicroBatch(next.first, next.second);
+  prefilled = next;
+}
+
+double Run::callMicroBatch(int64_t step, int64_t a) {
+  bool accumulateOnly = accumulateCall && a + 1 < options.accum;
+  EntryCall &entry = entryFor(a);
+  std::vector<Buffer> &results = entry.results;
+  if (prefilled != std::pair(step, a))
+    fillMicroBatch(step, a);
+  prefilled.reset();
   double computeStart = zest_now_us();
-  entry.call();
+  entry.start();
+  prefillNext(step, a);
+  entry.finish();
   zest_trace_span(accumulateOnly ? "forward, backward (no sync)"
                   : training     ? "step (forward, backward, optimizer)"
                                  : "forward",
