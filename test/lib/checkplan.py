@@ -150,6 +150,14 @@ def check_breakdown(function, units):
     for name, split in peak["units"].items():
         if name not in units and not name.startswith("bucket"):
             sys.exit(f"checkplan: the peak's split names unit {name}")
+    others = peak["others"]
+    if (
+        len(others) != peak["other_buffers"]
+        or sum(b["bytes"] for b in others) != peak["other_bytes"]
+    ):
+        sys.exit("checkplan: the peak's buffers are not its other_bytes")
+    if any(a["bytes"] < b["bytes"] for a, b in zip(others, others[1:])):
+        sys.exit("checkplan: the peak's buffers are not largest first")
     for kind in kinds:
         shares = sum(split[kind] for split in peak["units"].values())
         if shares > peak[kind]:

@@ -12,9 +12,6 @@
 using namespace mlir;
 using namespace mlir::zest;
 
-/// The largest buffers of other kinds at the peak, named in the report.
-static constexpr size_t kLargestOther = 3;
-
 /// The buffers live right after the allocation at `tick`.
 static PeakBreakdown getLiveAt(ArrayRef<BufferLifetime> buffers, int64_t tick) {
   PeakBreakdown live;
@@ -27,14 +24,12 @@ static PeakBreakdown getLiveAt(ArrayRef<BufferLifetime> buffers, int64_t tick) {
     if (buffer.kind != BufferKind::Other)
       continue;
     ++live.otherBuffers;
-    live.largestOther.push_back(
-        {buffer.bytes, {buffer.allocatedAt, buffer.calledFrom}});
+    live.others.push_back(
+        {buffer.bytes, {buffer.allocatedAt, buffer.calledFrom}, buffer.unit});
   }
-  llvm::stable_sort(live.largestOther, [](const auto &a, const auto &b) {
-    return a.first > b.first;
+  llvm::stable_sort(live.others, [](const PeakBuffer &a, const PeakBuffer &b) {
+    return a.bytes > b.bytes;
   });
-  if (live.largestOther.size() > kLargestOther)
-    live.largestOther.resize(kLargestOther);
   return live;
 }
 

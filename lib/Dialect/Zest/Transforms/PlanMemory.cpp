@@ -637,6 +637,9 @@ using EntryPlan = std::pair<func::FuncOp, std::optional<MemoryPlan>>;
 
 /// The units named for the activations at the peak (the largest shares).
 constexpr size_t kLargestUnits = 3;
+/// The largest activations and temporaries at the peak the report names
+/// (the JSON lists them all).
+constexpr size_t kLargestBuffers = 3;
 
 /// "  at the peak: ..." : what the pool holds at its peak, by kind, with
 /// the units' shares (of activations and temporaries: those allocated
@@ -667,10 +670,11 @@ void printPeakBreakdown(llvm::raw_ostream &os, const MemoryPlan &plan) {
      << ", activations and temporaries " << peak.bytes.other
      << units(&BytesByKind::other, kLargestUnits) << " in " << peak.otherBuffers
      << " buffers";
-  for (auto [index, buffer] : llvm::enumerate(peak.largestOther))
-    os << (index ? ", " : " (largest: ") << buffer.first << " "
-       << describe(buffer.second.op, buffer.second.call);
-  if (!peak.largestOther.empty())
+  for (auto [index, buffer] :
+       llvm::enumerate(ArrayRef(peak.others).take_front(kLargestBuffers)))
+    os << (index ? ", " : " (largest: ") << buffer.bytes << " "
+       << describe(buffer.site.op, buffer.site.call);
+  if (!peak.others.empty())
     os << ")";
   if (plan.keptBytes)
     os << ", cuBLASLt workspace " << plan.keptBytes;
@@ -692,6 +696,13 @@ void addBreakdownJson(llvm::json::Object &entry, const MemoryPlan &plan) {
   for (auto &[unit, bytes] : plan.atPeak.units)
     units[unit] = object(bytes);
   peak["units"] = std::move(units);
+  llvm::json::Array others;
+  for (const PeakBuffer &buffer : plan.atPeak.others)
+    others.push_back(
+        llvm::json::Object{{"bytes", buffer.bytes},
+                           {"unit", buffer.unit},
+                           {"at", describe(buffer.site.op, buffer.site.call)}});
+  peak["others"] = std::move(others);
   entry["peak_breakdown"] = std::move(peak);
   llvm::json::Array series;
   for (const BytesByKind &bytes : plan.kindsAfterAllocation)

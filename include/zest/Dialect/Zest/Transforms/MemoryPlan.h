@@ -58,11 +58,20 @@ struct BytesByKind {
 /// What is live at the pool's peak: bytes by kind, and by unit (gathered
 /// parameters and gradients), the count of other buffers and the largest
 /// of them.
+/// An activation or temporary live at the pool's peak: its size, where it
+/// is allocated and the unit it is charged to (none: the root's glue).
+struct PeakBuffer {
+  int64_t bytes;
+  StepSite site;
+  std::string unit;
+};
+
 struct PeakBreakdown {
   BytesByKind bytes;
   std::map<std::string, BytesByKind> units;
   int64_t otherBuffers = 0;
-  SmallVector<std::pair<int64_t, StepSite>> largestOther;
+  /// Every buffer of the other kind live at the peak, largest first.
+  SmallVector<PeakBuffer> others;
 };
 
 /// Where the pool's arena aligns buffers: the pool's 64-byte buckets on the
