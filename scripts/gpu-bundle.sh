@@ -37,18 +37,20 @@ mkdir -p "$B"/{bin,lib,ref,tools}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --oversubscribe -np"
 
-# name | example | zestc options | ranks | loss tolerance | run options.
-# The CPU twin's output is the reference run.sh compares each GPU run with.
+# name | example | zestc options | ranks | loss tolerance | run options |
+# zestc options of the GPU builds only (offload has no CPU form). The CPU
+# twin's output is the reference run.sh compares each GPU run with.
 MODELS=(
   "mlp1|mlp_train|--world-size=1 --momentum|1|1e-5|--steps 6 --lr 0.05 --momentum 0.9 --dataset-size 16"
   "mlp2|mlp_train|--world-size=2 --momentum|2|1e-5|--steps 6 --lr 0.05 --momentum 0.9 --dataset-size 16"
   "tb1|transformer_block_train|--world-size=1 --optimizer=adamw --clip-grad-norm=0.5|1|1e-4|--steps 6 --lr 0.003 --dataset-size 16"
   "mp2|transformer_block_train|--world-size=2 --leaf-classes=Attention,MLP --optimizer=adamw --param-dtype=bf16 --reduce-dtype=bf16|2|1e-3|--steps 6 --lr 0.003 --dataset-size 16"
+  "off2|transformer_block_train|--world-size=2 --leaf-classes=Attention,MLP --optimizer=adamw|2|1e-5|--steps 6 --lr 0.003 --dataset-size 16|--offload=optimizer"
 )
 echo "gpu-bundle: compiling the models (CPU reference, cuda, cuda-emulated)"
 : >"$B/models.txt"
 for model in "${MODELS[@]}"; do
-  IFS='|' read -r name example options ranks rtol run <<<"$model"
+  IFS='|' read -r name example options ranks rtol run device <<<"$model"
   # shellcheck disable=SC2086
   "$ZESTC" "$SRC/examples/$example.mlir" -o "$STAGE/$name-cpu" $options
   # shellcheck disable=SC2086
@@ -57,7 +59,8 @@ for model in "${MODELS[@]}"; do
     suffix=${target#cuda}
     # shellcheck disable=SC2086
     "$ZESTC" "$SRC/examples/$example.mlir" -o "$B/bin/$name$suffix" \
-      $options --target=$target --report-json="$B/ref/$name$suffix.json"
+      $options $device --target=$target \
+      --report-json="$B/ref/$name$suffix.json"
   done
   echo "$name|$ranks|$rtol|$run" >>"$B/models.txt"
 done
