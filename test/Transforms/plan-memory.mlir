@@ -20,6 +20,18 @@
 // CHECK-NEXT:   "gradient_bytes": 0,
 // CHECK-NEXT:   "other_buffers": 2,
 // CHECK-NEXT:   "other_bytes": 192,
+// CHECK-NEXT:   "others": [
+// CHECK-NEXT:     {
+// CHECK-NEXT:       "at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+38]]:10)",
+// CHECK-NEXT:       "bytes": 128,
+// CHECK-NEXT:       "unit": ""
+// CHECK-NEXT:     },
+// CHECK-NEXT:     {
+// CHECK-NEXT:       "at": "memref.alloc at {{.*}}plan-memory.mlir{{.}}":[[@LINE+31]]:8)",
+// CHECK-NEXT:       "bytes": 64,
+// CHECK-NEXT:       "unit": ""
+// CHECK-NEXT:     }
+// CHECK-NEXT:   ],
 // CHECK-NEXT:   "units": {},
 // CHECK-NEXT:   "workspace_bytes": 0
 // CHECK-NEXT: },
@@ -186,8 +198,8 @@ func.func @step(%p: !llvm.ptr) {
 // (where the peak is reached, for free lists), naming the footprint and the
 // live peak.
 // RUN: not zest-opt %s -split-input-file -zest-plan-memory="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
-// BUDGET: plan-memory.mlir:51:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
-// BUDGET: plan-memory.mlir:58:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
+// BUDGET: plan-memory.mlir:63:10: error: @step needs a pool of 320 bytes per rank (its highest buffer is allocated here; 320 bytes live at its peak), over the memory budget of 100 bytes
+// BUDGET: plan-memory.mlir:70:1: error: cannot hold @dynamic to a memory budget of 100 bytes: its allocations cannot be replayed exactly
 // BUDGET: plan-memory.mlir:[[@LINE+2]]:{{[0-9]+}}: error: @also_over needs a pool of 192 bytes per rank (its highest buffer is allocated here; 192 bytes live at its peak), over the memory budget of 100 bytes
 func.func @also_over() {
   %a = memref.alloc() : memref<40xf32>
@@ -249,6 +261,10 @@ func.func @overlap(%p: !llvm.ptr) {
 // CHECK-NEXT:   "gradient_bytes": 0,
 // CHECK-NEXT:   "other_buffers": 2,
 // CHECK-NEXT:   "other_bytes": 1152,
+// CHECK-NEXT:   "others": [
+// CHECK:            "bytes": 1024,
+// CHECK:            "bytes": 128,
+// CHECK:        ],
 // CHECK-NEXT:   "units": {},
 // CHECK-NEXT:   "workspace_bytes": 33554432
 // CHECK-NEXT: },
