@@ -15,8 +15,8 @@
 // CHECK:         %[[Y2:.*]] = call @zest_region(%[[Y1]], %[[U2]])
 // CHECK:         return %[[Y2]]
 // CHECK:       func.func private @zest_region(%[[IN:.*]]: tensor<4xf32>, %[[FLAT:.*]]: tensor<8xf32>) -> tensor<4xf32>
-// CHECK:         %[[W:.*]] = tensor.extract_slice %[[FLAT]][4] [4] [1]
 // CHECK:         %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[IN]], %[[IN]] :
+// CHECK:         %[[W:.*]] = tensor.extract_slice %[[FLAT]][4] [4] [1]
 // CHECK:         %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[SQ]], %[[W]] :
 // CHECK:         return %[[OUT]]
 // CHECK-NOT:   func.func private @zest_region_0
@@ -345,3 +345,49 @@ func.func @accumulate(%u0: tensor<8xf32> {zest.unit = @b0}, %hyper: tensor<10xf3
   return %y2 : tensor<4xf32>
 }
 func.func private @opaque(tensor<4xf32>) -> tensor<4xf32>
+
+// -----
+
+// What a region clones (empty destinations, their fills, views) goes right
+// before its first user, not to the region's start: there each empty would be
+// a buffer allocated when the region starts, all of a block's destinations
+// alive at once.
+// CHECK-LABEL: func.func @sink(
+// CHECK:       func.func private @zest_region(%[[X:[^:]*]]: tensor<4xf32>, %[[FLAT:[^:]*]]: tensor<8xf32>)
+// CHECK-NEXT:    %[[E2:.*]] = tensor.empty() : tensor<2xf32>
+// CHECK-NEXT:    %[[S:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4xf32>) outs(%[[E2]] : tensor<2xf32>)
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK-NEXT:    %[[W:.*]] = tensor.extract_slice %[[FLAT]][4] [4] [1]
+// CHECK-NEXT:    linalg.generic {{.*}} ins(%[[S]], %[[W]] : {{.*}}) outs(%[[E]] : tensor<4xf32>)
+#id = affine_map<(i) -> (i)>
+#bc = affine_map<(i) -> (0)>
+func.func @sink(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> {zest.unit = @b1},
+                %x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %e2 = tensor.empty() : tensor<2xf32>
+  %s0 = linalg.generic {indexing_maps = [#bc, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%e2 : tensor<2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<2xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y0 = linalg.generic {indexing_maps = [#bc, #id, #id], iterator_types = ["parallel"]}
+      ins(%s0, %w0 : tensor<2xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %s1 = linalg.generic {indexing_maps = [#bc, #id], iterator_types = ["parallel"]}
+      ins(%y0 : tensor<4xf32>) outs(%e2 : tensor<2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<2xf32>
+  %w1 = tensor.extract_slice %u1[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %y1 = linalg.generic {indexing_maps = [#bc, #id, #id], iterator_types = ["parallel"]}
+      ins(%s1, %w1 : tensor<2xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %y1 : tensor<4xf32>
+}

@@ -289,6 +289,29 @@ struct OutlinedRegion {
   func::FuncOp body;
 };
 
+/// Moves each of `cloned` (ops cloned into the start of `entry`: empty
+/// tensors, their fills, views) right before its first user. At the start,
+/// each empty tensor would be a buffer allocated when the region starts
+/// and live until its last use, all of a block's destinations at once (a
+/// blocked attention's probabilities and score gradients, block by block);
+/// before its first user it is allocated where it is first written, as in
+/// the caller. Constants stay at the start.
+void sinkToFirstUse(Block &entry, ArrayRef<Operation *> cloned) {
+  // Users first: a fill moves before its user, then its empty before it.
+  for (Operation *op : llvm::reverse(cloned)) {
+    if (op->hasTrait<OpTrait::ConstantLike>())
+      continue;
+    Operation *first = nullptr;
+    for (Operation *user : op->getUsers()) {
+      Operation *ancestor = entry.findAncestorOpInBlock(*user);
+      if (ancestor && (!first || ancestor->isBeforeInBlock(first)))
+        first = ancestor;
+    }
+    if (first)
+      op->moveBefore(first);
+  }
+}
+
 OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
   OutlinedRegion region;
   region.ops.assign(ops.begin(), ops.end());
@@ -361,10 +384,12 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
   builder.setInsertionPointToStart(entry);
   IRMapping mapping;
   mapping.map(region.inputs, entry->getArguments());
+  SmallVector<Operation *> cloned;
   for (Operation *op : clones)
-    builder.clone(*op, mapping);
+    cloned.push_back(builder.clone(*op, mapping));
   for (Operation *op : ops)
     builder.clone(*op, mapping);
+  sinkToFirstUse(*entry, cloned);
   SmallVector<Value> results;
   for (Value output : region.outputs)
     results.push_back(mapping.lookup(output));
