@@ -66,8 +66,8 @@ bool isStridedReduction(linalg::LinalgOp op) {
                           op.getIteratorTypesArray()[innermost.getPosition()]);
 }
 
-/// The number of chunks to split `op`'s reduction into (0: none helps) and
-/// the static sizes it reads.
+/// The number of chunks to split `op`'s reduction into; 0 where none helps
+/// or a size is dynamic.
 int64_t getChunks(linalg::LinalgOp op) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (llvm::any_of(ranges, ShapedType::isDynamic))
