@@ -153,6 +153,10 @@ while IFS='|' read -r -u 3 name ranks rtol run; do
   fi
 done 3<"$HERE/models.txt"
 
+# The step time of a run's summary line, and its first and last losses.
+step_ms() { sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$1" | tail -1; }
+first_last_losses() { grep '^step ' "$1" | sed -n '1p;$p' | awk '{printf "%s ", $4}'; }
+
 # prepare_eager DIR NAME L D T: DIR/data.bin and DIR/weights.safetensors
 # (executable NAME's seeded initial weights) for eager PyTorch's side of a
 # benchmark; fails where python3 has no torch.
@@ -180,19 +184,18 @@ bench_stack() {
   check "plan-$name" "== measured" python3 "$HERE/tools/checkplan.py" \
     "$HERE/ref/$name.json" "$dir/zest.log" 1
   local zest eager=
-  zest=$(sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$dir/zest.log" | tail -1)
+  zest=$(step_ms "$dir/zest.log")
   FIGURES+=("$name zest: $(grep summary "$dir/zest.log")")
   if [ ${#data[@]} -gt 0 ] && timeout "${ZEST_GPU_TIMEOUT:-600}" \
     python3 "$HERE/tools/model.py" eager \
     --device cuda --weights "$dir/weights.safetensors" --data "$dir/data.bin" \
     --layers "$L" --dim "$D" --batch "$B" --seq "$T" --steps "$S" \
     >"$dir/eager.log" 2>&1; then
-    eager=$(sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$dir/eager.log" | tail -1)
+    eager=$(step_ms "$dir/eager.log")
     FIGURES+=("$name eager: $(grep summary "$dir/eager.log")")
     FIGURES+=("$name zest/eager step: $(awk -v z="$zest" -v e="$eager" \
       'BEGIN {printf "%.3f", z / e}'), losses (first, last): zest \
-$(grep '^step ' "$dir/zest.log" | sed -n '1p;$p' | awk '{printf "%s ", $4}')\
-| eager $(grep '^step ' "$dir/eager.log" | sed -n '1p;$p' | awk '{printf "%s ", $4}')")
+$(first_last_losses "$dir/zest.log")| eager $(first_last_losses "$dir/eager.log")")
   else
     FIGURES+=("$name eager: not run (see $dir/prepare.log, $dir/eager.log)")
   fi

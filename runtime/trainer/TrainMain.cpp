@@ -282,8 +282,14 @@ private:
   void printHeader() const;
   /// One micro-batch `a` of `step`; returns its loss (training).
   double callMicroBatch(int64_t step, int64_t a);
+  /// Whether micro-batch `a` only accumulates (no-sync's companion entry).
+  bool accumulatesOnly(int64_t a) const {
+    return accumulateCall && a + 1 < options.accum;
+  }
   /// The entry point that runs micro-batch `a`.
-  EntryCall &entryFor(int64_t a);
+  EntryCall &entryFor(int64_t a) {
+    return accumulatesOnly(a) ? *accumulateCall : stepCall;
+  }
   /// Fills the host arguments of micro-batch `a` of `step`.
   void fillMicroBatch(int64_t step, int64_t a);
   /// Where the step computes on a device, fills the micro-batch after `a`
@@ -323,11 +329,6 @@ void Run::printHeader() const {
               static_cast<long long>(micro));
 }
 
-EntryCall &Run::entryFor(int64_t a) {
-  bool accumulateOnly = accumulateCall && a + 1 < options.accum;
-  return accumulateOnly ? *accumulateCall : stepCall;
-}
-
 void Run::fillMicroBatch(int64_t step, int64_t a) {
   EntryCall &entry = entryFor(a);
   int64_t offset = (int64_t(rank) * options.accum + a) * micro;
@@ -350,7 +351,6 @@ void Run::prefillNext(int64_t step, int64_t a) {
 }
 
 double Run::callMicroBatch(int64_t step, int64_t a) {
-  bool accumulateOnly = accumulateCall && a + 1 < options.accum;
   EntryCall &entry = entryFor(a);
   std::vector<Buffer> &results = entry.results;
   if (prefilled != std::pair(step, a))
@@ -360,9 +360,9 @@ double Run::callMicroBatch(int64_t step, int64_t a) {
   entry.start();
   prefillNext(step, a);
   entry.finish();
-  zest_trace_span(accumulateOnly ? "forward, backward (no sync)"
-                  : training     ? "step (forward, backward, optimizer)"
-                                 : "forward",
+  zest_trace_span(accumulatesOnly(a) ? "forward, backward (no sync)"
+                  : training         ? "step (forward, backward, optimizer)"
+                                     : "forward",
                   "compute", computeStart, zest_now_us());
   double loss = 0;
   for (size_t r = 0; r < entry.function->results.size(); ++r) {

@@ -66,15 +66,17 @@ bool isStridedReduction(linalg::LinalgOp op) {
                           op.getIteratorTypesArray()[innermost.getPosition()]);
 }
 
-/// The number of chunks to split `op`'s reduction into; 0 where none helps
-/// or a size is dynamic.
-int64_t getChunks(linalg::LinalgOp op) {
+/// The number of chunks to split `op`'s reduction into; 0 where none helps,
+/// a size is dynamic or it has fewer than `minElements` iterations.
+int64_t getChunks(linalg::LinalgOp op, int64_t minElements) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return 0;
   int64_t reduced = 1, outputs = 1;
   for (auto [range, iterator] : llvm::zip(ranges, op.getIteratorTypesArray()))
     (linalg::isReductionIterator(iterator) ? reduced : outputs) *= range;
+  if (reduced * outputs < minElements)
+    return 0;
   if (outputs == 1)
     return getLargestDivisor(reduced,
                              std::min(kMaxChunks, reduced / kMinChunk));
@@ -136,10 +138,7 @@ struct SplitReductionsPass
   int64_t getSplitChunks(linalg::LinalgOp op) {
     if (!isScalarReduction(op) && !isStridedReduction(op))
       return 0;
-    int64_t elements = 1;
-    for (int64_t range : op.getStaticLoopRanges())
-      elements *= range;
-    return elements < minElements ? 0 : getChunks(op);
+    return getChunks(op, minElements);
   }
 
   /// Splits `op` into `chunks` partial results and their combination, and

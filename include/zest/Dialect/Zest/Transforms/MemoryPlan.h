@@ -55,9 +55,6 @@ struct BytesByKind {
   }
 };
 
-/// What is live at the pool's peak: bytes by kind, and by unit (gathered
-/// parameters and gradients), the count of other buffers and the largest
-/// of them.
 /// An activation or temporary live at the pool's peak: its size, where it
 /// is allocated and the unit it is charged to (none: the root's glue).
 struct PeakBuffer {
@@ -66,6 +63,8 @@ struct PeakBuffer {
   std::string unit;
 };
 
+/// What is live at the pool's peak: bytes by kind, and by unit (gathered
+/// parameters and gradients), the count of other buffers and each of them.
 struct PeakBreakdown {
   BytesByKind bytes;
   std::map<std::string, BytesByKind> units;
