@@ -43,6 +43,85 @@ func.func @batched(%p: memref<2x4x4xf32>, %v: memref<2x4x16xf32>, %o: memref<2x4
   return
 }
 
+// Attention's output per head, O[b, m, h, n] += P[b, h, m, k] V[b, k, h, n]
+// with V and O in the [B, S, H, Dh] layout: each head's matrix has rows
+// H * Dh = 24 apart and starts Dh = 8 after the previous head. The longest
+// batch loop (h, 3) is the call's batch, the other (b) an scf.for over
+// rank-reduced subviews.
+// CHECK-LABEL: func.func @heads(
+// CHECK-SAME:    %[[P:[^:]+]]: memref<2x3x8x8xf32>, %[[V:[^:]+]]: memref<2x8x3x8xf32>, %[[O:[^:]+]]: memref<2x8x3x8xf32>
+// CHECK:         scf.for %[[B:.+]] = %c0 to %c2 step %c1
+// CHECK-DAG:       memref.subview %[[P]][%[[B]], 0, 0, 0] [1, 3, 8, 8] [1, 1, 1, 1] : memref<2x3x8x8xf32> to memref<3x8x8xf32, strided<[64, 8, 1], offset: ?>>
+// CHECK-DAG:       memref.subview %[[V]][%[[B]], 0, 0, 0] [1, 8, 3, 8] [1, 1, 1, 1] : memref<2x8x3x8xf32> to memref<8x3x8xf32, strided<[24, 8, 1], offset: ?>>
+// CHECK-DAG:       memref.subview %[[O]][%[[B]], 0, 0, 0] [1, 8, 3, 8] [1, 1, 1, 1] : memref<2x8x3x8xf32> to memref<8x3x8xf32, strided<[24, 8, 1], offset: ?>>
+// CHECK:           call @zest_sgemm_batched(%c0_i32, %c0_i32, %c3_i64, %c8_i64, %c8_i64, %c8_i64, %{{.*}}, %c8_i64, %c64_i64, %{{.*}}, %c24_i64, %c8_i64, %{{.*}}, %c24_i64, %c8_i64, %c1_i32)
+// CHECK-NOT:     linalg.generic
+func.func @heads(%p: memref<2x3x8x8xf32>, %v: memref<2x8x3x8xf32>, %o: memref<2x8x3x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, h, m, n, k) -> (b, h, m, k)>, affine_map<(b, h, m, n, k) -> (b, k, h, n)>, affine_map<(b, h, m, n, k) -> (b, m, h, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<2x3x8x8xf32>, memref<2x8x3x8xf32>) outs(%o : memref<2x8x3x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %mul = arith.mulf %a, %b : f32
+    %add = arith.addf %c, %mul : f32
+    linalg.yield %add : f32
+  }
+  return
+}
+
+// Scores per head, S[b, h, m, n] += Q[b, m, h, k] K[b, n, h, k] (K read
+// transposed: transB = 1), both read in place from [B, S, H, Dh].
+// CHECK-LABEL: func.func @scores(
+// CHECK:         scf.for
+// CHECK:           call @zest_sgemm_batched(%c0_i32, %c1_i32, %c3_i64, %c8_i64, %c8_i64, %c8_i64, %{{.*}}, %c24_i64, %c8_i64, %{{.*}}, %c24_i64, %c8_i64, %{{.*}}, %c8_i64, %c64_i64, %c1_i32)
+func.func @scores(%q: memref<2x8x3x8xf32>, %k: memref<2x8x3x8xf32>, %s: memref<2x3x8x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, h, m, n, k) -> (b, m, h, k)>, affine_map<(b, h, m, n, k) -> (b, n, h, k)>, affine_map<(b, h, m, n, k) -> (b, h, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<2x8x3x8xf32>, memref<2x8x3x8xf32>) outs(%s : memref<2x3x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %mul = arith.mulf %a, %b : f32
+    %add = arith.addf %c, %mul : f32
+    linalg.yield %add : f32
+  }
+  return
+}
+
+// A key head shared by two query heads (grouped-query attention): K has no
+// r loop. The call's batch is a loop every operand reads (g, the longest);
+// r becomes an scf.for, K's view not moving with it.
+// CHECK-LABEL: func.func @shared_keys(
+// CHECK-SAME:    %[[Q:[^:]+]]: memref<2x3x8x8xf32>, %[[K:[^:]+]]: memref<2x8x8xf32>, %[[S:[^:]+]]: memref<2x3x8x8xf32>
+// CHECK:         scf.for %[[R:.+]] = %c0 to %c3 step %c1
+// CHECK-DAG:       memref.subview %[[Q]][0, %[[R]], 0, 0] [2, 1, 8, 8] [1, 1, 1, 1]
+// CHECK-DAG:       memref.subview %[[S]][0, %[[R]], 0, 0] [2, 1, 8, 8] [1, 1, 1, 1]
+// CHECK:           call @zest_sgemm_batched(%c0_i32, %c1_i32, %c2_i64, %c8_i64, %c8_i64, %c8_i64, %{{.*}}, %c8_i64, %c192_i64, %[[KP:.*]], %c8_i64, %c64_i64, %{{.*}}, %c8_i64, %c192_i64, %c1_i32)
+// With no batch loop that every operand reads, the calls are unbatched.
+// CHECK-LABEL: func.func @no_common_batch(
+// CHECK:         scf.for
+// CHECK:           call @zest_sgemm(
+func.func @shared_keys(%q: memref<2x3x8x8xf32>, %k: memref<2x8x8xf32>, %s: memref<2x3x8x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(g, r, m, n, k) -> (g, r, m, k)>, affine_map<(g, r, m, n, k) -> (g, n, k)>, affine_map<(g, r, m, n, k) -> (g, r, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<2x3x8x8xf32>, memref<2x8x8xf32>) outs(%s : memref<2x3x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %mul = arith.mulf %a, %b : f32
+    %add = arith.addf %c, %mul : f32
+    linalg.yield %add : f32
+  }
+  return
+}
+
+func.func @no_common_batch(%x: memref<4x8x16xf32>, %w: memref<16x8xf32>, %y: memref<4x8x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<4x8x16xf32>, memref<16x8xf32>) outs(%y : memref<4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %mul = arith.mulf %a, %b : f32
+    %add = arith.addf %c, %mul : f32
+    linalg.yield %add : f32
+  }
+  return
+}
+
 // A product into a buffer just filled with zeros overwrites it (the last
 // argument, accumulate, is 0) and the fill goes; a fill of another value,
 // or a write in between, keeps the accumulation.

@@ -68,14 +68,18 @@ func.func @scores(%q: tensor<4x8x16xf32>, %k: tensor<4x8x16xf32>) -> tensor<4x8x
 
 // -----
 
-// Not folded: a transpose that moves the batch dimension (a head split),
-// and a transpose read by something that is not a product.
-// CHECK-LABEL: func.func @kept
-// CHECK:         linalg.transpose {{.+}} permutation = [1, 0, 2]
-// CHECK:         linalg.batch_matmul
+// A head split that moves the batch dimension ([S, H, Dh] read as
+// [H, S, Dh]) folds: each head is a matrix with rows H * Dh apart. A
+// transpose read by a named elementwise op (not a generic) stays.
+// CHECK-DAG:   #[[$QH:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d0, d3)>
+// CHECK-LABEL: func.func @head_split
+// CHECK-SAME:    (%[[Q:[^:]+]]: tensor<8x4x16xf32>
+// CHECK-NOT:     permutation = [1, 0, 2]
+// CHECK:         linalg.generic {indexing_maps = [#[[$QH]], {{.+}}]
+// CHECK-SAME:      ins(%[[Q]], %{{.+}} : tensor<8x4x16xf32>, tensor<4x16x8xf32>)
 // CHECK:         linalg.transpose {{.+}} permutation = [1, 0]
 // CHECK:         linalg.exp
-func.func @kept(%q: tensor<8x4x16xf32>, %k: tensor<4x16x8xf32>, %w: tensor<8x16xf32>) -> (tensor<4x8x8xf32>, tensor<16x8xf32>) {
+func.func @head_split(%q: tensor<8x4x16xf32>, %k: tensor<4x16x8xf32>, %w: tensor<8x16xf32>) -> (tensor<4x8x8xf32>, tensor<16x8xf32>) {
   %zero = arith.constant 0.0 : f32
   %empty = tensor.empty() : tensor<4x8x16xf32>
   %qh = linalg.transpose ins(%q : tensor<8x4x16xf32>) outs(%empty : tensor<4x8x16xf32>) permutation = [1, 0, 2]
@@ -90,12 +94,116 @@ func.func @kept(%q: tensor<8x4x16xf32>, %k: tensor<4x16x8xf32>, %w: tensor<8x16x
 
 // -----
 
+// Attention as torch-mlir imports it: heads split from [B, S, H * Dh] by
+// expand + transpose, collapsed to [B * H, S, Dh] for batch matmuls, the
+// output transposed back and collapsed to rows for the projection. The
+// batch loop splits into (b, h), every transpose folds into a product or
+// into the elementwise scaling, and the output product writes [B, S, H, Dh]
+// directly: no copy of any head.
+// CHECK-DAG:   #[[$Q:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+// CHECK-DAG:   #[[$KT:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+// CHECK-DAG:   #[[$S:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[$V:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d1, d3)>
+// CHECK-DAG:   #[[$O:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d3)>
+// CHECK-DAG:   #[[$SPLIT:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+// CHECK-DAG:   #[[$KSPLIT:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d3, d1, d2)>
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME:    (%[[Q:[^:]+]]: tensor<2x8x24xf32>, %[[K:[^:]+]]: tensor<2x8x24xf32>, %[[V:[^:]+]]: tensor<2x8x24xf32>
+// CHECK-NOT:     linalg.transpose
+// CHECK-DAG:     %[[Q4:.+]] = tensor.expand_shape %[[Q]] {{.+}} into tensor<2x8x3x8xf32>
+// CHECK-DAG:     %[[K4:.+]] = tensor.expand_shape %[[K]] {{.+}} into tensor<2x8x3x8xf32>
+// CHECK-DAG:     %[[V4:.+]] = tensor.expand_shape %[[V]] {{.+}} into tensor<2x8x3x8xf32>
+// CHECK-DAG:     %[[QS:.+]] = linalg.generic {indexing_maps = [#[[$SPLIT]], {{.+}}]{{.*}} ins(%[[Q4]] : tensor<2x8x3x8xf32>) outs(%{{.+}} : tensor<2x3x8x8xf32>)
+// CHECK-DAG:     %[[KS:.+]] = linalg.generic {indexing_maps = [#[[$KSPLIT]], {{.+}}]{{.*}} ins(%[[K4]] : tensor<2x8x3x8xf32>) outs(%{{.+}} : tensor<2x3x8x8xf32>)
+// CHECK:         %[[SC:.+]] = linalg.generic {indexing_maps = [#[[$Q]], #[[$KT]], #[[$S]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%[[QS]], %[[KS]] : tensor<2x3x8x8xf32>, tensor<2x3x8x8xf32>)
+// CHECK:         %[[O:.+]] = linalg.generic {indexing_maps = [#[[$Q]], #[[$V]], #[[$O]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%[[SC]], %[[V4]] : tensor<2x3x8x8xf32>, tensor<2x8x3x8xf32>) outs(%{{.+}} : tensor<2x8x3x8xf32>)
+// CHECK:         tensor.collapse_shape %[[O]] {{\[\[}}0, 1], [2, 3]] : tensor<2x8x3x8xf32> into tensor<16x24xf32>
+func.func @attention(%q: tensor<2x8x24xf32>, %k: tensor<2x8x24xf32>, %v: tensor<2x8x24xf32>) -> tensor<16x24xf32> {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.5 : f32
+  %q4 = tensor.expand_shape %q [[0], [1], [2, 3]] output_shape [2, 8, 3, 8] : tensor<2x8x24xf32> into tensor<2x8x3x8xf32>
+  %k4 = tensor.expand_shape %k [[0], [1], [2, 3]] output_shape [2, 8, 3, 8] : tensor<2x8x24xf32> into tensor<2x8x3x8xf32>
+  %v4 = tensor.expand_shape %v [[0], [1], [2, 3]] output_shape [2, 8, 3, 8] : tensor<2x8x24xf32> into tensor<2x8x3x8xf32>
+  %eh = tensor.empty() : tensor<2x3x8x8xf32>
+  %qh = linalg.transpose ins(%q4 : tensor<2x8x3x8xf32>) outs(%eh : tensor<2x3x8x8xf32>) permutation = [0, 2, 1, 3]
+  %kt = linalg.transpose ins(%k4 : tensor<2x8x3x8xf32>) outs(%eh : tensor<2x3x8x8xf32>) permutation = [0, 2, 3, 1]
+  %vh = linalg.transpose ins(%v4 : tensor<2x8x3x8xf32>) outs(%eh : tensor<2x3x8x8xf32>) permutation = [0, 2, 1, 3]
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%qh : tensor<2x3x8x8xf32>) outs(%eh : tensor<2x3x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<2x3x8x8xf32>
+  %ks = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%kt : tensor<2x3x8x8xf32>) outs(%eh : tensor<2x3x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<2x3x8x8xf32>
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x3x8x8xf32> into tensor<6x8x8xf32>
+  %kc = tensor.collapse_shape %ks [[0, 1], [2], [3]] : tensor<2x3x8x8xf32> into tensor<6x8x8xf32>
+  %es = tensor.empty() : tensor<6x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<6x8x8xf32>) -> tensor<6x8x8xf32>
+  %s = linalg.batch_matmul ins(%qc, %kc : tensor<6x8x8xf32>, tensor<6x8x8xf32>) outs(%fs : tensor<6x8x8xf32>) -> tensor<6x8x8xf32>
+  %vc = tensor.collapse_shape %vh [[0, 1], [2], [3]] : tensor<2x3x8x8xf32> into tensor<6x8x8xf32>
+  %o = linalg.batch_matmul ins(%s, %vc : tensor<6x8x8xf32>, tensor<6x8x8xf32>) outs(%fs : tensor<6x8x8xf32>) -> tensor<6x8x8xf32>
+  %o4 = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [2, 3, 8, 8] : tensor<6x8x8xf32> into tensor<2x3x8x8xf32>
+  %eo = tensor.empty() : tensor<2x8x3x8xf32>
+  %ot = linalg.transpose ins(%o4 : tensor<2x3x8x8xf32>) outs(%eo : tensor<2x8x3x8xf32>) permutation = [0, 2, 1, 3]
+  %rows = tensor.collapse_shape %ot [[0, 1], [2, 3]] : tensor<2x8x3x8xf32> into tensor<16x24xf32>
+  return %rows : tensor<16x24xf32>
+}
+
+// -----
+
+// The backward of the scaling, an elementwise op, writes the gradient back
+// in the [B, S, H, Dh] layout through its output map: the transpose goes.
+// A transposed product result whose destination is not a fill, and an
+// elementwise op that reads its destination, keep their transposes.
+// CHECK-DAG:   #[[$ID:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[$OUT:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+// CHECK-LABEL: func.func @written_transposed
+// CHECK-SAME:    (%[[G:[^:]+]]: tensor<2x3x8x8xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[$ID]], #[[$OUT]]]{{.*}} ins(%[[G]] : tensor<2x3x8x8xf32>) outs(%{{.+}} : tensor<2x8x3x8xf32>)
+// CHECK:         linalg.batch_matmul
+// CHECK:         linalg.transpose
+// CHECK:         linalg.generic
+// CHECK:         linalg.transpose
+func.func @written_transposed(%g: tensor<2x3x8x8xf32>, %a: tensor<6x8x8xf32>, %acc: tensor<6x8x8xf32>) -> (tensor<2x8x3x8xf32>, tensor<6x8x8xf32>, tensor<2x8x3x8xf32>) {
+  %scale = arith.constant 0.5 : f32
+  %eh = tensor.empty() : tensor<2x3x8x8xf32>
+  %gs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<2x3x8x8xf32>) outs(%eh : tensor<2x3x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<2x3x8x8xf32>
+  %eo = tensor.empty() : tensor<2x8x3x8xf32>
+  %gt = linalg.transpose ins(%gs : tensor<2x3x8x8xf32>) outs(%eo : tensor<2x8x3x8xf32>) permutation = [0, 2, 1, 3]
+  %p = linalg.batch_matmul ins(%a, %a : tensor<6x8x8xf32>, tensor<6x8x8xf32>) outs(%acc : tensor<6x8x8xf32>) -> tensor<6x8x8xf32>
+  %e3 = tensor.empty() : tensor<6x8x8xf32>
+  %pt = linalg.transpose ins(%p : tensor<6x8x8xf32>) outs(%e3 : tensor<6x8x8xf32>) permutation = [0, 2, 1]
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<2x3x8x8xf32>) outs(%g : tensor<2x3x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.addf %in, %out : f32
+    linalg.yield %m : f32
+  } -> tensor<2x3x8x8xf32>
+  %st = linalg.transpose ins(%sum : tensor<2x3x8x8xf32>) outs(%eo : tensor<2x8x3x8xf32>) permutation = [0, 2, 1, 3]
+  return %gt, %pt, %st : tensor<2x8x3x8xf32>, tensor<6x8x8xf32>, tensor<2x8x3x8xf32>
+}
+
+// -----
+
 // Autocast: each weight is transposed, then rounded to bf16, then read by
 // a widening product. The rounding moves before the transpose (on the
 // weight itself) and the transpose, now read by the product, folds into
 // it: no transposed copy of the weight in f32 or in bf16.
 // CHECK-DAG:   #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG:   #[[$B:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG:   #[[$T:.+]] = affine_map<(d0, d1) -> (d1, d0)>
 // CHECK-LABEL: func.func @rounded_weight
 // CHECK-SAME:    (%[[X:.+]]: tensor<8x16xbf16>, %[[W:.+]]: tensor<32x16xf32>)
 // CHECK-NOT:     linalg.transpose
@@ -120,12 +228,17 @@ func.func @rounded_weight(%x: tensor<8x16xbf16>, %w: tensor<32x16xf32>) -> tenso
   return %y : tensor<8x32xf32>
 }
 
-// A rounding of a transpose another op also reads, or a widening, stays.
+// A rounding of a transpose another op also reads, or a widening, is not
+// moved before it: it reads the transpose's input through its map (the
+// transpose stays for its other user).
 // CHECK-LABEL: func.func @not_rounded_first
-// CHECK:         linalg.transpose
-// CHECK:         arith.truncf
-// CHECK:         linalg.transpose
-// CHECK:         arith.extf
+// CHECK-SAME:    (%[[W:[^:]+]]: tensor<32x16xf32>, %[[V:[^:]+]]: tensor<32x16xbf16>)
+// CHECK:         %[[WT:.+]] = linalg.transpose ins(%[[W]]
+// CHECK:         %[[WB:.+]] = linalg.generic {indexing_maps = [#[[$T]], {{.+}}]{{.*}} ins(%[[W]] : tensor<32x16xf32>)
+// CHECK:           arith.truncf
+// CHECK:         %[[VW:.+]] = linalg.generic {indexing_maps = [#[[$T]], {{.+}}]{{.*}} ins(%[[V]] : tensor<32x16xbf16>)
+// CHECK:           arith.extf
+// CHECK:         return %[[WB]], %[[WT]], %[[VW]]
 func.func @not_rounded_first(%w: tensor<32x16xf32>, %v: tensor<32x16xbf16>) -> (tensor<16x32xbf16>, tensor<16x32xf32>, tensor<16x32xf32>) {
   %e = tensor.empty() : tensor<16x32xf32>
   %wt = linalg.transpose ins(%w : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>) permutation = [1, 0]
@@ -144,4 +257,105 @@ func.func @not_rounded_first(%w: tensor<32x16xf32>, %v: tensor<32x16xbf16>) -> (
     linalg.yield %t : f32
   } -> tensor<16x32xf32>
   return %wb, %wt, %vw : tensor<16x32xbf16>, tensor<16x32xf32>, tensor<16x32xf32>
+}
+
+// -----
+
+// Grouped-query attention: 2 key heads, each shared by 2 query heads. The
+// keys are repeated per query head (a broadcast over r) and collapsed with
+// the groups to [B, H, S, Dh]; the product reads the 2 key heads in place
+// (no r in K's map), and its output, collapsed back and transposed to
+// [B, S, H, Dh], is written in that layout directly.
+// CHECK-DAG:   #[[$Q:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>
+// CHECK-DAG:   #[[$K:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d5, d4)>
+// CHECK-DAG:   #[[$O:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d2, d4)>
+// CHECK-LABEL: func.func @grouped
+// CHECK-SAME:    (%[[P:[^:]+]]: tensor<1x4x8x8xf32>, %[[K:[^:]+]]: tensor<1x2x8x8xf32>)
+// CHECK-NOT:     linalg.transpose
+// CHECK:         %[[O:.+]] = linalg.generic {indexing_maps = [#[[$Q]], #[[$K]], #[[$O]]]
+// CHECK-SAME:      ins(%{{.+}}, %[[K]] : tensor<1x2x2x8x8xf32>, tensor<1x2x8x8xf32>) outs(%{{.+}} : tensor<1x8x2x2x8xf32>)
+// CHECK-NOT:     linalg.transpose
+// CHECK:         tensor.collapse_shape %[[O]] {{\[\[}}0], [1], [2, 3], [4]] : tensor<1x8x2x2x8xf32> into tensor<1x8x4x8xf32>
+func.func @grouped(%p: tensor<1x4x8x8xf32>, %k: tensor<1x2x8x8xf32>) -> tensor<1x8x4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %eb = tensor.empty() : tensor<1x2x2x8x8xf32>
+  %kr = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%k : tensor<1x2x8x8xf32>) outs(%eb : tensor<1x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<1x2x2x8x8xf32>
+  %kc = tensor.collapse_shape %kr [[0], [1, 2], [3], [4]] : tensor<1x2x2x8x8xf32> into tensor<1x4x8x8xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<1x4x8x8xf32> into tensor<4x8x8xf32>
+  %kcc = tensor.collapse_shape %kc [[0, 1], [2], [3]] : tensor<1x4x8x8xf32> into tensor<4x8x8xf32>
+  %es = tensor.empty() : tensor<4x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %o = linalg.batch_matmul ins(%pc, %kcc : tensor<4x8x8xf32>, tensor<4x8x8xf32>) outs(%fs : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %o4 = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [1, 4, 8, 8] : tensor<4x8x8xf32> into tensor<1x4x8x8xf32>
+  %eo = tensor.empty() : tensor<1x8x4x8xf32>
+  %ot = linalg.transpose ins(%o4 : tensor<1x4x8x8xf32>) outs(%eo : tensor<1x8x4x8xf32>) permutation = [0, 2, 1, 3]
+  return %ot : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+// Rotary embeddings and fused projections: slices of a head split become
+// head splits of slices, which fold into the elementwise ops reading them;
+// the one a concatenation reads stays (the concatenation copies it anyway).
+// A concatenation's transpose becomes its operands' transposes, each
+// written by the op that made the operand. A reduction into a fill writes
+// its transposed result into a transposed fill.
+// CHECK-DAG:   #[[$SPLIT:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+// CHECK-LABEL: func.func @moved
+// CHECK-SAME:    (%[[X:[^:]+]]: tensor<1x8x2x16xf32>
+// CHECK-DAG:     %[[LOW:.+]] = tensor.extract_slice %[[X]][0, 0, 0, 0] [1, 8, 2, 8] [1, 1, 1, 1]
+// CHECK-DAG:     %[[HIGH:.+]] = tensor.extract_slice %[[X]][0, 0, 0, 8] [1, 8, 2, 8] [1, 1, 1, 1]
+// CHECK-DAG:     %[[HT:.+]] = linalg.transpose ins(%[[HIGH]] : tensor<1x8x2x8xf32>) {{.+}} permutation = [0, 2, 1, 3]
+// CHECK-DAG:     %[[NEG:.+]] = linalg.generic {indexing_maps = [#[[$SPLIT]], {{.+}}]{{.*}} ins(%[[LOW]] : tensor<1x8x2x8xf32>)
+// CHECK:         tensor.concat dim(3) %[[NEG]], %[[HT]]
+// CHECK:         %[[A:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<1x8x2x8xf32>)
+// CHECK:         %[[B:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<1x8x2x8xf32>)
+// CHECK:         tensor.concat dim(3) %[[A]], %[[B]] : (tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>) -> tensor<1x8x2x16xf32>
+// CHECK:         %[[FILL:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<1x8x2x8xf32>)
+// CHECK:         linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]{{.*}} outs(%[[FILL]] : tensor<1x8x2x8xf32>)
+// CHECK-NOT:     linalg.transpose
+func.func @moved(%x: tensor<1x8x2x16xf32>, %g: tensor<1x2x8x8xf32>, %r: tensor<1x2x3x8x8xf32>) -> (tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.5 : f32
+  %eh = tensor.empty() : tensor<1x2x8x16xf32>
+  %xh = linalg.transpose ins(%x : tensor<1x8x2x16xf32>) outs(%eh : tensor<1x2x8x16xf32>) permutation = [0, 2, 1, 3]
+  %low = tensor.extract_slice %xh[0, 0, 0, 0] [1, 2, 8, 8] [1, 1, 1, 1] : tensor<1x2x8x16xf32> to tensor<1x2x8x8xf32>
+  %high = tensor.extract_slice %xh[0, 0, 0, 8] [1, 2, 8, 8] [1, 1, 1, 1] : tensor<1x2x8x16xf32> to tensor<1x2x8x8xf32>
+  %e8 = tensor.empty() : tensor<1x2x8x8xf32>
+  %neg = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%low : tensor<1x2x8x8xf32>) outs(%e8 : tensor<1x2x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<1x2x8x8xf32>
+  %rot = tensor.concat dim(3) %neg, %high : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x16xf32>
+  %a = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<1x2x8x8xf32>) outs(%e8 : tensor<1x2x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x8x8xf32>
+  %b = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<1x2x8x8xf32>) outs(%e8 : tensor<1x2x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.addf %in, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x8x8xf32>
+  %ab = tensor.concat dim(3) %a, %b : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x16xf32>
+  %eo = tensor.empty() : tensor<1x8x2x16xf32>
+  %abt = linalg.transpose ins(%ab : tensor<1x2x8x16xf32>) outs(%eo : tensor<1x8x2x16xf32>) permutation = [0, 2, 1, 3]
+  %fill = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>], iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]}
+      ins(%r : tensor<1x2x3x8x8xf32>) outs(%fill : tensor<1x2x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %in, %out : f32
+    linalg.yield %s : f32
+  } -> tensor<1x2x8x8xf32>
+  %e28 = tensor.empty() : tensor<1x8x2x8xf32>
+  %sumt = linalg.transpose ins(%sum : tensor<1x2x8x8xf32>) outs(%e28 : tensor<1x8x2x8xf32>) permutation = [0, 2, 1, 3]
+  return %rot, %abt, %sumt : tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x8xf32>
 }

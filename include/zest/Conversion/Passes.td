@@ -59,12 +59,19 @@ def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
   let summary = "Replaces matrix products and fused linear ops on memrefs by "
                 "OpenBLAS and fused-kernel calls";
   let description = [{
-    After bufferization, rewrites `linalg.matmul` and `linalg.batch_matmul`
-    on f32 memrefs whose indexing maps are a plain or transposed product
-    (`(m, k)` or `(k, m)` for A, `(k, n)` or `(n, k)` for B, `(m, n)` for C)
-    into `zest_sgemm` / `zest_sgemm_batched` calls (`C += op(A) op(B)`, row
-    major). Operands must have a unit inner stride; anything else is left to
-    the loop lowering.
+    After bufferization, rewrites matrix products on f32 (or 16-bit into
+    f32) memrefs into `zest_sgemm` / `zest_sgemm_batched` calls
+    (`C += op(A) op(B)`, row major; `widening_gemm` for 16-bit operands):
+    `linalg.matmul`, `linalg.batch_matmul` and generic contractions over
+    loops `(batch..., m, n, k)` that read each operand as a strided batch of
+    matrices (every batch loop and its two matrix loops, in any order, the
+    innermost a matrix loop: see `zest-fold-transposes`). The leading
+    dimension of each matrix is the stride of its outer matrix dimension,
+    so a head of `[B, S, H, Dh]` is read in place with rows `H * Dh` apart.
+    The longest batch loop is the call's batch (its stride per operand);
+    any other batch loops become `scf.for` loops around the call, over
+    rank-reduced subviews. Operands must have a unit inner stride; anything
+    else is left to the loop lowering.
 
     `zest.linear` and `zest.linear_backward` on memrefs become calls to
     `zest_linear_forward` / `zest_linear_backward` (their `_bf16` variants
@@ -84,6 +91,7 @@ def MatmulToBlasPass : Pass<"zest-matmul-to-blas", "::mlir::ModuleOp"> {
     "::mlir::func::FuncDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
   ];
 }
 

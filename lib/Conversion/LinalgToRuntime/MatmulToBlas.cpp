@@ -6,6 +6,7 @@
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -57,18 +58,137 @@ static linalg::FillOp getZeroFillBefore(Operation *op, Value c) {
 /// bf16 or f16 operands into an f32 destination (widening_gemm, the form
 /// of autocast's products); none for other types.
 static std::optional<ProductKind> getProductKind(linalg::LinalgOp op,
-                                                 unsigned batchDims) {
+                                                 bool batched) {
   Type a = getElementTypeOrSelf(op.getDpsInputs()[0].getType()),
        b = getElementTypeOrSelf(op.getDpsInputs()[1].getType()),
        c = getElementTypeOrSelf(op.getDpsInits()[0].getType());
   if (a != b || !c.isF32())
     return std::nullopt;
   if (a.isF32())
-    return batchDims ? ProductKind::sgemm_batched : ProductKind::sgemm;
+    return batched ? ProductKind::sgemm_batched : ProductKind::sgemm;
   if (a.isBF16() || a.isF16())
-    return batchDims ? ProductKind::widening_gemm_batched
-                     : ProductKind::widening_gemm;
+    return batched ? ProductKind::widening_gemm_batched
+                   : ProductKind::widening_gemm;
   return std::nullopt;
+}
+
+/// One operand of a product on buffers, and the dimension of it that each
+/// of the product's loops indexes (-1: none, a loop fixed by an enclosing
+/// scf.for).
+struct ProductOperand {
+  Value memref;
+  SmallVector<int64_t> dimOfLoop;
+
+  ProductOperand(Value memref, AffineMap map)
+      : memref(memref), dimOfLoop(map.getNumDims(), -1) {
+    for (unsigned result = 0; result < map.getNumResults(); ++result)
+      dimOfLoop[map.getDimPosition(result)] = result;
+  }
+
+  /// The operand at the indices `ivs` of the loops `fixed`: a rank-reduced
+  /// subview, its dimensions renumbered.
+  ProductOperand fix(OpBuilder &builder, Location loc, ArrayRef<unsigned> fixed,
+                     ValueRange ivs) const {
+    auto type = cast<MemRefType>(memref.getType());
+    int64_t rank = type.getRank();
+    SmallVector<OpFoldResult> offsets(rank, builder.getIndexAttr(0)),
+        sizes = memref::getMixedSizes(builder, loc, memref),
+        strides(rank, builder.getIndexAttr(1));
+    SmallVector<bool> dropped(rank, false);
+    for (auto [loop, iv] : llvm::zip_equal(fixed, ivs)) {
+      if (dimOfLoop[loop] < 0)
+        continue; // shared by every index of the loop
+      offsets[dimOfLoop[loop]] = iv;
+      sizes[dimOfLoop[loop]] = builder.getIndexAttr(1);
+      dropped[dimOfLoop[loop]] = true;
+    }
+    SmallVector<int64_t> shape, newDim(rank, -1);
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      if (dropped[dim])
+        continue;
+      newDim[dim] = shape.size();
+      shape.push_back(type.getDimSize(dim));
+    }
+    auto viewType = memref::SubViewOp::inferRankReducedResultType(
+        shape, type, offsets, sizes, strides);
+    ProductOperand view = *this;
+    view.memref = memref::SubViewOp::create(builder, loc, viewType, memref,
+                                            offsets, sizes, strides);
+    for (int64_t &dim : view.dimOfLoop)
+      dim = dim < 0 ? -1 : newDim[dim];
+    return view;
+  }
+};
+
+/// A call of a BLAS-like product (sgemm, widening_gemm, or their batched
+/// forms) over operands in which every loop but the matrix loops and
+/// `callBatch` is fixed.
+struct ProductCall {
+  const RuntimeProduct &product;
+  GemmLayout layout;
+  unsigned batchDims;
+  std::optional<unsigned> callBatch;
+  bool accumulate;
+  bool cuda;
+
+  void emit(OpBuilder &builder, Location loc,
+            ArrayRef<ProductOperand> operands) const {
+    SmallVector<memref::ExtractStridedMetadataOp, 3> metadata;
+    for (const ProductOperand &operand : operands)
+      metadata.push_back(memref::ExtractStridedMetadataOp::create(
+          builder, loc, operand.memref));
+    auto size = [&](unsigned i, unsigned loop) {
+      return toI64(builder, loc,
+                   metadata[i].getSizes()[operands[i].dimOfLoop[loop]]);
+    };
+    auto stride = [&](unsigned i, unsigned loop) {
+      return toI64(builder, loc,
+                   metadata[i].getStrides()[operands[i].dimOfLoop[loop]]);
+    };
+    auto flag = [&](bool value) -> Value {
+      return arith::ConstantIntOp::create(builder, loc, value, 32);
+    };
+    unsigned m = batchDims, n = m + 1, k = m + 2;
+    // Each operand's outer matrix loop: its rows are `ld` apart.
+    unsigned rows[3] = {layout.transA ? k : m, layout.transB ? n : k, m};
+    SmallVector<Value> args = {flag(layout.transA), flag(layout.transB)};
+    if (callBatch)
+      args.push_back(size(2, *callBatch));
+    args.append({size(2, m), size(2, n), size(0, k)});
+    for (unsigned i = 0; i < 3; ++i) {
+      args.push_back(getElementPointer(builder, loc, operands[i].memref));
+      args.push_back(stride(i, rows[i]));
+      if (callBatch)
+        args.push_back(stride(i, *callBatch));
+    }
+    args.push_back(flag(accumulate));
+    callProduct(builder, loc, product, cuda, args);
+  }
+};
+
+/// The batch loop a batched call iterates over: the longest that every
+/// operand reads (a dynamic one counts as longest), the last of equals. The
+/// other batch loops become scf.for loops around the call; with none, the
+/// call is an unbatched product.
+static std::optional<unsigned>
+getCallBatchLoop(ArrayRef<ProductOperand> operands, unsigned batchDims) {
+  auto c = cast<MemRefType>(operands[2].memref.getType());
+  std::optional<unsigned> best;
+  int64_t bestSize = -1;
+  for (unsigned loop = 0; loop < batchDims; ++loop) {
+    if (llvm::any_of(operands, [&](const ProductOperand &operand) {
+          return operand.dimOfLoop[loop] < 0;
+        }))
+      continue;
+    int64_t size = c.getDimSize(operands[2].dimOfLoop[loop]);
+    if (ShapedType::isDynamic(size))
+      size = std::numeric_limits<int64_t>::max();
+    if (size >= bestSize) {
+      best = loop;
+      bestSize = size;
+    }
+  }
+  return best;
 }
 
 struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
@@ -83,53 +203,55 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     std::optional<unsigned> batch = getGemmBatchDims(op);
     if (!batch)
       return rewriter.notifyMatchFailure(op, "not a product BLAS takes");
-    unsigned batchDims = *batch;
-    std::optional<GemmLayout> layout = getGemmLayout(op, batchDims);
+    std::optional<GemmLayout> layout = getGemmLayout(op, *batch);
     if (!layout)
       return rewriter.notifyMatchFailure(op, "not a plain product");
-    Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1],
-          c = op.getDpsInits()[0];
-    std::optional<ProductKind> kind = getProductKind(op, batchDims);
+    if (!llvm::all_of(op->getOperands(), hasUnitInnerStride))
+      return rewriter.notifyMatchFailure(op, "operands not row-contiguous");
+    SmallVector<ProductOperand, 3> operands;
+    for (OpOperand &operand : op->getOpOperands())
+      operands.emplace_back(operand.get(), op.getMatchingIndexingMap(&operand));
+    std::optional<unsigned> callBatch = getCallBatchLoop(operands, *batch);
+    std::optional<ProductKind> kind = getProductKind(op, callBatch.has_value());
     if (!kind)
       return rewriter.notifyMatchFailure(
           op, "neither f32 (sgemm) nor 16-bit into f32 (widening_gemm)");
-    if (!hasUnitInnerStride(a) || !hasUnitInnerStride(b) ||
-        !hasUnitInnerStride(c))
-      return rewriter.notifyMatchFailure(op, "operands not row-contiguous");
 
-    Location loc = op.getLoc();
-    auto metadata = [&](Value memref) {
-      return memref::ExtractStridedMetadataOp::create(rewriter, loc, memref);
-    };
-    auto i64 = [&](Value index) { return toI64(rewriter, loc, index); };
-    auto i32 = [&](bool flag) -> Value {
-      return arith::ConstantIntOp::create(rewriter, loc, flag ? 1 : 0, 32);
-    };
-    auto metaA = metadata(a), metaB = metadata(b), metaC = metadata(c);
-    unsigned row = batchDims;
-    // M, N from C; K from A (its column dim, or its row dim if transposed).
-    Value m = i64(metaC.getSizes()[row]), n = i64(metaC.getSizes()[row + 1]);
-    Value k = i64(metaA.getSizes()[layout->transA ? row : row + 1]);
-    auto ld = [&](memref::ExtractStridedMetadataOp meta) {
-      return i64(meta.getStrides()[row]);
-    };
-    SmallVector<Value> args = {i32(layout->transA), i32(layout->transB)};
-    if (batchDims)
-      args.push_back(i64(metaC.getSizes()[0]));
-    args.append({m, n, k, getElementPointer(rewriter, loc, a), ld(metaA)});
-    if (batchDims)
-      args.push_back(i64(metaA.getStrides()[0]));
-    args.append({getElementPointer(rewriter, loc, b), ld(metaB)});
-    if (batchDims)
-      args.push_back(i64(metaB.getStrides()[0]));
-    args.append({getElementPointer(rewriter, loc, c), ld(metaC)});
-    if (batchDims)
-      args.push_back(i64(metaC.getStrides()[0]));
+    Value c = op.getDpsInits()[0];
     linalg::FillOp zeroFill = getZeroFillBefore(op, c);
-    args.push_back(i32(!zeroFill)); // accumulate into C
-    callProduct(rewriter, loc,
-                *lookupRuntimeProduct(*kind, getElementTypeOrSelf(a.getType())),
-                cuda, args);
+    SmallVector<unsigned> outerLoops;
+    for (unsigned loop = 0; loop < *batch; ++loop)
+      if (loop != callBatch)
+        outerLoops.push_back(loop);
+    ProductCall call{
+        *lookupRuntimeProduct(*kind, getElementTypeOrSelf(operands[0].memref)),
+        *layout,
+        *batch,
+        callBatch,
+        !zeroFill,
+        cuda};
+    Location loc = op.getLoc();
+    if (outerLoops.empty()) {
+      call.emit(rewriter, loc, operands);
+    } else {
+      SmallVector<Value> lbs, ubs, steps;
+      Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0),
+            one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+      for (unsigned loop : outerLoops) {
+        lbs.push_back(zero);
+        ubs.push_back(memref::DimOp::create(rewriter, loc, c,
+                                            operands[2].dimOfLoop[loop]));
+        steps.push_back(one);
+      }
+      scf::buildLoopNest(rewriter, loc, lbs, ubs, steps,
+                         [&](OpBuilder &builder, Location loc, ValueRange ivs) {
+                           SmallVector<ProductOperand, 3> views;
+                           for (const ProductOperand &operand : operands)
+                             views.push_back(
+                                 operand.fix(builder, loc, outerLoops, ivs));
+                           call.emit(builder, loc, views);
+                         });
+    }
     rewriter.eraseOp(op);
     if (zeroFill)
       rewriter.eraseOp(zeroFill);

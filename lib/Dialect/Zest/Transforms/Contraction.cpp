@@ -5,38 +5,48 @@
 using namespace mlir;
 using namespace mlir::zest;
 
+std::optional<GemmLayout> mlir::zest::getGemmLayout(ArrayRef<AffineMap> maps,
+                                                    unsigned batchDims) {
+  unsigned loops = batchDims + 3;
+  if (maps.size() != 3)
+    return std::nullopt;
+  unsigned m = batchDims, n = batchDims + 1, k = batchDims + 2;
+  // Each operand reads its two matrix loops and batch loops, once each, in
+  // any order: a strided batch of matrices. C reads every batch loop; A or
+  // B may leave some out (a matrix shared by those batches, as grouped-query
+  // attention shares a key head among query heads).
+  auto readsExactly = [&](AffineMap map, unsigned row, unsigned col,
+                          bool everyBatch) {
+    if (map.getNumDims() != loops || !map.isProjectedPermutation())
+      return false;
+    unsigned batchesRead = 0;
+    for (unsigned loop = 0; loop < batchDims; ++loop)
+      batchesRead += map.isFunctionOfDim(loop);
+    if (everyBatch && batchesRead != batchDims)
+      return false;
+    return map.getNumResults() == batchesRead + 2 && map.isFunctionOfDim(row) &&
+           map.isFunctionOfDim(col);
+  };
+  if (!readsExactly(maps[0], m, k, false) ||
+      !readsExactly(maps[1], k, n, false) || !readsExactly(maps[2], m, n, true))
+    return std::nullopt;
+  // The innermost dimension of each operand (stride 1 on buffers) is one of
+  // its matrix loops: C's is n; A's is k, or m when A is read transposed;
+  // B's is n, or k when transposed.
+  auto innermost = [](AffineMap map) {
+    return map.getDimPosition(map.getNumResults() - 1);
+  };
+  if (innermost(maps[2]) != n)
+    return std::nullopt;
+  return GemmLayout{/*transA=*/innermost(maps[0]) == m,
+                    /*transB=*/innermost(maps[1]) == k};
+}
+
 std::optional<GemmLayout> mlir::zest::getGemmLayout(linalg::LinalgOp op,
                                                     unsigned batchDims) {
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (maps.size() != 3 || op.getNumLoops() != batchDims + 3)
+  if (op.getNumLoops() != batchDims + 3)
     return std::nullopt;
-  MLIRContext *ctx = op.getContext();
-  auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  unsigned m = batchDims, n = batchDims + 1, k = batchDims + 2;
-  auto map = [&](unsigned a, unsigned b) {
-    SmallVector<AffineExpr> results;
-    for (unsigned i = 0; i < batchDims; ++i)
-      results.push_back(dim(i));
-    results.push_back(dim(a));
-    results.push_back(dim(b));
-    return AffineMap::get(batchDims + 3, 0, results, ctx);
-  };
-  if (maps[2] != map(m, n))
-    return std::nullopt;
-  GemmLayout layout;
-  if (maps[0] == map(m, k))
-    layout.transA = false;
-  else if (maps[0] == map(k, m))
-    layout.transA = true;
-  else
-    return std::nullopt;
-  if (maps[1] == map(k, n))
-    layout.transB = false;
-  else if (maps[1] == map(n, k))
-    layout.transB = true;
-  else
-    return std::nullopt;
-  return layout;
+  return getGemmLayout(op.getIndexingMapsArray(), batchDims);
 }
 
 /// `value` without an arith.extf: a 16-bit operand widened to the
@@ -81,9 +91,9 @@ std::optional<unsigned> mlir::zest::getGemmBatchDims(linalg::LinalgOp op) {
       generic.getNumDpsInits() != 1 || !isMulAddBody(generic))
     return std::nullopt;
   unsigned loops = generic.getNumLoops();
-  if (loops != 3 && loops != 4)
+  if (loops < 3)
     return std::nullopt;
-  // Loops are (batch?, m, n, k): all parallel but the last.
+  // Loops are (batch..., m, n, k): all parallel but the last.
   SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
   for (unsigned i = 0; i + 1 < loops; ++i)
     if (iterators[i] != utils::IteratorType::parallel)

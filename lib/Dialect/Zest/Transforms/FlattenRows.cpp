@@ -4,12 +4,11 @@
 // B*S rows. Importers spell it in several ways: a 2-D product between
 // reshapes with the bias add and activation left on the 3-D view (PyTorch's
 // own decomposition), a batch matmul with the weight broadcast over B
-// (torch-mlir's matmul), or a generic over loops (b, s, n, k). These
+// (torch-mlir's matmul; zest-fold-transposes has the product read the
+// weight in place by then), or a generic over loops (b, s, n, k). These
 // patterns bring all of them to 2-D so that the linear patterns see one
 // form: row loops that every operand reads contiguously are merged
-// (collapse_shape / expand_shape are views after bufferization), and a
-// broadcast weight is read through the product's indexing map instead of
-// being materialized B times.
+// (collapse_shape / expand_shape are views after bufferization).
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,72 +44,6 @@ bool isStaticLinearTensorOp(linalg::LinalgOp op) {
     return map.isProjectedPermutation();
   });
 }
-
-/// The tensor `value` broadcasts (a `linalg.broadcast`, or a generic that
-/// only copies its input into a larger identity-mapped output), with the
-/// map from the broadcast's loops to that tensor; used only once.
-std::optional<std::pair<Value, AffineMap>> matchBroadcast(Value value) {
-  auto op = value.getDefiningOp<linalg::LinalgOp>();
-  if (!op || !value.hasOneUse() || op.getNumDpsInputs() != 1 ||
-      op.getNumDpsInits() != 1 || !isStaticLinearTensorOp(op) ||
-      op.getNumParallelLoops() != op.getNumLoops() ||
-      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
-    return std::nullopt;
-  if (!isa<linalg::BroadcastOp>(op)) {
-    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-    if (!generic)
-      return std::nullopt;
-    Block &body = generic.getRegion().front();
-    if (body.getOperations().size() != 1 ||
-        body.getTerminator()->getOperand(0) != body.getArgument(0))
-      return std::nullopt;
-  }
-  OpOperand *input = op.getDpsInputOperand(0);
-  return std::make_pair(input->get(), op.getMatchingIndexingMap(input));
-}
-
-/// A batched product with a broadcast operand, `x[b] * broadcast(W)`,
-/// becomes a generic product that reads `W` directly: one weight, not B
-/// copies of it.
-struct FoldBroadcastIntoProduct
-    : public OpInterfaceRewritePattern<linalg::LinalgOp> {
-  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
-
-  LogicalResult matchAndRewrite(linalg::LinalgOp product,
-                                PatternRewriter &rewriter) const override {
-    std::optional<unsigned> batchDims = getGemmBatchDims(product);
-    if (!batchDims || *batchDims != 1 || !getGemmLayout(product, 1) ||
-        !isStaticLinearTensorOp(product))
-      return rewriter.notifyMatchFailure(product,
-                                         "not a batched f32 or bf16 product");
-    SmallVector<Value> inputs = product.getDpsInputs();
-    SmallVector<AffineMap> maps = product.getIndexingMapsArray();
-    bool folded = false;
-    for (unsigned i = 0; i < 2; ++i) {
-      std::optional<std::pair<Value, AffineMap>> broadcast =
-          matchBroadcast(inputs[i]);
-      if (!broadcast)
-        continue;
-      // The broadcast's output map is the identity: its input map composed
-      // with the product's map reads the source from the product's loops.
-      inputs[i] = broadcast->first;
-      maps[i] = broadcast->second.compose(maps[i]);
-      folded = true;
-    }
-    if (!folded)
-      return rewriter.notifyMatchFailure(product, "no broadcast operand");
-    auto generic = linalg::GenericOp::create(
-        rewriter, product.getLoc(), product->getResultTypes(), inputs,
-        product.getDpsInits(), maps, product.getIteratorTypesArray(),
-        [](OpBuilder &b, Location loc, ValueRange args) {
-          Value mul = arith::MulFOp::create(b, loc, args[0], args[1]);
-          Value add = arith::AddFOp::create(b, loc, args[2], mul);
-          linalg::YieldOp::create(b, loc, add);
-        });
-    rewriter.replaceOp(product, generic->getResults());
-    return success();
-  }
-};
 
 /// True if `op` already meets 2-D code: an input is a reshaped value or a
 /// result is reshaped. Only such ops (and batched products) are flattened,
@@ -243,7 +176,8 @@ struct CollapseBroadcast : public OpRewritePattern<tensor::CollapseShapeOp> {
 
 void mlir::zest::populateFlattenRowsPatterns(RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<FoldBroadcastIntoProduct, FlattenRows, CollapseBroadcast>(ctx);
+  patterns.add<FlattenRows, CollapseBroadcast>(ctx);
+  populateReadOperandsInPlacePatterns(patterns);
   // collapse(expand(x)) -> x, and reshapes of fills and empties, so the
   // flattened ops meet the 2-D values they came from.
   tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, ctx);

@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -28,61 +30,488 @@ using namespace mlir::zest;
 
 namespace {
 
-/// True if `transpose` swaps the two innermost dimensions and keeps the
-/// others in place: what a product's transposed layout absorbs.
-static bool swapsInnerDims(linalg::TransposeOp transpose) {
-  ArrayRef<int64_t> permutation = transpose.getPermutation();
-  size_t rank = permutation.size();
-  if (rank < 2)
-    return false;
-  for (size_t i = 0; i + 2 < rank; ++i)
-    if (permutation[i] != int64_t(i))
-      return false;
-  return permutation[rank - 2] == int64_t(rank - 1) &&
-         permutation[rank - 1] == int64_t(rank - 2);
-}
-
-/// `map` with its two last results swapped.
-static AffineMap swapLastResults(AffineMap map) {
-  SmallVector<AffineExpr> results(map.getResults());
-  std::swap(results[results.size() - 2], results.back());
+/// The map that reads a transpose's input where `map` read its result:
+/// result[.., i, ..] is input[.., permutation[i], ..].
+static AffineMap readThroughTranspose(AffineMap map,
+                                      ArrayRef<int64_t> permutation) {
+  SmallVector<AffineExpr> results(map.getNumResults());
+  for (auto [i, dim] : llvm::enumerate(permutation))
+    results[dim] = map.getResult(i);
   return AffineMap::get(map.getNumDims(), map.getNumSymbols(), results,
                         map.getContext());
 }
 
+/// The map that writes a transpose's result where `map` wrote its input.
+static AffineMap writeThroughTranspose(AffineMap map,
+                                       ArrayRef<int64_t> permutation) {
+  SmallVector<AffineExpr> results;
+  for (int64_t dim : permutation)
+    results.push_back(map.getResult(dim));
+  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), results,
+                        map.getContext());
+}
+
+/// A generic like `op` (same body and iterators) over other operands and
+/// maps.
+static linalg::GenericOp
+cloneWithOperands(PatternRewriter &rewriter, linalg::LinalgOp op,
+                  TypeRange resultTypes, ValueRange inputs, ValueRange inits,
+                  ArrayRef<AffineMap> maps,
+                  ArrayRef<utils::IteratorType> iterators) {
+  auto generic = linalg::GenericOp::create(rewriter, op.getLoc(), resultTypes,
+                                           inputs, inits, maps, iterators);
+  rewriter.cloneRegionBefore(op->getRegion(0), generic.getRegion(),
+                             generic.getRegion().end());
+  return generic;
+}
+
+/// The product's layout, if `op` is a product BLAS takes.
+static std::optional<std::pair<unsigned, GemmLayout>>
+getProduct(linalg::LinalgOp op) {
+  if (!op || !op.hasPureTensorSemantics())
+    return std::nullopt;
+  std::optional<unsigned> batch = getGemmBatchDims(op);
+  if (!batch)
+    return std::nullopt;
+  std::optional<GemmLayout> layout = getGemmLayout(op, *batch);
+  if (!layout)
+    return std::nullopt;
+  return std::make_pair(*batch, *layout);
+}
+
+/// The tensor `value` broadcasts (a `linalg.broadcast`, or a generic that
+/// only copies its input into a larger identity-mapped output), with the
+/// map from the broadcast's loops to that tensor; used only once.
+static std::optional<std::pair<Value, AffineMap>> matchBroadcast(Value value) {
+  auto op = value.getDefiningOp<linalg::LinalgOp>();
+  if (!op || !value.hasOneUse() || !op.hasPureTensorSemantics() ||
+      op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
+    return std::nullopt;
+  if (!isa<linalg::BroadcastOp>(op)) {
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (!generic)
+      return std::nullopt;
+    Block &body = generic.getRegion().front();
+    if (body.getOperations().size() != 1 ||
+        body.getTerminator()->getOperand(0) != body.getArgument(0))
+      return std::nullopt;
+  }
+  OpOperand *input = op.getDpsInputOperand(0);
+  AffineMap map = op.getMatchingIndexingMap(input);
+  if (!map.isProjectedPermutation())
+    return std::nullopt;
+  return std::make_pair(input->get(), map);
+}
+
+/// The operand a product's input reads in place of a transpose or a
+/// broadcast, with the map that reads it from the product's loops.
+static std::optional<std::pair<Value, AffineMap>> readInPlace(Value input,
+                                                              AffineMap map) {
+  if (auto transpose = input.getDefiningOp<linalg::TransposeOp>())
+    return std::make_pair(
+        transpose.getInput(),
+        readThroughTranspose(map, transpose.getPermutation()));
+  // The broadcast's output map is the identity: its input map composed with
+  // the product's map reads the source from the product's loops.
+  if (auto broadcast = matchBroadcast(input))
+    return std::make_pair(broadcast->first, broadcast->second.compose(map));
+  return std::nullopt;
+}
+
 /// Rewrites a product (as zest-matmul-to-blas recognizes them) whose input
-/// is an inner-dimension transpose into a generic product reading the
-/// transpose's input.
-struct FoldTransposeIntoProduct
+/// is a transpose or a broadcast into a generic product reading the
+/// source, when the product can read it as a strided batch of matrices: an
+/// inner-dimension swap (`W^T`, `K^T`), a head split (`[B, S, H, Dh]` read as
+/// `[B, H, S, Dh]`, once SplitProductBatch has split the batch), a weight
+/// broadcast over a batch, grouped-query attention's keys and values
+/// repeated for each query head of a group.
+struct ReadOperandsInPlace
     : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureTensorSemantics())
-      return rewriter.notifyMatchFailure(op, "not on tensors");
-    std::optional<unsigned> batch = getGemmBatchDims(op);
-    if (!batch || !getGemmLayout(op, *batch))
+    std::optional<std::pair<unsigned, GemmLayout>> product = getProduct(op);
+    if (!product)
       return rewriter.notifyMatchFailure(op, "not a product BLAS takes");
     SmallVector<Value> inputs = op.getDpsInputs();
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
     bool folded = false;
     for (unsigned i = 0; i < 2; ++i) {
-      auto transpose = inputs[i].getDefiningOp<linalg::TransposeOp>();
-      if (!transpose || !swapsInnerDims(transpose))
+      std::optional<std::pair<Value, AffineMap>> source =
+          readInPlace(inputs[i], maps[i]);
+      if (!source)
         continue;
-      inputs[i] = transpose.getInput();
-      maps[i] = swapLastResults(maps[i]);
+      SmallVector<AffineMap> candidate = maps;
+      candidate[i] = source->second;
+      if (!getGemmLayout(candidate, product->first))
+        continue;
+      inputs[i] = source->first;
+      maps = std::move(candidate);
       folded = true;
     }
     if (!folded)
-      return rewriter.notifyMatchFailure(op, "no transposed operand");
-    auto product = linalg::GenericOp::create(
-        rewriter, op.getLoc(), op->getResultTypes(), inputs, op.getDpsInits(),
-        maps, op.getIteratorTypesArray());
-    rewriter.cloneRegionBefore(op->getRegion(0), product.getRegion(),
-                               product.getRegion().end());
-    rewriter.replaceOp(op, product->getResults());
+      return rewriter.notifyMatchFailure(op, "no operand to read in place");
+    rewriter.replaceOp(op, cloneWithOperands(rewriter, op, op->getResultTypes(),
+                                             inputs, op.getDpsInits(), maps,
+                                             op.getIteratorTypesArray())
+                               ->getResults());
+    return success();
+  }
+};
+
+/// A transpose of a collapse_shape that moves whole groups is a collapse of
+/// the transposed source (grouped-query attention's output, [B, G, R, S, Dh]
+/// collapsed to [B, H, S, Dh] and transposed to [B, S, H, Dh]): the
+/// transpose then meets the product that wrote the source.
+struct TransposeBeforeCollapse : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp transpose,
+                                PatternRewriter &rewriter) const override {
+    auto collapse =
+        transpose.getInput().getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse)
+      return rewriter.notifyMatchFailure(transpose, "not of a collapse");
+    SmallVector<ReassociationIndices> groups =
+        collapse.getReassociationIndices();
+    SmallVector<int64_t> permutation;
+    SmallVector<ReassociationIndices> newGroups;
+    for (int64_t group : transpose.getPermutation()) {
+      ReassociationIndices newGroup;
+      for (int64_t dim : groups[group]) {
+        newGroup.push_back(permutation.size());
+        permutation.push_back(dim);
+      }
+      newGroups.push_back(std::move(newGroup));
+    }
+    Location loc = transpose.getLoc();
+    Value source = collapse.getSrc();
+    SmallVector<OpFoldResult> sizes =
+        tensor::getMixedSizes(rewriter, loc, source);
+    SmallVector<OpFoldResult> permutedSizes;
+    for (int64_t dim : permutation)
+      permutedSizes.push_back(sizes[dim]);
+    Value init = tensor::EmptyOp::create(
+        rewriter, loc, permutedSizes, collapse.getSrcType().getElementType());
+    auto moved =
+        linalg::TransposeOp::create(rewriter, loc, source, init, permutation);
+    rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
+        transpose, transpose.getResult()[0].getType(), moved.getResult()[0],
+        newGroups);
+    return success();
+  }
+};
+
+/// An elementwise generic (parallel loops only) reads a transposed input
+/// through its indexing map instead: the op passes over the data anyway, the
+/// transpose's copy goes. Attention's scaled q and k are written in the
+/// head-split layout this way.
+struct FoldTransposeIntoElementwise
+    : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics() ||
+        op.getNumParallelLoops() != op.getNumLoops())
+      return rewriter.notifyMatchFailure(op, "not elementwise on tensors");
+    if (llvm::none_of(op.getDpsInputs(), [](Value input) {
+          return input.getDefiningOp<linalg::TransposeOp>();
+        }))
+      return rewriter.notifyMatchFailure(op, "no transposed input");
+    rewriter.modifyOpInPlace(op, [&] {
+      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+      for (OpOperand *input : op.getDpsInputOperands()) {
+        auto transpose = input->get().getDefiningOp<linalg::TransposeOp>();
+        if (!transpose)
+          continue;
+        unsigned i = input->getOperandNumber();
+        maps[i] = readThroughTranspose(maps[i], transpose.getPermutation());
+        input->set(transpose.getInput());
+      }
+      op.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+    });
+    return success();
+  }
+};
+
+/// A batch loop of a product and the loops it splits into (their sizes,
+/// outer first).
+struct BatchSplit {
+  unsigned loop;
+  SmallVector<int64_t> sizes;
+};
+
+/// The reassociation that splits dimension `dim` of a rank-`rank` tensor
+/// into `parts` dimensions.
+static SmallVector<ReassociationIndices>
+getSplitReassociation(int64_t rank, int64_t dim, int64_t parts) {
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t i = 0, next = 0; i < rank; ++i) {
+    ReassociationIndices group;
+    for (int64_t j = 0; j < (i == dim ? parts : 1); ++j)
+      group.push_back(next++);
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+/// The split a reshape asks of a product's batch loop: `groups` (of the
+/// operand read through `map`) merge static dimensions `shape` of one batch
+/// loop and keep all others apart.
+static std::optional<BatchSplit>
+getBatchSplit(ArrayRef<ReassociationIndices> groups, ArrayRef<int64_t> shape,
+              AffineMap map, unsigned batchDims) {
+  std::optional<BatchSplit> split;
+  for (auto [position, group] : llvm::enumerate(groups)) {
+    if (group.size() == 1)
+      continue;
+    unsigned loop = map.getDimPosition(position);
+    if (split || loop >= batchDims)
+      return std::nullopt;
+    split = BatchSplit{loop, {}};
+    for (int64_t dim : group) {
+      if (ShapedType::isDynamic(shape[dim]))
+        return std::nullopt;
+      split->sizes.push_back(shape[dim]);
+    }
+  }
+  return split;
+}
+
+/// The batch split that an input's collapse_shape or the result's only
+/// user, an expand_shape, asks for.
+static std::optional<BatchSplit> findBatchSplit(linalg::LinalgOp op,
+                                                unsigned batchDims) {
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (auto collapse = input->get().getDefiningOp<tensor::CollapseShapeOp>())
+      if (auto split =
+              getBatchSplit(collapse.getReassociationIndices(),
+                            collapse.getSrcType().getShape(),
+                            op.getMatchingIndexingMap(input), batchDims))
+        return split;
+  Value result = op->getResult(0);
+  if (!result.hasOneUse())
+    return std::nullopt;
+  auto expand = dyn_cast<tensor::ExpandShapeOp>(*result.getUsers().begin());
+  if (!expand)
+    return std::nullopt;
+  return getBatchSplit(
+      expand.getReassociationIndices(), expand.getResultType().getShape(),
+      op.getMatchingIndexingMap(op.getDpsInitOperand(0)), batchDims);
+}
+
+/// `map` over the loops after `split`: the split loop becomes its parts,
+/// the loops after it move up.
+static AffineMap splitLoop(AffineMap map, const BatchSplit &split) {
+  unsigned extra = split.sizes.size() - 1;
+  SmallVector<AffineExpr> results;
+  MLIRContext *ctx = map.getContext();
+  for (unsigned position = 0; position < map.getNumResults(); ++position) {
+    unsigned loop = map.getDimPosition(position);
+    if (loop == split.loop) {
+      for (unsigned part = 0; part <= extra; ++part)
+        results.push_back(getAffineDimExpr(loop + part, ctx));
+      continue;
+    }
+    results.push_back(
+        getAffineDimExpr(loop > split.loop ? loop + extra : loop, ctx));
+  }
+  return AffineMap::get(map.getNumDims() + extra, 0, results, ctx);
+}
+
+/// `operand`, read through `map`, with the split loop's dimension split: a
+/// collapse_shape's source when it merged exactly those dimensions, else an
+/// expand_shape (a view).
+static Value splitOperand(PatternRewriter &rewriter, Location loc,
+                          Value operand, AffineMap map,
+                          const BatchSplit &split) {
+  std::optional<unsigned> position =
+      map.getResultPosition(getAffineDimExpr(split.loop, map.getContext()));
+  if (!position)
+    return operand; // shared by the split batches
+  auto type = cast<RankedTensorType>(operand.getType());
+  int64_t dim = *position;
+  SmallVector<ReassociationIndices> groups =
+      getSplitReassociation(type.getRank(), dim, split.sizes.size());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.erase(shape.begin() + dim);
+  shape.insert(shape.begin() + dim, split.sizes.begin(), split.sizes.end());
+  auto splitType = type.clone(shape);
+  if (auto collapse = operand.getDefiningOp<tensor::CollapseShapeOp>())
+    if (collapse.getSrcType() == splitType &&
+        collapse.getReassociationIndices() == groups)
+      return collapse.getSrc();
+  return tensor::ExpandShapeOp::create(rewriter, loc, splitType, operand,
+                                       groups);
+}
+
+/// A batched product whose operand is a collapse of batch dimensions (a
+/// head-split [B, H, S, Dh] collapsed to [B * H, S, Dh] for a batch
+/// matmul), or whose result is expanded so, becomes a product over the
+/// split batch loops: each operand is then read in its own layout, where a
+/// transpose in between can fold into the product's indexing map.
+struct SplitProductBatch : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<std::pair<unsigned, GemmLayout>> product = getProduct(op);
+    if (!product || product->first == 0)
+      return rewriter.notifyMatchFailure(op, "not a batched product");
+    std::optional<BatchSplit> split = findBatchSplit(op, product->first);
+    if (!split)
+      return rewriter.notifyMatchFailure(op, "no reshape splits a batch");
+    Location loc = op.getLoc();
+    SmallVector<Value> operands;
+    SmallVector<AffineMap> maps;
+    for (OpOperand &operand : op->getOpOperands()) {
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      operands.push_back(
+          splitOperand(rewriter, loc, operand.get(), map, *split));
+      maps.push_back(splitLoop(map, *split));
+    }
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    iterators.insert(iterators.begin() + split->loop, split->sizes.size() - 1,
+                     utils::IteratorType::parallel);
+    Value init = operands.back();
+    linalg::GenericOp generic = cloneWithOperands(
+        rewriter, op, init.getType(), ValueRange(operands).drop_back(), init,
+        maps, iterators);
+    // The result, collapsed back: an expand_shape that splits it the same
+    // way folds with it.
+    AffineMap resultMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    auto collapse = tensor::CollapseShapeOp::create(
+        rewriter, loc, resultType, generic.getResult(0),
+        getSplitReassociation(resultType.getRank(),
+                              *resultMap.getResultPosition(getAffineDimExpr(
+                                  split->loop, op.getContext())),
+                              split->sizes.size()));
+    rewriter.replaceOp(op, collapse.getResult());
+    return success();
+  }
+};
+
+/// The destination of `op` about to write the transpose of its result into
+/// `init`: `init` itself if `op` does not read its destination; else a fill
+/// of `init` like the one `op` reduces into; null if neither.
+static Value getTransposedDestination(PatternRewriter &rewriter,
+                                      linalg::LinalgOp op, Value init) {
+  if (!op.payloadUsesValueFromOperand(op.getDpsInitOperand(0)))
+    return init;
+  auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+  if (!fill || !fill.hasPureTensorSemantics())
+    return {};
+  return linalg::FillOp::create(rewriter, op.getLoc(), fill.value(), init)
+      .result();
+}
+
+/// The transpose of a generic's or a product's result, its only user, is
+/// written by that op directly through its output map: attention's output
+/// `[B, H, S, Dh]` written as `[B, S, H, Dh]` (rows of the next linear
+/// layer's input), the backward of attention's scaling written back in the
+/// layout of the qkv gradient, grouped-query attention's key gradient
+/// summed over the group. An op that reads its destination (a product, a
+/// reduction) must accumulate into a fill, which is filled in the
+/// transposed shape instead; a product must still be one BLAS takes.
+struct WriteResultTransposed : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp transpose,
+                                PatternRewriter &rewriter) const override {
+    auto op = transpose.getInput().getDefiningOp<linalg::LinalgOp>();
+    if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+        !transpose.getInput().hasOneUse())
+      return rewriter.notifyMatchFailure(transpose, "not a single result's");
+    std::optional<unsigned> batch = getGemmBatchDims(op);
+    if (!batch && !isa<linalg::GenericOp>(op))
+      return rewriter.notifyMatchFailure(transpose, "not a generic's");
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    maps.back() =
+        writeThroughTranspose(maps.back(), transpose.getPermutation());
+    if (batch && !getGemmLayout(maps, *batch))
+      return rewriter.notifyMatchFailure(transpose,
+                                         "transposed result not a matrix");
+    Value init = getTransposedDestination(rewriter, op, transpose.getInit());
+    if (!init)
+      return rewriter.notifyMatchFailure(transpose,
+                                         "reduces into something not a fill");
+    rewriter.replaceOp(transpose,
+                       cloneWithOperands(rewriter, op, init.getType(),
+                                         op.getDpsInputs(), init, maps,
+                                         op.getIteratorTypesArray())
+                           ->getResults());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// A slice of a transpose is the transpose of a slice of its input (the
+/// halves of rotary embeddings, q, k and v cut from a fused projection after
+/// the head split): the smaller transposes then meet the ops that read them
+/// and fold there.
+struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExtractSliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto transpose = slice.getSource().getDefiningOp<linalg::TransposeOp>();
+    if (!transpose ||
+        slice.getType().getRank() != slice.getSourceType().getRank())
+      return rewriter.notifyMatchFailure(slice, "not a slice of a transpose");
+    ArrayRef<int64_t> permutation = transpose.getPermutation();
+    int64_t rank = permutation.size();
+    SmallVector<OpFoldResult> offsets(rank), sizes(rank), strides(rank);
+    for (int64_t i = 0; i < rank; ++i) {
+      offsets[permutation[i]] = slice.getMixedOffsets()[i];
+      sizes[permutation[i]] = slice.getMixedSizes()[i];
+      strides[permutation[i]] = slice.getMixedStrides()[i];
+    }
+    Location loc = slice.getLoc();
+    Value input = tensor::ExtractSliceOp::create(
+        rewriter, loc, transpose.getInput(), offsets, sizes, strides);
+    Value init = tensor::EmptyOp::create(rewriter, loc, slice.getMixedSizes(),
+                                         slice.getType().getElementType());
+    rewriter.replaceOpWithNewOp<linalg::TransposeOp>(slice, input, init,
+                                                     permutation);
+    return success();
+  }
+};
+
+/// The transpose of a concatenation, its only user, is the concatenation
+/// of its operands' transposes (Pythia's q, k and v gradients joined into
+/// the fused projection's): each of those then meets the op that wrote the
+/// operand and folds into it.
+struct ConcatBeforeTranspose : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp transpose,
+                                PatternRewriter &rewriter) const override {
+    auto concat = transpose.getInput().getDefiningOp<tensor::ConcatOp>();
+    if (!concat || !concat->hasOneUse())
+      return rewriter.notifyMatchFailure(transpose, "not of a concatenation");
+    ArrayRef<int64_t> permutation = transpose.getPermutation();
+    Location loc = transpose.getLoc();
+    SmallVector<Value> operands;
+    for (Value operand : concat.getInputs()) {
+      SmallVector<OpFoldResult> sizes =
+          tensor::getMixedSizes(rewriter, loc, operand);
+      SmallVector<OpFoldResult> permutedSizes;
+      for (int64_t dim : permutation)
+        permutedSizes.push_back(sizes[dim]);
+      Value init = tensor::EmptyOp::create(rewriter, loc, permutedSizes,
+                                           getElementTypeOrSelf(operand));
+      operands.push_back(
+          linalg::TransposeOp::create(rewriter, loc, operand, init, permutation)
+              .getResult()[0]);
+    }
+    int64_t dim =
+        llvm::find(permutation, int64_t(concat.getDim())) - permutation.begin();
+    rewriter.replaceOpWithNewOp<tensor::ConcatOp>(transpose, dim, operands);
     return success();
   }
 };
@@ -93,7 +522,10 @@ struct FoldTransposeIntoProduct
 /// the rounding then reads the weight itself, where the round trip of a
 /// gather widened from bf16 folds away (zest-convert-zest-to-runtime).
 struct RoundBeforeTranspose : public OpRewritePattern<linalg::GenericOp> {
-  using OpRewritePattern::OpRewritePattern;
+  /// Before FoldTransposeIntoElementwise, which would read the transpose
+  /// into the rounding and leave a transposed copy in bf16.
+  RoundBeforeTranspose(MLIRContext *ctx)
+      : OpRewritePattern(ctx, /*benefit=*/2) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp round,
                                 PatternRewriter &rewriter) const override {
@@ -131,7 +563,16 @@ struct FoldTransposesPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     // The greedy driver erases the transposes left without users.
-    patterns.add<FoldTransposeIntoProduct, RoundBeforeTranspose>(&getContext());
+    populateReadOperandsInPlacePatterns(patterns);
+    patterns.add<FoldTransposeIntoElementwise, TransposeBeforeCollapse,
+                 SplitProductBatch, WriteResultTransposed, SliceBeforeTranspose,
+                 ConcatBeforeTranspose, RoundBeforeTranspose>(&getContext());
+    // The reshapes a split leaves behind fold with their neighbours.
+    tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, &getContext());
+    tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns,
+                                                         &getContext());
+    linalg::FillOp::getCanonicalizationPatterns(patterns, &getContext());
+    tensor::populateFoldTensorEmptyPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      getStraightLineRewriteConfig())))
       signalPassFailure();
@@ -139,3 +580,8 @@ struct FoldTransposesPass
 };
 
 } // namespace
+
+void mlir::zest::populateReadOperandsInPlacePatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<ReadOperandsInPlace>(patterns.getContext());
+}

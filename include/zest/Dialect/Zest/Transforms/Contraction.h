@@ -15,13 +15,20 @@ struct GemmLayout {
 };
 
 /// Batch dimensions of a product BLAS can take: 0 for a matmul, 1 for a
-/// batch matmul or a batched generic contraction (`acc + a * b` over loops
-/// (batch?, m, n, k)); none for anything else. On tensors or buffers.
+/// batch matmul, any number for a generic contraction (`acc + a * b` over
+/// loops (batch..., m, n, k)); none for anything else. On tensors or
+/// buffers.
 std::optional<unsigned> getGemmBatchDims(linalg::LinalgOp op);
 
-/// The layout of C[.., m, n] += op(A)[.., m, k] * op(B)[.., k, n], if `op`'s
-/// indexing maps are a plain or transposed product over loops
-/// (batch?, m, n, k).
+/// The layout of C[.., m, n] += op(A)[.., m, k] * op(B)[.., k, n] if the
+/// indexing maps, over loops (batch..., m, n, k), read each operand as a
+/// strided batch of matrices: its two matrix loops and batch loops (every
+/// one for C; A and B may be shared across some), once each, in any order,
+/// the innermost being a matrix loop (n for C). Attention's head split `[B, S,
+/// H, Dh]` read as `[B, H, S, Dh]` is one: a matrix per (b, h) with rows H * Dh
+/// apart.
+std::optional<GemmLayout> getGemmLayout(ArrayRef<AffineMap> maps,
+                                        unsigned batchDims);
 std::optional<GemmLayout> getGemmLayout(linalg::LinalgOp op,
                                         unsigned batchDims);
 

@@ -815,26 +815,43 @@ def SplitOwnedDeallocsPass
 
 def FoldTransposesPass
     : Pass<"zest-fold-transposes", "::mlir::func::FuncOp"> {
-  let summary = "Matrix products read transposed operands in place";
+  let summary = "Products and elementwise ops read transposed operands in "
+                "place";
   let description = [{
-    A `linalg.transpose` that swaps the two innermost dimensions of a
-    product's operand (and keeps any batch dimensions in place) is folded
-    into the product's indexing map: the product reads the transpose's
-    input, as BLAS and cuBLASLt read an operand transposed for free, instead
-    of a copy written first. Imported graphs are full of them: the tied
-    head's `W^T` (50257 x 768 for GPT-2) every step, the weight gradients'
-    `x^T`, a linear backward's `W^T` and attention's `K^T`.
+    No transposed copy is written where the op that reads it can read the
+    original through its indexing map. Imported graphs are full of them:
+    the tied head's `W^T` (50257 x 768 for GPT-2) every step, the weight
+    gradients' `x^T`, a linear backward's `W^T`, and attention's head split
+    and merge (`[B, S, H, Dh] <-> [B, H, S, Dh]`, four per layer forward and
+    four backward).
 
-    Products are those `zest-matmul-to-blas` lowers (`linalg.matmul`,
-    `linalg.batch_matmul`, or a generic `acc + a * b` over loops
-    `(batch?, m, n, k)`); the folded product is that generic. A transpose
-    with other users stays for them; one left without users is erased.
-    Transposes that move a batch dimension (attention's head split
-    `[B, S, H, Dh] -> [B, H, S, Dh]`) are not folded. A rounding of a
-    transpose (`arith.truncf` of each element: autocast's bf16 cast of
-    `W^T`) is done before the transpose instead, on the weight itself, so
-    the transpose meets the product and folds, and a bf16 gather widened to
-    f32 then rounded back reads the gathered values as they are.
+    * A product (`linalg.matmul`, `linalg.batch_matmul`, or a generic
+      `acc + a * b` over loops `(batch..., m, n, k)`) whose input is a
+      transpose or a broadcast reads the source instead, when it can read
+      it as a strided batch of matrices (`getGemmLayout`: each matrix's
+      innermost dimension contiguous, rows and batches any stride apart; A
+      and B may be shared across batches, as grouped-query attention's keys
+      are across a group's query heads). `zest-matmul-to-blas` passes the
+      strides to BLAS and cuBLASLt.
+    * A batched product whose operand collapses batch dimensions
+      (`[B, H, S, Dh]` to `[B * H, S, Dh]`), or whose result is expanded so,
+      is split into one loop per dimension first, so that each operand is
+      read in its own layout.
+    * A product, or any other generic, whose result only feeds a transpose
+      writes the transposed layout directly through its output map; one
+      that reduces into a fill gets the fill in the transposed shape.
+    * An elementwise generic reads a transposed input through its map.
+    * Transposes move through slices, concatenations and group-moving
+      collapses towards the ops that fold them.
+    * A rounding of a transpose (`arith.truncf` of each element: autocast's
+      bf16 cast of `W^T`) is done before the transpose instead, on the
+      weight itself, so the transpose meets the product and folds, and a
+      bf16 gather widened to f32 then rounded back reads the gathered values
+      as they are.
+
+    A transpose with other users stays for them; one left without users is
+    erased. What stays: a transpose feeding a concatenation or a named
+    (non-generic) op; the concatenation copies its operands anyway.
 
     ```
     %t = linalg.transpose ins(%w : tensor<50257x768xf32>)
@@ -846,6 +863,10 @@ def FoldTransposesPass
                                           (m, n, k) -> (m, n)], ...}
            ins(%x, %w : tensor<128x768xf32>, tensor<50257x768xf32>) ...
     ```
+
+    Attention's output per head, `P V` with V and the output in
+    `[B, S, H, Dh]`, becomes a product over loops `(b, h, m, n, k)` reading
+    `V[b, k, h, n]` and writing `O[b, m, h, n]`.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

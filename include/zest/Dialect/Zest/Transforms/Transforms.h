@@ -13,9 +13,14 @@
 namespace mlir::zest {
 
 /// Patterns that bring linear layers over N-D activations to matrices:
-/// batched products read a broadcast weight directly, and the row loops of
-/// products, elementwise ops and reductions next to 2-D code are merged.
+/// batched products read a broadcast weight directly (the patterns of
+/// populateReadOperandsInPlacePatterns), and the row loops of products,
+/// elementwise ops and reductions next to 2-D code are merged.
 void populateFlattenRowsPatterns(RewritePatternSet &patterns);
+
+/// Products read a transposed or broadcast operand in place, through their
+/// indexing maps (zest-fold-transposes).
+void populateReadOperandsInPlacePatterns(RewritePatternSet &patterns);
 
 /// The greedy driver's configuration for Zest's rewrites of straight-line
 /// code: no region simplification, which walks the whole module for
