@@ -68,6 +68,17 @@ std::vector<std::string> getPrefix(ArrayRef<std::string> units, size_t n) {
   return std::vector<std::string>(units.begin(), units.begin() + n);
 }
 
+/// The first `full` of `units` recomputing in full, the `selective` after
+/// them selectively (`unit:selective`, as zest-checkpoint-activations reads
+/// it under mode full).
+std::vector<std::string> getMixedUnits(ArrayRef<std::string> units, size_t full,
+                                       size_t selective) {
+  std::vector<std::string> mixed = getPrefix(units, full);
+  for (size_t i = full; i < full + selective; ++i)
+    mixed.push_back(units[i] + ":selective");
+  return mixed;
+}
+
 /// The search for the fastest schedule under a budget.
 class ScheduleSearch {
 public:
@@ -104,6 +115,7 @@ private:
                   SmallVectorImpl<Track> &unfit);
   std::optional<Candidate> fewestOffloaded(const Candidate &lean,
                                            const Candidate &all);
+  void mixModes();
   void consider(const std::optional<Candidate> &fit);
   /// The step time of the fastest fit found, which a search must beat.
   std::optional<double> getBound() const {
@@ -338,6 +350,58 @@ std::optional<Candidate> ScheduleSearch::fewestOffloaded(const Candidate &lean,
   return answer ? std::optional<Candidate>(answer->candidate) : std::nullopt;
 }
 
+/// The fastest fit recomputes its first units' whole forward (full): fewer
+/// of them in full, with units after them recomputing their cheap ops
+/// (selective), may fit too and recompute less. Finds the fewest full units
+/// for which every later unit recomputing selectively fits, then the
+/// fewest selective units after them, and keeps that schedule where it is
+/// faster. Leaves the levers at the fastest fit.
+void ScheduleSearch::mixModes() {
+  if (!fastest || fastest->checkpointMode != CheckpointMode::Full ||
+      fastest->checkpoint.empty())
+    return;
+  restore(*fastest);
+  size_t fullCount = checkpoint.size(), total = recomputable.size();
+  size_t full = 0;
+  auto fullAt = [&](size_t count) {
+    checkpoint = getMixedUnits(recomputable, count, total - count);
+    return withLevers(0, baseKeep);
+  };
+  auto selectiveAt = [&](size_t count) {
+    checkpoint = getMixedUnits(recomputable, full, count);
+    return withLevers(0, baseKeep);
+  };
+  // No unit in full: every one selective, which the selective track has
+  // weighed where it fits.
+  FailureOr<Candidate> allSelective = compileOne(fullAt(0));
+  if (failed(allSelective) || fits(allSelective)) {
+    restore(*fastest);
+    return;
+  }
+  // Fewer full units are not monotonic in time, so no bound here.
+  std::optional<Probe> fewestFull =
+      nearestAccepted({0, *allSelective}, {fullCount, fastest->candidate},
+                      fullAt, std::nullopt);
+  if (!fewestFull || fewestFull->count >= fullCount) {
+    restore(*fastest);
+    return;
+  }
+  full = fewestFull->count;
+  FailureOr<Candidate> fullOnly = compileOne(selectiveAt(0));
+  if (failed(fullOnly) || fits(fullOnly)) { // fewer full units than fit
+    restore(*fastest);
+    return;
+  }
+  std::optional<Probe> answer =
+      nearestAccepted({0, *fullOnly}, {total - full, fewestFull->candidate},
+                      selectiveAt, getBound());
+  if (answer) {
+    checkpoint = getMixedUnits(recomputable, full, answer->count);
+    consider(answer->candidate);
+  }
+  restore(*fastest);
+}
+
 /// Compiles each of `tracks` with the first `count` units recomputing, as
 /// its all-units end: notes it for the leanest schedule, searches the
 /// track where it fits, and adds it to `unfit` where it does not.
@@ -462,6 +526,8 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
     (void)reportInfeasible(leanest->candidate);
     return failure();
   }
+  if (llvm::is_contained(recomputations, CheckpointMode::Selective))
+    mixModes();
   restore(*fastest);
   levers = {lean, fastest->candidate};
   return fastest->candidate;
@@ -653,6 +719,24 @@ void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
   }
 }
 
+/// " (mode): a b", or " (full): a (selective): b c" for modes mixed per
+/// unit (`unit:selective` entries).
+static std::string describeCheckpointUnits(ArrayRef<std::string> units,
+                                           CheckpointMode mode) {
+  std::string text;
+  std::optional<StringRef> current;
+  for (StringRef entry : units) {
+    auto [unit, suffix] = entry.rsplit(':');
+    StringRef unitMode =
+        unit.size() == entry.size() ? stringifyCheckpointMode(mode) : suffix;
+    if (current != unitMode)
+      text += (" (" + unitMode + "):").str();
+    current = unitMode;
+    text += (" " + unit).str();
+  }
+  return text;
+}
+
 void ScheduleSearch::printChoice() const {
   llvm::outs() << "schedule under --memory-budget=" << budget << ": prefetch "
                << best->prefetch;
@@ -669,9 +753,9 @@ void ScheduleSearch::printChoice() const {
       llvm::outs() << " (units: " << llvm::join(best->offloadUnits, " ") << ")";
   }
   if (!best->checkpointUnits.empty())
-    llvm::outs() << ", recomputed units ("
-                 << stringifyCheckpointMode(best->checkpointMode)
-                 << "): " << llvm::join(best->checkpointUnits, " ");
+    llvm::outs() << ", recomputed units"
+                 << describeCheckpointUnits(best->checkpointUnits,
+                                            best->checkpointMode);
   llvm::outs() << llvm::formatv(
       " (predicted {0:f3} ms per call; {1} schedules compiled)\n",
       bestCandidate.stepUs / 1e3, candidates.getCompiled());

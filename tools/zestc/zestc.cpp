@@ -170,7 +170,9 @@ static cl::opt<std::string> activationCheckpointing(
 static cl::list<std::string>
     acUnits("ac-units",
             cl::desc("Units checkpointed, as globs of unit names (default: "
-                     "every unit but the root)"),
+                     "every unit but the root); a glob may end in :full or "
+                     ":selective, the mode of the units it names, the first "
+                     "match winning (modes mixed per unit)"),
             cl::CommaSeparated, cl::cat(category));
 static cl::opt<std::string> offload(
     "offload",

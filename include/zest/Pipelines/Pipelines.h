@@ -175,7 +175,7 @@ struct FrontPipelineOptions : public ShardPipelineOptions {
   ListOption<std::string> acUnits{
       *this, "ac-units",
       llvm::cl::desc("Globs of the units checkpointed (default: all but the "
-                     "root)")};
+                     "root), each optionally ending in :full or :selective")};
 
   Option<OffloadMode> offload{
       *this, "offload",

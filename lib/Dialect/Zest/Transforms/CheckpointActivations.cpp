@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <limits>
 
@@ -509,6 +510,41 @@ bool CheckpointActivationsPass::checkpoint(const BodyLayout &layout,
   return true;
 }
 
+/// The `units` entries as (glob, mode) pairs: an entry may end in `:full`
+/// or `:selective`, the mode of the units it names; others take `mode`.
+/// Fails with a diagnostic on an unknown mode.
+static FailureOr<SmallVector<std::pair<std::string, CheckpointMode>>>
+parseUnitModes(ModuleOp module, ArrayRef<std::string> entries,
+               CheckpointMode mode) {
+  SmallVector<std::pair<std::string, CheckpointMode>> parsed;
+  for (StringRef entry : entries) {
+    auto [glob, suffix] = entry.rsplit(':');
+    if (glob.size() == entry.size()) { // no suffix
+      parsed.push_back({entry.str(), mode});
+      continue;
+    }
+    std::optional<CheckpointMode> unitMode = symbolizeCheckpointMode(suffix);
+    if (!unitMode || *unitMode == CheckpointMode::None)
+      return emitError(getModelDiagnosticLoc(module))
+             << "--ac-units entry '" << entry << "': unknown mode '" << suffix
+             << "' (use full or selective after the ':')";
+    parsed.push_back({glob.str(), *unitMode});
+  }
+  return parsed;
+}
+
+/// The mode of `unit`: that of the first entry whose glob names it.
+static CheckpointMode
+getUnitMode(UnitOp unit,
+            ArrayRef<std::pair<std::string, CheckpointMode>> entries,
+            CheckpointMode mode) {
+  for (auto &[text, entryMode] : entries)
+    if (auto glob = llvm::GlobPattern::create(text);
+        glob && glob->match(unit.getSymName()))
+      return entryMode;
+  return mode;
+}
+
 void CheckpointActivationsPass::runOnOperation() {
   ModuleOp module = getOperation();
   std::optional<CheckpointMode> parsed = symbolizeCheckpointMode(mode);
@@ -519,10 +555,20 @@ void CheckpointActivationsPass::runOnOperation() {
   }
   if (*parsed == CheckpointMode::None)
     return;
+  FailureOr<SmallVector<std::pair<std::string, CheckpointMode>>> entries =
+      parseUnitModes(module, units, *parsed);
+  if (failed(entries))
+    return signalPassFailure();
+  SmallVector<std::string> globs;
+  for (auto &[glob, unitMode] : *entries)
+    globs.push_back(glob);
   FailureOr<SmallVector<UnitOp>> chosen =
-      selectUnits(module, units, "--ac-units", /*rootByDefault=*/false);
+      selectUnits(module, globs, "--ac-units", /*rootByDefault=*/false);
   if (failed(chosen))
     return signalPassFailure();
+  SmallVector<CheckpointMode> modes;
+  for (UnitOp unit : *chosen)
+    modes.push_back(getUnitMode(unit, *entries, *parsed));
   DenseSet<Operation *> done;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal())
@@ -535,15 +581,15 @@ void CheckpointActivationsPass::runOnOperation() {
     SmallVector<UnitSpan> spans;
     for (UnitOp unit : *chosen)
       spans.push_back(findSpan(layout, unit.getSymNameAttr()));
-    for (auto [unit, span] : llvm::zip_equal(*chosen, spans))
-      if (checkpoint(layout, span, unit, *parsed))
+    for (auto [unit, span, unitMode] : llvm::zip_equal(*chosen, spans, modes))
+      if (checkpoint(layout, span, unit, unitMode))
         done.insert(unit);
   }
-  for (UnitOp unit : *chosen)
+  for (auto [unit, unitMode] : llvm::zip_equal(*chosen, modes))
     if (done.contains(unit))
       unit->setAttr(
           ZestDialect::kCheckpointAttrName,
-          StringAttr::get(&getContext(), stringifyCheckpointMode(*parsed)));
+          StringAttr::get(&getContext(), stringifyCheckpointMode(unitMode)));
 }
 
 } // namespace

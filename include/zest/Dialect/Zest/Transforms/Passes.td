@@ -191,7 +191,10 @@ def CheckpointActivationsPass
     starts at the next op working for it. A unit whose forward and
     backward are one run (the last block of a stack: nothing lies between
     them to free memory for) or that has no backward is left alone.
-    Dropout's random streams are values like any other, so the
+    Modes mix per unit: `units=layers.0:full,layers.*:selective` recomputes
+    the first block's whole forward and the others' cheap ops (what
+    `--memory-budget` chooses where neither mode alone is the fastest
+    fit). Dropout's random streams are values like any other, so the
     recomputation draws the same masks. Each value read from outside goes
     through a `zest.optimization_barrier`, so CSE cannot merge the
     recomputation with the forward. The checkpointed units are marked
@@ -208,7 +211,9 @@ def CheckpointActivationsPass
            "linear layers' outputs the backward reads too)">,
     ListOption<"units", "units", "std::string",
                "Globs of the units checkpointed (default: all but the "
-               "root)">,
+               "root); one ending in `:full` or `:selective` gives the "
+               "mode of the units it names (the first match wins), others "
+               "take `mode`">,
   ];
   let dependentDialects = ["::mlir::zest::ZestDialect"];
 }
