@@ -118,6 +118,35 @@ void testAsyncOverlap() {
         "two requests in flight");
 }
 
+/// Reduce-scatter hands each rank the sum of its own block: rank r puts
+/// (r + 1) * 1000 + 10 * b + i at element i of block b, so rank q gets
+/// 1000 * W(W+1)/2 + W * (10 * q + i). Two in flight, waited in reverse
+/// order, the second in place (the result over this rank's block).
+void testReduceScatterBlocks() {
+  int rank = zest_rank(), world = zest_world_size();
+  const int64_t count = 5;
+  std::vector<float> a(count * world), b(count * world), ra(count);
+  for (int block = 0; block < world; ++block)
+    for (int64_t i = 0; i < count; ++i)
+      a[block * count + i] = b[block * count + i] =
+          float((rank + 1) * 1000 + 10 * block + i);
+  float *own = b.data() + rank * count;
+  zest_request_t first =
+      zest_reduce_scatter_start(a.data(), ra.data(), count, ZEST_F32, ZEST_SUM,
+                                ZEST_GROUP_WORLD, "blocks");
+  zest_request_t second = zest_reduce_scatter_start(
+      b.data(), own, count, ZEST_F32, ZEST_AVG, ZEST_GROUP_WORLD, "in place");
+  zest_wait(second);
+  zest_wait(first);
+  bool ok = true;
+  for (int64_t i = 0; i < count; ++i) {
+    float sum = 1000.0f * float(world * (world + 1) / 2) +
+                float(world) * float(10 * rank + i);
+    ok &= ra[i] == sum && own[i] == sum / float(world);
+  }
+  check(ok, "reduce_scatter of each rank's block, in place, two in flight");
+}
+
 /// Every `replicas x shards` mesh of the world: group ranks and sizes, a
 /// gather and an averaging reduce-scatter within a replica, an averaging
 /// all-reduce across replicas.
@@ -281,6 +310,7 @@ int main(int argc, char **argv) {
   testHalf(ZEST_BF16, "bf16");
   testHalf(ZEST_F16, "f16");
   testAsyncOverlap();
+  testReduceScatterBlocks();
   testMeshes();
   testBroadcastBarrier();
   testPool();
