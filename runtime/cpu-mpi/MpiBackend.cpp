@@ -95,7 +95,11 @@ public:
       if (!data)
         fatal("out of memory for a " + std::to_string(bytes) +
               "-byte staging buffer");
-      std::memset(data, 0, bytes);
+      // Written page by page through a volatile pointer: a memset of zeros
+      // after malloc may become calloc, which leaves fresh pages unmapped.
+      auto *touch = static_cast<volatile char *>(data);
+      for (size_t offset = 0; offset < bytes; offset += 4096)
+        touch[offset] = 0;
       buffers.push_back({bytes, data});
       used.push_back(false);
     }
