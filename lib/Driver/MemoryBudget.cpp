@@ -19,6 +19,7 @@
 #include "ScheduleCandidates.h"
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -75,7 +76,9 @@ std::vector<std::string> getMixedUnits(ArrayRef<std::string> units, size_t full,
                                        size_t selective) {
   std::vector<std::string> mixed = getPrefix(units, full);
   for (size_t i = full; i < full + selective; ++i)
-    mixed.push_back(units[i] + ":selective");
+    mixed.push_back(
+        (units[i] + ":" + stringifyCheckpointMode(CheckpointMode::Selective))
+            .str());
   return mixed;
 }
 
@@ -355,7 +358,8 @@ std::optional<Candidate> ScheduleSearch::fewestOffloaded(const Candidate &lean,
 /// (selective), may fit too and recompute less. Finds the fewest full units
 /// for which every later unit recomputing selectively fits, then the
 /// fewest selective units after them, and keeps that schedule where it is
-/// faster. Leaves the levers at the fastest fit.
+/// faster. Leaves the levers where the search stopped: the caller restores
+/// the fastest fit.
 void ScheduleSearch::mixModes() {
   if (!fastest || fastest->checkpointMode != CheckpointMode::Full ||
       fastest->checkpoint.empty())
@@ -374,32 +378,25 @@ void ScheduleSearch::mixModes() {
   // No unit in full: every one selective, which the selective track has
   // weighed where it fits.
   FailureOr<Candidate> allSelective = compileOne(fullAt(0));
-  if (failed(allSelective) || fits(allSelective)) {
-    restore(*fastest);
+  if (failed(allSelective) || fits(allSelective))
     return;
-  }
   // Fewer full units are not monotonic in time, so no bound here.
   std::optional<Probe> fewestFull =
       nearestAccepted({0, *allSelective}, {fullCount, fastest->candidate},
                       fullAt, std::nullopt);
-  if (!fewestFull || fewestFull->count >= fullCount) {
-    restore(*fastest);
+  if (!fewestFull || fewestFull->count >= fullCount)
     return;
-  }
   full = fewestFull->count;
   FailureOr<Candidate> fullOnly = compileOne(selectiveAt(0));
-  if (failed(fullOnly) || fits(fullOnly)) { // fewer full units than fit
-    restore(*fastest);
+  if (failed(fullOnly) || fits(fullOnly)) // fewer full units than fit
     return;
-  }
   std::optional<Probe> answer =
       nearestAccepted({0, *fullOnly}, {total - full, fewestFull->candidate},
                       selectiveAt, getBound());
-  if (answer) {
-    checkpoint = getMixedUnits(recomputable, full, answer->count);
-    consider(answer->candidate);
-  }
-  restore(*fastest);
+  if (!answer)
+    return;
+  checkpoint = getMixedUnits(recomputable, full, answer->count);
+  consider(answer->candidate);
 }
 
 /// Compiles each of `tracks` with the first `count` units recomputing, as
@@ -726,9 +723,9 @@ static std::string describeCheckpointUnits(ArrayRef<std::string> units,
   std::string text;
   std::optional<StringRef> current;
   for (StringRef entry : units) {
-    auto [unit, suffix] = entry.rsplit(':');
+    auto [unit, suffix] = splitAcUnitsEntry(entry);
     StringRef unitMode =
-        unit.size() == entry.size() ? stringifyCheckpointMode(mode) : suffix;
+        suffix.empty() ? stringifyCheckpointMode(mode) : suffix;
     if (current != unitMode)
       text += (" (" + unitMode + "):").str();
     current = unitMode;

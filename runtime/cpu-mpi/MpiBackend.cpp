@@ -79,43 +79,50 @@ private:
 class ScratchBuffers {
 public:
   ~ScratchBuffers() {
-    for (auto &[bytes, data] : buffers)
-      std::free(data);
+    for (Scratch &buffer : buffers)
+      std::free(buffer.data);
   }
 
   /// The smallest free buffer of at least `bytes`, or a new one.
   void *acquire(size_t bytes) {
-    size_t best = buffers.size();
-    for (size_t i = 0; i < buffers.size(); ++i)
-      if (!used[i] && buffers[i].first >= bytes &&
-          (best == buffers.size() || buffers[i].first < buffers[best].first))
-        best = i;
-    if (best == buffers.size()) {
-      void *data = std::malloc(std::max<size_t>(bytes, 1));
-      if (!data)
-        fatal("out of memory for a " + std::to_string(bytes) +
-              "-byte staging buffer");
-      // Written page by page through a volatile pointer: a memset of zeros
-      // after malloc may become calloc, which leaves fresh pages unmapped.
-      auto *touch = static_cast<volatile char *>(data);
-      for (size_t offset = 0; offset < bytes; offset += 4096)
-        touch[offset] = 0;
-      buffers.push_back({bytes, data});
-      used.push_back(false);
-    }
-    used[best] = true;
-    return buffers[best].second;
+    Scratch *best = nullptr;
+    for (Scratch &buffer : buffers)
+      if (!buffer.used && buffer.bytes >= bytes &&
+          (!best || buffer.bytes < best->bytes))
+        best = &buffer;
+    if (!best)
+      best = &buffers.emplace_back(Scratch{bytes, allocateTouched(bytes)});
+    best->used = true;
+    return best->data;
   }
 
   void release(void *data) {
-    for (size_t i = 0; i < buffers.size(); ++i)
-      if (buffers[i].second == data)
-        used[i] = false;
+    for (Scratch &buffer : buffers)
+      if (buffer.data == data)
+        buffer.used = false;
   }
 
 private:
-  std::vector<std::pair<size_t, void *>> buffers;
-  std::vector<bool> used;
+  struct Scratch {
+    size_t bytes;
+    void *data;
+    bool used = false;
+  };
+
+  static void *allocateTouched(size_t bytes) {
+    void *data = std::malloc(std::max<size_t>(bytes, 1));
+    if (!data)
+      fatal("out of memory for a " + std::to_string(bytes) +
+            "-byte staging buffer");
+    // Written page by page through a volatile pointer: a memset of zeros
+    // after malloc may become calloc, which leaves fresh pages unmapped.
+    auto *touch = static_cast<volatile char *>(data);
+    for (size_t offset = 0; offset < bytes; offset += 4096)
+      touch[offset] = 0;
+    return data;
+  }
+
+  std::vector<Scratch> buffers;
 };
 
 /// Reduce-scatter by pairwise exchange: each rank sends every peer that

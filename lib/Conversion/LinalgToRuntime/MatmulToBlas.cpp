@@ -86,9 +86,11 @@ struct ProductOperand {
   }
 
   /// The operand at the indices `ivs` of the loops `fixed`: a rank-reduced
-  /// subview, its dimensions renumbered.
+  /// subview, its dimensions renumbered; itself where it reads none of them.
   ProductOperand fix(OpBuilder &builder, Location loc, ArrayRef<unsigned> fixed,
                      ValueRange ivs) const {
+    if (llvm::all_of(fixed, [&](unsigned loop) { return dimOfLoop[loop] < 0; }))
+      return *this;
     auto type = cast<MemRefType>(memref.getType());
     int64_t rank = type.getRank();
     SmallVector<OpFoldResult> offsets(rank, builder.getIndexAttr(0)),
@@ -230,28 +232,23 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
         callBatch,
         !zeroFill,
         cuda};
+    // Without outer loops, buildLoopNest builds the call alone.
     Location loc = op.getLoc();
-    if (outerLoops.empty()) {
-      call.emit(rewriter, loc, operands);
-    } else {
-      SmallVector<Value> lbs, ubs, steps;
-      Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0),
-            one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-      for (unsigned loop : outerLoops) {
-        lbs.push_back(zero);
-        ubs.push_back(memref::DimOp::create(rewriter, loc, c,
-                                            operands[2].dimOfLoop[loop]));
-        steps.push_back(one);
-      }
-      scf::buildLoopNest(rewriter, loc, lbs, ubs, steps,
-                         [&](OpBuilder &builder, Location loc, ValueRange ivs) {
-                           SmallVector<ProductOperand, 3> views;
-                           for (const ProductOperand &operand : operands)
-                             views.push_back(
-                                 operand.fix(builder, loc, outerLoops, ivs));
-                           call.emit(builder, loc, views);
-                         });
+    SmallVector<Value> lbs, ubs, steps;
+    for (unsigned loop : outerLoops) {
+      lbs.push_back(arith::ConstantIndexOp::create(rewriter, loc, 0));
+      ubs.push_back(
+          memref::DimOp::create(rewriter, loc, c, operands[2].dimOfLoop[loop]));
+      steps.push_back(arith::ConstantIndexOp::create(rewriter, loc, 1));
     }
+    scf::buildLoopNest(rewriter, loc, lbs, ubs, steps,
+                       [&](OpBuilder &builder, Location loc, ValueRange ivs) {
+                         SmallVector<ProductOperand, 3> views;
+                         for (const ProductOperand &operand : operands)
+                           views.push_back(
+                               operand.fix(builder, loc, outerLoops, ivs));
+                         call.emit(builder, loc, views);
+                       });
     rewriter.eraseOp(op);
     if (zeroFill)
       rewriter.eraseOp(zeroFill);

@@ -518,9 +518,9 @@ parseUnitModes(ModuleOp module, ArrayRef<std::string> entries,
                CheckpointMode mode) {
   SmallVector<std::pair<std::string, CheckpointMode>> parsed;
   for (StringRef entry : entries) {
-    auto [glob, suffix] = entry.rsplit(':');
-    if (glob.size() == entry.size()) { // no suffix
-      parsed.push_back({entry.str(), mode});
+    auto [glob, suffix] = splitAcUnitsEntry(entry);
+    if (suffix.empty()) {
+      parsed.push_back({glob.str(), mode});
       continue;
     }
     std::optional<CheckpointMode> unitMode = symbolizeCheckpointMode(suffix);

@@ -1,9 +1,10 @@
-//===- FoldTransposes.cpp - Products read transposed operands in place ----===//
+//===- FoldTransposes.cpp - Ops read transposed operands in place ---------===//
 //
-// A product that reads a materialized transpose of its operand reads the
-// operand itself through a transposed indexing map instead: BLAS and
-// cuBLASLt take either layout at the same cost, the copy costs a pass over
-// the operand with strided loads.
+// A product or an elementwise op that reads (or writes) a materialized
+// transpose reads the other layout through its indexing map instead: BLAS
+// and cuBLASLt take strided batches of matrices at the same cost, and the
+// copy costs a pass over the data with strided loads. Transposes move
+// through slices, concatenations and reshapes to meet such ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -30,25 +32,29 @@ using namespace mlir::zest;
 
 namespace {
 
-/// The map that reads a transpose's input where `map` read its result:
-/// result[.., i, ..] is input[.., permutation[i], ..].
-static AffineMap readThroughTranspose(AffineMap map,
-                                      ArrayRef<int64_t> permutation) {
-  SmallVector<AffineExpr> results(map.getNumResults());
-  for (auto [i, dim] : llvm::enumerate(permutation))
-    results[dim] = map.getResult(i);
-  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), results,
+/// `map` with result i taken from result permutation[i]: the map that
+/// writes a transpose's result where `map` wrote its input.
+static AffineMap permuteResults(AffineMap map, ArrayRef<int64_t> permutation) {
+  return AffineMap::get(map.getNumDims(), map.getNumSymbols(),
+                        applyPermutation(map.getResults(), permutation),
                         map.getContext());
 }
 
-/// The map that writes a transpose's result where `map` wrote its input.
-static AffineMap writeThroughTranspose(AffineMap map,
-                                       ArrayRef<int64_t> permutation) {
-  SmallVector<AffineExpr> results;
-  for (int64_t dim : permutation)
-    results.push_back(map.getResult(dim));
-  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), results,
-                        map.getContext());
+/// The map that reads a transpose's input where `map` read its result.
+static AffineMap readThroughTranspose(AffineMap map,
+                                      ArrayRef<int64_t> permutation) {
+  return permuteResults(map, invertPermutationVector(permutation));
+}
+
+/// The transpose of `value` by `permutation`, into a new empty tensor.
+static Value createTranspose(OpBuilder &builder, Location loc, Value value,
+                             ArrayRef<int64_t> permutation) {
+  Value init = tensor::EmptyOp::create(
+      builder, loc,
+      applyPermutation(tensor::getMixedSizes(builder, loc, value), permutation),
+      getElementTypeOrSelf(value));
+  return linalg::TransposeOp::create(builder, loc, value, init, permutation)
+      .getResult()[0];
 }
 
 /// A generic like `op` (same body and iterators) over other operands and
@@ -65,18 +71,14 @@ cloneWithOperands(PatternRewriter &rewriter, linalg::LinalgOp op,
   return generic;
 }
 
-/// The product's layout, if `op` is a product BLAS takes.
-static std::optional<std::pair<unsigned, GemmLayout>>
-getProduct(linalg::LinalgOp op) {
+/// The batch loops of `op`, if it is a product on tensors BLAS takes.
+static std::optional<unsigned> getProductBatchDims(linalg::LinalgOp op) {
   if (!op || !op.hasPureTensorSemantics())
     return std::nullopt;
   std::optional<unsigned> batch = getGemmBatchDims(op);
-  if (!batch)
+  if (!batch || !getGemmLayout(op, *batch))
     return std::nullopt;
-  std::optional<GemmLayout> layout = getGemmLayout(op, *batch);
-  if (!layout)
-    return std::nullopt;
-  return std::make_pair(*batch, *layout);
+  return batch;
 }
 
 /// The tensor `value` broadcasts (a `linalg.broadcast`, or a generic that
@@ -133,8 +135,8 @@ struct ReadOperandsInPlace
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
-    std::optional<std::pair<unsigned, GemmLayout>> product = getProduct(op);
-    if (!product)
+    std::optional<unsigned> batch = getProductBatchDims(op);
+    if (!batch)
       return rewriter.notifyMatchFailure(op, "not a product BLAS takes");
     SmallVector<Value> inputs = op.getDpsInputs();
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
@@ -146,7 +148,7 @@ struct ReadOperandsInPlace
         continue;
       SmallVector<AffineMap> candidate = maps;
       candidate[i] = source->second;
-      if (!getGemmLayout(candidate, product->first))
+      if (!getGemmLayout(candidate, *batch))
         continue;
       inputs[i] = source->first;
       maps = std::move(candidate);
@@ -187,20 +189,10 @@ struct TransposeBeforeCollapse : public OpRewritePattern<linalg::TransposeOp> {
       }
       newGroups.push_back(std::move(newGroup));
     }
-    Location loc = transpose.getLoc();
-    Value source = collapse.getSrc();
-    SmallVector<OpFoldResult> sizes =
-        tensor::getMixedSizes(rewriter, loc, source);
-    SmallVector<OpFoldResult> permutedSizes;
-    for (int64_t dim : permutation)
-      permutedSizes.push_back(sizes[dim]);
-    Value init = tensor::EmptyOp::create(
-        rewriter, loc, permutedSizes, collapse.getSrcType().getElementType());
-    auto moved =
-        linalg::TransposeOp::create(rewriter, loc, source, init, permutation);
+    Value moved = createTranspose(rewriter, transpose.getLoc(),
+                                  collapse.getSrc(), permutation);
     rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
-        transpose, transpose.getResult()[0].getType(), moved.getResult()[0],
-        newGroups);
+        transpose, transpose.getResult()[0].getType(), moved, newGroups);
     return success();
   }
 };
@@ -359,10 +351,10 @@ struct SplitProductBatch : public OpInterfaceRewritePattern<linalg::LinalgOp> {
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
-    std::optional<std::pair<unsigned, GemmLayout>> product = getProduct(op);
-    if (!product || product->first == 0)
+    std::optional<unsigned> batch = getProductBatchDims(op);
+    if (!batch || *batch == 0)
       return rewriter.notifyMatchFailure(op, "not a batched product");
-    std::optional<BatchSplit> split = findBatchSplit(op, product->first);
+    std::optional<BatchSplit> split = findBatchSplit(op, *batch);
     if (!split)
       return rewriter.notifyMatchFailure(op, "no reshape splits a batch");
     Location loc = op.getLoc();
@@ -431,8 +423,7 @@ struct WriteResultTransposed : public OpRewritePattern<linalg::TransposeOp> {
     if (!batch && !isa<linalg::GenericOp>(op))
       return rewriter.notifyMatchFailure(transpose, "not a generic's");
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-    maps.back() =
-        writeThroughTranspose(maps.back(), transpose.getPermutation());
+    maps.back() = permuteResults(maps.back(), transpose.getPermutation());
     if (batch && !getGemmLayout(maps, *batch))
       return rewriter.notifyMatchFailure(transpose,
                                          "transposed result not a matrix");
@@ -464,20 +455,15 @@ struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
         slice.getType().getRank() != slice.getSourceType().getRank())
       return rewriter.notifyMatchFailure(slice, "not a slice of a transpose");
     ArrayRef<int64_t> permutation = transpose.getPermutation();
-    int64_t rank = permutation.size();
-    SmallVector<OpFoldResult> offsets(rank), sizes(rank), strides(rank);
-    for (int64_t i = 0; i < rank; ++i) {
-      offsets[permutation[i]] = slice.getMixedOffsets()[i];
-      sizes[permutation[i]] = slice.getMixedSizes()[i];
-      strides[permutation[i]] = slice.getMixedStrides()[i];
-    }
+    SmallVector<int64_t> inverse = invertPermutationVector(permutation);
     Location loc = slice.getLoc();
     Value input = tensor::ExtractSliceOp::create(
-        rewriter, loc, transpose.getInput(), offsets, sizes, strides);
-    Value init = tensor::EmptyOp::create(rewriter, loc, slice.getMixedSizes(),
-                                         slice.getType().getElementType());
-    rewriter.replaceOpWithNewOp<linalg::TransposeOp>(slice, input, init,
-                                                     permutation);
+        rewriter, loc, transpose.getInput(),
+        applyPermutation(slice.getMixedOffsets(), inverse),
+        applyPermutation(slice.getMixedSizes(), inverse),
+        applyPermutation(slice.getMixedStrides(), inverse));
+    rewriter.replaceOp(slice,
+                       createTranspose(rewriter, loc, input, permutation));
     return success();
   }
 };
@@ -497,18 +483,8 @@ struct ConcatBeforeTranspose : public OpRewritePattern<linalg::TransposeOp> {
     ArrayRef<int64_t> permutation = transpose.getPermutation();
     Location loc = transpose.getLoc();
     SmallVector<Value> operands;
-    for (Value operand : concat.getInputs()) {
-      SmallVector<OpFoldResult> sizes =
-          tensor::getMixedSizes(rewriter, loc, operand);
-      SmallVector<OpFoldResult> permutedSizes;
-      for (int64_t dim : permutation)
-        permutedSizes.push_back(sizes[dim]);
-      Value init = tensor::EmptyOp::create(rewriter, loc, permutedSizes,
-                                           getElementTypeOrSelf(operand));
-      operands.push_back(
-          linalg::TransposeOp::create(rewriter, loc, operand, init, permutation)
-              .getResult()[0]);
-    }
+    for (Value operand : concat.getInputs())
+      operands.push_back(createTranspose(rewriter, loc, operand, permutation));
     int64_t dim =
         llvm::find(permutation, int64_t(concat.getDim())) - permutation.begin();
     rewriter.replaceOpWithNewOp<tensor::ConcatOp>(transpose, dim, operands);

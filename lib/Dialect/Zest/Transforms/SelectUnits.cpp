@@ -36,3 +36,9 @@ mlir::zest::selectUnits(ModuleOp module, ArrayRef<std::string> globs,
   }
   return chosen;
 }
+
+std::pair<StringRef, StringRef> mlir::zest::splitAcUnitsEntry(StringRef entry) {
+  auto [glob, mode] = entry.rsplit(':');
+  return glob.size() == entry.size() ? std::pair(entry, StringRef())
+                                     : std::pair(glob, mode);
+}

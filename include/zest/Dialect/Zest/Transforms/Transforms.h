@@ -47,6 +47,10 @@ FailureOr<SmallVector<UnitOp>> selectUnits(ModuleOp module,
                                            StringRef optionName,
                                            bool rootByDefault);
 
+/// An `--ac-units` entry `GLOB[:MODE]` split into its glob and the
+/// checkpointing mode it names (empty where it names none).
+std::pair<StringRef, StringRef> splitAcUnitsEntry(StringRef entry);
+
 } // namespace mlir::zest
 
 #endif // ZEST_DIALECT_ZEST_TRANSFORMS_TRANSFORMS_H
