@@ -9,6 +9,8 @@
 #   run.sh --models     only the training checks and the benchmark stacks
 #                       (not the runtime's device tests and the transport
 #                       and product micro-benchmarks)
+#   run.sh --hf         only the Hugging Face models (gpu-bundle.sh --hf)
+#                       against eager PyTorch
 #   run.sh --profile    instead of the tests, where GPU time goes in two
 #                       steps of each benchmark stack (Nsight Compute's
 #                       ncu, one time per kernel launch, summed by kernel)
@@ -21,9 +23,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 EMULATED=0
 PROFILE=0
 MICRO=1
+MODELS=1
 case "${1:-}" in
 --emulated) EMULATED=1 ;;
 --models) MICRO=0 ;;
+--hf) MICRO=0 MODELS=0 ;;
 --profile) PROFILE=1 ;;
 esac
 LOGS=${ZEST_GPU_LOGS:-$PWD/zest-gpu-logs}
@@ -151,7 +155,7 @@ while IFS='|' read -r -u 3 name ranks rtol run; do
   else
     record "train-$name-$backend" FAIL "see $log"
   fi
-done 3<"$HERE/models.txt"
+done 3< <([ $MODELS = 1 ] && cat "$HERE/models.txt")
 
 # The step time of a run's summary line, and its first and last losses.
 step_ms() { sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$1" | tail -1; }
@@ -201,6 +205,47 @@ $(first_last_losses "$dir/zest.log")| eager $(first_last_losses "$dir/eager.log"
   fi
 }
 
+# bench_hf NAME FACTORY BATCH SEQ: a Hugging Face model (gpu-bundle.sh --hf)
+# trained on the GPU, its plan against the measured peak, and eager
+# PyTorch on the same GPU from the same weights (the executable's seeded
+# ones) and tokens, where python3 has torch and transformers: equal losses.
+bench_hf() {
+  local name=$1 factory=$2 dir=$LOGS/bench-$1 steps=6
+  local tokens=$HERE/ref/$name-tokens.bin
+  mkdir -p "$dir"
+  if ! env ZEST_BACKEND=nccl $MPIRUN 1 "$HERE/bin/$name" --steps $steps \
+    --lr 0.01 --data "$tokens" >"$dir/zest.log" 2>&1; then
+    record "bench-$name" FAIL "see $dir/zest.log"
+    return
+  fi
+  check "plan-$name" "== measured" python3 "$HERE/tools/checkplan.py" \
+    "$HERE/ref/$name.json" "$dir/zest.log" 1
+  FIGURES+=("$name zest: $(grep summary "$dir/zest.log")")
+  if ! python3 -c 'import torch, transformers, safetensors' 2>/dev/null ||
+    ! $MPIRUN 1 "$HERE/bin/$name" --steps 0 --save "$dir/ck0" \
+      >"$dir/prepare.log" 2>&1 ||
+    ! "$HERE/bin/zest-ckpt" consolidate "$dir/ck0" \
+      "$dir/weights.safetensors" >>"$dir/prepare.log" 2>&1; then
+    FIGURES+=("$name eager: not run (see $dir/prepare.log)")
+    return
+  fi
+  if ! env ZEST_BENCH_BATCH="$3" ZEST_BENCH_SEQ="$4" PYTHONPATH="$HERE/tools" \
+    timeout "${ZEST_GPU_TIMEOUT:-600}" python3 "$HERE/tools/hf_torch.py" \
+    eager "$HERE/tools/hf_models.py:$factory" --device cuda \
+    --weights "$dir/weights.safetensors" --data "$tokens" --steps $steps \
+    --lr 0.01 >"$dir/eager.log" 2>&1; then
+    record "train-$name-vs-eager" FAIL "see $dir/eager.log"
+    return
+  fi
+  check "train-$name-vs-eager" "match" python3 "$HERE/tools/compare.py" \
+    losses "$dir/eager.log" "$dir/zest.log" --rtol 1e-4
+  FIGURES+=("$name eager: $(grep summary "$dir/eager.log"); $(grep 'device memory' "$dir/eager.log")")
+  FIGURES+=("$name zest/eager step: $(awk -v z="$(step_ms "$dir/zest.log")" \
+    -v e="$(step_ms "$dir/eager.log")" 'BEGIN {printf "%.3f", z / e}'), \
+losses (first, last): zest $(first_last_losses "$dir/zest.log")| eager \
+$(first_last_losses "$dir/eager.log")")
+}
+
 # Figures (a GPU only).
 FIGURES=()
 if [ $EMULATED = 0 ]; then
@@ -217,7 +262,10 @@ fi
 if [ $EMULATED = 0 ]; then
   while IFS='|' read -r -u 3 name L D B T S; do
     bench_stack "$name" "$L" "$D" "$B" "$T" "$S"
-  done 3<"$HERE/bench.txt"
+  done 3< <([ $MODELS = 1 ] && cat "$HERE/bench.txt")
+  while IFS='|' read -r -u 3 name factory batch seq; do
+    bench_hf "$name" "$factory" "$batch" "$seq"
+  done 3<"$HERE/hf.txt"
 fi
 
 echo

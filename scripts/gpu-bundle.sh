@@ -4,8 +4,14 @@
 # no compiler, maybe no MPI): compile here, run there, as users do on a
 # login node and GPU nodes.
 #
-#   scripts/gpu-bundle.sh BUILD OUT.tar.gz
+#   scripts/gpu-bundle.sh BUILD OUT.tar.gz [--hf]
 #   tar xzf OUT.tar.gz && zest-gpu-bundle/run.sh [--emulated]
+#
+# With --hf the bundle also holds the Hugging Face models of
+# bench/vs-pytorch/hf_models.py at their published sizes, 8 x 512 tokens a
+# step, imported here with the project's virtualenv (about 20 s and 1.5 GB
+# each); run.sh trains them on the GPU against eager PyTorch where the
+# host's python3 has torch and transformers.
 #
 # The tarball holds the executables zestc makes for the GPU
 # (--target=cuda) and for the emulated device (--target=cuda-emulated), the
@@ -14,12 +20,13 @@
 # run.sh finds on the host), a relocatable Open MPI, and run.sh
 # (scripts/gpu-bundle-run.sh). It must stay under 64 MiB.
 set -euo pipefail
-if [ $# -ne 2 ]; then
-  echo "usage: $0 BUILD OUT.tar.gz" >&2
+if [ $# -lt 2 ] || [ $# -gt 3 ] || { [ $# -eq 3 ] && [ "$3" != --hf ]; }; then
+  echo "usage: $0 BUILD OUT.tar.gz [--hf]" >&2
   exit 2
 fi
 BUILD=$(cd "$1" && pwd)
 OUT=$2
+HF=${3:-}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 ZESTC=$BUILD/bin/zestc
 for program in zest-cuda-backend-test zest-cuda-linear-test \
@@ -79,6 +86,30 @@ for config in "4 1024 8 512 10" "8 2048 4 1024 6"; do
     --target=cuda --leaf-classes=Block --report-json="$B/ref/$name.json"
   echo "$name|$L|$D|$Bt|$T|$S" >>"$B/bench.txt"
 done
+
+# The Hugging Face models (--hf): their imported steps for the GPU, the
+# tokens both sides train on, and PyTorch's side (bench/vs-pytorch).
+: >"$B/hf.txt"
+if [ "$HF" = --hf ]; then
+  echo "gpu-bundle: importing the Hugging Face models (8 x 512 tokens)"
+  "$SRC/scripts/setup-venv.sh" >/dev/null
+  # shellcheck source=bench/common.sh
+  source "$SRC/bench/common.sh"
+  export ZEST_BENCH_BATCH=8 ZEST_BENCH_SEQ=512 PYTHONPATH=$SRC/python
+  for model in gpt2 llama160m pythia160m; do
+    factory=$SRC/bench/vs-pytorch/hf_models.py:$model
+    "$SRC/scripts/zest-import" "$factory" -o "$STAGE/$model.mlir"
+    "$SRC/.venv/bin/python" -m zest_import.reference data "$factory" \
+      -o "$B/ref/hf-$model-tokens.bin" --samples 64 \
+      --int-bound "${HF_VOCAB[$model]}"
+    "$ZESTC" "$STAGE/$model.mlir" -o "$B/bin/hf-$model" --world-size=1 \
+      --target=cuda --report-json="$B/ref/hf-$model.json"
+    echo "hf-$model|$model|$ZEST_BENCH_BATCH|$ZEST_BENCH_SEQ" >>"$B/hf.txt"
+  done
+  cp -r "$SRC/python/zest_import" "$B/tools/"
+  rm -rf "$B/tools/zest_import/__pycache__"
+  cp "$SRC"/bench/vs-pytorch/{hf_models.py,hf_torch.py} "$B/tools/"
+fi
 
 cp "$BUILD"/bin/zest-cuda-{backend,linear}-test{,-emulated} \
   "$BUILD"/bin/zest-bench-cuda-{linear,collectives} "$BUILD/bin/zest-ckpt" \

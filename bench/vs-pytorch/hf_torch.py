@@ -5,6 +5,7 @@ as the Zest executable, in eager PyTorch on one rank or under FSDP2 (gloo,
 `fully_shard` per decoder layer and the root) on several.
 
   hf_torch.py eager FACTORY --weights W --data D --steps S [--lr LR]
+      [--device cuda]   (on a GPU, f32 without TF32; the GPU bundle's side)
   hf_torch.py fsdp2 FACTORY --weights W --data D --steps S --world-size N
   ... --checkpoint: each decoder layer's forward recomputed in the backward
 
@@ -52,14 +53,19 @@ def train(args, model, loss_fn, samples, micro, rank=0, world=1, barrier=lambda:
 
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     times = []
+    cuda = args.device == "cuda"
     for step in range(args.steps):
         inputs = micro_batch(samples, (step * world + rank) * micro, micro)
         barrier()
         start = time.perf_counter()
+        # On a GPU the batch's upload counts, as Zest's step uploads it.
+        inputs = [tensor.to(args.device) for tensor in inputs]
         loss = loss_fn(model, *inputs)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
+        if cuda:
+            torch.cuda.synchronize()
         barrier()
         times.append(time.perf_counter() - start)
         if world > 1:
@@ -89,7 +95,17 @@ def eager(args):
     base = resident_bytes()
     model, loss_fn, samples, micro = load(args)
     checkpoint_blocks(model, args)
+    if args.device == "cuda":
+        # f32 products without TF32, as Zest's cuBLASLt products.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        model = model.to("cuda")
     summary(train(args, model, loss_fn, samples, micro), base)
+    if args.device == "cuda":
+        print(
+            "device memory: peak allocated bytes "
+            f"{torch.cuda.max_memory_allocated()}",
+            flush=True,
+        )
 
 
 def fsdp2_worker(rank, args):
@@ -124,6 +140,7 @@ def main():
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--port", type=int, default=29519)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
         "--checkpoint",
         action="store_true",

@@ -280,3 +280,32 @@ func.func private @zest_kernel_0(%norm: memref<f32>, %scale: memref<f32>) attrib
   memref.store %s, %scale[] : memref<f32>
   return
 }
+
+// -----
+
+// A row added where a token id says (an embedding's backward): the id's
+// load and the view it places are computed by the launch, not the host,
+// which cannot read device memory.
+
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-SAME:      %[[GRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[IDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[I:[^:]*]]: index, %[[ROW:[^:]*]]: memref<32xf32, strided<[1], offset: ?>>)
+// CHECK-NOT:     memref.load
+// CHECK:         gpu.launch
+// CHECK-SAME:      threads(%[[TX:[^,]*]],
+// CHECK:           %[[ID:.*]] = memref.load %[[IDS]][%[[I]]]
+// CHECK:           %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:           %[[DST:.*]] = memref.subview %[[GRAD]][%[[AT]], 0] [1, 32] [1, 1]
+// CHECK:           %[[OLD:.*]] = memref.load %[[DST]][%[[TX]]]
+// CHECK:           %[[ADD:.*]] = memref.load %[[ROW]][%[[TX]]]
+// CHECK:           %[[SUM:.*]] = arith.addf %[[OLD]], %[[ADD]] : f32
+// CHECK:           memref.store %[[SUM]], %[[DST]][%[[TX]]]
+// CHECK:           gpu.terminator
+// CHECK-NOT:     memref.load
+// CHECK:         return
+func.func private @zest_kernel_0(%grad: memref<64x32xf32, strided<[32, 1], offset: ?>>, %ids: memref<8xi64, strided<[1], offset: ?>>, %i: index, %row: memref<32xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
+  %id = memref.load %ids[%i] : memref<8xi64, strided<[1], offset: ?>>
+  %at = arith.index_cast %id : i64 to index
+  %dst = memref.subview %grad[%at, 0] [1, 32] [1, 1] : memref<64x32xf32, strided<[32, 1], offset: ?>> to memref<32xf32, strided<[1], offset: ?>>
+  linalg.add ins(%dst, %row : memref<32xf32, strided<[1], offset: ?>>, memref<32xf32, strided<[1], offset: ?>>) outs(%dst : memref<32xf32, strided<[1], offset: ?>>)
+  return
+}

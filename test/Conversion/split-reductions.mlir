@@ -167,6 +167,33 @@ func.func @reduce(%x: tensor<4096x1024xf32>, %init: tensor<1024xf32>) -> tensor<
 
 // -----
 
+// A keepdim column sum (a bias gradient as torch-mlir imports it: the
+// result [1, N], its row pinned to 0 by the map) is split as a column sum
+// of [N] whose result is expanded back: upstream's split needs results
+// indexed by dimensions only.
+
+// CHECK-LABEL: func.func @keepdim(
+// CHECK-SAME:      %[[DY:[^:]*]]: tensor<4096x768xf32>, %[[INIT:[^:]*]]: tensor<1x768xf32>)
+// CHECK:         %[[FLAT:.*]] = tensor.collapse_shape %[[INIT]] {{\[\[}}0, 1]] : tensor<1x768xf32> into tensor<768xf32>
+// CHECK:         tensor.expand_shape %[[DY]] {{\[\[}}0, 1], [2]] output_shape [128, 32, 768]
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x768xf32>)
+// CHECK:         %[[SUM:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]{{.*}} outs(%[[FLAT]] : tensor<768xf32>)
+// CHECK:         %[[KEPT:.*]] = tensor.expand_shape %[[SUM]] {{\[\[}}0, 1]] output_shape [1, 768] : tensor<768xf32> into tensor<1x768xf32>
+// CHECK:         return %[[KEPT]]
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#kept = affine_map<(d0, d1) -> (0, d1)>
+func.func @keepdim(%dy: tensor<4096x768xf32>, %init: tensor<1x768xf32>) -> tensor<1x768xf32> {
+  %r = linalg.generic {indexing_maps = [#rows, #kept], iterator_types = ["reduction", "parallel"]}
+      ins(%dy : tensor<4096x768xf32>) outs(%init : tensor<1x768xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<1x768xf32>
+  return %r : tensor<1x768xf32>
+}
+
+// -----
+
 // A row sum (a LayerNorm's mean: the reduced dimension is contiguous) is
 // already one block per row, reading it coalesced; a column sum with many
 // columns already has a thread for each; both stay whole.

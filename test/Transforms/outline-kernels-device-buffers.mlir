@@ -59,3 +59,38 @@ func.func @scale(%norm: memref<f32>, %scale: memref<f32>) {
   memref.store %s, %scale[] : memref<f32>
   return
 }
+
+// -----
+
+// An embedding's backward (torch-mlir's index_put with accumulate): each
+// position's gradient row is added to the row its token id selects. The
+// host cannot read the ids from the device, so the kernel takes the id
+// buffer, the loop's index and the whole gradient, and places the row
+// itself; the host keeps only the loop.
+// CHECK-LABEL: func.func @scatter_rows(
+// CHECK-SAME:      %[[IDS:[^:]*]]: memref<8xi64>, %[[SRC:[^:]*]]: memref<8x32xf32>, %[[GRAD:[^:]*]]: memref<64x32xf32>)
+// CHECK:         scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NOT:       memref.load
+// CHECK:           %[[ROW:.*]] = memref.subview %[[SRC]][%[[I]], 0] [1, 32] [1, 1]
+// CHECK-DAG:       %[[GC:.*]] = memref.cast %[[GRAD]]
+// CHECK-DAG:       %[[IC:.*]] = memref.cast %[[IDS]]
+// CHECK:           call @zest_kernel_0(%[[GC]], %[[IC]], %[[I]], %[[ROW]])
+// CHECK:       func.func private @zest_kernel_0(%[[KGRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[KIDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[KI:[^:]*]]: index, %[[KROW:[^:]*]]: memref<32xf32, strided<[1], offset: ?>>)
+// CHECK-NOT:     zest.noalias
+// CHECK:         %[[ID:.*]] = memref.load %[[KIDS]][%[[KI]]]
+// CHECK:         %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:         %[[DST:.*]] = memref.subview %[[KGRAD]][%[[AT]], 0] [1, 32] [1, 1]
+// CHECK:         linalg.add ins(%[[DST]], %[[KROW]] : {{.*}}) outs(%[[DST]] :
+func.func @scatter_rows(%ids: memref<8xi64>, %src: memref<8x32xf32>, %grad: memref<64x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %id = memref.load %ids[%i] : memref<8xi64>
+    %at = arith.index_cast %id : i64 to index
+    %dst = memref.subview %grad[%at, 0] [1, 32] [1, 1] : memref<64x32xf32> to memref<32xf32, strided<[1], offset: ?>>
+    %row = memref.subview %src[%i, 0] [1, 32] [1, 1] : memref<8x32xf32> to memref<32xf32, strided<[1], offset: ?>>
+    linalg.add ins(%dst, %row : memref<32xf32, strided<[1], offset: ?>>, memref<32xf32, strided<[1], offset: ?>>) outs(%dst : memref<32xf32, strided<[1], offset: ?>>)
+  }
+  return
+}

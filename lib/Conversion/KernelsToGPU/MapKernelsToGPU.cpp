@@ -349,7 +349,7 @@ static void launchHostStores(RewriterBase &rewriter, func::FuncOp kernel) {
 
 /// Whether the host cannot compute `value`: it reads buffer elements.
 static bool readsDeviceMemory(Value value) {
-  return !zest::getLoadedScalarSlice(value).empty();
+  return !zest::getLoadedSlice(value).ops.empty();
 }
 
 /// `branch`, an scf.if without results whose condition reads buffer
@@ -393,15 +393,15 @@ static LogicalResult predicateLaunches(RewriterBase &rewriter,
   return success();
 }
 
-/// Recomputes inside `launch` each value it uses that the host part of its
-/// kernel computes from buffer elements.
+/// Recomputes inside `launch` each value (a scalar, a view placed by one) it
+/// uses that the host part of its kernel computes from buffer elements.
 static void sinkLoadedScalars(RewriterBase &rewriter, gpu::LaunchOp launch) {
   llvm::SetVector<Value> above;
   getUsedValuesDefinedAbove(launch.getBody(), above);
   IRMapping mapping;
   rewriter.setInsertionPointToStart(&launch.getBody().front());
   for (Value value : above)
-    for (Operation *op : zest::getLoadedScalarSlice(value))
+    for (Operation *op : zest::getLoadedSlice(value).ops)
       if (!mapping.contains(op->getResult(0)))
         rewriter.clone(*op, mapping);
   for (Value value : above)

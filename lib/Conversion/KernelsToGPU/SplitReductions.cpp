@@ -11,6 +11,7 @@
 #include "zest/Conversion/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
@@ -86,6 +87,16 @@ int64_t getChunks(linalg::LinalgOp op, int64_t minElements) {
       reduced, std::min(kTargetThreads / outputs, reduced / kMinRows));
 }
 
+/// `op` as a linalg.generic (named ops generalized in place); the
+/// rewriter inserts before it.
+FailureOr<linalg::GenericOp> asGeneric(RewriterBase &rewriter,
+                                       linalg::LinalgOp op) {
+  rewriter.setInsertionPoint(op);
+  if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation()))
+    return generic;
+  return linalg::generalizeNamedOp(rewriter, op);
+}
+
 /// `op`, a reduction to a scalar over several dimensions, as one over a
 /// single dimension (its operands collapsed), where every operand holds the
 /// dimensions contiguously in order (a sum of squares of a matrix);
@@ -98,20 +109,74 @@ linalg::LinalgOp collapseToOneLoop(RewriterBase &rewriter,
       llvm::to_vector(llvm::seq<int64_t>(0, op.getNumLoops()));
   if (!linalg::areDimSequencesPreserved(op.getIndexingMapsArray(), {all}))
     return op;
-  rewriter.setInsertionPoint(op);
-  if (!isa<linalg::GenericOp>(op)) {
-    FailureOr<linalg::GenericOp> generic =
-        linalg::generalizeNamedOp(rewriter, op);
-    if (failed(generic))
-      return op;
-    op = *generic;
-  }
+  FailureOr<linalg::GenericOp> generic = asGeneric(rewriter, op);
+  if (failed(generic))
+    return op;
+  op = *generic;
   FailureOr<linalg::CollapseResult> collapsed =
       linalg::collapseOpIterationDims(op, {all}, rewriter);
   if (failed(collapsed))
     return op;
   rewriter.replaceOp(op, collapsed->results);
   return collapsed->collapsedOp;
+}
+
+/// The reassociation collapsing away the dimensions of a result that its
+/// indexing `map` pins to 0 (a keepdim sum's [1, N]), and the map without
+/// them; none if no dimension is pinned.
+std::optional<std::pair<SmallVector<ReassociationIndices>, AffineMap>>
+getPinnedDimsCollapse(AffineMap map, ArrayRef<int64_t> shape) {
+  SmallVector<ReassociationIndices> groups;
+  SmallVector<AffineExpr> kept;
+  ReassociationIndices group;
+  for (auto [i, expr] : llvm::enumerate(map.getResults())) {
+    group.push_back(i);
+    auto constant = dyn_cast<AffineConstantExpr>(expr);
+    if (constant && constant.getValue() == 0 && shape[i] == 1)
+      continue;
+    kept.push_back(expr);
+    groups.push_back(std::move(group));
+    group.clear();
+  }
+  if (kept.size() == map.getNumResults())
+    return std::nullopt;
+  if (!groups.empty())
+    llvm::append_range(groups.back(), group);
+  return std::make_pair(
+      groups, AffineMap::get(map.getNumDims(), 0, kept, map.getContext()));
+}
+
+/// `op`, a reduction with one result, writing a result without the unit
+/// dimensions its indexing map pins to 0, expanded back afterwards:
+/// linalg::splitReduction needs results indexed by a projected permutation.
+/// Otherwise `op`.
+linalg::LinalgOp dropPinnedResultDims(RewriterBase &rewriter,
+                                      linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0)
+    return op;
+  OpOperand *init = op.getDpsInitOperand(0);
+  auto type = cast<RankedTensorType>(init->get().getType());
+  auto collapse =
+      getPinnedDimsCollapse(op.getMatchingIndexingMap(init), type.getShape());
+  if (!collapse || !collapse->second.isProjectedPermutation())
+    return op;
+  FailureOr<linalg::GenericOp> generic = asGeneric(rewriter, op);
+  if (failed(generic))
+    return op;
+  Location loc = generic->getLoc();
+  Value collapsed = tensor::CollapseShapeOp::create(
+      rewriter, loc, generic->getDpsInitOperand(0)->get(), collapse->first);
+  SmallVector<AffineMap> maps = generic->getIndexingMapsArray();
+  maps.back() = collapse->second;
+  auto reduced = linalg::GenericOp::create(
+      rewriter, loc, collapsed.getType(), generic->getInputs(), collapsed, maps,
+      generic->getIteratorTypesArray());
+  rewriter.inlineRegionBefore(generic->getRegion(), reduced.getRegion(),
+                              reduced.getRegion().begin());
+  rewriter.replaceOpWithNewOp<tensor::ExpandShapeOp>(
+      *generic, type, reduced.getResult(0), collapse->first);
+  return reduced;
 }
 
 /// Moves the partial results' initialization out of any branch around the
@@ -171,11 +236,14 @@ struct SplitReductionsPass
 
   void runOnOperation() override {
     SmallVector<std::pair<linalg::LinalgOp, int64_t>> candidates;
-    getOperation().walk([&](linalg::LinalgOp op) {
-      if (int64_t chunks = getSplitChunks(op))
-        candidates.push_back({op, chunks});
-    });
     IRRewriter rewriter(&getContext());
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation().walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+    for (linalg::LinalgOp op : ops)
+      if (getSplitChunks(op)) {
+        linalg::LinalgOp reduced = dropPinnedResultDims(rewriter, op);
+        candidates.push_back({reduced, getSplitChunks(reduced)});
+      }
     for (auto [op, chunks] : candidates)
       split(rewriter, op, chunks);
   }

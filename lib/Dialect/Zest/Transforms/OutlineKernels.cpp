@@ -201,32 +201,30 @@ public:
     // Arguments: the op's operands, then the values its body uses from
     // above; constants among them are cloned in instead (a fill of zeros
     // stays a fill of zeros LLVM can turn into memset), and so are scalars
-    // loaded from buffers when the buffers live on a device.
+    // and views computed from buffer elements when the buffers live on a
+    // device (an embedding's backward adds each row where its token id
+    // says): their slices are cloned in, and the slices' inputs (the
+    // buffers, a loop's index) become arguments.
     llvm::SetVector<Value> inputs(target->getOperands().begin(),
                                   target->getOperands().end());
     getUsedValuesDefinedAbove(target->getRegions(), inputs);
-    // With device buffers, scalars loaded from buffers are computed inside
-    // (their slices cloned in), and the buffers become arguments.
     llvm::SetVector<Value> argSet;
-    llvm::SetVector<Operation *> constants;
+    llvm::SetVector<Operation *> clones;
     for (Value value : inputs) {
       Operation *producer = value.getDefiningOp();
       if (producer && producer->hasTrait<OpTrait::ConstantLike>()) {
-        constants.insert(producer);
+        clones.insert(producer);
         continue;
       }
-      SmallVector<Operation *> slice;
+      zest::LoadedSlice slice;
       if (deviceBuffers)
-        slice = zest::getLoadedScalarSlice(value);
-      if (slice.empty()) {
+        slice = zest::getLoadedSlice(value);
+      if (slice.ops.empty()) {
         argSet.insert(value);
         continue;
       }
-      for (Operation *op : slice) {
-        constants.insert(op);
-        if (auto load = dyn_cast<memref::LoadOp>(op))
-          argSet.insert(load.getMemRef());
-      }
+      clones.insert(slice.ops.begin(), slice.ops.end());
+      argSet.insert(slice.inputs.begin(), slice.inputs.end());
     }
     SmallVector<Value> args = argSet.takeVector();
     FailureOr<bool> onHost = runsOnHost(target, args);
@@ -277,8 +275,8 @@ public:
     IRMapping mapping;
     for (auto [arg, blockArg] : llvm::zip(args, body->getArguments()))
       mapping.map(arg, blockArg);
-    for (Operation *constant : constants)
-      builder.clone(*constant, mapping);
+    for (Operation *clone : clones)
+      builder.clone(*clone, mapping);
     builder.clone(*target, mapping);
     func::ReturnOp::create(builder, target->getLoc());
     refreshReshapeTypes(kernel);

@@ -1,8 +1,9 @@
-//===- ScalarSlices.h - Scalars computed from buffer elements ---*- C++ -*-===//
+//===- ScalarSlices.h - Values computed from buffer elements ----*- C++ -*-===//
 //
 // A step's glue reads a few scalars from buffers (the optimizer's learning
-// rate and flags) and hands them to kernels. Where buffers live on a GPU the
-// host cannot read them, so the kernels recompute those scalars themselves.
+// rate and flags, the token ids an embedding's backward scatters by) and
+// hands them, or views placed by them, to kernels. Where buffers live on a
+// GPU the host cannot read them, so the kernels recompute those values.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,11 +15,19 @@
 
 namespace mlir::zest {
 
-/// The ops computing scalar `value` from buffer elements: `memref.load`s and
-/// pure ops over them and constants, ordered so that they can be cloned
-/// elsewhere one after the other; empty if `value` is computed any other
-/// way or reads no buffer.
-SmallVector<Operation *> getLoadedScalarSlice(Value value);
+/// How a value is computed from buffer elements.
+struct LoadedSlice {
+  /// `memref.load`s and pure ops over them (index arithmetic, views),
+  /// ordered so that they can be cloned elsewhere one after the other.
+  SmallVector<Operation *> ops;
+  /// What the ops use that they do not compute: the buffers loaded from,
+  /// the views' sources, loop indices and other values the host has.
+  SmallVector<Value> inputs;
+};
+
+/// The slice computing `value` (a scalar, or a view of a buffer whose
+/// offsets or sizes are loaded); empty if `value` reads no buffer.
+LoadedSlice getLoadedSlice(Value value);
 
 } // namespace mlir::zest
 
