@@ -309,3 +309,43 @@ func.func private @zest_kernel_0(%grad: memref<64x32xf32, strided<[32, 1], offse
   linalg.add ins(%dst, %row : memref<32xf32, strided<[1], offset: ?>>, memref<32xf32, strided<[1], offset: ?>>) outs(%dst : memref<32xf32, strided<[1], offset: ?>>)
   return
 }
+
+// -----
+
+// A loop zest-outline-kernels marked per-position (an embedding's backward
+// over 8 positions): one launch of a thread per position of the 32-float
+// rows, each running the 8 iterations for its position (loading the token
+// id itself), instead of a launch per iteration.
+
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-SAME:      %[[IDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[GRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[SRC:[^:]*]]: memref<8x32xf32, strided<[32, 1], offset: ?>>)
+// CHECK-NOT:     memref.load
+// CHECK:         gpu.launch
+// CHECK-SAME:      threads(%[[TX:[^,]*]],
+// CHECK:           scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:             %[[ID:.*]] = memref.load %[[IDS]][%[[I]]]
+// CHECK:             %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:             %[[DST:.*]] = memref.subview %[[GRAD]][%[[AT]], 0] [1, 32] [1, 1]
+// CHECK:             %[[ROW:.*]] = memref.subview %[[SRC]][%[[I]], 0] [1, 32] [1, 1]
+// CHECK:             %[[OLD:.*]] = memref.load %[[DST]][%[[TX]]]
+// CHECK:             %[[ADD:.*]] = memref.load %[[ROW]][%[[TX]]]
+// CHECK:             %[[SUM:.*]] = arith.addf %[[OLD]], %[[ADD]] : f32
+// CHECK:             memref.store %[[SUM]], %[[DST]][%[[TX]]]
+// CHECK:           }
+// CHECK-NOT:       zest.per_position_loop
+// CHECK:           gpu.terminator
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+func.func private @zest_kernel_0(%ids: memref<8xi64, strided<[1], offset: ?>>, %grad: memref<64x32xf32, strided<[32, 1], offset: ?>>, %src: memref<8x32xf32, strided<[32, 1], offset: ?>>) attributes {zest.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %id = memref.load %ids[%i] : memref<8xi64, strided<[1], offset: ?>>
+    %at = arith.index_cast %id : i64 to index
+    %dst = memref.subview %grad[%at, 0] [1, 32] [1, 1] : memref<64x32xf32, strided<[32, 1], offset: ?>> to memref<32xf32, strided<[1], offset: ?>>
+    %row = memref.subview %src[%i, 0] [1, 32] [1, 1] : memref<8x32xf32, strided<[32, 1], offset: ?>> to memref<32xf32, strided<[1], offset: ?>>
+    linalg.add ins(%dst, %row : memref<32xf32, strided<[1], offset: ?>>, memref<32xf32, strided<[1], offset: ?>>) outs(%dst : memref<32xf32, strided<[1], offset: ?>>)
+  } {zest.per_position_loop}
+  return
+}

@@ -64,29 +64,90 @@ func.func @scale(%norm: memref<f32>, %scale: memref<f32>) {
 
 // An embedding's backward (torch-mlir's index_put with accumulate): each
 // position's gradient row is added to the row its token id selects. The
-// host cannot read the ids from the device, so the kernel takes the id
-// buffer, the loop's index and the whole gradient, and places the row
-// itself; the host keeps only the loop.
+// host cannot read the ids from the device, so the whole loop becomes one
+// kernel, marked to run a thread per position of the rows: its iterations
+// touch each position in one thread only (whole rows of distinct buffers;
+// the ids are not written).
 // CHECK-LABEL: func.func @scatter_rows(
 // CHECK-SAME:      %[[IDS:[^:]*]]: memref<8xi64>, %[[SRC:[^:]*]]: memref<8x32xf32>, %[[GRAD:[^:]*]]: memref<64x32xf32>)
+// CHECK-NOT:     scf.for
+// CHECK-NOT:     memref.load
+// CHECK-DAG:     %[[IC:.*]] = memref.cast %[[IDS]]
+// CHECK-DAG:     %[[GC:.*]] = memref.cast %[[GRAD]]
+// CHECK-DAG:     %[[SC:.*]] = memref.cast %[[SRC]]
+// CHECK:         call @zest_kernel_0(%[[IC]], %[[GC]], %[[SC]])
+// CHECK:       func.func private @zest_kernel_0(%[[KIDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[KGRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[KSRC:[^:]*]]: memref<8x32xf32, strided<[32, 1], offset: ?>>)
 // CHECK:         scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK-NOT:       memref.load
-// CHECK:           %[[ROW:.*]] = memref.subview %[[SRC]][%[[I]], 0] [1, 32] [1, 1]
-// CHECK-DAG:       %[[GC:.*]] = memref.cast %[[GRAD]]
-// CHECK-DAG:       %[[IC:.*]] = memref.cast %[[IDS]]
-// CHECK:           call @zest_kernel_0(%[[GC]], %[[IC]], %[[I]], %[[ROW]])
-// CHECK:       func.func private @zest_kernel_0(%[[KGRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[KIDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[KI:[^:]*]]: index, %[[KROW:[^:]*]]: memref<32xf32, strided<[1], offset: ?>>)
-// CHECK-NOT:     zest.noalias
-// CHECK:         %[[ID:.*]] = memref.load %[[KIDS]][%[[KI]]]
-// CHECK:         %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
-// CHECK:         %[[DST:.*]] = memref.subview %[[KGRAD]][%[[AT]], 0] [1, 32] [1, 1]
-// CHECK:         linalg.add ins(%[[DST]], %[[KROW]] : {{.*}}) outs(%[[DST]] :
+// CHECK:           %[[ID:.*]] = memref.load %[[KIDS]][%[[I]]]
+// CHECK:           %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:           %[[DST:.*]] = memref.subview %[[KGRAD]][%[[AT]], 0] [1, 32] [1, 1]
+// CHECK:           %[[ROW:.*]] = memref.subview %[[KSRC]][%[[I]], 0] [1, 32] [1, 1]
+// CHECK:           linalg.add ins(%[[DST]], %[[ROW]] : {{.*}}) outs(%[[DST]] :
+// CHECK:         } {zest.per_position_loop}
 func.func @scatter_rows(%ids: memref<8xi64>, %src: memref<8x32xf32>, %grad: memref<64x32xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
   scf.for %i = %c0 to %c8 step %c1 {
     %id = memref.load %ids[%i] : memref<8xi64>
+    %at = arith.index_cast %id : i64 to index
+    %dst = memref.subview %grad[%at, 0] [1, 32] [1, 1] : memref<64x32xf32> to memref<32xf32, strided<[1], offset: ?>>
+    %row = memref.subview %src[%i, 0] [1, 32] [1, 1] : memref<8x32xf32> to memref<32xf32, strided<[1], offset: ?>>
+    linalg.add ins(%dst, %row : memref<32xf32, strided<[1], offset: ?>>, memref<32xf32, strided<[1], offset: ?>>) outs(%dst : memref<32xf32, strided<[1], offset: ?>>)
+  }
+  return
+}
+
+// -----
+
+// Where a thread per position could race, the loop stays on the host and
+// each iteration's kernel places its row itself: half rows (a position of
+// one row is another position of the next), a row and a column of one
+// buffer, and a row placed by a value loaded from the buffer it writes.
+// CHECK-LABEL: func.func @half_rows(
+// CHECK:         scf.for %[[I:.*]] =
+// CHECK-NOT:       memref.load
+// CHECK:           call @zest_kernel_0({{.*}}%[[I]]
+// CHECK-LABEL: func.func @row_and_column(
+// CHECK:         scf.for
+// CHECK:           call @zest_kernel_
+// CHECK-LABEL: func.func @reads_written(
+// CHECK:         scf.for
+// CHECK:           call @zest_kernel_
+// CHECK-NOT:     zest.per_position_loop
+func.func @half_rows(%ids: memref<8xi64>, %src: memref<8x16xf32>, %grad: memref<64x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %id = memref.load %ids[%i] : memref<8xi64>
+    %at = arith.index_cast %id : i64 to index
+    %dst = memref.subview %grad[%at, 8] [1, 16] [1, 1] : memref<64x32xf32> to memref<16xf32, strided<[1], offset: ?>>
+    %row = memref.subview %src[%i, 0] [1, 16] [1, 1] : memref<8x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.add ins(%dst, %row : memref<16xf32, strided<[1], offset: ?>>, memref<16xf32, strided<[1], offset: ?>>) outs(%dst : memref<16xf32, strided<[1], offset: ?>>)
+  }
+  return
+}
+func.func @row_and_column(%ids: memref<8xi64>, %grad: memref<32x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %id = memref.load %ids[%i] : memref<8xi64>
+    %at = arith.index_cast %id : i64 to index
+    %dst = memref.subview %grad[%at, 0] [1, 32] [1, 1] : memref<32x32xf32> to memref<32xf32, strided<[1], offset: ?>>
+    %col = memref.subview %grad[0, %i] [32, 1] [1, 1] : memref<32x32xf32> to memref<32xf32, strided<[32], offset: ?>>
+    linalg.add ins(%dst, %col : memref<32xf32, strided<[1], offset: ?>>, memref<32xf32, strided<[32], offset: ?>>) outs(%dst : memref<32xf32, strided<[1], offset: ?>>)
+  }
+  return
+}
+func.func @reads_written(%src: memref<8x32xf32>, %grad: memref<64x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %v = memref.load %grad[%i, %c0] : memref<64x32xf32>
+    %id = arith.fptoui %v : f32 to i64
     %at = arith.index_cast %id : i64 to index
     %dst = memref.subview %grad[%at, 0] [1, 32] [1, 1] : memref<64x32xf32> to memref<32xf32, strided<[1], offset: ?>>
     %row = memref.subview %src[%i, 0] [1, 32] [1, 1] : memref<8x32xf32> to memref<32xf32, strided<[1], offset: ?>>

@@ -165,7 +165,12 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     in device memory. Scalars it computes from them (the optimizer's
     learning rate and flags, read from the hyperparameter buffer by the
     slices `zest-outline-kernels{device-buffers}` cloned in) are recomputed
-    inside each launch that uses them; a branch on such a condition (the
+    inside each launch that uses them, and so are views they place (the
+    row an embedding's backward adds to); a loop marked
+    `zest.per_position_loop` (one elementwise op on rows placed by loaded
+    token ids) becomes one launch of a thread per position of the rows,
+    each thread running all of the loop's iterations for its position,
+    instead of a launch per iteration; a branch on such a condition (the
     optimizer's accumulate-or-apply) becomes its launches, each guarded
     inside by the condition or its negation; a scalar stored into a buffer
     is stored by a one-thread launch. A `memref.load`, `memref.store` or
@@ -240,7 +245,10 @@ def SplitReductionsPass : Pass<"zest-split-reductions", "::mlir::ModuleOp"> {
       largest divisor of the reduced size that gives at most 2^17 threads
       and leaves each at least 16 elements; the combination is split again
       while it qualifies. Reductions with 2^16 results or more already fill
-      a GPU and stay whole.
+      a GPU and stay whole. A result whose indexing map pins unit
+      dimensions to 0 (a keepdim sum's `[1, N]`, as torch-mlir imports a
+      bias gradient) is reduced without them and expanded back: the split
+      needs results indexed by loop dimensions.
 
     The partial results are buffers of the step, initialized outside any
     branch around the reduction, so the memory plan counts them and the

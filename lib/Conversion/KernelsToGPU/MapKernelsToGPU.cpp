@@ -335,6 +335,52 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
   return success();
 }
 
+/// `loop`, marked by zest-outline-kernels (an embedding's backward: each
+/// iteration adds a row where a loaded token id says), as one launch of a
+/// thread per position of its elementwise op, each running the whole loop
+/// for its position: `for i { s(i); parallel p { b(i, p) } }` becomes
+/// `parallel p { for i { s(i); b(i, p) } }`, legal because the iterations
+/// touch each position in one thread only. One launch instead of one per
+/// iteration (4096 per embedding for 8 x 512 tokens).
+static LogicalResult launchPerPositionLoop(RewriterBase &rewriter,
+                                           scf::ForOp loop, int64_t blockSize) {
+  auto ops = loop.getBody()->getOps<linalg::LinalgOp>();
+  if (!llvm::hasSingleElement(ops))
+    return loop.emitError("zest-map-kernels-to-gpu: a per-position loop "
+                          "holds one linalg op");
+  linalg::LinalgOp op = *ops.begin();
+  rewriter.setInsertionPoint(op);
+  FailureOr<linalg::LinalgLoops> lowered =
+      linalg::linalgOpToParallelLoops(rewriter, op);
+  scf::ParallelOp inner;
+  if (succeeded(lowered) && lowered->size() == 1)
+    inner = dyn_cast<scf::ParallelOp>(lowered->front());
+  if (!inner)
+    return op.emitError("zest-map-kernels-to-gpu: cannot lower the op of a "
+                        "per-position loop to one parallel loop");
+  rewriter.eraseOp(op);
+  // The positions outside, with the same (constant) bounds.
+  rewriter.setInsertionPoint(loop);
+  auto hoist = [&](ValueRange values) {
+    return llvm::map_to_vector(values, [&](Value value) -> Value {
+      return rewriter.clone(*value.getDefiningOp())->getResult(0);
+    });
+  };
+  auto positions = scf::ParallelOp::create(
+      rewriter, loop.getLoc(), hoist(inner.getLowerBound()),
+      hoist(inner.getUpperBound()), hoist(inner.getStep()));
+  rewriter.moveOpBefore(loop, positions.getBody()->getTerminator());
+  rewriter.inlineBlockBefore(inner.getBody(), inner,
+                             positions.getInductionVars());
+  rewriter.eraseOp(inner->getPrevNode()); // the inner loop's terminator
+  rewriter.eraseOp(inner);
+  loop->removeAttr(zest::ZestDialect::kPerPositionLoopAttrName);
+  if (!launchPerIteration(rewriter, positions, blockSize))
+    return loop.emitError(
+        "zest-map-kernels-to-gpu: cannot launch this per-position loop");
+  return success();
+}
+
 /// Moves a store the host part of a kernel still does (a scalar the glue
 /// stored, outlined with device buffers) into a launch of one thread.
 static void launchHostStores(RewriterBase &rewriter, func::FuncOp kernel) {
@@ -426,6 +472,14 @@ static void eraseDeadHostOps(RewriterBase &rewriter, func::FuncOp kernel) {
 /// Everything of `kernel` that touches buffer elements ends up on the GPU.
 static LogicalResult mapKernel(RewriterBase &rewriter, func::FuncOp kernel,
                                int64_t blockSize) {
+  SmallVector<scf::ForOp> perPosition;
+  kernel.walk([&](scf::ForOp loop) {
+    if (loop->hasAttr(zest::ZestDialect::kPerPositionLoopAttrName))
+      perPosition.push_back(loop);
+  });
+  for (scf::ForOp loop : perPosition)
+    if (failed(launchPerPositionLoop(rewriter, loop, blockSize)))
+      return failure();
   SmallVector<linalg::LinalgOp> ops;
   kernel.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
   for (linalg::LinalgOp op : ops)

@@ -174,6 +174,96 @@ static DistinctArgFunctions getDistinctArgFunctions(ModuleOp module) {
   return functions;
 }
 
+/// A buffer operand of an op in a loop: a loop-invariant buffer, or a row of
+/// one (a subview whose offsets may vary only in dimensions it drops, taking
+/// every other dimension whole), and the dimensions of the buffer it keeps.
+struct RowOperand {
+  Value buffer;
+  SmallVector<int64_t> keptDims;
+};
+
+static std::optional<RowOperand> getRowOperand(Value operand, scf::ForOp loop) {
+  auto type = cast<MemRefType>(operand.getType());
+  if (operand.getParentBlock() != loop.getBody())
+    return RowOperand{operand,
+                      llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()))};
+  auto row = operand.getDefiningOp<memref::SubViewOp>();
+  if (!row || row.getSource().getParentBlock() == loop.getBody())
+    return std::nullopt;
+  MemRefType source = row.getSourceType();
+  llvm::SmallBitVector dropped = row.getDroppedDims();
+  RowOperand result{row.getSource(), {}};
+  for (int64_t d = 0, e = source.getRank(); d < e; ++d) {
+    if (dropped.test(d))
+      continue;
+    std::optional<int64_t> offset =
+        getConstantIntValue(row.getMixedOffsets()[d]);
+    std::optional<int64_t> size = getConstantIntValue(row.getMixedSizes()[d]);
+    std::optional<int64_t> stride =
+        getConstantIntValue(row.getMixedStrides()[d]);
+    if (offset != 0 || size != source.getDimSize(d) || stride != 1)
+      return std::nullopt;
+    result.keptDims.push_back(d);
+  }
+  return result;
+}
+
+/// Whether `loop` (no results) holds one elementwise op on buffers (every
+/// operand read and written at the same position) whose operands are rows
+/// of loop-invariant buffers, placed by scalars loaded in the loop (an
+/// embedding's backward: each position's gradient row added where its
+/// token id says), and whose iterations therefore touch each position of a
+/// row in one thread only: distinct buffers never overlap (docs/Runtime.md),
+/// rows of one buffer keeping the same dimensions meet only at the same
+/// position, and no buffer loaded from is written.
+static bool isPerPositionLoop(scf::ForOp loop,
+                              const DistinctArgFunctions &distinctArgs) {
+  if (loop.getNumResults() != 0)
+    return false;
+  linalg::LinalgOp op;
+  SmallVector<Value> loaded;
+  for (Operation &nested : loop.getBody()->without_terminator()) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(nested)) {
+      if (op || !linalgOp.hasPureBufferSemantics())
+        return false;
+      op = linalgOp;
+    } else if (auto load = dyn_cast<memref::LoadOp>(nested)) {
+      loaded.push_back(load.getMemRef());
+    } else if (!isPure(&nested) || nested.getNumRegions() != 0) {
+      return false;
+    }
+  }
+  if (!op || loaded.empty() || op.hasDynamicShape() ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return false;
+  SmallVector<std::pair<RowOperand, Extent>> rows;
+  SmallVector<Value> writtenRoots;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    std::optional<RowOperand> row = getRowOperand(operand.get(), loop);
+    std::optional<Extent> extent =
+        row ? getExtent(row->buffer, distinctArgs) : std::nullopt;
+    if (!extent)
+      return false;
+    rows.push_back({*row, *extent});
+    if (op.isDpsInit(&operand))
+      writtenRoots.push_back(extent->root);
+  }
+  for (auto [row, extent] : rows)
+    for (auto [other, otherExtent] : rows)
+      if (extent.root == otherExtent.root &&
+          (row.buffer != other.buffer || row.keptDims != other.keptDims))
+        return false;
+  // The loaded buffers are not written by the op.
+  return llvm::all_of(loaded, [&](Value buffer) {
+    std::optional<Extent> extent = getExtent(buffer, distinctArgs);
+    return extent && !llvm::is_contained(writtenRoots, extent->root);
+  });
+}
+
 /// Whether the kernel of `target`, given `args`, runs on the host: when
 /// every buffer it takes is in pinned host memory (an offloaded update); a
 /// mix is an error.
@@ -295,6 +385,8 @@ public:
     return success();
   }
 
+  const DistinctArgFunctions &getDistinctArgs() const { return distinctArgs; }
+
 private:
   /// The kernel already emitted with `kernel`'s body, or `kernel` itself,
   /// now named and in the module.
@@ -366,10 +458,22 @@ struct OutlineKernelsPass
                              copy.getTarget());
       copy.erase();
     });
+    KernelOutliner outliner(module, deviceBuffers);
     SmallVector<Operation *> targets;
     for (auto func : module.getOps<func::FuncOp>())
       func.walk<WalkOrder::PreOrder>([&](Operation *op) {
         if (isComputeOnlyIf(op)) {
+          targets.push_back(op);
+          return WalkResult::skip();
+        }
+        // A loop of rows placed by loaded scalars: one kernel, which a GPU
+        // runs as one launch (a thread per position) rather than one per
+        // iteration.
+        auto loop = dyn_cast<scf::ForOp>(op);
+        if (deviceBuffers && loop &&
+            isPerPositionLoop(loop, outliner.getDistinctArgs())) {
+          loop->setAttr(zest::ZestDialect::kPerPositionLoopAttrName,
+                        UnitAttr::get(op->getContext()));
           targets.push_back(op);
           return WalkResult::skip();
         }
@@ -384,7 +488,6 @@ struct OutlineKernelsPass
           targets.push_back(op);
         return WalkResult::advance();
       });
-    KernelOutliner outliner(module, deviceBuffers);
     for (Operation *target : targets)
       if (failed(outliner.outline(target)))
         return signalPassFailure();

@@ -112,6 +112,12 @@ def Zest_Dialect : Dialect {
     // On a function zest-outline-kernels made: it holds only computation on
     // the buffers it is given (what zest-map-kernels-to-gpu runs on a GPU).
     static constexpr ::llvm::StringLiteral kKernelAttrName = "zest.kernel";
+    // On an `scf.for` of a kernel, from zest-outline-kernels to
+    // zest-map-kernels-to-gpu: the loop's one elementwise op touches each
+    // element position of its operands' rows in every iteration and no
+    // other position, so a thread per position may run the whole loop.
+    static constexpr ::llvm::StringLiteral kPerPositionLoopAttrName =
+        "zest.per_position_loop";
     // On a kernel: positions of the LLVM arguments (aligned pointers of
     // buffer descriptors) that no other argument aliases.
     static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =

@@ -562,12 +562,21 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     takes that is computed from buffer elements (`memref.load`s of the
     optimizer's hyperparameters, compared or combined by pure ops) is
     computed inside the kernel instead, which takes the loaded buffers, and
-    a scalar the glue stores into a buffer is stored by a kernel.
+    a scalar the glue stores into a buffer is stored by a kernel. So is a
+    view whose offsets are such scalars (an embedding's backward adds each
+    gradient row at the row its token id selects): the kernel takes the
+    view's source and the loop indices the slice uses, and places the view
+    itself. Where the whole loop is one elementwise op on whole rows of
+    loop-invariant buffers (rows of one buffer keeping the same dimensions,
+    distinct buffers otherwise, none of them loaded from), its iterations
+    touch each position of a row in one thread only: the loop becomes one
+    kernel, marked `zest.per_position_loop` for `zest-map-kernels-to-gpu`.
   }];
   let options = [
     Option<"deviceBuffers", "device-buffers", "bool", /*default=*/"false",
            "Buffers live where the host cannot read them: every copy is a "
-           "kernel, scalars loaded from buffers are computed in kernels">,
+           "kernel, scalars loaded from buffers (and views they place) are "
+           "computed in kernels">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
