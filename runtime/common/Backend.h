@@ -117,6 +117,8 @@ public:
   virtual bool supportsProgressThread() const = 0;
 
   /// Makes every rank exit with `code`; never returns.
+  /// A training step ended (zest_step_end).
+  virtual void endStep() {}
   [[noreturn]] virtual void abort(int code) = 0;
   virtual void finalize() = 0;
 };

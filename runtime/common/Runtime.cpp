@@ -106,6 +106,8 @@ void zest_finalize(void) {
   runtime = nullptr;
 }
 
+void zest_step_end(void) { get().backend->endStep(); }
+
 void zest_fatal(int code, const char *format, ...) {
   char buffer[2048];
   va_list args;

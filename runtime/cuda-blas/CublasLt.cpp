@@ -2,8 +2,10 @@
 
 #include "CublasLt.h"
 #include "../cuda-nccl/Device.h"
+#include "../cuda-nccl/KernelTimes.h"
 #include "zest_runtime.h"
 
+#include <optional>
 #include <string>
 
 using namespace zest::rt;
@@ -77,6 +79,27 @@ void *Lt::workspaceIfCreated() {
   return created ? created->workspace : nullptr;
 }
 
+/// `p` for ZEST_KERNEL_TIMES: "cublasLt [BATCH x] M x N x K", its types,
+/// transposes and epilogue.
+static std::string describe(const Product &p) {
+  std::string name = "cublasLt ";
+  if (p.batch > 1)
+    name += std::to_string(p.batch) + " x ";
+  name += std::to_string(p.m) + " x " + std::to_string(p.n) + " x " +
+          std::to_string(p.k);
+  name += p.type == CUDA_R_32F ? " f32" : " 16-bit";
+  if (p.getOutType() != p.type)
+    name += " into f32";
+  if (p.transA || p.transB)
+    name += std::string(" transposed ") + (p.transA ? "A" : "") +
+            (p.transB ? "B" : "");
+  if (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    name += " epilogue " + std::to_string(int(p.epilogue));
+  if (p.accumulate)
+    name += " accumulating";
+  return name;
+}
+
 void Lt::run(const Product &p) {
   if (p.m == 0 || p.n == 0)
     return;
@@ -87,6 +110,9 @@ void Lt::run(const Product &p) {
   Plan &plan = it->second;
   setEpiloguePointers(plan.desc, p);
   float alpha = 1, beta = p.accumulate ? 1 : 0;
+  std::optional<cuda::TimedScope> timed;
+  if (cuda::kernelTimesEnabled())
+    timed.emplace(describe(p), cuda::streams.compute);
   // K = 0: the product is zero, the epilogue still applies.
   checkLt(cublasLtMatmul(handle, plan.desc, &alpha, p.b, plan.first, p.a,
                          plan.second, &beta, p.d, plan.out, p.d, plan.out,

@@ -10,6 +10,7 @@
 #ifndef ZEST_RUNTIME_CUDA_BLAS_EPILOGUEKERNELS_CUH
 #define ZEST_RUNTIME_CUDA_BLAS_EPILOGUEKERNELS_CUH
 
+#include "../cuda-nccl/KernelTimes.h"
 #include "zest_runtime.h"
 
 #include <cuda_bf16.h>
@@ -20,12 +21,16 @@
 // their thread's coordinates from the emulator (cuda-emulated/Launch.h).
 #include "../cuda-emulated/Launch.h"
 #define ZEST_LAUNCH(kernel, grid, block, stream, ...)                          \
-  (::zest::emulated::requireDeviceArguments(#kernel, __VA_ARGS__),             \
+  (::zest::rt::cuda::TimedScope(#kernel, stream),                              \
+   ::zest::emulated::requireDeviceArguments(#kernel, __VA_ARGS__),             \
    ::zest::emulated::launchThreads(#kernel, dim3(grid), dim3(block), stream,   \
                                    [=] { kernel(__VA_ARGS__); }))
 #else
+// The scope times the launch under ZEST_KERNEL_TIMES (it ends with the
+// full expression, after the launch).
 #define ZEST_LAUNCH(kernel, grid, block, stream, ...)                          \
-  kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+  (::zest::rt::cuda::TimedScope(#kernel, stream),                              \
+   kernel<<<grid, block, 0, stream>>>(__VA_ARGS__))
 #endif
 
 namespace zest::rt::cuda {

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -27,6 +28,9 @@ struct CUstream_st {
 
 struct CUevent_st {
   std::shared_ptr<StreamOp> last; // null: complete
+  /// When it was recorded on an idle stream (or never: created complete).
+  std::chrono::steady_clock::time_point recordedAt =
+      std::chrono::steady_clock::now();
 };
 
 namespace {
@@ -92,6 +96,7 @@ bool advanceStream(CUstream_st &stream) {
     if (!op->advance())
       break;
     op->done = true;
+    op->doneAt = std::chrono::steady_clock::now();
     stream.queue.pop_front();
     moved = true;
   }
@@ -313,6 +318,26 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   CUevent_st &e = getEvent(event, "cudaEventRecord");
   CUstream_st &s = getStream(stream, "cudaEventRecord");
   e.last = s.queue.empty() ? nullptr : s.queue.back();
+  e.recordedAt = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  // An event completes when the work recorded before it does.
+  auto completedAt = [](CUevent_st &e)
+      -> std::optional<std::chrono::steady_clock::time_point> {
+    if (!e.last)
+      return e.recordedAt;
+    if (!e.last->done)
+      return std::nullopt;
+    return e.last->doneAt;
+  };
+  auto first = completedAt(getEvent(start, "cudaEventElapsedTime"));
+  auto second = completedAt(getEvent(end, "cudaEventElapsedTime"));
+  if (!first || !second)
+    return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(*second - *first).count();
   return cudaSuccess;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,8 @@ public:
   /// after everything before it on its stream has completed.
   virtual bool advance() = 0;
   bool done = false;
+  /// When it completed (cudaEventElapsedTime).
+  std::chrono::steady_clock::time_point doneAt;
 };
 
 /// Checks `stream` for `what` (the legacy default stream, or one created and

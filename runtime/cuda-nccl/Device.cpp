@@ -1,6 +1,7 @@
 //===- Device.cpp - The GPU and streams of a CUDA backend -----------------===//
 
 #include "Device.h"
+#include "KernelTimes.h"
 #include "zest_runtime_cuda.h"
 
 // The C bindings only.
@@ -134,6 +135,7 @@ void cuda::DeviceBackend::copyToDevice(void *device, const void *host,
                                        size_t bytes) {
   std::string what =
       "copying " + std::to_string(bytes) + " bytes to the device";
+  TimedScope timed("copy to the device, staged", streams.compute);
   char *buffer = getStaging();
   for (size_t offset = 0; offset < bytes; offset += kStagingBytes) {
     size_t chunk = std::min(kStagingBytes, bytes - offset);
@@ -149,6 +151,7 @@ void cuda::DeviceBackend::copyToDevice(void *device, const void *host,
 void cuda::DeviceBackend::copyToHost(void *host, const void *device,
                                      size_t bytes) {
   std::string what = "copying " + std::to_string(bytes) + " bytes to the host";
+  TimedScope timed("copy to the host, staged", streams.compute);
   char *buffer = getStaging();
   for (size_t offset = 0; offset < bytes; offset += kStagingBytes) {
     size_t chunk = std::min(kStagingBytes, bytes - offset);
@@ -175,6 +178,7 @@ void cuda::DeviceBackend::freePinned(void *ptr) {
 
 void cuda::DeviceBackend::copyToDeviceAsync(void *device, const void *host,
                                             size_t bytes) {
+  TimedScope timed("copy to the device", streams.compute);
   checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
                             streams.compute),
             "copying " + std::to_string(bytes) + " bytes to the device");
@@ -192,9 +196,12 @@ void cuda::DeviceBackend::copyToHostStart(void *host, const void *device,
     event = idleCopyEvents.back();
     idleCopyEvents.pop_back();
   }
-  checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
-                            streams.compute),
-            what);
+  {
+    TimedScope timed("copy to the host", streams.compute);
+    checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                              streams.compute),
+              what);
+  }
   checkCuda(cudaEventRecord(event, streams.compute), what);
   pendingCopies[host] = event;
 }
@@ -218,9 +225,12 @@ void cuda::DeviceBackend::abort(int code) {
   std::_Exit(code); // not reached: the MPI backend aborts the job
 }
 
+void cuda::DeviceBackend::endStep() { endKernelTimesStep(); }
+
 void cuda::DeviceBackend::finalize() {
   synchronize(streams.compute, "the end");
   synchronize(streams.communication, "the end");
+  reportKernelTimes(rank());
   if (staging) {
     cudaFreeHost(staging);
     cudaEventDestroy(stagingFree);

@@ -81,7 +81,10 @@ public:
   /// Waits for the compute stream, then for every rank.
   std::unique_ptr<PendingOp> barrier() override;
   [[noreturn]] void abort(int code) override;
-  /// Waits for both streams, then finalizes MPI.
+  /// ZEST_KERNEL_TIMES: the step's GPU times are summed.
+  void endStep() override;
+  /// Waits for both streams, prints ZEST_KERNEL_TIMES' table, then
+  /// finalizes MPI.
   void finalize() override;
 
 protected:

@@ -18,9 +18,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "KernelTimes.h"
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -39,6 +41,12 @@ struct LazyModule {
   std::unordered_map<std::string, cudaKernel_t> kernels;
   std::mutex mutex;
 };
+
+/// The names of the kernels looked up so far, for ZEST_KERNEL_TIMES.
+std::unordered_map<void *, std::string> &kernelNames() {
+  static std::unordered_map<void *, std::string> names;
+  return names;
+}
 
 /// The library, loaded on this rank's device on first use.
 cudaLibrary_t loadModule(LazyModule &lazy) {
@@ -101,9 +109,11 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
   auto &lazy = *static_cast<LazyModule *>(module);
   std::lock_guard<std::mutex> lock(lazy.mutex);
   auto [it, inserted] = lazy.kernels.try_emplace(name, nullptr);
-  if (inserted)
+  if (inserted) {
     cuda::checkCuda(cudaLibraryGetKernel(&it->second, loadModule(lazy), name),
                     std::string("looking up kernel ") + name);
+    kernelNames()[it->second] = name;
+  }
   cached->second = it->second;
   return it->second;
 }
@@ -121,9 +131,13 @@ void mgpuLaunchKernel(void *kernel, intptr_t gridX, intptr_t gridY,
   if (extra)
     fatal("a kernel launch passes its arguments as 'extra', which the "
           "runtime does not support");
-  cudaError_t status = cudaLaunchKernel(
-      kernel, dim3(gridX, gridY, gridZ), dim3(blockX, blockY, blockZ), params,
-      sharedBytes, static_cast<cudaStream_t>(stream));
+  auto cudaStream = static_cast<cudaStream_t>(stream);
+  std::optional<cuda::TimedScope> timed;
+  if (cuda::kernelTimesEnabled())
+    timed.emplace(kernelNames()[kernel], cudaStream);
+  cudaError_t status = cudaLaunchKernel(kernel, dim3(gridX, gridY, gridZ),
+                                        dim3(blockX, blockY, blockZ), params,
+                                        sharedBytes, cudaStream);
   if (status != cudaSuccess) // the message is built only then
     cuda::checkCuda(status, "launching a kernel of " + std::to_string(gridX) +
                                 " x " + std::to_string(blockX) + " threads");

@@ -11,9 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "KernelTimes.h"
 
 #include <nccl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -250,7 +252,12 @@ private:
   template <typename Call>
   std::unique_ptr<PendingOp> enqueue(const char *what, Call call) {
     streamWaits(streams.communication, streams.compute, what);
-    checkNccl(call(streams.communication), what);
+    {
+      std::optional<TimedScope> timed;
+      if (kernelTimesEnabled())
+        timed.emplace(std::string("nccl ") + what, streams.communication);
+      checkNccl(call(streams.communication), what);
+    }
     cudaEvent_t done = events.take(what);
     checkCuda(cudaEventRecord(done, streams.communication), what);
     return std::make_unique<NcclOp>(events, done);

@@ -106,6 +106,11 @@ const char *zest_blas_kernels(int *matchesCpu);
 int zest_init(int *argc, char ***argv);
 /* Finalizes the backend; the trace is written first if enabled. */
 void zest_finalize(void);
+/* Marks the end of a training step (the trainer calls it after each): with
+ * ZEST_KERNEL_TIMES=1 the CUDA backends time every kernel, product,
+ * collective and copy on the GPU and print, at zest_finalize, the time per
+ * name over the steps after the first. */
+void zest_step_end(void);
 /* Prints `zest: rank R: <message>` to stderr and makes every rank exit with
  * `code` (MPI_Abort). Never returns. */
 void zest_fatal(int code, const char *format, ...)

@@ -433,6 +433,7 @@ void Run::runStep(int64_t step) {
   }
   zest_trace_span(("step " + std::to_string(step + 1)).c_str(), "step",
                   stepStart, stepStart + stepUs);
+  zest_step_end();
   // The first step warms up the pool and caches; time the rest.
   if (step > startStep || options.steps == 1) {
     measuredUs += stepUs;

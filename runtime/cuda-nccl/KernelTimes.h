@@ -1,0 +1,50 @@
+//===- KernelTimes.h - GPU time per kernel, product and collective -*- C++
+//-*-===//
+//
+// ZEST_KERNEL_TIMES=1 times, with CUDA events around each, every kernel the
+// compiled step launches, every cuBLASLt product and epilogue kernel, every
+// collective and copy the runtime enqueues, and prints at the end the GPU
+// time per name over the steps after the first (the warm-up): what Nsight
+// Compute's per-kernel replay would tell, in seconds instead of minutes
+// for a step of thousands of launches. Off, it costs one branch a launch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_CUDA_NCCL_KERNELTIMES_H
+#define ZEST_RUNTIME_CUDA_NCCL_KERNELTIMES_H
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace zest::rt::cuda {
+
+/// Whether ZEST_KERNEL_TIMES is set to a value other than 0.
+bool kernelTimesEnabled();
+
+/// Times the work enqueued on `stream` while it lives under `name`, where
+/// ZEST_KERNEL_TIMES is set.
+class TimedScope {
+public:
+  TimedScope(const char *name, cudaStream_t stream);
+  TimedScope(const std::string &name, cudaStream_t stream);
+  ~TimedScope();
+  TimedScope(const TimedScope &) = delete;
+  TimedScope &operator=(const TimedScope &) = delete;
+
+private:
+  void start(const std::string &name);
+
+  int record = -1; // its index among the step's records; -1: not timed
+  cudaStream_t stream = nullptr;
+};
+
+/// A training step ended: the first step's records are dropped, later ones
+/// summed per name.
+void endKernelTimesStep();
+/// Prints the table on rank 0 (on stderr) if any step was timed.
+void reportKernelTimes(int rank);
+
+} // namespace zest::rt::cuda
+
+#endif // ZEST_RUNTIME_CUDA_NCCL_KERNELTIMES_H
