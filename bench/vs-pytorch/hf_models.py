@@ -8,6 +8,8 @@ model, loss and micro-batch.
   llama160m LlamaForCausalLM, the "160M" config of issue 25 (125M
             parameters): 12 layers, D=768, GQA 12/4 heads,
             SwiGLU 2048, vocab 32000
+  llama160m_bf16  llama160m computing in bfloat16 from float32 parameters
+            (autocast), for zestc --param-dtype=bf16
   pythia160m GPTNeoXForCausalLM, Pythia-160M's config: 12 layers, D=768,
             12 heads, parallel residual, rotary on a quarter of each head,
             vocab 50304
@@ -43,7 +45,7 @@ def _factory(model, autocast=False):
     def loss_fn(model, ids):
         if not autocast:
             return model(input_ids=ids, labels=ids).loss
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16):
             return model(input_ids=ids, labels=ids).loss
 
     return model, loss_fn, (torch.randint(0, vocab, (BATCH, SEQ)),)
@@ -78,6 +80,20 @@ def _llama(autocast=False, **sizes):
 
 def llama160m():
     return _llama(
+        vocab_size=32000,
+        hidden_size=768,
+        intermediate_size=2048,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+    )
+
+
+def llama160m_bf16():
+    """llama160m computing in bfloat16 from float32 parameters (autocast;
+    zestc --param-dtype=bf16 --reduce-dtype=bf16 gathers and reduces so)."""
+    return _llama(
+        autocast=True,
         vocab_size=32000,
         hidden_size=768,
         intermediate_size=2048,
