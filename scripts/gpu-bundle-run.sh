@@ -96,6 +96,14 @@ find_ncu() {
   return 1
 }
 
+# time_kernels NAME LOG: 4 steps of Hugging Face model NAME under
+# ZEST_KERNEL_TIMES (its thousands of launches a step are too many to replay
+# under ncu; the runtime times them with events), the table in LOG.
+time_kernels() {
+  env ZEST_BACKEND=nccl ZEST_KERNEL_TIMES=1 $MPIRUN 1 "$HERE/bin/$1" \
+    --steps 4 --lr 0.01 --data "$HERE/ref/$1-tokens.bin" >"$2" 2>&1
+}
+
 if [ $PROFILE = 1 ]; then
   NCU=$(find_ncu) ||
     echo "run.sh: no Nsight Compute (ncu): the stacks are not profiled" >&2
@@ -109,14 +117,10 @@ if [ $PROFILE = 1 ]; then
     grep summary "$LOGS/ncu-$name.log"
     python3 "$HERE/tools/kernel-profile.py" "$LOGS/ncu-$name.csv" --steps 2
   done 3<"$HERE/bench.txt"
-  # The Hugging Face models launch thousands of kernels a step, too many to
-  # replay under ncu: the runtime times them with events instead.
   while IFS='|' read -r -u 3 name _ _ _ _; do
     echo "== $name: GPU time by kernel, product and collective over 3" \
       "steps after the first (ZEST_KERNEL_TIMES)"
-    env ZEST_BACKEND=nccl ZEST_KERNEL_TIMES=1 $MPIRUN 1 "$HERE/bin/$name" \
-      --steps 4 --lr 0.01 --data "$HERE/ref/$name-tokens.bin" \
-      >"$LOGS/times-$name.log" 2>&1
+    time_kernels "$name" "$LOGS/times-$name.log"
     grep 'summary\|zest: rank 0' "$LOGS/times-$name.log"
   done 3<"$HERE/hf.txt"
   exit 0
@@ -233,6 +237,9 @@ bench_hf() {
   check "plan-$name" "== measured" python3 "$HERE/tools/checkplan.py" \
     "$HERE/ref/$name.json" "$dir/zest.log" 1
   FIGURES+=("$name zest: $(grep summary "$dir/zest.log")")
+  # Where the GPU time goes: the 12 largest (all in times.log).
+  time_kernels "$name" "$dir/times.log" &&
+    FIGURES+=("$(grep 'zest: rank 0' "$dir/times.log" | head -14)")
   if ! python3 -c 'import torch, transformers, safetensors' 2>/dev/null ||
     ! $MPIRUN 1 "$HERE/bin/$name" --steps 0 --save "$dir/ck0" \
       >"$dir/prepare.log" 2>&1 ||
@@ -280,14 +287,16 @@ if [ $EMULATED = 0 ]; then
   done 3<"$HERE/hf.txt"
 fi
 
+# The micro-benchmarks' tables first: the results and figures end the
+# output, where a truncated log keeps them.
+for file in "$LOGS"/bench-linear.log "$LOGS"/bench-collectives-*.log; do
+  [ -f "$file" ] && cat "$file"
+done
 echo
 printf '%-34s %-5s %s\n' test result detail
 printf '%s\n' "${RESULTS[@]}"
 for figure in "${FIGURES[@]}"; do
   echo "$figure"
-done
-for file in "$LOGS"/bench-linear.log "$LOGS"/bench-collectives-*.log; do
-  [ -f "$file" ] && cat "$file"
 done
 if printf '%s\n' "${RESULTS[@]}" | grep -q ' FAIL '; then
   exit 1
