@@ -265,6 +265,29 @@ losses (first, last): zest $(first_last_losses "$dir/zest.log")| eager \
 $(first_last_losses "$dir/eager.log")")
 }
 
+# check_hf_sharded NAME: Hugging Face model NAME sharded over two ranks
+# (NAME-w2, if the bundle has it; NCCL with two GPUs, else the staged
+# transport on one), 3 steps of a micro-batch per rank, against one rank
+# accumulating the same two micro-batches a step: equal losses, the plan
+# exact.
+check_hf_sharded() {
+  local name=$1 dir=$LOGS/bench-$1 backend=nccl
+  [ -x "$HERE/bin/$name-w2" ] || return 0
+  [ "$GPUS" -lt 2 ] && backend=staged
+  local run=(--steps 3 --lr 0.01 --data "$HERE/ref/$name-tokens.bin")
+  if ! env ZEST_BACKEND=nccl $MPIRUN 1 "$HERE/bin/$name" "${run[@]}" \
+    --accum 2 >"$dir/accum2.log" 2>&1 ||
+    ! env ZEST_BACKEND=$backend $MPIRUN 2 "$HERE/bin/$name-w2" "${run[@]}" \
+      >"$dir/w2.log" 2>&1; then
+    record "train-$name-w2-$backend" FAIL "see $dir/accum2.log, $dir/w2.log"
+    return
+  fi
+  check "train-$name-w2-$backend" "match" python3 "$HERE/tools/compare.py" \
+    losses "$dir/accum2.log" "$dir/w2.log" --rtol 1e-5
+  check "plan-$name-w2" "== measured" python3 "$HERE/tools/checkplan.py" \
+    "$HERE/ref/$name-w2.json" "$dir/w2.log" 1
+}
+
 # Figures (a GPU only).
 FIGURES=()
 if [ $EMULATED = 0 ]; then
@@ -284,6 +307,7 @@ if [ $EMULATED = 0 ]; then
   done 3< <([ $MODELS = 1 ] && cat "$HERE/bench.txt")
   while IFS='|' read -r -u 3 name factory batch seq rtol; do
     bench_hf "$name" "$factory" "$batch" "$seq" "$rtol"
+    check_hf_sharded "$name"
   done 3<"$HERE/hf.txt"
 fi
 

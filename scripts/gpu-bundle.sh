@@ -113,6 +113,12 @@ if [ "$HF" = --hf ]; then
       --target=cuda --report-json="$B/ref/hf-$model.json" $options
     echo "hf-$model|$model|$ZEST_BENCH_BATCH|$ZEST_BENCH_SEQ|$rtol" \
       >>"$B/hf.txt"
+    # GPT-2 sharded over two ranks too (one GPU each, or both on one
+    # through the staged transport), against its one-rank run.
+    if [ "$model" = gpt2 ]; then
+      "$ZESTC" "$STAGE/$model.mlir" -o "$B/bin/hf-$model-w2" --world-size=2 \
+        --prefetch=1 --target=cuda --report-json="$B/ref/hf-$model-w2.json"
+    fi
   done
   cp -r "$SRC/python/zest_import" "$B/tools/"
   rm -rf "$B/tools/zest_import/__pycache__"
