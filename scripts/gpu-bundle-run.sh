@@ -176,15 +176,21 @@ done 3< <([ $MODELS = 1 ] && cat "$HERE/models.txt")
 step_ms() { sed -nE 's/.*step time ([0-9.]+).*/\1/p' "$1" | tail -1; }
 first_last_losses() { grep '^step ' "$1" | sed -n '1p;$p' | awk '{printf "%s ", $4}'; }
 
+# seeded_weights DIR NAME: DIR/weights.safetensors, executable NAME's seeded
+# initial weights, for eager PyTorch to start from.
+seeded_weights() {
+  $MPIRUN 1 "$HERE/bin/$2" --steps 0 --save "$1/ck0" &&
+    "$HERE/bin/zest-ckpt" consolidate "$1/ck0" "$1/weights.safetensors"
+}
+
 # prepare_eager DIR NAME L D T: DIR/data.bin and DIR/weights.safetensors
-# (executable NAME's seeded initial weights) for eager PyTorch's side of a
-# benchmark; fails where python3 has no torch.
+# for eager PyTorch's side of a benchmark stack; fails where python3 has no
+# torch.
 prepare_eager() {
   python3 -c 'import torch, safetensors' 2>/dev/null &&
     python3 "$HERE/tools/model.py" data --out "$1/data.bin" --samples 64 \
       --seq "$5" --dim "$4" &&
-    $MPIRUN 1 "$HERE/bin/$2" --steps 0 --save "$1/ck0" &&
-    "$HERE/bin/zest-ckpt" consolidate "$1/ck0" "$1/weights.safetensors"
+    seeded_weights "$1" "$2"
 }
 
 # bench_stack NAME L D B T STEPS: Zest's training step on the GPU, its plan
@@ -241,10 +247,7 @@ bench_hf() {
   time_kernels "$name" "$dir/times.log" &&
     FIGURES+=("$(grep 'zest: rank 0' "$dir/times.log" | head -14)")
   if ! python3 -c 'import torch, transformers, safetensors' 2>/dev/null ||
-    ! $MPIRUN 1 "$HERE/bin/$name" --steps 0 --save "$dir/ck0" \
-      >"$dir/prepare.log" 2>&1 ||
-    ! "$HERE/bin/zest-ckpt" consolidate "$dir/ck0" \
-      "$dir/weights.safetensors" >>"$dir/prepare.log" 2>&1; then
+    ! seeded_weights "$dir" "$name" >"$dir/prepare.log" 2>&1; then
     FIGURES+=("$name eager: not run (see $dir/prepare.log)")
     return
   fi

@@ -78,29 +78,24 @@ def _llama(autocast=False, **sizes):
     return _factory(LlamaForCausalLM(config), autocast)
 
 
+LLAMA160M = dict(
+    vocab_size=32000,
+    hidden_size=768,
+    intermediate_size=2048,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    num_key_value_heads=4,
+)
+
+
 def llama160m():
-    return _llama(
-        vocab_size=32000,
-        hidden_size=768,
-        intermediate_size=2048,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        num_key_value_heads=4,
-    )
+    return _llama(**LLAMA160M)
 
 
 def llama160m_bf16():
     """llama160m computing in bfloat16 from float32 parameters (autocast;
     zestc --param-dtype=bf16 --reduce-dtype=bf16 gathers and reduces so)."""
-    return _llama(
-        autocast=True,
-        vocab_size=32000,
-        hidden_size=768,
-        intermediate_size=2048,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        num_key_value_heads=4,
-    )
+    return _llama(autocast=True, **LLAMA160M)
 
 
 def pythia160m():

@@ -5,7 +5,6 @@
 #include "../cuda-nccl/KernelTimes.h"
 #include "zest_runtime.h"
 
-#include <optional>
 #include <string>
 
 using namespace zest::rt;
@@ -110,9 +109,7 @@ void Lt::run(const Product &p) {
   Plan &plan = it->second;
   setEpiloguePointers(plan.desc, p);
   float alpha = 1, beta = p.accumulate ? 1 : 0;
-  std::optional<cuda::TimedScope> timed;
-  if (cuda::kernelTimesEnabled())
-    timed.emplace(describe(p), cuda::streams.compute);
+  cuda::TimedScope timed([&] { return describe(p); }, cuda::streams.compute);
   // K = 0: the product is zero, the epilogue still applies.
   checkLt(cublasLtMatmul(handle, plan.desc, &alpha, p.b, plan.first, p.a,
                          plan.second, &beta, p.d, plan.out, p.d, plan.out,

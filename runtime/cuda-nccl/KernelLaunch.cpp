@@ -22,7 +22,6 @@
 
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -132,9 +131,7 @@ void mgpuLaunchKernel(void *kernel, intptr_t gridX, intptr_t gridY,
     fatal("a kernel launch passes its arguments as 'extra', which the "
           "runtime does not support");
   auto cudaStream = static_cast<cudaStream_t>(stream);
-  std::optional<cuda::TimedScope> timed;
-  if (cuda::kernelTimesEnabled())
-    timed.emplace(kernelNames()[kernel], cudaStream);
+  cuda::TimedScope timed([&] { return kernelNames()[kernel]; }, cudaStream);
   cudaError_t status = cudaLaunchKernel(kernel, dim3(gridX, gridY, gridZ),
                                         dim3(blockX, blockY, blockZ), params,
                                         sharedBytes, cudaStream);

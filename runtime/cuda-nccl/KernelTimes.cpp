@@ -88,12 +88,6 @@ cuda::TimedScope::TimedScope(const char *name, cudaStream_t stream)
     start(name);
 }
 
-cuda::TimedScope::TimedScope(const std::string &name, cudaStream_t stream)
-    : stream(stream) {
-  if (kernelTimesEnabled())
-    start(name);
-}
-
 void cuda::TimedScope::start(const std::string &name) {
   KernelTimes &t = times();
   std::lock_guard<std::mutex> lock(t.mutex);

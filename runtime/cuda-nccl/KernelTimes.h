@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 namespace zest::rt::cuda {
 
@@ -27,7 +28,14 @@ bool kernelTimesEnabled();
 class TimedScope {
 public:
   TimedScope(const char *name, cudaStream_t stream);
-  TimedScope(const std::string &name, cudaStream_t stream);
+  /// The same with a name built by `name()`, called only where
+  /// ZEST_KERNEL_TIMES is set (a product's name from its shape).
+  template <typename NameFn, typename = std::enable_if_t<
+                                 std::is_invocable_r_v<std::string, NameFn &>>>
+  TimedScope(NameFn &&name, cudaStream_t stream) : stream(stream) {
+    if (kernelTimesEnabled())
+      start(name());
+  }
   ~TimedScope();
   TimedScope(const TimedScope &) = delete;
   TimedScope &operator=(const TimedScope &) = delete;

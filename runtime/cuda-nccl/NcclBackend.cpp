@@ -15,7 +15,6 @@
 
 #include <nccl.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -253,9 +252,8 @@ private:
   std::unique_ptr<PendingOp> enqueue(const char *what, Call call) {
     streamWaits(streams.communication, streams.compute, what);
     {
-      std::optional<TimedScope> timed;
-      if (kernelTimesEnabled())
-        timed.emplace(std::string("nccl ") + what, streams.communication);
+      TimedScope timed([&] { return std::string("nccl ") + what; },
+                       streams.communication);
       checkNccl(call(streams.communication), what);
     }
     cudaEvent_t done = events.take(what);

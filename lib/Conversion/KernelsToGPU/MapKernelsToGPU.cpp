@@ -359,16 +359,23 @@ static LogicalResult launchPerPositionLoop(RewriterBase &rewriter,
     return op.emitError("zest-map-kernels-to-gpu: cannot lower the op of a "
                         "per-position loop to one parallel loop");
   rewriter.eraseOp(op);
-  // The positions outside, with the same (constant) bounds.
+  // The positions outside, with the same bounds: constants (static shapes),
+  // which launchPerIteration needs anyway.
   rewriter.setInsertionPoint(loop);
-  auto hoist = [&](ValueRange values) {
-    return llvm::map_to_vector(values, [&](Value value) -> Value {
-      return rewriter.clone(*value.getDefiningOp())->getResult(0);
-    });
-  };
-  auto positions = scf::ParallelOp::create(
-      rewriter, loop.getLoc(), hoist(inner.getLowerBound()),
-      hoist(inner.getUpperBound()), hoist(inner.getStep()));
+  ValueRange innerBounds[3] = {inner.getLowerBound(), inner.getUpperBound(),
+                               inner.getStep()};
+  SmallVector<Value> bounds[3];
+  for (auto [hoisted, values] : llvm::zip(bounds, innerBounds))
+    for (Value value : values) {
+      std::optional<int64_t> constant = getConstantIntValue(value);
+      if (!constant)
+        return loop.emitError("zest-map-kernels-to-gpu: a per-position loop "
+                              "over rows of a dynamic size");
+      hoisted.push_back(
+          arith::ConstantIndexOp::create(rewriter, loop.getLoc(), *constant));
+    }
+  auto positions = scf::ParallelOp::create(rewriter, loop.getLoc(), bounds[0],
+                                           bounds[1], bounds[2]);
   rewriter.moveOpBefore(loop, positions.getBody()->getTerminator());
   rewriter.inlineBlockBefore(inner.getBody(), inner,
                              positions.getInductionVars());

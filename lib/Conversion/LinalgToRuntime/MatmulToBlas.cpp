@@ -234,13 +234,13 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
         cuda};
     // Without outer loops, buildLoopNest builds the call alone.
     Location loc = op.getLoc();
-    SmallVector<Value> lbs, ubs, steps;
-    for (unsigned loop : outerLoops) {
-      lbs.push_back(arith::ConstantIndexOp::create(rewriter, loc, 0));
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0),
+          one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    SmallVector<Value> lbs(outerLoops.size(), zero),
+        steps(outerLoops.size(), one), ubs;
+    for (unsigned loop : outerLoops)
       ubs.push_back(
           memref::DimOp::create(rewriter, loc, c, operands[2].dimOfLoop[loop]));
-      steps.push_back(arith::ConstantIndexOp::create(rewriter, loc, 1));
-    }
     scf::buildLoopNest(rewriter, loc, lbs, ubs, steps,
                        [&](OpBuilder &builder, Location loc, ValueRange ivs) {
                          SmallVector<ProductOperand, 3> views;
