@@ -38,6 +38,10 @@ namespace {
 /// compilation each); beyond, by a search over the order's prefixes.
 constexpr size_t kGreedyUnits = 16;
 
+/// At most this many schedules that did not fit are compiled with
+/// recomputation (tradeRecomputation).
+constexpr size_t kTradedSchedules = 4;
+
 /// A count of units (a prefix of some order) and its schedule's figures,
 /// `compiled` or predicted.
 struct Probe {
@@ -100,8 +104,9 @@ private:
     return Schedule{depth,          std::move(keep), {},          checkpoint,
                     checkpointMode, offload,         offloadUnits};
   }
+  SmallVector<FailureOr<Candidate>> compile(ArrayRef<Schedule> schedules);
   FailureOr<Candidate> compileOne(const Schedule &schedule) {
-    return candidates.compile(schedule).front();
+    return compile(schedule).front();
   }
   bool fits(const FailureOr<Candidate> &candidate) const {
     return succeeded(candidate) && candidate->heldBytes <= budget;
@@ -134,7 +139,14 @@ private:
   void considerChoice(unsigned depth, const std::vector<std::string> &keep,
                       const Candidate &candidate);
   void deepenSingleUnits(const Candidate &lean, unsigned maxDepth);
+  Schedule withRecomputation(const Schedule &base, size_t n,
+                             CheckpointMode mode) const;
+  void tradeRecomputation(const Candidate &lean);
   bool pays(const FailureOr<Candidate> &candidate) const;
+  /// Whether a schedule taking `stepUs` is at least 1% faster than the best.
+  bool faster(double stepUs) const {
+    return stepUs < 0.99 * bestCandidate.stepUs;
+  }
   void printChoice() const;
 
   ModuleOp module;
@@ -171,12 +183,31 @@ private:
   /// fit (offload, checkpointing), for the report of what they save and
   /// cost.
   std::optional<std::pair<Candidate, Candidate>> levers;
+  /// The schedules without recomputation that did not fit, and their
+  /// figures: what recomputing some units' forwards could buy
+  /// (tradeRecomputation).
+  std::vector<std::pair<Schedule, Candidate>> blocked;
+  /// Where recomputation bought it: that schedule without and with it, for
+  /// the report.
+  std::optional<std::pair<Candidate, Candidate>> traded;
   /// The best schedule so far and its figures.
   std::optional<Schedule> best;
   Candidate bestCandidate;
 };
 
 } // namespace
+
+/// Compiles `schedules`, remembering those that recompute nothing and do
+/// not fit.
+SmallVector<FailureOr<Candidate>>
+ScheduleSearch::compile(ArrayRef<Schedule> schedules) {
+  SmallVector<FailureOr<Candidate>> results = candidates.compile(schedules);
+  for (auto [schedule, result] : llvm::zip(schedules, results))
+    if (succeeded(result) && result->heldBytes > budget &&
+        schedule.checkpointUnits.empty())
+      blocked.push_back({schedule, *result});
+  return results;
+}
 
 /// The fraction of the way from `from` to `to` where `value` lies, if it
 /// lies strictly between them.
@@ -245,7 +276,7 @@ std::optional<Probe> ScheduleSearch::nearestAccepted(
     SmallVector<Schedule> schedules;
     for (size_t s : steps)
       schedules.push_back(scheduleAt(countAt(s)));
-    SmallVector<FailureOr<Candidate>> results = candidates.compile(schedules);
+    SmallVector<FailureOr<Candidate>> results = compile(schedules);
     for (auto [s, result] : llvm::zip(steps, results)) {
       if (succeeded(result) && (accepted ? accepted(*result, accept.candidate)
                                          : result->heldBytes <= budget)) {
@@ -267,7 +298,8 @@ std::optional<Probe> ScheduleSearch::nearestAccepted(
 /// user chose the checkpointing.
 std::vector<std::string>
 ScheduleSearch::getRecomputableUnits(const Candidate &lean) const {
-  if (options.front.activationCheckpointing != CheckpointMode::None)
+  if (options.checkpointingChosen ||
+      options.front.activationCheckpointing != CheckpointMode::None)
     return {};
   SmallVector<std::pair<int64_t, std::string>> gathered;
   for (auto &[name, gathers] : lean.units)
@@ -409,7 +441,7 @@ void ScheduleSearch::searchFrom(MutableArrayRef<Track> tracks, size_t count,
   for (const Track &track : tracks)
     schedules.push_back(
         Schedule{0, baseKeep, {}, units, track.mode, track.offload});
-  SmallVector<FailureOr<Candidate>> exact = candidates.compile(schedules);
+  SmallVector<FailureOr<Candidate>> exact = compile(schedules);
   for (auto [track, result] : llvm::zip(tracks, exact)) {
     if (failed(result))
       continue;
@@ -443,7 +475,7 @@ FailureOr<Candidate> ScheduleSearch::fitLeanest(const Candidate &lean) {
     first.push_back(Schedule{0, baseKeep, {}, {}, CheckpointMode::Full, mode});
   for (CheckpointMode mode : recomputations)
     first.push_back(Schedule{0, baseKeep, {}, recomputable, mode});
-  SmallVector<FailureOr<Candidate>> results = candidates.compile(first);
+  SmallVector<FailureOr<Candidate>> results = compile(first);
   leanest = Fit{lean};
   // Each offload mode without recomputation, the fastest first (its time
   // bounds every schedule of the mode).
@@ -639,7 +671,7 @@ void ScheduleSearch::chooseKeptUnits(unsigned depth, const Candidate &base,
 /// Whether a raised schedule fits and is at least 1% faster than the best
 /// (the model's noise does not pick schedules).
 bool ScheduleSearch::pays(const FailureOr<Candidate> &candidate) const {
-  return fits(candidate) && candidate->stepUs < 0.99 * bestCandidate.stepUs;
+  return fits(candidate) && faster(candidate->stepUs);
 }
 
 /// The next units to raise from the front of `untried`: one, or two of
@@ -698,21 +730,114 @@ void ScheduleSearch::deepenSingleUnits(const Candidate &lean,
       raised.push_back(*best);
       raised.back().unitPrefetch.push_back(byBytes[i].first + deeper);
     }
-    SmallVector<FailureOr<Candidate>> results = candidates.compile(raised);
-    std::optional<size_t> faster;
+    SmallVector<FailureOr<Candidate>> results = compile(raised);
+    std::optional<size_t> quickest;
     for (auto [k, i] : llvm::enumerate(tried)) {
       if (!pays(results[k]))
         unpaidSizes.insert(byBytes[i].second.bytes);
-      else if (!faster || results[k]->stepUs < results[*faster]->stepUs)
-        faster = k;
+      else if (!quickest || results[k]->stepUs < results[*quickest]->stepUs)
+        quickest = k;
     }
-    if (!faster)
+    if (!quickest)
       continue;
     for (auto [k, i] : llvm::enumerate(tried))
-      if (k != *faster && pays(results[k]))
+      if (k != *quickest && pays(results[k]))
         untried.push_front(i);
-    best = raised[*faster];
-    bestCandidate = *results[*faster];
+    best = raised[*quickest];
+    bestCandidate = *results[*quickest];
+  }
+}
+
+/// `base` (which recomputes nothing) with the first `n` units of
+/// `recomputable` recomputing their forward in `mode`.
+Schedule ScheduleSearch::withRecomputation(const Schedule &base, size_t n,
+                                           CheckpointMode mode) const {
+  Schedule schedule = base;
+  schedule.checkpointUnits = getPrefix(recomputable, n);
+  schedule.checkpointMode = mode;
+  return schedule;
+}
+
+/// The leanest schedule fits without recomputation, but faster ones (a
+/// deeper prefetch, kept units) did not: recomputing the forward of a few
+/// units (those gathered first, whose activations live longest) may free
+/// the room for one of them at less cost than it saves, as FSDP users
+/// checkpoint to afford a deeper prefetch or no resharding. The fastest of
+/// them is compiled with every unit recomputing, selectively and in full;
+/// what that saves and costs roughly predicts the same for the next ones,
+/// which are compiled where the prediction may fit and pays. The first
+/// that does
+/// wins with the fewest units that make it fit (a count that does not fit
+/// and is already no faster than the best ends that search).
+void ScheduleSearch::tradeRecomputation(const Candidate &lean) {
+  std::vector<std::string> units = getRecomputableUnits(lean);
+  llvm::erase_if(
+      blocked, [&](const auto &entry) { return !faster(entry.second.stepUs); });
+  if (units.empty() || blocked.empty())
+    return;
+  llvm::stable_sort(blocked, [](const auto &a, const auto &b) {
+    return a.second.stepUs < b.second.stepUs;
+  });
+  // Per mode, what recomputing every unit saved most and cost, where
+  // compiled.
+  std::optional<std::pair<Candidate, Candidate>> measured[2];
+  SmallVector<CheckpointMode, 2> modes = {CheckpointMode::Selective,
+                                          CheckpointMode::Full};
+  size_t tries = 0;
+  for (const auto &[base, without] : blocked) {
+    SmallVector<CheckpointMode, 2> tried;
+    for (auto [m, mode] : llvm::enumerate(modes)) {
+      // Savings differ between schedules (the peak moves), so only a
+      // schedule that would not fit even saving twice as much is passed
+      // over; the time a recomputation costs moves less.
+      if (measured[m]) {
+        const auto &[before, after] = *measured[m];
+        int64_t saved = before.heldBytes - after.heldBytes;
+        if (without.heldBytes - 2 * saved > budget ||
+            !faster(without.stepUs + (after.stepUs - before.stepUs)))
+          continue;
+      }
+      tried.push_back(mode);
+    }
+    if (tried.empty())
+      continue;
+    if (tries++ == kTradedSchedules)
+      return;
+    recomputable = units;
+    SmallVector<Schedule, 2> everyUnit;
+    for (CheckpointMode mode : tried)
+      everyUnit.push_back(withRecomputation(base, units.size(), mode));
+    SmallVector<FailureOr<Candidate>> all = compile(everyUnit);
+    std::optional<size_t> fastestFit;
+    for (auto [k, result] : llvm::enumerate(all)) {
+      // The largest saving seen predicts the next (an optimistic bound).
+      auto &delta = measured[tried[k] == CheckpointMode::Full];
+      if (succeeded(result) &&
+          (!delta || without.heldBytes - result->heldBytes >
+                         delta->first.heldBytes - delta->second.heldBytes))
+        delta = {without, *result};
+      if (pays(result) &&
+          (!fastestFit || result->stepUs < all[*fastestFit]->stepUs))
+        fastestFit = k;
+    }
+    if (!fastestFit)
+      continue;
+    CheckpointMode mode = tried[*fastestFit];
+    const Candidate &every = *all[*fastestFit];
+    // Counts of units count only those with something to recompute.
+    llvm::erase_if(recomputable, [&](const std::string &unit) {
+      return !every.recomputed.contains(unit);
+    });
+    std::optional<Probe> fewest = nearestAccepted(
+        {0, without}, {recomputable.size(), every},
+        [&](size_t n) { return withRecomputation(base, n, mode); },
+        bestCandidate.stepUs);
+    if (!fewest || !pays(fewest->candidate))
+      continue;
+    traded = {without, fewest->candidate};
+    best = withRecomputation(base, fewest->count, mode);
+    bestCandidate = fewest->candidate;
+    return;
   }
 }
 
@@ -766,6 +891,15 @@ void ScheduleSearch::printChoice() const {
         (with.stepUs - without.stepUs) / 1e3, without.heldBytes,
         without.stepUs / 1e3, with.heldBytes, with.stepUs / 1e3);
   }
+  if (traded) {
+    const auto &[without, with] = *traded;
+    llvm::outs() << llvm::formatv(
+        "  recomputation makes room for a faster schedule: without it that "
+        "schedule peaks at {0} bytes and takes {1:f3} ms, with it {2} bytes "
+        "and {3:f3} ms\n",
+        without.heldBytes, without.stepUs / 1e3, with.heldBytes,
+        with.stepUs / 1e3);
+  }
 }
 
 FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
@@ -779,7 +913,8 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   FailureOr<Candidate> lean = compileOne(leanSchedule);
   if (failed(lean))
     return std::optional<Schedule>(leanSchedule);
-  if (lean->heldBytes > budget) {
+  bool leanFits = lean->heldBytes <= budget;
+  if (!leanFits) {
     lean = fitLeanest(*lean);
     if (failed(lean))
       return failure();
@@ -792,26 +927,35 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
   std::vector<std::string> keepAll = baseKeep;
   for (auto &[name, gathers] : order)
     keepAll.push_back(name);
-  // At once: every unit kept at depth 0, and each deeper depth's schedule.
+  // At once: every unit kept at depth 0, and each deeper depth's schedule;
+  // where recomputation may be traded for them (tradeRecomputation), every
+  // unit kept at the deepest depth too, the fastest schedule there is.
   SmallVector<Schedule> first;
   if (!order.empty())
     first.push_back(withLevers(0, keepAll));
   for (unsigned depth = 1; depth <= maxDepth; ++depth)
     first.push_back(withLevers(depth, baseKeep));
-  SmallVector<FailureOr<Candidate>> results = candidates.compile(first);
+  bool roomy = leanFits && !order.empty() && maxDepth > 0;
+  if (roomy)
+    first.push_back(withLevers(maxDepth, keepAll));
+  SmallVector<FailureOr<Candidate>> results = compile(first);
   ArrayRef<FailureOr<Candidate>> bases =
-      ArrayRef(results).drop_front(order.empty() ? 0 : 1);
+      ArrayRef(results).drop_front(order.empty() ? 0 : 1).take_front(maxDepth);
   for (unsigned depth = 0; depth <= maxDepth; ++depth) {
     FailureOr<Candidate> base = depth == 0 ? lean : bases[depth - 1];
     if (!fits(base))
       break; // deeper prefetch holds more
     FailureOr<Candidate> everything = *base;
     if (!order.empty())
-      everything =
-          depth == 0 ? results.front() : compileOne(withLevers(depth, keepAll));
+      everything = depth == 0 ? results.front()
+                   : roomy && depth == maxDepth
+                       ? results.back()
+                       : compileOne(withLevers(depth, keepAll));
     chooseKeptUnits(depth, *base, everything);
   }
   deepenSingleUnits(*lean, maxDepth);
+  if (leanFits)
+    tradeRecomputation(*lean);
   if (options.lower.reportText)
     printChoice();
   return best;

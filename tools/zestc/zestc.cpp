@@ -165,7 +165,8 @@ static cl::opt<std::string> activationCheckpointing(
              "recomputed before their backward, from the parameters the "
              "backward gathers anyway) or selective (their inputs and the "
              "linear layers' outputs the backward reads; norms, softmax and "
-             "attention are recomputed)"),
+             "attention are recomputed). Given, --memory-budget keeps it; "
+             "else the budget may recompute units where that fits or pays"),
     cl::init("none"), cl::cat(category));
 static cl::list<std::string>
     acUnits("ac-units",
@@ -453,6 +454,7 @@ static LogicalResult buildCompileOptions(CompileOptions &options,
   if (memoryBudget.getNumOccurrences() && !prefetch.getNumOccurrences())
     options.front.prefetch = 2;
   options.planOnly = planOnly;
+  options.checkpointingChosen = activationCheckpointing.getNumOccurrences() > 0;
   if (planOnly && reportJson.empty())
     options.lower.reportText = true;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;

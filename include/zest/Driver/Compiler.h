@@ -34,6 +34,10 @@ struct CompileOptions {
   /// Stop after the memory plan and its report (zestc --plan-only): no
   /// code, no output file.
   bool planOnly = false;
+  /// The user chose what units recompute (zestc --activation-checkpointing,
+  /// `none` included): --memory-budget keeps it instead of weighing
+  /// recomputation.
+  bool checkpointingChosen = false;
   std::string output;
   int optLevel = 2;
   /// Folder holding libzest_runtime.a and libzest_trainer.a.
