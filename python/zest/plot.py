@@ -6,8 +6,9 @@ From rank 0's Chrome trace (`--trace`): the pool's and the gathered
 parameters' bytes as the step allocates and frees (measured), and the
 step's lanes: compute, the waits inside it, and the transfers on the link,
 each named by its unit. From zestc's report (`--report-json`): the
-predicted peak and footprint, drawn over the measurement, and the units
-with their schedule."""
+predicted peak and footprint, drawn over the measurement, what the step's
+arguments hold outside the pool (shards, optimizer state, accumulators),
+and the units with their schedule, optimizer state and accumulators."""
 
 import html
 import json
@@ -267,6 +268,7 @@ def units_table(report):
     rows = [
         "<table id='units'><tr><th>unit</th><th>kind</th><th>bytes</th>"
         "<th>shard bytes</th><th>prefetch</th><th>decision</th>"
+        "<th>optimizer state</th><th>accumulators</th>"
         "<th>gathered at the peak</th><th>gradients at the peak</th>"
         "<th>activations at the peak</th></tr>"
     ]
@@ -274,7 +276,16 @@ def units_table(report):
         share = at_peak.get(unit["name"], {})
         cells = [
             unit.get(k, "")
-            for k in ("name", "kind", "bytes", "shard_bytes", "prefetch", "decision")
+            for k in (
+                "name",
+                "kind",
+                "bytes",
+                "shard_bytes",
+                "prefetch",
+                "decision",
+                "optimizer_state_bytes",
+                "accumulator_bytes",
+            )
         ] + [
             share.get(kind, 0)
             for kind in ("gathered_bytes", "gradient_bytes", "other_bytes")
@@ -283,6 +294,34 @@ def units_table(report):
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
         )
     return "".join(rows) + "</table>"
+
+
+def arguments_note(report):
+    """What the step holds outside the pool, for the entry point with the
+    most arguments: its parameter shards, optimizer state and gradient
+    accumulators (the units' sums) and the rest (the batch, the
+    hyperparameters)."""
+    functions = report.get("functions", []) if report else []
+    if not functions or not report.get("units"):
+        return ""
+    total = max(f.get("argument_bytes", 0) for f in functions)
+    host = max(f.get("host_argument_bytes", 0) for f in functions)
+    parts = {
+        name: sum(u.get(key, 0) for u in report["units"])
+        for name, key in (
+            ("parameter shards", "shard_bytes"),
+            ("optimizer state", "optimizer_state_bytes"),
+            ("gradient accumulators", "accumulator_bytes"),
+        )
+    }
+    parts["the batch and the rest"] = max(total - sum(parts.values()), 0)
+    text = ", ".join(f"{name} {value / 2**20:.2f} MiB" for name, value in parts.items())
+    where = f" ({host / 2**20:.2f} MiB of them in pinned host memory)" if host else ""
+    return (
+        f"<p id='arguments'>Outside the pool, held for the whole run: "
+        f"{total / 2**20:.2f} MiB of arguments per rank{where}: "
+        f"{html.escape(text)}.</p>"
+    )
 
 
 def page(trace, report_path):
@@ -300,6 +339,7 @@ def page(trace, report_path):
         "<p>Measured pool (blue) and gathered parameter (orange) bytes; the "
         "plan's predictions dashed.</p>"
         + memory_svg(step, events, predicted_peaks(report), measured, predicted, kinds)
+        + arguments_note(report)
         + "<h2>Timeline (rank 0)</h2>"
         + lanes_svg(step, events)
         + "<h2>Units</h2>"

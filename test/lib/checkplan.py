@@ -33,6 +33,8 @@ UNIT = {
     "numel": INT,
     "bytes": INT,
     "shard_bytes": INT,
+    "optimizer_state_bytes": INT,
+    "accumulator_bytes": INT,
     "prefetch": OPT_INT,
     "decision": str,
     "checkpoint": (str, type(None)),
@@ -133,6 +135,15 @@ def check_schema(report):
         if total != function["sent_bytes_per_rank"]:
             sys.exit("checkplan: sent_bytes_per_rank is not the sum")
         check_breakdown(function, {unit["name"] for unit in report["units"]})
+    # The units' optimizer state and accumulators are arguments of the
+    # entry point that holds the most.
+    held = sum(
+        u["optimizer_state_bytes"] + u["accumulator_bytes"] for u in report["units"]
+    )
+    if held > max(f["argument_bytes"] for f in report["functions"]):
+        sys.exit(
+            f"checkplan: the units' state and accumulators {held} exceed the arguments"
+        )
 
 
 def check_breakdown(function, units):

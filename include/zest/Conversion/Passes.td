@@ -204,7 +204,11 @@ def DescribeModelPass : Pass<"zest-describe-model", "::mlir::ModuleOp"> {
     * `zest.entry_points`: one `{name, c_interface_args}` per entry point,
       in descriptor order, with the number of memref descriptors its C
       interface takes once in-place updates are dropped (what
-      `zest-verify-lowering` checks).
+      `zest-verify-lowering` checks);
+    * on each `zest.unit`, `zest.argument_bytes = {optimizer_state = N,
+      accumulators = M}`: the bytes of the arguments holding its optimizer
+      state and its gradient accumulators (the most any entry point takes),
+      which live outside the pool; the report's unit table shows them.
 
     Then the `zest.*` argument, result and function attributes of every
     function are dropped, except `zest.updated` (for

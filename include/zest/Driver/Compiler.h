@@ -78,7 +78,10 @@ void applySchedule(FrontPipelineOptions &front, const Schedule &schedule);
 /// re-gathered bytes are kept greedily while they fit and do not slow the
 /// step; the fastest of these schedules on `options.lower.machine`
 /// (default: cpu) wins; then, below the deepest depth, single units are
-/// prefetched one deeper while that fits and is faster. Each candidate is
+/// prefetched one deeper while that fits and is faster; where the leanest
+/// schedule fits without recomputation, the fastest schedules that did not
+/// fit are tried with units recomputing their forward (unless
+/// `checkpointingChosen`). Each candidate is
 /// compiled up to its exact memory plan (zest-plan-memory) and replayed on
 /// the cost model (CostModel.h), on a copy of `module`. With
 /// `options.lower.reportText`, prints the choice. Fails with a located error

@@ -4,13 +4,17 @@
 // optimizer state, data, loss, ...) are `zest.*` attributes that the
 // lowering does not carry. This pass writes them into the model descriptor
 // first, records each entry point's C-interface arity for
-// zest-verify-lowering, and drops them.
+// zest-verify-lowering and each unit's optimizer state and accumulator bytes
+// for the report, and drops them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zest/Conversion/ModelDescriptor.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
+
+#include <array>
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_DESCRIBEMODELPASS
@@ -84,6 +88,51 @@ static void stripRoleAttributes(func::FuncOp func, bool keepUnits) {
   func->removeAttr(ZestDialect::kOptimizerAttrName);
 }
 
+/// The unit an argument of `func` holds optimizer state (first) or a
+/// gradient accumulator (second) of, if it does.
+static std::pair<StringRef, bool> getStateOrAccumulatorUnit(func::FuncOp func,
+                                                            unsigned i) {
+  if (auto state = func.getArgAttrOfType<DictionaryAttr>(
+          i, ZestDialect::kOptimizerStateAttrName))
+    return {state.getAs<FlatSymbolRefAttr>("unit").getValue(), false};
+  for (StringRef name :
+       {ZestDialect::kGradAccumAttrName, ZestDialect::kGradSumAttrName})
+    if (auto unit = func.getArgAttrOfType<FlatSymbolRefAttr>(i, name))
+      return {unit.getValue(), true};
+  return {};
+}
+
+/// Records on each unit the bytes of its optimizer state and gradient
+/// accumulators (the most any entry point takes), which the step's
+/// arguments hold outside the pool, for the report's unit table.
+static void recordUnitArgumentBytes(ModuleOp module,
+                                    ArrayRef<func::FuncOp> entries) {
+  // Per unit: optimizer state, accumulators.
+  llvm::StringMap<std::array<int64_t, 2>> most;
+  for (func::FuncOp func : entries) {
+    llvm::StringMap<std::array<int64_t, 2>> bytes;
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+      auto [unit, accumulator] = getStateOrAccumulatorUnit(func, i);
+      if (!unit.empty())
+        bytes[unit][accumulator] += getStaticBufferBytes(type).value_or(0);
+    }
+    for (auto &[unit, kinds] : bytes)
+      for (int k = 0; k < 2; ++k)
+        most[unit][k] = std::max(most[unit][k], kinds[k]);
+  }
+  Builder builder(module.getContext());
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    std::array<int64_t, 2> kinds = most.lookup(unit.getSymName());
+    unit->setAttr(
+        ZestDialect::kArgumentBytesAttrName,
+        builder.getDictionaryAttr(
+            {builder.getNamedAttr("optimizer_state",
+                                  builder.getI64IntegerAttr(kinds[0])),
+             builder.getNamedAttr("accumulators",
+                                  builder.getI64IntegerAttr(kinds[1]))}));
+  }
+}
+
 namespace {
 struct DescribeModelPass
     : public zest::impl::DescribeModelPassBase<DescribeModelPass> {
@@ -114,6 +163,7 @@ struct DescribeModelPass
     for (func::FuncOp func : entries)
       records.push_back({func.getSymName().str(), getCInterfaceArity(func)});
     setEntryPointRecords(module, records);
+    recordUnitArgumentBytes(module, entries);
     for (auto func : module.getOps<func::FuncOp>())
       stripRoleAttributes(func, keepUnits);
   }

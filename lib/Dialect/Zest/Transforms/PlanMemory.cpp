@@ -506,6 +506,15 @@ int64_t getShardBytes(UnitOp unit) {
   return getStaticBufferBytes(unit.getShardType()).value_or(0);
 }
 
+/// Bytes of `unit`'s arguments of `kind` (optimizer_state, accumulators),
+/// as zest-describe-model recorded them; 0 where it did not run.
+int64_t getUnitArgumentBytes(UnitOp unit, StringRef kind) {
+  auto bytes =
+      unit->getAttrOfType<DictionaryAttr>(ZestDialect::kArgumentBytesAttrName);
+  auto value = bytes ? bytes.getAs<IntegerAttr>(kind) : IntegerAttr();
+  return value ? value.getInt() : 0;
+}
+
 /// The unit table: layout and the scheduling decisions on each unit.
 llvm::json::Array describeUnits(ModuleOp module) {
   llvm::json::Array units;
@@ -526,6 +535,9 @@ llvm::json::Array describeUnits(ModuleOp module) {
         {"numel", unit.getNumElements()},
         {"bytes", getUnitBytes(unit)},
         {"shard_bytes", getShardBytes(unit)},
+        {"optimizer_state_bytes",
+         getUnitArgumentBytes(unit, "optimizer_state")},
+        {"accumulator_bytes", getUnitArgumentBytes(unit, "accumulators")},
         {"prefetch", prefetch ? llvm::json::Value(*prefetch) : nullptr},
         {"decision", getDecision(unit)},
         {"checkpoint",

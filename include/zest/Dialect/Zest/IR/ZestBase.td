@@ -104,6 +104,12 @@ def Zest_Dialect : Dialect {
     // On a `zest.unit` offloaded to the host: "optimizer" or "params" (for
     // the report).
     static constexpr ::llvm::StringLiteral kOffloadAttrName = "zest.offload";
+    // On a `zest.unit`, from zest-describe-model (for the report): bytes of
+    // the entry points' arguments holding its optimizer state and its
+    // gradient accumulators, {optimizer_state, accumulators}; outside the
+    // pool, so the memory plan's buffers do not show them.
+    static constexpr ::llvm::StringLiteral kArgumentBytesAttrName =
+        "zest.argument_bytes";
     static constexpr ::llvm::StringLiteral kStageArgAttrName = "zest.stage";
     // On a function zest-outline-kernels made from computation on host
     // buffers only (the offloaded optimizer): it runs on the host.
