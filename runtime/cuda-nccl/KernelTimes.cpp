@@ -127,18 +127,21 @@ void cuda::reportKernelTimes(int rank) {
     return;
   std::vector<std::pair<std::string, Total>> rows;
   double all = 0;
+  long launches = 0;
   for (const auto &[name, total] : t.totals)
     if (total.launches) {
       rows.push_back({name, total});
       all += total.ms;
+      launches += total.launches;
     }
   std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
     return a.second.ms > b.second.ms;
   });
   std::fprintf(stderr,
                "zest: rank %d: kernel times over %ld steps after the first "
-               "(ZEST_KERNEL_TIMES): %.3f ms of GPU work per step\n",
-               rank, timed, all / timed);
+               "(ZEST_KERNEL_TIMES): %.3f ms of GPU work per step in %.0f "
+               "launches (their sum: the streams overlap)\n",
+               rank, timed, all / timed, double(launches) / timed);
   std::fprintf(stderr, "zest: rank %d: %10s %10s %6s  %s\n", rank, "ms/step",
                "launches", "share", "name");
   // The largest, then the rest in one line.
