@@ -84,6 +84,7 @@ func.func @dynamic(%n: index) {
 // CHECK:      "schema": "zest-report/1",
 // CHECK:      "units": [
 // CHECK-NEXT:   {
+// CHECK-NEXT:     "accumulator_bytes": 0,
 // CHECK-NEXT:     "bytes": 128,
 // CHECK-NEXT:     "checkpoint": null,
 // CHECK-NEXT:     "decision": "keep",
@@ -92,6 +93,7 @@ func.func @dynamic(%n: index) {
 // CHECK-NEXT:     "name": "a",
 // CHECK-NEXT:     "numel": 30,
 // CHECK-NEXT:     "offload": null,
+// CHECK-NEXT:     "optimizer_state_bytes": 0,
 // CHECK-NEXT:     "parameters": [
 // CHECK-NEXT:       "a.w",
 // CHECK-NEXT:       "a.b"
