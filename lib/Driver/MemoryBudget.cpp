@@ -312,12 +312,13 @@ ScheduleSearch::getRecomputableUnits(const Candidate &lean) const {
   return units;
 }
 
-/// On a GPU with an optimizer, unless the user chose the offload: the
-/// optimizer's state, or the parameters too, may go to the host.
+/// On a GPU with an optimizer, unless the user chose the offload (`none`
+/// included): the optimizer's state, or the parameters too, may go to the
+/// host.
 SmallVector<std::optional<OffloadMode>>
 ScheduleSearch::getOffloadModes() const {
   if (isDeviceTarget(options.lower.target) && options.front.hasOptimizer() &&
-      options.front.offload == OffloadMode::None)
+      !options.offloadChosen && options.front.offload == OffloadMode::None)
     return {OffloadMode::Optimizer, OffloadMode::Params};
   return {};
 }

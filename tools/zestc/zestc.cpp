@@ -182,7 +182,8 @@ static cl::opt<std::string> offload(
              "(optimizer state, f32 master shards and gradient accumulators, "
              "updated on the host as each gradient shard arrives, as "
              "ZeRO-Offload) or params (that, and the shards copied to the "
-             "device for each gather only)"),
+             "device for each gather only). Given, --memory-budget keeps it; "
+             "else the budget may offload where nothing fits without"),
     cl::init("none"), cl::cat(category));
 static cl::list<std::string>
     offloadUnits("offload-units",
@@ -455,6 +456,7 @@ static LogicalResult buildCompileOptions(CompileOptions &options,
     options.front.prefetch = 2;
   options.planOnly = planOnly;
   options.checkpointingChosen = activationCheckpointing.getNumOccurrences() > 0;
+  options.offloadChosen = offload.getNumOccurrences() > 0;
   if (planOnly && reportJson.empty())
     options.lower.reportText = true;
   options.output = outputFile.empty() ? defaultOutput() : outputFile;

@@ -38,6 +38,8 @@ struct CompileOptions {
   /// `none` included): --memory-budget keeps it instead of weighing
   /// recomputation.
   bool checkpointingChosen = false;
+  /// Likewise for offload (zestc --offload, `none` included).
+  bool offloadChosen = false;
   std::string output;
   int optLevel = 2;
   /// Folder holding libzest_runtime.a and libzest_trainer.a.
@@ -81,7 +83,8 @@ void applySchedule(FrontPipelineOptions &front, const Schedule &schedule);
 /// prefetched one deeper while that fits and is faster; where the leanest
 /// schedule fits without recomputation, the fastest schedules that did not
 /// fit are tried with units recomputing their forward (unless
-/// `checkpointingChosen`). Each candidate is
+/// `checkpointingChosen`; offload is weighed unless `offloadChosen`). Each
+/// candidate is
 /// compiled up to its exact memory plan (zest-plan-memory) and replayed on
 /// the cost model (CostModel.h), on a copy of `module`. With
 /// `options.lower.reportText`, prints the choice. Fails with a located error
