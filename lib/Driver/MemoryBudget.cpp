@@ -115,6 +115,12 @@ private:
       Probe reject, Probe accept, function_ref<Schedule(size_t)> scheduleAt,
       std::optional<double> boundUs,
       function_ref<bool(const Candidate &, const Candidate &)> accepted = {});
+  /// Whether the search may make units recompute their forward: not where
+  /// the user chose the checkpointing (`none` included).
+  bool mayRecompute() const {
+    return !options.checkpointingChosen &&
+           options.front.activationCheckpointing == CheckpointMode::None;
+  }
   std::vector<std::string> getRecomputableUnits(const Candidate &lean) const;
   SmallVector<std::optional<OffloadMode>> getOffloadModes() const;
   FailureOr<Candidate> fitLeanest(const Candidate &lean);
@@ -298,8 +304,7 @@ std::optional<Probe> ScheduleSearch::nearestAccepted(
 /// user chose the checkpointing.
 std::vector<std::string>
 ScheduleSearch::getRecomputableUnits(const Candidate &lean) const {
-  if (options.checkpointingChosen ||
-      options.front.activationCheckpointing != CheckpointMode::None)
+  if (!mayRecompute())
     return {};
   SmallVector<std::pair<int64_t, std::string>> gathered;
   for (auto &[name, gathers] : lean.units)
@@ -936,7 +941,7 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
     first.push_back(withLevers(0, keepAll));
   for (unsigned depth = 1; depth <= maxDepth; ++depth)
     first.push_back(withLevers(depth, baseKeep));
-  bool roomy = leanFits && !order.empty() && maxDepth > 0;
+  bool roomy = leanFits && mayRecompute() && !order.empty() && maxDepth > 0;
   if (roomy)
     first.push_back(withLevers(maxDepth, keepAll));
   SmallVector<FailureOr<Candidate>> results = compile(first);
