@@ -79,25 +79,18 @@ int64_t peakResidentBytes() {
 }
 
 /// What the heap grows by beyond each request, and keeps faulted in after
-/// each step that grew it (touchHeapReserve): room for the largest
-/// transient allocation of a step, oneDNN's packing buffers (16 MB at most
-/// for Llama 160M's products, measured with heaptrack).
+/// the first step (touchHeapReserve): room for the largest transient
+/// allocation of a step, oneDNN's packing buffers (16 MB at most for
+/// Llama 160M's products, measured with heaptrack).
 constexpr int kHeapReserveBytes = 32 << 20;
 
-/// Touches the free space at the top of the heap after a step that grew it
-/// (the first step, and any later one whose allocations crept past the
-/// reserve). oneDNN's sgemm allocates its packing buffers per call (43,776
+/// Touches the free space at the top of the heap once the first step has
+/// grown it. oneDNN's sgemm allocates its packing buffers per call (43,776
 /// calls in 8 steps of Llama 160M); where MPI's allocations in between
 /// leave no free chunk large enough, the next one grows the heap and its
 /// JIT kernels write fresh pages (Llama 160M at W=2: 50-220 pages in the
-/// 6th step of most runs). The reserve at the top takes them instead. A
-/// step that did not move the heap's end costs nothing here.
+/// 6th step of most runs). The reserve at the top takes them instead.
 static void touchHeapReserve() {
-  static void *touchedBreak = nullptr;
-  void *end = sbrk(0);
-  if (end == touchedBreak)
-    return;
-  touchedBreak = end;
   struct mallinfo2 info = mallinfo2();
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   if (info.keepcost < 2 * page)
@@ -457,7 +450,8 @@ void Run::run() {
   for (int64_t step = startStep; step < startStep + options.steps; ++step) {
     injectFault(fault, rank, step + 1);
     runStep(step);
-    touchHeapReserve();
+    if (step == startStep)
+      touchHeapReserve();
   }
 }
 
