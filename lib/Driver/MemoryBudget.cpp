@@ -42,6 +42,16 @@ constexpr size_t kGreedyUnits = 16;
 /// recomputation (tradeRecomputation).
 constexpr size_t kTradedSchedules = 4;
 
+/// What recomputing every unit saved and cost on a schedule, where compiled.
+struct RecomputeCost {
+  int64_t savedBytes = 0;
+  double costUs = 0;
+};
+
+/// The modes a trade of recomputation compiles, in this order.
+constexpr CheckpointMode kRecomputeModes[] = {CheckpointMode::Selective,
+                                              CheckpointMode::Full};
+
 /// A count of units (a prefix of some order) and its schedule's figures,
 /// `compiled` or predicted.
 struct Probe {
@@ -147,6 +157,9 @@ private:
   void deepenSingleUnits(const Candidate &lean, unsigned maxDepth);
   Schedule withRecomputation(const Schedule &base, size_t n,
                              CheckpointMode mode) const;
+  SmallVector<CheckpointMode, 2>
+  getModesWorthTrying(const Candidate &without,
+                      ArrayRef<std::optional<RecomputeCost>> measured) const;
   void tradeRecomputation(const Candidate &lean);
   bool pays(const FailureOr<Candidate> &candidate) const;
   /// Whether a schedule taking `stepUs` is at least 1% faster than the best.
@@ -764,17 +777,33 @@ Schedule ScheduleSearch::withRecomputation(const Schedule &base, size_t n,
   return schedule;
 }
 
+/// Of selective and full (in that order), the modes worth compiling
+/// `without` (a schedule that did not fit) with: where nothing was measured
+/// yet, both; else those whose measured cost leaves it faster than the best
+/// and whose saving, twice over, could make it fit (savings differ between
+/// schedules, as the peak moves; the cost moves less).
+SmallVector<CheckpointMode, 2> ScheduleSearch::getModesWorthTrying(
+    const Candidate &without,
+    ArrayRef<std::optional<RecomputeCost>> measured) const {
+  SmallVector<CheckpointMode, 2> modes;
+  for (auto [mode, cost] : llvm::zip(kRecomputeModes, measured))
+    if (!cost || (without.heldBytes - 2 * cost->savedBytes <= budget &&
+                  faster(without.stepUs + cost->costUs)))
+      modes.push_back(mode);
+  return modes;
+}
+
 /// The leanest schedule fits without recomputation, but faster ones (a
 /// deeper prefetch, kept units) did not: recomputing the forward of a few
 /// units (those gathered first, whose activations live longest) may free
 /// the room for one of them at less cost than it saves, as FSDP users
 /// checkpoint to afford a deeper prefetch or no resharding. The fastest of
 /// them is compiled with every unit recomputing, selectively and in full;
-/// what that saves and costs roughly predicts the same for the next ones,
-/// which are compiled where the prediction may fit and pays. The first
-/// that does
-/// wins with the fewest units that make it fit (a count that does not fit
-/// and is already no faster than the best ends that search).
+/// the largest saving and its cost seen so far predict the same for the
+/// next ones, compiled in order of step time where that may fit and pay.
+/// The first that fits and pays wins with the fewest units that make it
+/// fit (a count that does not fit and is already no faster than the best
+/// ends that search).
 void ScheduleSearch::tradeRecomputation(const Candidate &lean) {
   std::vector<std::string> units = getRecomputableUnits(lean);
   llvm::erase_if(
@@ -784,27 +813,11 @@ void ScheduleSearch::tradeRecomputation(const Candidate &lean) {
   llvm::stable_sort(blocked, [](const auto &a, const auto &b) {
     return a.second.stepUs < b.second.stepUs;
   });
-  // Per mode, what recomputing every unit saved most and cost, where
-  // compiled.
-  std::optional<std::pair<Candidate, Candidate>> measured[2];
-  SmallVector<CheckpointMode, 2> modes = {CheckpointMode::Selective,
-                                          CheckpointMode::Full};
+  std::optional<RecomputeCost> measured[2]; // per mode of kRecomputeModes
   size_t tries = 0;
   for (const auto &[base, without] : blocked) {
-    SmallVector<CheckpointMode, 2> tried;
-    for (auto [m, mode] : llvm::enumerate(modes)) {
-      // Savings differ between schedules (the peak moves), so only a
-      // schedule that would not fit even saving twice as much is passed
-      // over; the time a recomputation costs moves less.
-      if (measured[m]) {
-        const auto &[before, after] = *measured[m];
-        int64_t saved = before.heldBytes - after.heldBytes;
-        if (without.heldBytes - 2 * saved > budget ||
-            !faster(without.stepUs + (after.stepUs - before.stepUs)))
-          continue;
-      }
-      tried.push_back(mode);
-    }
+    SmallVector<CheckpointMode, 2> tried =
+        getModesWorthTrying(without, measured);
     if (tried.empty())
       continue;
     if (tries++ == kTradedSchedules)
@@ -816,12 +829,12 @@ void ScheduleSearch::tradeRecomputation(const Candidate &lean) {
     SmallVector<FailureOr<Candidate>> all = compile(everyUnit);
     std::optional<size_t> fastestFit;
     for (auto [k, result] : llvm::enumerate(all)) {
-      // The largest saving seen predicts the next (an optimistic bound).
-      auto &delta = measured[tried[k] == CheckpointMode::Full];
-      if (succeeded(result) &&
-          (!delta || without.heldBytes - result->heldBytes >
-                         delta->first.heldBytes - delta->second.heldBytes))
-        delta = {without, *result};
+      std::optional<RecomputeCost> &cost =
+          measured[tried[k] == CheckpointMode::Full];
+      int64_t saved =
+          succeeded(result) ? without.heldBytes - result->heldBytes : 0;
+      if (succeeded(result) && (!cost || saved > cost->savedBytes))
+        cost = RecomputeCost{saved, result->stepUs - without.stepUs};
       if (pays(result) &&
           (!fastestFit || result->stepUs < all[*fastestFit]->stepUs))
         fastestFit = k;
@@ -951,13 +964,17 @@ FailureOr<std::optional<Schedule>> ScheduleSearch::run() {
     FailureOr<Candidate> base = depth == 0 ? lean : bases[depth - 1];
     if (!fits(base))
       break; // deeper prefetch holds more
-    FailureOr<Candidate> everything = *base;
-    if (!order.empty())
-      everything = depth == 0 ? results.front()
-                   : roomy && depth == maxDepth
-                       ? results.back()
-                       : compileOne(withLevers(depth, keepAll));
-    chooseKeptUnits(depth, *base, everything);
+    // Every unit worth keeping kept, compiled above where it could be.
+    auto everyUnitKept = [&]() -> FailureOr<Candidate> {
+      if (order.empty())
+        return *base;
+      if (depth == 0)
+        return results.front();
+      if (roomy && depth == maxDepth)
+        return results.back();
+      return compileOne(withLevers(depth, keepAll));
+    };
+    chooseKeptUnits(depth, *base, everyUnitKept());
   }
   deepenSingleUnits(*lean, maxDepth);
   if (leanFits)
