@@ -174,8 +174,12 @@ void zest_wait(zest_request_t id) {
     // The communication track shows the transfer (on the modeled link: from
     // when the link took it to when it was done); the compute track shows
     // the time this rank was blocked waiting for it.
-    rt.trace.push_back({describe(request), "comm", request.linkBeginUs,
-                        std::max(transferredUs, request.modeledEndUs), false});
+    TraceEvent transfer{describe(request), "comm", request.linkBeginUs,
+                        std::max(transferredUs, request.modeledEndUs), false};
+    if (request.modeledEndUs > 0)
+      transfer.queuedAndLinkUs = {request.linkBeginUs - request.startUs,
+                                  request.modeledEndUs - request.linkBeginUs};
+    rt.trace.push_back(std::move(transfer));
     if (endUs - enteredUs >= 1)
       rt.trace.push_back(
           {"wait for " + describe(request), "wait", enteredUs, endUs, false});

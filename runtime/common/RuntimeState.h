@@ -18,6 +18,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -47,6 +48,10 @@ struct TraceEvent {
   std::string name, category;
   double startUs, endUs;
   bool counter; // a pool counter sample: endUs holds the value
+  /// A transfer on a modeled link: how long it queued behind earlier
+  /// transfers, and how long the link itself took. The span's own duration
+  /// also holds real delays (a peer descheduled); these do not.
+  std::optional<std::pair<double, double>> queuedAndLinkUs = std::nullopt;
 };
 
 /// A modeled link (bytes per microsecond, latency); transfers on it are

@@ -61,17 +61,21 @@ int zest_trace_write(const char *path) {
     jsonString(file, event.name);
     std::fprintf(file, ",\"cat\":");
     jsonString(file, event.category);
-    if (event.counter)
+    if (event.counter) {
       std::fprintf(file,
                    ",\"ph\":\"C\",\"ts\":%.3f,\"pid\":%d,\"args\":{\"bytes\":"
                    "%.0f}}",
                    event.startUs, rank, event.endUs);
-    else
-      std::fprintf(file,
-                   ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
-                   "\"tid\":%d}",
-                   event.startUs, event.endUs - event.startUs, rank,
-                   event.category == "comm" ? 1 : 0);
+      continue;
+    }
+    std::fprintf(file,
+                 ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d",
+                 event.startUs, event.endUs - event.startUs, rank,
+                 event.category == "comm" ? 1 : 0);
+    if (event.queuedAndLinkUs)
+      std::fprintf(file, ",\"args\":{\"queued_us\":%.3f,\"link_us\":%.3f}",
+                   event.queuedAndLinkUs->first, event.queuedAndLinkUs->second);
+    std::fprintf(file, "}");
   }
   std::fprintf(file, "\n],\"displayTimeUnit\":\"ms\"}\n");
   return std::fclose(file) == 0 ? 0 : 1;
