@@ -16,6 +16,7 @@
 #include "Data.h"
 #include "DeviceMirrors.h"
 #include "FaultInjection.h"
+#include "HeapPages.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
 #include "Progress.h"
@@ -27,8 +28,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
-#include <malloc.h>
 #include <optional>
 #include <string>
 #include <sys/resource.h>
@@ -76,34 +75,6 @@ int64_t peakResidentBytes() {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   return int64_t(usage.ru_maxrss) * 1024;
-}
-
-/// What the heap grows by beyond each request, and keeps faulted in after
-/// the first step (touchHeapReserve): room for the largest transient
-/// allocation of a step, oneDNN's packing buffers (16 MB at most for
-/// Llama 160M's products, measured with heaptrack).
-constexpr int kHeapReserveBytes = 32 << 20;
-
-/// Touches the free space at the top of the heap once the first step has
-/// grown it. oneDNN's sgemm allocates its packing buffers per call (43,776
-/// calls in 8 steps of Llama 160M); where MPI's allocations in between
-/// leave no free chunk large enough, the next one grows the heap and its
-/// JIT kernels write fresh pages (Llama 160M at W=2: 50-220 pages in the
-/// 6th step of most runs). The reserve at the top takes them instead.
-static void touchHeapReserve() {
-  struct mallinfo2 info = mallinfo2();
-  size_t page = size_t(sysconf(_SC_PAGESIZE));
-  if (info.keepcost < 2 * page)
-    return;
-  // Less than the top chunk: carved from its start, where the heap's next
-  // growth goes, without growing the heap.
-  size_t bytes = std::min(info.keepcost - page, size_t(kHeapReserveBytes));
-  auto *reserve = static_cast<volatile char *>(std::malloc(bytes));
-  if (!reserve)
-    return;
-  for (size_t offset = 0; offset < bytes; offset += page)
-    reserve[offset] = 0;
-  std::free(const_cast<char *>(reserve));
 }
 
 /// Page faults of this process so far (minor: a page mapped on first touch,
@@ -344,6 +315,7 @@ private:
   std::optional<std::pair<int64_t, int64_t>> prefilled;
   double checksum = 0, measuredUs = 0;
   int64_t measuredSteps = 0, lastStepFaults = 0;
+  HeapPrefaulter heap;
 };
 
 void Run::printHeader() const {
@@ -450,8 +422,7 @@ void Run::run() {
   for (int64_t step = startStep; step < startStep + options.steps; ++step) {
     injectFault(fault, rank, step + 1);
     runStep(step);
-    if (step == startStep)
-      touchHeapReserve();
+    heap.afterStep();
   }
 }
 
@@ -463,6 +434,10 @@ void Run::printSummary(int64_t baseRss) {
     zest_host_all_reduce(&checksum, &global, 1, ZEST_F64, ZEST_SUM);
     checksum = global;
   }
+  // Every rank's: a page one rank faults holds up its peers' collectives.
+  double faults = double(lastStepFaults), allFaults = 0;
+  zest_host_all_reduce(&faults, &allFaults, 1, ZEST_F64, ZEST_SUM);
+  lastStepFaults = int64_t(allFaults);
   if (rank != 0)
     return;
   double stepMs = measuredSteps ? measuredUs / measuredSteps / 1000 : 0;
@@ -507,19 +482,6 @@ void Run::finish() {
 }
 
 } // namespace
-
-/// Keeps memory the program frees for its next use instead of returning it
-/// to the OS. The runtime's pool already does for the step's buffers, but
-/// MPI's nonblocking collectives allocate temporaries per call (libnbc's
-/// reduce-scatter: twice the message), which glibc maps and unmaps, so
-/// every step faulted them in again page by page (GPT-2 124M at W=2:
-/// 121,000 faults a step). The executable owns its process, so it may set
-/// this; a host loading the shared library keeps its own policy.
-static void keepFreedMemory() {
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-  mallopt(M_TOP_PAD, kHeapReserveBytes);
-}
 
 int main(int argc, char **argv) {
   keepFreedMemory();
