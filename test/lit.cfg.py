@@ -30,7 +30,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.zest_tools_dir, config.llvm_tools_dir]
-tools = ["zest-opt", "zest-runtime-test", "zest-kernel-test"]
+tools = ["zest-opt", "zest-runtime-test", "zest-kernel-test", "zest-heap-pages-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
