@@ -74,16 +74,25 @@ static void touchTopChunk() {
 /// (Pythia-160M at W=2: 50-250 pages in a late step, glibc's sysmalloc
 /// first). A request of the pad's size goes to the smallest free chunk that
 /// holds it, so the free chunks that large are taken first (and given back
-/// unchanged); the next one comes from the top.
+/// unchanged); the next one comes from the top, which grows by no more than
+/// it lacks (no pad on top of that: each of its pages is mapped).
 static void growTopChunk() {
+  if (mallinfo2().keepcost >= size_t(kHeapTopPadBytes))
+    return;
+  mallopt(M_TOP_PAD, 0);
   std::vector<void *> taken;
-  while (mallinfo2().keepcost < size_t(kHeapTopPadBytes) && taken.size() < 64)
-    if (void *chunk = std::malloc(kHeapTopPadBytes))
-      taken.push_back(chunk);
-    else
+  while (taken.size() < 64) {
+    void *end = sbrk(0);
+    void *chunk = std::malloc(kHeapTopPadBytes);
+    if (!chunk)
       break;
+    taken.push_back(chunk);
+    if (sbrk(0) != end) // carved from the top, which had to grow
+      break;
+  }
   for (auto it = taken.rbegin(); it != taken.rend(); ++it)
     std::free(*it);
+  mallopt(M_TOP_PAD, kHeapTopPadBytes);
 }
 
 void HeapPrefaulter::afterStep() {
