@@ -148,9 +148,10 @@ static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("Peak pool bytes per rank the step may use (suffixes KiB, MiB, "
              "GiB): the prefetch depth (up to --prefetch, default 2), the "
-             "units kept gathered for backward and, where nothing fits "
-             "without, the units recomputing their forward are chosen to "
-             "fit it"),
+             "units kept gathered for backward and the units recomputing "
+             "their forward (where nothing fits without, or where that "
+             "makes room for a faster schedule) are chosen to fit it, the "
+             "fastest the cost model predicts"),
     cl::value_desc("bytes"), cl::cat(category));
 static cl::opt<std::string> bucketBytes(
     "bucket-bytes",
