@@ -177,8 +177,8 @@ void zest_wait(zest_request_t id) {
     TraceEvent transfer{describe(request), "comm", request.linkBeginUs,
                         std::max(transferredUs, request.modeledEndUs), false};
     if (request.modeledEndUs > 0)
-      transfer.queuedAndLinkUs = {request.linkBeginUs - request.startUs,
-                                  request.modeledEndUs - request.linkBeginUs};
+      transfer.link = LinkTimes{request.linkBeginUs - request.startUs,
+                                request.modeledEndUs - request.linkBeginUs};
     rt.trace.push_back(std::move(transfer));
     if (endUs - enteredUs >= 1)
       rt.trace.push_back(

@@ -43,15 +43,19 @@ struct Request {
   int64_t sequence;
 };
 
+/// A transfer on a modeled link: how long it queued behind earlier
+/// transfers, and how long the link itself took. A span's own duration also
+/// holds real delays (a peer descheduled); these do not.
+struct LinkTimes {
+  double queuedUs, linkUs;
+};
+
 /// A span or a counter sample of the trace.
 struct TraceEvent {
   std::string name, category;
   double startUs, endUs;
   bool counter; // a pool counter sample: endUs holds the value
-  /// A transfer on a modeled link: how long it queued behind earlier
-  /// transfers, and how long the link itself took. The span's own duration
-  /// also holds real delays (a peer descheduled); these do not.
-  std::optional<std::pair<double, double>> queuedAndLinkUs = std::nullopt;
+  std::optional<LinkTimes> link = std::nullopt; // a modeled transfer's
 };
 
 /// A modeled link (bytes per microsecond, latency); transfers on it are

@@ -72,9 +72,9 @@ int zest_trace_write(const char *path) {
                  ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d",
                  event.startUs, event.endUs - event.startUs, rank,
                  event.category == "comm" ? 1 : 0);
-    if (event.queuedAndLinkUs)
+    if (event.link)
       std::fprintf(file, ",\"args\":{\"queued_us\":%.3f,\"link_us\":%.3f}",
-                   event.queuedAndLinkUs->first, event.queuedAndLinkUs->second);
+                   event.link->queuedUs, event.link->linkUs);
     std::fprintf(file, "}");
   }
   std::fprintf(file, "\n],\"displayTimeUnit\":\"ms\"}\n");

@@ -18,24 +18,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sys/resource.h>
 #include <vector>
 
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
 
-int64_t pageFaults() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return int64_t(usage.ru_minflt) + int64_t(usage.ru_majflt);
-}
-
 /// Writes every byte of `bytes` at `memory` and returns the faults it took.
 int64_t faultsOfWriting(void *memory, size_t bytes) {
-  int64_t before = pageFaults();
+  int64_t before = zest::pageFaults();
   std::memset(memory, 0x5a, bytes);
-  return pageFaults() - before;
+  return zest::pageFaults() - before;
 }
 
 /// Live allocations with known contents, and a freed 8 MiB chunk below one

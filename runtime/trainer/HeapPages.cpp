@@ -9,6 +9,7 @@
 #include <limits>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -21,7 +22,7 @@ using namespace zest;
 /// What the heap grows by beyond each request: room for the largest
 /// transient allocation of a step, oneDNN's packing buffers (16 MB at most
 /// for Llama 160M's products, measured with heaptrack).
-static constexpr int kHeapTopPadBytes = 32 << 20;
+static constexpr size_t kHeapTopPadBytes = size_t(32) << 20;
 
 void zest::keepFreedMemory() {
   // MPI's nonblocking collectives allocate temporaries per call (libnbc's
@@ -30,7 +31,13 @@ void zest::keepFreedMemory() {
   // step).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-  mallopt(M_TOP_PAD, kHeapTopPadBytes);
+  mallopt(M_TOP_PAD, int(kHeapTopPadBytes));
+}
+
+int64_t zest::pageFaults() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_minflt) + int64_t(usage.ru_majflt);
 }
 
 /// Where the heap starts, from /proc/self/maps' [heap] line (0: unknown).
@@ -59,7 +66,7 @@ static void touchTopChunk() {
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   if (info.keepcost < 2 * page)
     return;
-  size_t bytes = std::min(info.keepcost - page, size_t(kHeapTopPadBytes));
+  size_t bytes = std::min(info.keepcost - page, kHeapTopPadBytes);
   auto *top = static_cast<volatile char *>(std::malloc(bytes));
   if (!top)
     return;
@@ -77,7 +84,7 @@ static void touchTopChunk() {
 /// unchanged); the next one comes from the top, which grows by no more than
 /// it lacks (no pad on top of that: each of its pages is mapped).
 static void growTopChunk() {
-  if (mallinfo2().keepcost >= size_t(kHeapTopPadBytes))
+  if (mallinfo2().keepcost >= kHeapTopPadBytes)
     return;
   mallopt(M_TOP_PAD, 0);
   std::vector<void *> taken;
@@ -92,7 +99,7 @@ static void growTopChunk() {
   }
   for (auto it = taken.rbegin(); it != taken.rend(); ++it)
     std::free(*it);
-  mallopt(M_TOP_PAD, kHeapTopPadBytes);
+  mallopt(M_TOP_PAD, int(kHeapTopPadBytes));
 }
 
 void HeapPrefaulter::afterStep() {
@@ -109,10 +116,9 @@ void HeapPrefaulter::afterStep() {
   uintptr_t begin = mappedEnd ? mappedEnd : heapStart();
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   begin &= ~uintptr_t(page - 1);
-  if (begin == 0 || madvise(reinterpret_cast<void *>(begin), end - begin,
-                            MADV_POPULATE_WRITE) != 0) {
-    if (mappedEnd == 0)
-      touchTopChunk();
-  }
+  bool mapped = begin != 0 && madvise(reinterpret_cast<void *>(begin),
+                                      end - begin, MADV_POPULATE_WRITE) == 0;
+  if (!mapped && mappedEnd == 0)
+    touchTopChunk();
   mappedEnd = end;
 }

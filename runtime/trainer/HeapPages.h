@@ -1,5 +1,4 @@
-//===- HeapPages.h - The executable's heap: kept and mapped ahead -*- C++
-//-*-===//
+//===- HeapPages.h - The heap: kept and mapped ahead ------------*- C++ -*-===//
 //
 // A steady-state step should fault no page. The runtime's pool places the
 // step's buffers in one arena, but MPI and oneDNN allocate with malloc
@@ -21,6 +20,10 @@ namespace zest {
 /// its process, so it may set this; a host loading the shared library keeps
 /// its own policy.
 void keepFreedMemory();
+
+/// Page faults of this process so far (minor: a page mapped on first touch,
+/// as after memory went back to the OS; major: read from disk).
+int64_t pageFaults();
 
 /// Maps every page of the heap that no one has written yet, after a step
 /// has grown the heap (the first, or a later one).

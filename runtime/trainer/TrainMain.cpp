@@ -77,14 +77,6 @@ int64_t peakResidentBytes() {
   return int64_t(usage.ru_maxrss) * 1024;
 }
 
-/// Page faults of this process so far (minor: a page mapped on first touch,
-/// as after memory went back to the OS; major: read from disk).
-int64_t pageFaults() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return int64_t(usage.ru_minflt) + int64_t(usage.ru_majflt);
-}
-
 /// One compiled entry point with host buffers for its arguments and results:
 /// unit, state and accumulator arguments are the host's training state,
 /// which the step updates in place; data and hyperparameters are refilled
