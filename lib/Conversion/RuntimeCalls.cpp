@@ -41,6 +41,8 @@ static bool isParamType(ProductParam param, Type type) {
     return type.isSignlessInteger(32);
   case ProductParam::I64:
     return type.isSignlessInteger(64);
+  case ProductParam::F32:
+    return type.isF32();
   case ProductParam::Pointer:
     return isa<LLVM::LLVMPointerType>(type);
   }

@@ -373,6 +373,52 @@ typedef enum {
   m, n, k, dy, lddy, pre, ldpre, activation, x, ldx, w, ldw, w_transposed, dx, \
       lddx, dw, lddw, dw_transposed, db
 
+/* What the mask of zest_attention_forward / _backward holds (mask_kind):
+ * none, one byte per element (attend where non-zero), or a float added to
+ * the scores, in the inputs' storage type (SAME) or in f32. */
+#define ZEST_ATTENTION_MASK_NONE 0
+#define ZEST_ATTENTION_MASK_BOOL 1
+#define ZEST_ATTENTION_MASK_SAME 2
+#define ZEST_ATTENTION_MASK_F32 3
+
+/* zest_attention_forward: FlashAttention-2's forward. Contiguous row-major
+ * q [batch, heads, q_len, head_dim], k [batch, kv_heads, kv_len, head_dim],
+ * v [batch, kv_heads, kv_len, value_dim], out [batch, heads, q_len,
+ * value_dim]; query head h reads key/value head h / (heads / kv_heads).
+ * Scores are scale * q.k, plus the mask (mask_kind; a contiguous
+ * [mask_batch, mask_heads, mask_rows, mask_cols] array, each size 1 or the
+ * scores' own), with keys j > i masked when `causal`. lse receives each
+ * row's log-sum-exp (f32, [batch, heads, q_len]); a row that sees no key
+ * gets a zero output and lse = +inf. No [q_len, kv_len] array is formed:
+ * keys are visited in blocks with an online softmax, products on the
+ * runtime's sgemm, accumulated in f32. */
+#define ZEST_attention_forward_PARAMS(T)                                       \
+  int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,              \
+      int64_t kv_len, int64_t head_dim, int64_t value_dim, float scale,        \
+      int32_t causal, const T *q, const T *k, const T *v, const void *mask,    \
+      int32_t mask_kind, int64_t mask_batch, int64_t mask_heads,               \
+      int64_t mask_rows, int64_t mask_cols, T *out, float *lse
+#define ZEST_attention_forward_ARGS                                            \
+  batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim, scale, causal,   \
+      q, k, v, mask, mask_kind, mask_batch, mask_heads, mask_rows, mask_cols,  \
+      out, lse
+
+/* zest_attention_backward: the gradients dq, dk, dv (shaped as q, k, v;
+ * overwritten) of zest_attention_forward's output given dout, from its
+ * inputs, output and lse: each block of probabilities is recomputed from
+ * lse; dk and dv of a key/value head sum over the query heads reading it. */
+#define ZEST_attention_backward_PARAMS(T)                                      \
+  int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,              \
+      int64_t kv_len, int64_t head_dim, int64_t value_dim, float scale,        \
+      int32_t causal, const T *q, const T *k, const T *v, const void *mask,    \
+      int32_t mask_kind, int64_t mask_batch, int64_t mask_heads,               \
+      int64_t mask_rows, int64_t mask_cols, const T *out, const float *lse,    \
+      const T *dout, T *dq, T *dk, T *dv
+#define ZEST_attention_backward_ARGS                                           \
+  batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim, scale, causal,   \
+      q, k, v, mask, mask_kind, mask_batch, mask_heads, mask_rows, mask_cols,  \
+      out, lse, dout, dq, dk, dv
+
 /* The CPU runtime's products (OpenBLAS). The layers with bf16 (_bf16) or f16
  * (_f16) storage, uint16_t bit patterns for every matrix and vector,
  * accumulate their products in f32 and run the epilogues in f32; each stored

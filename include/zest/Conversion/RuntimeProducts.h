@@ -34,11 +34,13 @@ enum class ProductKind {
   widening_gemm,
   widening_gemm_batched,
   linear_forward,
-  linear_backward
+  linear_backward,
+  attention_forward,
+  attention_backward
 };
 
 /// How a C parameter is passed: the MLIR type a call gives it.
-enum class ProductParam { I32, I64, Pointer };
+enum class ProductParam { I32, I64, F32, Pointer };
 
 /// One entry point of zest_products.def.
 struct RuntimeProduct {
@@ -61,6 +63,8 @@ namespace detail {
 template <typename T> constexpr ProductParam getProductParam() {
   if constexpr (std::is_pointer_v<T>)
     return ProductParam::Pointer;
+  else if constexpr (std::is_floating_point_v<T>)
+    return ProductParam::F32;
   else if constexpr (sizeof(T) == 8)
     return ProductParam::I64;
   else

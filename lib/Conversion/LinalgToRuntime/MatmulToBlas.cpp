@@ -1,5 +1,7 @@
 //===- MatmulToBlas.cpp - Matrix products and linear layers to kernels ----===//
 
+#include "AttentionToRuntime.h"
+#include "KernelOperands.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Conversion/RuntimeCalls.h"
 #include "zest/Conversion/RuntimeProducts.h"
@@ -23,19 +25,6 @@ using namespace mlir;
 using namespace mlir::zest;
 
 namespace {
-
-/// True if `value` is a memref whose innermost stride is 1: a
-/// row-contiguous matrix, or a contiguous vector.
-static bool hasUnitInnerStride(Value value) {
-  auto type = dyn_cast<MemRefType>(value.getType());
-  if (!type || type.getRank() < 1)
-    return false;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)))
-    return false;
-  return strides.back() == 1;
-}
 
 /// The `linalg.fill` of zero that writes all of `c` just before `op`, with
 /// nothing in between that touches memory (only views and constants); null
@@ -256,91 +245,6 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
-/// The pointer, row stride (leading dimension) and sizes of an optional
-/// row-contiguous matrix or vector; a null pointer and zeros when absent.
-struct RuntimeOperand {
-  Value pointer, ld;
-  SmallVector<Value, 2> sizes;
-};
-
-/// The product `kind` for a fused linear op's storage type (f32, bf16,
-/// f16; the op's verifier admits no other).
-static const RuntimeProduct &getLinearProduct(Operation *op, ProductKind kind) {
-  return *lookupRuntimeProduct(
-      kind, getElementTypeOrSelf(op->getOperand(0).getType()));
-}
-
-static Value getFlag(OpBuilder &builder, Location loc, int64_t value) {
-  return arith::ConstantIntOp::create(builder, loc, value, 32);
-}
-
-/// The operands of a kernel call. Operands in a layout the kernels cannot
-/// take (a transposed view) go through a contiguous copy: inputs are copied
-/// in before the call, destinations copied out after it (`finish`). The
-/// deallocation pipeline frees the copies.
-class KernelOperands {
-public:
-  KernelOperands(OpBuilder &builder, Location loc)
-      : builder(builder), loc(loc) {}
-
-  RuntimeOperand input(Value memref) {
-    if (memref && !hasUnitInnerStride(memref)) {
-      Value copy = allocLike(memref);
-      memref::CopyOp::create(builder, loc, memref, copy);
-      memref = copy;
-    }
-    return get(memref);
-  }
-
-  RuntimeOperand output(Value memref) {
-    if (memref && !hasUnitInnerStride(memref)) {
-      Value copy = allocLike(memref);
-      copyOut.emplace_back(copy, memref);
-      memref = copy;
-    }
-    return get(memref);
-  }
-
-  /// Emits the copies out; call after the kernel call.
-  void finish() {
-    for (auto [copy, memref] : copyOut)
-      memref::CopyOp::create(builder, loc, copy, memref);
-  }
-
-private:
-  RuntimeOperand get(Value memref) {
-    RuntimeOperand operand;
-    if (!memref) {
-      operand.pointer = LLVM::ZeroOp::create(
-          builder, loc, LLVM::LLVMPointerType::get(builder.getContext()));
-      operand.ld = arith::ConstantIntOp::create(builder, loc, 0, 64);
-      return operand;
-    }
-    operand.pointer = getElementPointer(builder, loc, memref);
-    auto metadata =
-        memref::ExtractStridedMetadataOp::create(builder, loc, memref);
-    for (Value size : metadata.getSizes())
-      operand.sizes.push_back(toI64(builder, loc, size));
-    operand.ld = toI64(builder, loc, metadata.getStrides()[0]);
-    return operand;
-  }
-
-  Value allocLike(Value memref) {
-    auto type = cast<MemRefType>(memref.getType());
-    SmallVector<Value> dynamicSizes;
-    for (int64_t i = 0; i < type.getRank(); ++i)
-      if (type.isDynamicDim(i))
-        dynamicSizes.push_back(memref::DimOp::create(builder, loc, memref, i));
-    return memref::AllocOp::create(
-        builder, loc, MemRefType::get(type.getShape(), type.getElementType()),
-        dynamicSizes);
-  }
-
-  OpBuilder &builder;
-  Location loc;
-  SmallVector<std::pair<Value, Value>> copyOut;
-};
-
 /// zest.linear on memrefs -> zest_linear_forward(_bf16, _f16).
 struct LowerLinear : public OpRewritePattern<LinearOp> {
   LowerLinear(MLIRContext *ctx, bool cuda)
@@ -359,7 +263,7 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
                    y = operands.output(op.getOutput()),
                    pre = operands.output(op.getPreactivation());
     callProduct(
-        rewriter, loc, getLinearProduct(op, ProductKind::linear_forward), cuda,
+        rewriter, loc, getStorageProduct(op, ProductKind::linear_forward), cuda,
         {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
          getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
@@ -398,7 +302,8 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
     else
       k = arith::ConstantIntOp::create(rewriter, loc, 0, 64);
     callProduct(
-        rewriter, loc, getLinearProduct(op, ProductKind::linear_backward), cuda,
+        rewriter, loc, getStorageProduct(op, ProductKind::linear_backward),
+        cuda,
         {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
          getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
          x.pointer, x.ld, w.pointer, w.ld,
@@ -424,6 +329,7 @@ struct MatmulToBlasPass
     // The CUDA runtime's products (cuBLASLt) take device pointers.
     patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(
         &getContext(), /*cuda=*/target == "cuda");
+    populateAttentionToRuntimePatterns(patterns, /*cuda=*/target == "cuda");
     // Each op is rewritten once into calls no pattern matches: one walk,
     // linear in the size of the step, instead of the greedy driver's
     // iterations over the whole (one huge block) entry point.

@@ -748,6 +748,22 @@ static LogicalResult verifySameElementType(Operation *op) {
   return success();
 }
 
+/// `shape` as its sizes joined by `separator`, `?` for a dynamic size.
+static std::string formatShape(ArrayRef<int64_t> shape, StringRef separator) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t size) {
+        if (ShapedType::isDynamic(size))
+          os << "?";
+        else
+          os << size;
+      },
+      separator);
+  return text;
+}
+
 /// Checks that `value`, called `what`, has `shape` (dynamic sizes match
 /// anything).
 static LogicalResult checkShape(Operation *op, Value value, StringRef what,
@@ -762,19 +778,8 @@ static LogicalResult checkShape(Operation *op, Value value, StringRef what,
          type.getDimSize(i) == shape[i];
   if (ok)
     return success();
-  std::string expected;
-  llvm::raw_string_ostream os(expected);
-  llvm::interleave(
-      shape, os,
-      [&](int64_t size) {
-        if (ShapedType::isDynamic(size))
-          os << "?";
-        else
-          os << size;
-      },
-      "x");
   return op->emitOpError() << what << " has type " << value.getType()
-                           << "; expected shape " << expected;
+                           << "; expected shape " << formatShape(shape, "x");
 }
 
 static int64_t getDim(Value value, unsigned dim) {
@@ -889,4 +894,148 @@ std::string mlir::zest::getDTypeName(Type type) {
   std::string name;
   llvm::raw_string_ostream(name) << type;
   return name;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The operands of an attention op whose shapes depend on each other.
+struct AttentionOperands {
+  Value query, key, value, mask, output, logsumexp;
+};
+} // namespace
+
+/// Whether two sizes may be equal (a dynamic size matches anything).
+static bool maybeEqual(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// Checks the mask's element type and that each of its dimensions is that
+/// of `[batch, heads, queries, keys]` or 1.
+static LogicalResult verifyAttentionMask(Operation *op, Value mask,
+                                         Type elementType,
+                                         ArrayRef<int64_t> scores) {
+  if (!mask)
+    return success();
+  auto type = cast<ShapedType>(mask.getType());
+  Type maskElement = type.getElementType();
+  if (!maskElement.isInteger(1) && !maskElement.isF32() &&
+      maskElement != elementType)
+    return op->emitOpError()
+           << "mask of element type " << maskElement
+           << " is neither i1 (keep where true), f32 nor the inputs' type "
+           << elementType << " (added to the scores)";
+  for (auto [dim, size] : llvm::enumerate(type.getShape()))
+    if (size != 1 && !maybeEqual(size, scores[dim]))
+      return op->emitOpError()
+             << "mask has type " << mask.getType() << "; each dimension is 1 "
+             << "(broadcast) or that of [batch, heads, queries, keys] = ["
+             << formatShape(scores, ", ") << "]";
+  return success();
+}
+
+/// Checks the shapes of an attention's operands against each other:
+/// queries [B, H, S, D], keys [B, G, T, D], values [B, G, T, E], output
+/// [B, H, S, E], log-sum-exp [B, H, S], with G dividing H.
+static LogicalResult verifyAttentionShapes(Operation *op,
+                                           const AttentionOperands &operands,
+                                           float scale) {
+  if (!std::isfinite(scale))
+    return op->emitOpError() << "scale " << scale << " is not finite";
+  int64_t batch = getDim(operands.query, 0), heads = getDim(operands.query, 1),
+          queries = getDim(operands.query, 2),
+          features = getDim(operands.query, 3),
+          kvHeads = getDim(operands.key, 1), keys = getDim(operands.key, 2),
+          valueFeatures = getDim(operands.value, 3);
+  if (kvHeads == 0 || (!ShapedType::isDynamic(heads) &&
+                       !ShapedType::isDynamic(kvHeads) && heads % kvHeads != 0))
+    return op->emitOpError()
+           << "has " << heads << " query heads and " << kvHeads
+           << " key/value heads; the key/value heads must divide the query "
+              "heads (grouped-query attention)";
+  Type elementType = getElementTypeOrSelf(operands.query.getType());
+  if (failed(checkShape(op, operands.key, "key",
+                        {batch, kvHeads, keys, features})) ||
+      failed(checkShape(op, operands.value, "value",
+                        {batch, kvHeads, keys, valueFeatures})) ||
+      failed(checkShape(op, operands.output, "output",
+                        {batch, heads, queries, valueFeatures})) ||
+      failed(checkShape(op, operands.logsumexp, "logsumexp",
+                        {batch, heads, queries})))
+    return failure();
+  return verifyAttentionMask(op, operands.mask, elementType,
+                             {batch, heads, queries, keys});
+}
+
+/// Checks that `values` share the element type of the first: attention
+/// stores its inputs, outputs and gradients in one type.
+static LogicalResult verifyAttentionElementTypes(Operation *op,
+                                                 ValueRange values) {
+  Type type = getElementTypeOrSelf(values.front().getType());
+  for (Value value : values)
+    if (getElementTypeOrSelf(value.getType()) != type)
+      return op->emitOpError()
+             << "mixes element types " << type << " and "
+             << getElementTypeOrSelf(value.getType())
+             << "; queries, keys, values, outputs and their gradients are "
+                "stored in one type";
+  return success();
+}
+
+MutableOperandRange AttentionOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getOutput(), getLogsumexp()});
+}
+
+void AttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifyAttentionElementTypes(
+          *this, {getQuery(), getKey(), getValue(), getOutput()})))
+    return failure();
+  return verifyAttentionShapes(*this,
+                               {getQuery(), getKey(), getValue(), getMask(),
+                                getOutput(), getLogsumexp()},
+                               getScale().convertToFloat());
+}
+
+MutableOperandRange AttentionBackwardOp::getDpsInitsMutable() {
+  return getTrailingInits(*this,
+                          {getGradQuery(), getGradKey(), getGradValue()});
+}
+
+void AttentionBackwardOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult AttentionBackwardOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifyAttentionElementTypes(
+          *this,
+          {getQuery(), getKey(), getValue(), getOutput(), getGradOutput(),
+           getGradQuery(), getGradKey(), getGradValue()})) ||
+      failed(verifyAttentionShapes(*this,
+                                   {getQuery(), getKey(), getValue(), getMask(),
+                                    getOutput(), getLogsumexp()},
+                                   getScale().convertToFloat())))
+    return failure();
+  auto shapeOf = [](Value value) {
+    return cast<ShapedType>(value.getType()).getShape();
+  };
+  return success(succeeded(checkShape(*this, getGradOutput(), "grad_output",
+                                      shapeOf(getOutput()))) &&
+                 succeeded(checkShape(*this, getGradQuery(), "grad_query",
+                                      shapeOf(getQuery()))) &&
+                 succeeded(checkShape(*this, getGradKey(), "grad_key",
+                                      shapeOf(getKey()))) &&
+                 succeeded(checkShape(*this, getGradValue(), "grad_value",
+                                      shapeOf(getValue()))));
 }

@@ -1,8 +1,8 @@
 //===- BufferizableOpInterfaceImpl.cpp - Bufferizing Zest ops -------------===//
 //
-// The fused linear ops are destination-style: on tensors they return their
-// destinations, on memrefs they write them. Bufferizing one swaps each
-// operand for its buffer and drops the results, as for linalg. An
+// The fused linear and attention ops are destination-style: on tensors they
+// return their destinations, on memrefs they write them. Bufferizing one swaps
+// each operand for its buffer and drops the results, as for linalg. An
 // optimization barrier is its operand's buffer.
 //
 //===----------------------------------------------------------------------===//
@@ -95,6 +95,9 @@ void mlir::zest::registerBufferizableOpInterfaceExternalModels(
     LinearOp::attachInterface<WriteOnlyDestinationModel<LinearOp>>(*ctx);
     LinearBackwardOp::attachInterface<
         WriteOnlyDestinationModel<LinearBackwardOp>>(*ctx);
+    AttentionOp::attachInterface<WriteOnlyDestinationModel<AttentionOp>>(*ctx);
+    AttentionBackwardOp::attachInterface<
+        WriteOnlyDestinationModel<AttentionBackwardOp>>(*ctx);
     OptimizationBarrierOp::attachInterface<OptimizationBarrierModel>(*ctx);
   });
 }

@@ -65,10 +65,12 @@ bool isConstantOrEmpty(Operation *op) {
          (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op));
 }
 
-/// A product (matrix or batched product, convolution): what the selective
-/// policy keeps rather than recomputes, as PyTorch's selective
-/// checkpointing saves matmul outputs.
+/// A product (matrix or batched product, convolution, attention): what the
+/// selective policy keeps rather than recomputes, as PyTorch's selective
+/// checkpointing saves matmul and attention outputs.
 bool isProduct(Operation *op) {
+  if (isa<AttentionOp>(op))
+    return true;
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && (linalg::isaContractionOpInterface(linalgOp) ||
                       linalg::isaConvolutionOpInterface(linalgOp));

@@ -763,6 +763,148 @@ def Zest_LinearBackwardOp : Zest_Op<"linear_backward", [
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+// `[batch, heads, rows, features]` queries, keys, values and outputs in one
+// float type; a mask broadcast to `[batch, heads, queries, keys]`; one f32
+// log-sum-exp per query row. Tensors before bufferization, memrefs after.
+def Zest_AttentionTensor
+    : AnyTypeOf<[4DTensorOf<[F32, BF16, F16]>,
+                 MemRefRankOf<[F32, BF16, F16], [4]>],
+                "4-D f32, bf16 or f16 tensor or memref">;
+def Zest_AttentionMask
+    : AnyTypeOf<[4DTensorOf<[I1, F32, BF16, F16]>,
+                 MemRefRankOf<[I1, F32, BF16, F16], [4]>],
+                "4-D i1, f32, bf16 or f16 tensor or memref">;
+def Zest_LogSumExp
+    : AnyTypeOf<[3DTensorOf<[F32]>, MemRefRankOf<[F32], [3]>],
+                "3-D f32 tensor or memref">;
+
+def Zest_AttentionOp : Zest_Op<"attention", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "scaled dot-product attention, fused (FlashAttention-2)";
+  let description = [{
+    For every batch `b`, query head `h` and query row `i`:
+
+    ```
+    s[j]      = scale * (query[b, h, i] . key[b, g, j]) (+ mask, or -inf
+                where a boolean mask is false or, when `causal`, j > i)
+    output    = sum_j softmax(s)[j] * value[b, g, j]
+    logsumexp = log(sum_j exp(s[j]))
+    ```
+
+    with `g = h / (heads / kv_heads)`: grouped-query attention reads each
+    key/value head for `heads / kv_heads` consecutive query heads and never
+    repeats it in memory. `causal` keeps keys `j <= i` (PyTorch's
+    `is_causal`, aligned at the top left). An i1 `mask` keeps the keys
+    where it is true; a float mask (the inputs' type or f32) is added to
+    the scores. The mask's dimensions are those of
+    `[batch, heads, queries, keys]` or 1 (broadcast). A row that sees no key
+    has a zero output and a log-sum-exp of +inf, as PyTorch's safe softmax.
+
+    The log-sum-exp is what the backward needs (FlashAttention-2): the
+    probabilities are recomputed from it, so no `[queries, keys]` tensor is
+    ever kept. Products accumulate in f32 whatever the storage type.
+    Destination-passing style: on tensors the op returns its destinations,
+    on memrefs it writes them. `zest-import` creates it for
+    `scaled_dot_product_attention` and the eager attention of transformers'
+    models; `zest-matmul-to-blas` lowers it to `zest_attention_forward`.
+
+    ```mlir
+    %o, %lse = zest.attention causal scale(0.125)
+        ins(%q, %k, %v : tensor<2x8x128x64xf32>, tensor<2x2x128x64xf32>,
+                         tensor<2x2x128x64xf32>)
+        outs(%e0, %e1 : tensor<2x8x128x64xf32>, tensor<2x8x128xf32>)
+        -> tensor<2x8x128x64xf32>, tensor<2x8x128xf32>
+    ```
+  }];
+  let arguments = (ins UnitAttr:$causal, F32Attr:$scale,
+                       Zest_AttentionTensor:$query, Zest_AttentionTensor:$key,
+                       Zest_AttentionTensor:$value,
+                       Optional<Zest_AttentionMask>:$mask,
+                       Zest_AttentionTensor:$output,
+                       Zest_LogSumExp:$logsumexp);
+  let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    (`causal` $causal^)? `scale` `(` $scale `)`
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
+      type($value) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `outs` `(` $output `,` $logsumexp `:` type($output) `,`
+      type($logsumexp) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+  }];
+}
+
+def Zest_AttentionBackwardOp : Zest_Op<"attention_backward", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "the gradients of zest.attention (FlashAttention-2)";
+  let description = [{
+    The gradients of the queries, keys and values of the `zest.attention`
+    with the same `causal`, `scale`, inputs and mask, from the gradient of
+    its output, its output and its log-sum-exp: each block of probabilities
+    is recomputed as `exp(s - logsumexp)`, and with
+    `D_i = grad_output_i . output_i`,
+
+    ```
+    grad_value += P^T grad_output
+    dS          = P * (grad_output value^T - D) * scale
+    grad_query += dS key
+    grad_key   += dS^T query
+    ```
+
+    Under grouped-query attention the key and value gradients of a
+    key/value head sum over the query heads that read it. Destinations are
+    only written; products accumulate in f32.
+
+    ```mlir
+    %dq, %dk, %dv = zest.attention_backward causal scale(0.125)
+        grad_output(%do : tensor<2x8x128x64xf32>)
+        ins(%q, %k, %v, %o, %lse : tensor<2x8x128x64xf32>,
+            tensor<2x2x128x64xf32>, tensor<2x2x128x64xf32>,
+            tensor<2x8x128x64xf32>, tensor<2x8x128xf32>)
+        outs(%e0, %e1, %e2 : tensor<2x8x128x64xf32>, tensor<2x2x128x64xf32>,
+             tensor<2x2x128x64xf32>)
+        -> tensor<2x8x128x64xf32>, tensor<2x2x128x64xf32>,
+           tensor<2x2x128x64xf32>
+    ```
+  }];
+  let arguments = (ins UnitAttr:$causal, F32Attr:$scale,
+                       Zest_AttentionTensor:$grad_output,
+                       Zest_AttentionTensor:$query, Zest_AttentionTensor:$key,
+                       Zest_AttentionTensor:$value,
+                       Zest_AttentionTensor:$output,
+                       Zest_LogSumExp:$logsumexp,
+                       Optional<Zest_AttentionMask>:$mask,
+                       Zest_AttentionTensor:$grad_query,
+                       Zest_AttentionTensor:$grad_key,
+                       Zest_AttentionTensor:$grad_value);
+  let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    (`causal` $causal^)? `scale` `(` $scale `)`
+    `grad_output` `(` $grad_output `:` type($grad_output) `)`
+    `ins` `(` $query `,` $key `,` $value `,` $output `,` $logsumexp `:`
+      type($query) `,` type($key) `,` type($value) `,` type($output) `,`
+      type($logsumexp) `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `outs` `(` $grad_query `,` $grad_key `,` $grad_value `:`
+      type($grad_query) `,` type($grad_key) `,` type($grad_value) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+  }];
+}
+
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {
   let summary = "the index of the shard this process holds";
   let description = [{

@@ -1,0 +1,111 @@
+//===- AttentionToRuntime.cpp - Fused attention to kernels ----------------===//
+//
+// zest.attention and zest.attention_backward on memrefs become one call
+// each to the runtime's FlashAttention kernels (runtime/kernels/Attention.cpp
+// on the CPU, the CUDA runtime's for target=cuda), on contiguous row-major
+// arrays: a strided view goes through a contiguous copy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionToRuntime.h"
+#include "KernelOperands.h"
+#include "zest/Conversion/RuntimeCalls.h"
+#include "zest/Dialect/Zest/IR/ZestOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::zest;
+
+namespace {
+
+/// The leading arguments both kernels share: sizes, scale, causal, the
+/// query/key/value pointers and the mask with its kind and sizes.
+SmallVector<Value> getCommonArgs(OpBuilder &builder, Location loc,
+                                 KernelOperands &operands, Value query,
+                                 Value key, Value value, Value mask,
+                                 float scale, bool causal) {
+  RuntimeOperand q = operands.input(query), k = operands.input(key),
+                 v = operands.input(value), m = operands.input(mask);
+  Type elementType = getElementTypeOrSelf(query.getType());
+  int64_t kind = ZEST_ATTENTION_MASK_NONE;
+  if (mask) {
+    Type maskType = getElementTypeOrSelf(mask.getType());
+    kind = maskType.isInteger(1)     ? ZEST_ATTENTION_MASK_BOOL
+           : maskType == elementType ? ZEST_ATTENTION_MASK_SAME
+                                     : ZEST_ATTENTION_MASK_F32;
+  }
+  SmallVector<Value> args = {q.sizes[0], q.sizes[1], k.sizes[1], q.sizes[2],
+                             k.sizes[2], q.sizes[3], v.sizes[3]};
+  args.push_back(
+      arith::ConstantOp::create(builder, loc, builder.getF32FloatAttr(scale)));
+  args.append({getFlag(builder, loc, causal), q.pointer, k.pointer, v.pointer,
+               m.pointer, getFlag(builder, loc, kind)});
+  for (unsigned dim = 0; dim < 4; ++dim)
+    args.push_back(mask ? m.sizes[dim]
+                        : arith::ConstantIntOp::create(builder, loc, 0, 64));
+  return args;
+}
+
+/// zest.attention on memrefs -> zest_attention_forward(_bf16, _f16).
+struct LowerAttention : public OpRewritePattern<AttentionOp> {
+  LowerAttention(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern(ctx), cuda(cuda) {}
+  bool cuda;
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumResults() != 0)
+      return rewriter.notifyMatchFailure(op, "not on buffers");
+    Location loc = op.getLoc();
+    KernelOperands operands(rewriter, loc, KernelOperands::Layout::Contiguous);
+    SmallVector<Value> args = getCommonArgs(
+        rewriter, loc, operands, op.getQuery(), op.getKey(), op.getValue(),
+        op.getMask(), op.getScale().convertToFloat(), op.getCausal());
+    args.push_back(operands.output(op.getOutput()).pointer);
+    args.push_back(operands.output(op.getLogsumexp()).pointer);
+    callProduct(rewriter, loc,
+                getStorageProduct(op, ProductKind::attention_forward), cuda,
+                args);
+    operands.finish();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// zest.attention_backward on memrefs -> zest_attention_backward(...).
+struct LowerAttentionBackward : public OpRewritePattern<AttentionBackwardOp> {
+  LowerAttentionBackward(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern(ctx), cuda(cuda) {}
+  bool cuda;
+
+  LogicalResult matchAndRewrite(AttentionBackwardOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumResults() != 0)
+      return rewriter.notifyMatchFailure(op, "not on buffers");
+    Location loc = op.getLoc();
+    KernelOperands operands(rewriter, loc, KernelOperands::Layout::Contiguous);
+    SmallVector<Value> args = getCommonArgs(
+        rewriter, loc, operands, op.getQuery(), op.getKey(), op.getValue(),
+        op.getMask(), op.getScale().convertToFloat(), op.getCausal());
+    for (Value input : {op.getOutput(), op.getLogsumexp(), op.getGradOutput()})
+      args.push_back(operands.input(input).pointer);
+    for (Value output : {op.getGradQuery(), op.getGradKey(), op.getGradValue()})
+      args.push_back(operands.output(output).pointer);
+    callProduct(rewriter, loc,
+                getStorageProduct(op, ProductKind::attention_backward), cuda,
+                args);
+    operands.finish();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::zest::populateAttentionToRuntimePatterns(RewritePatternSet &patterns,
+                                                    bool cuda) {
+  patterns.add<LowerAttention, LowerAttentionBackward>(patterns.getContext(),
+                                                       cuda);
+}

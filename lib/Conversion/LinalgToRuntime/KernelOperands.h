@@ -1,0 +1,69 @@
+//===- KernelOperands.h - Memrefs passed to runtime kernels -----*- C++ -*-===//
+//
+// The runtime's kernels take a pointer and row strides (fused linear) or a
+// pointer alone (attention: contiguous row-major arrays). An operand in a
+// layout the kernel cannot take goes through a contiguous copy: inputs are
+// copied in before the call, destinations copied out after it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_LIB_CONVERSION_LINALGTORUNTIME_KERNELOPERANDS_H
+#define ZEST_LIB_CONVERSION_LINALGTORUNTIME_KERNELOPERANDS_H
+
+#include "zest/Conversion/RuntimeProducts.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::zest {
+
+/// True if `value` is a memref whose innermost stride is 1: a
+/// row-contiguous matrix, or a contiguous vector.
+bool hasUnitInnerStride(Value value);
+
+/// The product `kind` for the storage type of `op`'s first operand (f32,
+/// bf16, f16; the fused ops' verifiers admit no other).
+const RuntimeProduct &getStorageProduct(Operation *op, ProductKind kind);
+
+/// A 32-bit integer constant: the flags and enums of the C API.
+Value getFlag(OpBuilder &builder, Location loc, int64_t value);
+
+/// The pointer, row stride (leading dimension) and sizes of an optional
+/// operand; a null pointer and zeros when absent.
+struct RuntimeOperand {
+  Value pointer, ld;
+  SmallVector<Value, 4> sizes;
+};
+
+/// The operands of a kernel call, each in the layout the kernel takes.
+/// The deallocation pipeline frees the copies.
+class KernelOperands {
+public:
+  /// What the kernel takes: rows with a unit inner stride (any row
+  /// stride), or whole contiguous row-major arrays.
+  enum class Layout { UnitInnerStride, Contiguous };
+
+  KernelOperands(OpBuilder &builder, Location loc,
+                 Layout layout = Layout::UnitInnerStride)
+      : builder(builder), loc(loc), layout(layout) {}
+
+  RuntimeOperand input(Value memref);
+  RuntimeOperand output(Value memref);
+
+  /// Emits the copies out; call after the kernel call.
+  void finish();
+
+private:
+  bool takes(Value memref) const;
+  RuntimeOperand get(Value memref);
+  Value allocLike(Value memref);
+
+  OpBuilder &builder;
+  Location loc;
+  Layout layout;
+  SmallVector<std::pair<Value, Value>> copyOut;
+};
+
+} // namespace mlir::zest
+
+#endif // ZEST_LIB_CONVERSION_LINALGTORUNTIME_KERNELOPERANDS_H
