@@ -47,13 +47,12 @@ def main(argv=None):
         "without gradients (runs with --function)",
     )
     parser.add_argument(
-        "--attention-block",
-        type=int,
-        default=attention.BLOCK,
-        metavar="N",
-        help="scaled_dot_product_attention by blocks of N queries and N keys "
-        "with an online softmax, never holding all the scores (default "
-        f"{attention.BLOCK}); 0 traces PyTorch's math path, which does",
+        "--attention",
+        choices=("fused", "math"),
+        default=attention.MODE,
+        help="scaled_dot_product_attention as Zest's fused op (default: "
+        "FlashAttention-2, no [queries, keys] tensor kept) or as PyTorch's "
+        "math path, every score materialized (for comparisons)",
     )
     parser.add_argument(
         "--shapes-only",
@@ -73,9 +72,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.shapes_only and args.weights:
         parser.error("--shapes-only has no weights to write (--weights)")
-    if args.attention_block < 0:
-        parser.error("--attention-block must be 0 or positive")
-    attention.BLOCK = args.attention_block
+    attention.MODE = args.attention
     try:
         load = load_factory_shapes if args.shapes_only else load_factory
         model, loss_fn, batch = load(args.factory)

@@ -1,26 +1,23 @@
-"""scaled_dot_product_attention traced as blocked attention with an online
-softmax (FlashAttention's algorithm, written in torch ops), so the imported
-step never holds a [batch, heads, queries, keys] tensor.
+"""scaled_dot_product_attention imported as one op: ``zest.attention`` and
+its backward ``zest.attention_backward`` (FlashAttention-2's: the output
+and each row's log-sum-exp are kept, the probabilities recomputed).
 
-PyTorch's math path (what make_fx traces otherwise) materializes the scores
-and keeps the probabilities for the backward: 2 GiB per layer for 32 heads
-at 4096 tokens. Eager's fused CPU and GPU kernels keep only the output and
-the log-sum-exp of each row. Here the queries and keys are cut into blocks
-(at most BLOCK rows each); each pair of blocks contributes its scores to a
-running maximum, sum and output, and the backward recomputes each block's
-probabilities from the saved log-sum-exp. The largest temporary is one
-block's scores, [batch, heads, BLOCK, BLOCK]; with is_causal, blocks wholly
-above the diagonal are skipped (half the products at long sequences, as
-eager's kernels do). Every op is an ordinary ATen op, so the result is the
-linalg-on-tensors contract and Zest compiles the blocks like any products
-and elementwise chains.
+The trace records two PyTorch custom ops, ``zest::attention`` and
+``zest::attention_backward``, whose autograd formula is the fused one, so
+the traced backward keeps what eager's fused kernels keep. torch-mlir knows
+neither: each becomes a call of a private function declaration while
+torch-mlir lowers the rest to linalg (``lower_calls`` in this file's
+companion ``fused_ops.py``), and the calls become Zest's ops at the end. A
+layer's IR does not depend on the sequence length.
 
-What takes PyTorch's math path instead: attention that is one block
-(queries and keys at most BLOCK; keeping its probabilities is then no larger
-than a block and cheaper than recomputing them: GPT-2 124M at 128 tokens
-plans 9.9 MB less, and skips a product per layer), dropout inside attention (its mask would have to be drawn again, block by
-block, in the backward), a mask that requires a gradient, and inputs whose
-batch dimensions broadcast rather than agree.
+Queries, keys and values enter as ``[batch, heads, rows, features]``
+(leading batch dimensions collapsed, a missing head dimension added), keys
+and values with their own heads (grouped-query attention is never
+repeated), the mask as 4-D with broadcast dimensions of size 1, boolean or
+in the queries' type. What takes PyTorch's math path instead (``original``):
+dropout inside attention, a mask that requires a gradient, non-float
+inputs, inputs whose batch dimensions broadcast rather than agree, and
+``zest-import --attention=math``.
 """
 
 import math
@@ -29,136 +26,110 @@ import torch
 
 from . import functions
 
-# Rows of queries and of keys per block (zest-import --attention-block):
-# 256 keeps one block's scores at 256 KiB per head. 0: PyTorch's math path.
-BLOCK = 256
+# zest-import --attention: "fused" (the op) or "math" (PyTorch's math path,
+# every score materialized: for comparisons).
+MODE = "fused"
 
 
-def _blocks(n, size):
-    return [(start, min(start + size, n)) for start in range(0, n, size)]
+# The ops, defined without an autograd formula of their own: FusedAttention
+# below is theirs (torch.library.custom_op's autograd registration is not
+# traceable under torch.func's transforms).
+_LIBRARY = torch.library.Library("zest", "DEF")
+_LIBRARY.define(
+    "attention(Tensor q, Tensor k, Tensor v, Tensor? mask, bool causal, "
+    "float scale) -> (Tensor, Tensor)"
+)
+_LIBRARY.define(
+    "attention_backward(Tensor d_out, Tensor q, Tensor k, Tensor v, "
+    "Tensor out, Tensor lse, Tensor? mask, bool causal, float scale) "
+    "-> (Tensor, Tensor, Tensor)"
+)
 
 
-def _mask_block(mask, rows, cols):
-    """The mask's block, its broadcast (size 1) dimensions left as they are:
-    expanding them would write the whole mask out per batch and head."""
-    (r0, r1), (c0, c1) = rows, cols
-    if mask.dim() >= 2 and mask.shape[-2] != 1:
-        mask = mask[..., r0:r1, :]
-    if mask.dim() >= 1 and mask.shape[-1] != 1:
-        mask = mask[..., c0:c1]
-    return mask
-
-
-def _masked_scores(q, k, scale, mask, causal, rows, cols, recompute=False):
-    """Scores of query rows [rows) against key columns [cols), masked:
-    a bool mask keeps True, a float mask is added, causal keeps j <= i.
-
-    The backward's recomputation scales the queries before the product,
-    the forward scales the product: the same scores within rounding, but
-    not the same ops, so CSE cannot merge them and keep the forward's
-    scores alive until the backward (which would undo the recomputation)."""
-    (r0, r1), (c0, c1) = rows, cols
-    q, k_t = q[..., r0:r1, :], k[..., c0:c1, :].transpose(-2, -1)
-    if recompute:
-        s = torch.matmul(q * scale, k_t)
-    else:
-        s = torch.matmul(q, k_t) * scale
-    if mask is not None:
-        m = _mask_block(mask, rows, cols)
-        s = torch.where(m, s, -math.inf) if m.dtype == torch.bool else s + m
-    if causal and c1 - 1 > r0:  # some column is above the diagonal
-        i = torch.arange(r0, r1, device=q.device).unsqueeze(-1)
-        j = torch.arange(c0, c1, device=q.device)
-        s = torch.where(j <= i, s, -math.inf)
-    return s
-
-
-def _key_blocks(rows, n_keys, causal):
-    """The key blocks query rows [rows) see: all of them, or with causal
-    masking those starting at or before the last row."""
-    return [c for c in _blocks(n_keys, BLOCK) if not causal or c[0] <= rows[1] - 1]
-
-
-def _forward_rows(q, k, v, scale, mask, causal, rows):
-    """Output and log-sum-exp of query rows [rows): a running maximum m,
-    sum l and unnormalized output acc over the key blocks. Rows that see
-    no key (all masked) give 0 and a log-sum-exp of +inf, which makes their
-    recomputed probabilities 0 in the backward (PyTorch's safe softmax)."""
-    m = l = acc = None
-    for cols in _key_blocks(rows, k.shape[-2], causal):
-        s = _masked_scores(q, k, scale, mask, causal, rows, cols)
-        m_new = s.amax(-1) if m is None else torch.maximum(m, s.amax(-1))
-        m_safe = torch.where(m_new == -math.inf, 0.0, m_new)
-        p = torch.exp(s - m_safe.unsqueeze(-1))
-        pv = torch.matmul(p.to(v.dtype), v[..., cols[0] : cols[1], :])
-        if m is None:
-            l, acc = p.sum(-1), pv
-        else:
-            alpha = torch.exp(m - m_safe)
-            l = l * alpha + p.sum(-1)
-            acc = acc * alpha.unsqueeze(-1) + pv
-        m = m_new
-    empty = l == 0
-    out = acc / torch.where(empty, 1.0, l).unsqueeze(-1)
-    lse = torch.where(empty, math.inf, m_safe + torch.log(l))
+@torch.library.impl(_LIBRARY, "attention", "CompositeExplicitAutograd")
+def attention(q, k, v, mask, causal, scale):
+    """The output and each row's log-sum-exp (+inf for a row that sees no
+    key, whose output is 0), computed in (at least) float32: the eager
+    reference of what the compiled kernels compute."""
+    s = _scores(q, k, mask, causal, scale)
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - torch.where(torch.isinf(lse), 0.0, lse).unsqueeze(-1))
+    p = torch.where(torch.isinf(lse).unsqueeze(-1), 0.0, p)
+    out = torch.matmul(p, _wide(_per_query_head(v, q)))
+    lse = torch.where(torch.isinf(lse), math.inf, lse)
     return out.to(q.dtype), lse
 
 
-def _forward(q, k, v, mask, causal, scale):
-    outs, lses = [], []
-    for rows in _blocks(q.shape[-2], BLOCK):
-        out, lse = _forward_rows(q, k, v, scale, mask, causal, rows)
-        outs.append(out)
-        lses.append(lse)
-    return torch.cat(outs, -2), torch.cat(lses, -1)
+@torch.library.register_fake("zest::attention", lib=_LIBRARY)
+def _(q, k, v, mask, causal, scale):
+    out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
+    return out, q.new_empty(
+        q.shape[:-1], dtype=torch.promote_types(q.dtype, torch.float32)
+    )
 
 
-def _backward(d_out, q, k, v, mask, out, lse, causal, scale):
-    """FlashAttention-2's backward by blocks: each block's probabilities
-    recomputed from the log-sum-exp, D_i = dO_i . O_i = sum_j P_ij dP_ij.
-    Under autocast (bfloat16 q, k, v; a float32 log-sum-exp) the
-    probabilities and their gradient stay (at least) float32 and enter the
-    products in the inputs' type, as in the forward; the backward runs
-    outside autocast, so each product's operands must agree."""
-    wide = torch.promote_types(q.dtype, torch.float32)
-    delta = (d_out.to(wide) * out.to(wide)).sum(-1)
-    n_keys = k.shape[-2]
-    dk = [None] * len(_blocks(n_keys, BLOCK))
-    dv = [None] * len(dk)
-    dq = []
-    for rows in _blocks(q.shape[-2], BLOCK):
-        r0, r1 = rows
-        do = d_out[..., r0:r1, :]
-        dq_rows = None
-        for b, cols in enumerate(_key_blocks(rows, n_keys, causal)):
-            c0, c1 = cols
-            s = _masked_scores(q, k, scale, mask, causal, rows, cols, True)
-            p = torch.exp(s.to(wide) - lse[..., r0:r1].unsqueeze(-1))
-            dp = torch.matmul(do, v[..., c0:c1, :].transpose(-2, -1))
-            ds = p * (dp.to(wide) - delta[..., r0:r1].unsqueeze(-1)) * scale
-            dv_b = torch.matmul(p.to(do.dtype).transpose(-2, -1), do)
-            ds = ds.to(q.dtype)
-            dk_b = torch.matmul(ds.transpose(-2, -1), q[..., r0:r1, :])
-            dq_b = torch.matmul(ds, k[..., c0:c1, :])
-            dv[b] = dv_b if dv[b] is None else dv[b] + dv_b
-            dk[b] = dk_b if dk[b] is None else dk[b] + dk_b
-            dq_rows = dq_b if dq_rows is None else dq_rows + dq_b
-        dq.append(dq_rows)
-    # Key blocks no query row sees (causal, more keys than queries).
-    for b, (c0, c1) in enumerate(_blocks(n_keys, BLOCK)):
-        if dk[b] is None:
-            dk[b] = torch.zeros_like(k[..., c0:c1, :])
-            dv[b] = torch.zeros_like(v[..., c0:c1, :])
-    return torch.cat(dq, -2), torch.cat(dk, -2), torch.cat(dv, -2)
+@torch.library.impl(_LIBRARY, "attention_backward", "CompositeExplicitAutograd")
+def attention_backward(d_out, q, k, v, out, lse, mask, causal, scale):
+    """FlashAttention-2's gradients from the saved log-sum-exp."""
+    s = _scores(q, k, mask, causal, scale)
+    p = torch.where(
+        torch.isinf(lse).unsqueeze(-1), 0.0, torch.exp(s - lse.unsqueeze(-1))
+    )
+    do = _wide(d_out)
+    delta = (do * _wide(out)).sum(-1, keepdim=True)
+    dp = torch.matmul(do, _wide(_per_query_head(v, q)).transpose(-2, -1))
+    ds = p * (dp - delta) * scale
+    dq = torch.matmul(ds, _wide(_per_query_head(k, q)))
+    dk = _per_kv_head(torch.matmul(ds.transpose(-2, -1), _wide(q)), k)
+    dv = _per_kv_head(torch.matmul(p.transpose(-2, -1), do), v)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
-class BlockedAttention(torch.autograd.Function):
-    """softmax(q k^T * scale + mask) v over equal-shaped heads and the
-    log-sum-exp of each row (+inf where a row sees no key), by blocks."""
+@torch.library.register_fake("zest::attention_backward", lib=_LIBRARY)
+def _(d_out, q, k, v, out, lse, mask, causal, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _per_query_head(x, q):
+    """Key/value heads repeated for their query heads (the eager reference
+    only: the op itself never repeats them)."""
+    return x.repeat_interleave(q.shape[1] // x.shape[1], dim=1)
+
+
+def _per_kv_head(grad, x):
+    """Gradients of the repeated heads summed back onto each key/value head."""
+    b, h, n, d = grad.shape
+    return grad.reshape(b, x.shape[1], h // x.shape[1], n, d).sum(2)
+
+
+def _wide(x):
+    """x in float32, or float64 as it is."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def _scores(q, k, mask, causal, scale):
+    s = torch.matmul(_wide(q), _wide(_per_query_head(k, q)).transpose(-2, -1)) * scale
+    if mask is not None:
+        s = (
+            torch.where(mask, s, -math.inf)
+            if mask.dtype == torch.bool
+            else s + _wide(mask)
+        )
+    if causal:
+        keep = torch.ones(
+            q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device
+        ).tril()
+        s = torch.where(keep, s, -math.inf)
+    return s
+
+
+class FusedAttention(torch.autograd.Function):
+    """zest::attention with zest::attention_backward as its gradient (the
+    ops have no autograd formula of their own)."""
 
     @staticmethod
     def forward(q, k, v, mask, causal, scale):
-        return _forward(q, k, v, mask, causal, scale)
+        return torch.ops.zest.attention(q, k, v, mask, causal, scale)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -171,20 +142,67 @@ class BlockedAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_out, _d_lse):
         q, k, v, mask, out, lse = ctx.saved_tensors
-        grads = _backward(d_out, q, k, v, mask, out, lse, ctx.causal, ctx.scale)
-        return (*grads, None, None, None)
+        dq, dk, dv = torch.ops.zest.attention_backward(
+            d_out, q, k, v, out, lse, mask, ctx.causal, ctx.scale
+        )
+        return dq, dk, dv, None, None, None
 
 
-def _repeat_heads(x, n_rep):
-    """GQA: each key/value head serves n_rep consecutive query heads."""
-    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
+def _as_4d(x, batch):
+    """[batch..., heads, rows, features] with the batch dimensions collapsed
+    into one; a missing head dimension (3-D input) added."""
+    if x.dim() == 3:
+        x = x.unsqueeze(1)
+    return x.reshape(batch, *x.shape[-3:])
 
 
-def _autocast(query):
-    """Under autocast PyTorch's math path cannot be traced (its backward
-    multiplies a float32 gradient by bfloat16 probabilities), so attention
-    that fits one block is still done here, as one block."""
-    return torch.is_autocast_enabled(query.device.type)
+def _mask_4d(mask, query, lead):
+    """The mask as [batch, heads, queries, keys] with broadcast dimensions of
+    size 1 (the whole mask is never expanded per head); a float mask in the
+    queries' type, as PyTorch requires."""
+    if mask.dtype != torch.bool and mask.dtype != query.dtype:
+        mask = mask.to(query.dtype)
+    while mask.dim() < 2 + len(lead) + (1 if query.dim() > 3 else 0):
+        mask = mask.unsqueeze(0)
+    if query.dim() == 3:  # no head dimension: the mask has none either
+        mask = mask.unsqueeze(-3)
+    mask_lead = mask.shape[:-3]
+    if all(size == 1 for size in mask_lead):
+        batch = 1
+    else:
+        mask = mask.expand(*lead, *mask.shape[-3:])
+        batch = math.prod(lead)
+    return mask.reshape(batch, *mask.shape[-3:])
+
+
+def _lead(x):
+    """The batch dimensions: all but [heads, rows, features] ([rows,
+    features] for 3-D inputs, which have no head dimension)."""
+    return x.shape[:-3] if x.dim() > 3 else x.shape[:-2]
+
+
+def _fusable(query, key, value, attn_mask, dropout_p, is_causal):
+    return (
+        MODE == "fused"
+        and dropout_p == 0.0
+        and query.dim() >= 3
+        and query.dtype.is_floating_point
+        and query.dtype == key.dtype == value.dtype
+        and query.dim() == key.dim() == value.dim()
+        and _lead(query) == _lead(key) == _lead(value)
+        and key.shape[-2] == value.shape[-2]
+        and (attn_mask is None or not attn_mask.requires_grad)
+        and (attn_mask is None or not is_causal)  # as PyTorch refuses it
+        and functions.REGISTERED
+    )
+
+
+def _autocast_dtype(query):
+    """The type autocast computes attention in, or None outside autocast."""
+    device = query.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return None
 
 
 def scaled_dot_product_attention(
@@ -198,27 +216,14 @@ def scaled_dot_product_attention(
     enable_gqa=False,
     original=None,
 ):
-    """torch.nn.functional.scaled_dot_product_attention's semantics, by
-    blocks; `original` computes what this does not block (see above)."""
-    blockable = (
-        BLOCK > 0
-        and (max(query.shape[-2], key.shape[-2]) > BLOCK or _autocast(query))
-        and dropout_p == 0.0
-        and query.dim() >= 3
-        and query.shape[:-3] == key.shape[:-3] == value.shape[:-3]
-        and key.shape[-2] == value.shape[-2]
-        and (attn_mask is None or not attn_mask.requires_grad)
-        and (attn_mask is None or not is_causal)  # as PyTorch refuses it
-        and query.dtype.is_floating_point
-        and functions.REGISTERED
-    )
-    if enable_gqa or key.shape[-3] != query.shape[-3]:
-        heads, kv_heads = query.shape[-3], key.shape[-3]
-        blockable = blockable and kv_heads > 0 and heads % kv_heads == 0
-        if blockable:
-            key = _repeat_heads(key, heads // kv_heads)
-            value = _repeat_heads(value, heads // kv_heads)
-    if not blockable:
+    """torch.nn.functional.scaled_dot_product_attention's semantics as the
+    zest::attention op; `original` computes what the op does not take."""
+    heads = query.shape[-3] if query.dim() > 3 else 1
+    kv_heads = key.shape[-3] if key.dim() > 3 else 1
+    fusable = _fusable(query, key, value, attn_mask, dropout_p, is_causal)
+    if kv_heads != heads and not enable_gqa:
+        fusable = False  # PyTorch's own error
+    if not fusable or kv_heads == 0 or heads % kv_heads != 0:
         return original(
             query,
             key,
@@ -231,8 +236,12 @@ def scaled_dot_product_attention(
         )
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    mask = attn_mask
-    if mask is not None and mask.dtype != torch.bool:
-        mask = mask.to(query.dtype)
-    out, _ = BlockedAttention.apply(query, key, value, mask, bool(is_causal), scale)
-    return out
+    dtype = _autocast_dtype(query)
+    if dtype is not None:
+        query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+    lead = _lead(query)
+    batch = math.prod(lead)
+    q, k, v = (_as_4d(x, batch) for x in (query, key, value))
+    mask = None if attn_mask is None else _mask_4d(attn_mask, query, lead)
+    out, _ = FusedAttention.apply(q, k, v, mask, bool(is_causal), float(scale))
+    return out.reshape(*query.shape[:-1], value.shape[-1])

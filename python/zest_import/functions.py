@@ -1,11 +1,11 @@
 """PyTorch functions the importer traces as its own formulation: routing
 (FusedFunctionsMode) and what torch.func needs for them.
 
-attention.py: scaled_dot_product_attention by blocks with an online softmax.
-
-It is an autograd.Function with a backward of its own, so the traced
-backward keeps what eager's fused kernels keep (a log-sum-exp per row), not
-what autograd would save of the forward's ops.
+attention.py: scaled_dot_product_attention as the zest::attention custom op,
+inside an autograd.Function whose backward is zest::attention_backward
+(FlashAttention-2's), so the traced backward keeps what eager's fused
+kernels keep (a log-sum-exp per row), not what autograd would save of the
+forward's ops.
 """
 
 import torch

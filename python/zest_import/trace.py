@@ -123,9 +123,8 @@ def model_loss(model, loss_fn, values, data):
 
 def make_fx_step(fn, args, model, streams):
     """make_fx of `fn` on `args` with the importer's decompositions (torch-
-    mlir's, ours, the random ops'), scaled_dot_product_attention traced by
-    blocks with an online softmax (attention.py; the fused CPU kernels have
-    no lowering to linalg, and PyTorch's math path materializes every
+    mlir's, ours, the random ops'), scaled_dot_product_attention traced as
+    Zest's fused op (attention.py; PyTorch's math path materializes every
     score), source lines recorded for errors."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -246,12 +245,26 @@ def lower(graph, name, model):
     scatters as loops, checked for ops outside upstream MLIR."""
     from torch_mlir import fx as tmfx
 
+    from torch_mlir.compiler_utils import run_pipeline_with_repro_report
+    from . import fused_ops
+
     quiet = QuietStderr()
     try:
         with quiet:
-            mlir = tmfx.stateless_fx_import(
-                graph, output_type="linalg-on-tensors", model_name=name
+            mlir = tmfx.stateless_fx_import(graph, output_type="raw", model_name=name)
+            fused_ops.custom_ops_to_calls(mlir)
+            run_pipeline_with_repro_report(
+                mlir,
+                "builtin.module(func.func(torch-match-quantized-custom-ops), "
+                "torchdynamo-export-to-torch-backend-pipeline{ extra-library=})",
+                "Lowering TorchFX IR -> Torch Backend IR",
             )
+            run_pipeline_with_repro_report(
+                mlir,
+                fused_ops.linalg_pipeline(mlir.context),
+                "Lowering Torch Backend IR -> Linalg-on-Tensors Backend IR",
+            )
+            fused_ops.calls_to_zest_ops(mlir)
     except Exception as error:
         why = unlowered_op(quiet.text + str(error), graph, model)
         raise ZestImportError(f"torch-mlir cannot lower the step to linalg: {why}")
@@ -303,7 +316,16 @@ def check_dialects(mlir):
     from torch_mlir import ir
 
     # cf.assert: torch-mlir's bounds checks (embedding ids).
-    allowed = ("func.", "linalg.", "tensor.", "arith.", "math.", "scf.", "cf.assert")
+    allowed = (
+        "func.",
+        "linalg.",
+        "tensor.",
+        "arith.",
+        "math.",
+        "scf.",
+        "cf.assert",
+        "zest.attention",
+    )
     found = []
 
     def visit(op):

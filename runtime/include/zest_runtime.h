@@ -393,7 +393,7 @@ typedef enum {
  * keys are visited in blocks with an online softmax, products on the
  * runtime's sgemm, accumulated in f32. */
 #define ZEST_attention_forward_PARAMS(T)                                       \
-  int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,              \
+  int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,               \
       int64_t kv_len, int64_t head_dim, int64_t value_dim, float scale,        \
       int32_t causal, const T *q, const T *k, const T *v, const void *mask,    \
       int32_t mask_kind, int64_t mask_batch, int64_t mask_heads,               \
@@ -408,7 +408,7 @@ typedef enum {
  * inputs, output and lse: each block of probabilities is recomputed from
  * lse; dk and dv of a key/value head sum over the query heads reading it. */
 #define ZEST_attention_backward_PARAMS(T)                                      \
-  int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,              \
+  int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,               \
       int64_t kv_len, int64_t head_dim, int64_t value_dim, float scale,        \
       int32_t causal, const T *q, const T *k, const T *v, const void *mask,    \
       int32_t mask_kind, int64_t mask_batch, int64_t mask_heads,               \

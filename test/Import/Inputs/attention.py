@@ -1,6 +1,5 @@
-# Hugging Face models at 40 tokens, for zest-import --attention-block 16:
-# causal attention in blocks of 16 queries and 16 keys (3 x 3 blocks, the
-# 3 above the diagonal skipped), never a 40 x 40 score tensor.
+# Hugging Face models at 40 tokens, for zest-import: attention as
+# zest.attention, never a 40 x 40 score tensor per head.
 import torch
 import transformers
 
