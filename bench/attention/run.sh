@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Attention by blocks (zest-import's default, --attention-block 256) against
-# PyTorch's math path (--attention-block 0, every score of a head kept for
-# the backward) and eager PyTorch (its fused CPU kernel), on a Hugging Face
+# Fused attention (zest-import's default, --attention=fused: zest.attention,
+# the CPU FlashAttention kernels) against PyTorch's math path
+# (--attention=math, every score of a head kept for the backward) and eager
+# PyTorch (its fused CPU kernel), on a Hugging Face
 # model of bench/vs-pytorch/hf_models.py at longer sequences, W=1, one
 # thread, the same weights and tokens: step time (median of STEPS-1 steps,
 # REPS interleaved repetitions), the plan's peak pool, peak RSS above base,
@@ -29,21 +30,21 @@ for seq in "${SEQS[@]}"; do
   mkdir -p "$dir"
   export ZEST_BENCH_SEQ=$seq
   echo "== $MODEL, 1 x $seq tokens"
-  for block in 256 0; do
-    scripts/zest-import "$FACTORY" --attention-block "$block" \
-      -o "$dir/model$block.mlir"
-    "$BUILD_DIR/bin/zestc" "$dir/model$block.mlir" -o "$dir/w$block" \
-      --world-size=1 --report >"$dir/report$block.txt"
+  for mode in fused math; do
+    scripts/zest-import "$FACTORY" --attention="$mode" \
+      -o "$dir/model-$mode.mlir"
+    "$BUILD_DIR/bin/zestc" "$dir/model-$mode.mlir" -o "$dir/w-$mode" \
+      --world-size=1 --report >"$dir/report-$mode.txt"
   done
   "$PY" -m zest_import.reference data "$FACTORY" -o "$dir/tokens.bin" \
     --samples 16 --int-bound "${HF_VOCAB[$MODEL]}"
   rm -rf "$dir/ck0"
-  mpirun --oversubscribe -np 1 "$dir/w256" --steps 0 --save "$dir/ck0" >/dev/null
+  mpirun --oversubscribe -np 1 "$dir/w-fused" --steps 0 --save "$dir/ck0" >/dev/null
   "$BUILD_DIR/bin/zest-ckpt" consolidate "$dir/ck0" "$dir/weights.safetensors" >/dev/null
   for r in $(seq "$REPS"); do
-    for block in 256 0; do
-      mpirun --oversubscribe -np 1 "$dir/w$block" --steps "$STEPS" \
-        --data "$dir/tokens.bin" --lr 0.01 --load "$dir/ck0" >"$dir/zest$block.$r.log"
+    for mode in fused math; do
+      mpirun --oversubscribe -np 1 "$dir/w-$mode" --steps "$STEPS" \
+        --data "$dir/tokens.bin" --lr 0.01 --load "$dir/ck0" >"$dir/zest-$mode.$r.log"
     done
     "$PY" bench/vs-pytorch/hf_torch.py eager "$FACTORY" --weights \
       "$dir/weights.safetensors" --data "$dir/tokens.bin" --steps "$STEPS" \
@@ -51,14 +52,14 @@ for seq in "${SEQS[@]}"; do
   done
   med() { median_of_runs "$dir" "$@"; }
   mib() { bc -l <<<"$1 / 1048576"; }
-  pool() { sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$dir/report$1.txt"; }
+  pool() { sed -nE 's/.*peak pool bytes per rank ([0-9]+).*/\1/p' "$dir/report-$1.txt"; }
   rss="peak RSS above base bytes per rank"
   printf "%-22s %9s %14s %13s  %s\n" "" "step ms" "plan pool MiB" "peak RSS MiB" \
     "losses (first, last)"
-  for run in zest256 zest0 eager; do
+  for run in zest-fused zest-math eager; do
     case $run in
-      zest256) name="Zest, blocks of 256" plan=$(mib "$(pool 256)") ;;
-      zest0) name="Zest, math path" plan=$(mib "$(pool 0)") ;;
+      zest-fused) name="Zest, fused" plan=$(mib "$(pool fused)") ;;
+      zest-math) name="Zest, math path" plan=$(mib "$(pool math)") ;;
       eager) name="eager PyTorch" plan="" ;;
     esac
     printf "%-22s %9.1f %14s %13.0f  %s\n" "$name" "$(med "$run" "step time")" \

@@ -14,8 +14,7 @@
 # the arguments on the device, and the schedule may offload the optimizer
 # or the parameters to pinned host memory.
 #   bench/plan/run.sh [build-dir] [model] [seq] [world]
-#   (defaults: build llama8b 4096 8; BUDGETS="40GiB 20GiB" BLOCK=1024
-#   TARGET=cuda)
+#   (defaults: build llama8b 4096 8; BUDGETS="40GiB 20GiB" TARGET=cuda)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${1:-build}
@@ -23,7 +22,6 @@ MODEL=${2:-llama8b}
 SEQ=${3:-4096}
 WORLD=${4:-8}
 BUDGETS=${BUDGETS:-40GiB 20GiB}
-BLOCK=${BLOCK:-1024}
 TARGET=${TARGET:-cuda}
 dir="$BUILD_DIR/bench/plan/$MODEL-$SEQ"
 mkdir -p "$dir"
@@ -39,8 +37,7 @@ timed() {
 
 echo "== $MODEL, 1 x $SEQ tokens per rank, W=$WORLD, --target=$TARGET"
 took=$(ZEST_BENCH_SEQ=$SEQ timed "$dir/import.time" scripts/zest-import \
-  "bench/vs-pytorch/hf_models.py:$MODEL" --shapes-only \
-  --attention-block "$BLOCK" -o "$dir/model.mlir")
+  "bench/vs-pytorch/hf_models.py:$MODEL" --shapes-only -o "$dir/model.mlir")
 echo "zest-import --shapes-only: $took"
 gib() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 2^30}'; }
 for budget in none $BUDGETS; do

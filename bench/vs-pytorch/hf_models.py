@@ -135,6 +135,31 @@ def llama8b():
     )
 
 
+def llama8b_meta():
+    """llama8b built as torchtitan and FSDP2's docs build large models,
+    under torch.device("meta"): no storage for any weight (zest-import
+    --shapes-only takes its parameters as fake tensors)."""
+    with torch.device("meta"):
+        return llama8b()
+
+
+def llama70b():
+    """Llama 3 70B's shape (70.6B parameters), computing in bfloat16, built
+    on the meta device: for zest-import --shapes-only and zestc --plan-only
+    (bench/plan/run.sh build llama70b 4096 64)."""
+    with torch.device("meta"):
+        return _llama(
+            autocast=True,
+            vocab_size=128256,
+            hidden_size=8192,
+            intermediate_size=28672,
+            num_hidden_layers=80,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+            rope_theta=500000.0,
+        )
+
+
 def llama1b():
     return _llama(
         vocab_size=128256,

@@ -91,7 +91,7 @@ def parser():
             action="append",
             default=[],
             metavar="ARG",
-            help="passed to zest-import (e.g. " "--import-arg=--attention-block=512)",
+            help="passed to zest-import (e.g. " "--import-arg=--attention=math)",
         )
         if name == "train":
             add_train_options(sub)

@@ -46,6 +46,11 @@ def load_factory_shapes(spec):
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         model, loss_fn, batch = load_factory(spec)
+        # A model built under torch.device("meta") (as torchtitan and
+        # FSDP2's docs build large ones): its parameters become fake CPU
+        # tensors of the same shapes, no storage either way.
+        if on_meta(model):
+            _meta_to_fake_cpu(model)
 
     def zeros(value):
         if isinstance(value, torch.Tensor):
@@ -93,6 +98,43 @@ def load_factory(spec):
     return model, loss_fn, tuple(batch)
 
 
+def _fake(model):
+    """Whether a fake tensor mode is active (load_factory_shapes)."""
+    import torch
+
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
+
+
+def _meta_to_fake_cpu(model):
+    """Each parameter and buffer on the meta device replaced by a tensor of
+    its shape on the CPU (fake under load_factory_shapes' mode: no storage),
+    tied parameters kept tied."""
+    import torch
+
+    done = {}
+
+    def moved(tensor):
+        if tensor is None or tensor.device.type != "meta":
+            return tensor
+        if id(tensor) not in done:
+            empty = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+            if isinstance(tensor, torch.nn.Parameter):
+                empty = torch.nn.Parameter(empty, requires_grad=tensor.requires_grad)
+            done[id(tensor)] = empty
+        return done[id(tensor)]
+
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, tensor in list(table.items()):
+                table[name] = moved(tensor)
+
+
+def on_meta(model):
+    """Whether any parameter or buffer of `model` is on the meta device."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    return any(t.device.type == "meta" for t in tensors)
+
+
 def check_factory(name, model, loss_fn, batch):
     """What the factory returned: a module with parameters, a callable loss
     and tensors sharing their first (micro-batch) dimension."""
@@ -109,6 +151,14 @@ def check_factory(name, model, loss_fn, batch):
         raise ZestImportError(
             f"the model ({type(model).__name__}) has no "
             f"parameters: there is nothing to shard or train"
+        )
+    if on_meta(model) and not _fake(model):
+        raise ZestImportError(
+            f"{name}() built the model on the meta device: its weights have "
+            f"no values to train or write. Import it with --shapes-only "
+            f"(the step's IR for zestc --plan-only), or build it on the CPU "
+            f"(or call model.to_empty(device='cpu') and initialize it) for "
+            f"a model to run"
         )
     if not batch:
         raise ZestImportError(f"{name}()'s example batch is empty")

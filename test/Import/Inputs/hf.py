@@ -96,3 +96,10 @@ def gpt2_long():
         n_positions=512,
         **NO_DROPOUT,
     )
+
+
+def llama_meta():
+    """llama built under torch.device("meta"), as torchtitan and FSDP2's docs
+    build large models: its parameters (and rotary table) have no values."""
+    with torch.device("meta"):
+        return llama()
