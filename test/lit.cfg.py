@@ -30,7 +30,13 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.zest_tools_dir, config.llvm_tools_dir]
-tools = ["zest-opt", "zest-runtime-test", "zest-kernel-test", "zest-heap-pages-test"]
+tools = [
+    "zest-opt",
+    "zest-runtime-test",
+    "zest-kernel-test",
+    "zest-attention-test",
+    "zest-heap-pages-test",
+]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
@@ -96,6 +102,8 @@ if getattr(config, "zest_enable_cuda", False):
             "zest-cuda-linear-test",
             "zest-cuda-backend-test-emulated",
             "zest-cuda-linear-test-emulated",
+            "zest-cuda-attention-test",
+            "zest-cuda-attention-test-emulated",
             "zest-emulated-device-test",
         ],
         tool_dirs,

@@ -16,6 +16,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
+
 #ifdef ZEST_CUDA_EMULATED
 // Built for the emulated device: the kernels are host functions that read
 // their thread's coordinates from the emulator (cuda-emulated/Launch.h).

@@ -191,6 +191,22 @@ double getConstant(func::CallOp call, unsigned index) {
 
 bool isNull(Value pointer) { return pointer.getDefiningOp<LLVM::ZeroOp>(); }
 
+/// Time of an attention call: its products at the GEMM rate, two per tile
+/// forward (scores, probabilities times values) and five backward (the
+/// scores recomputed, the value, score, query and key gradients), half the
+/// tiles under a causal mask.
+template <typename Operand, typename Gemm>
+double getAttentionCallUs(const RuntimeProduct &product, Operand operand,
+                          Gemm gemm) {
+  double heads = operand("batch") * operand("heads"), rows = operand("q_len"),
+         keys = operand("kv_len"),
+         features = (operand("head_dim") + operand("value_dim")) / 2;
+  double products = product.kind == ProductKind::attention_forward ? 2.0 : 5.0;
+  if (operand("causal") != 0)
+    products /= 2;
+  return gemm(rows, keys, features, heads * products);
+}
+
 /// Time of a product or fused linear call (CPU or CUDA runtime: the
 /// machine model says at what rate); nothing for other callees.
 std::optional<double> getKernelCallUs(func::CallOp call,
@@ -212,6 +228,9 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   auto epilogue = [&](double m, double n) {
     return 2 * m * n * 4 / machine.memoryBytesPerUs;
   };
+  if (product->kind == ProductKind::attention_forward ||
+      product->kind == ProductKind::attention_backward)
+    return getAttentionCallUs(*product, operand, gemm);
   double m = operand("m"), n = operand("n"), k = operand("k");
   switch (product->kind) {
   case ProductKind::sgemm:
@@ -230,6 +249,9 @@ std::optional<double> getKernelCallUs(func::CallOp call,
         ++products;
     return gemm(m, n, k, products) + epilogue(m, n);
   }
+  case ProductKind::attention_forward:
+  case ProductKind::attention_backward:
+    break; // above
   }
   return std::nullopt;
 }

@@ -108,10 +108,13 @@ std::optional<int64_t> getPoolBytes(memref::AllocOp alloc) {
 }
 
 /// Whether `callee` is a product of the CUDA runtime (cuBLASLt), which
-/// takes its workspace from the pool at the first call and keeps it.
+/// takes its workspace from the pool at the first call and keeps it
+/// (attention's kernels take none).
 bool usesCudaWorkspace(StringRef callee) {
   bool cuda = false;
-  return lookupRuntimeProduct(callee, &cuda) && cuda;
+  const RuntimeProduct *product = lookupRuntimeProduct(callee, &cuda);
+  return product && cuda && product->kind != ProductKind::attention_forward &&
+         product->kind != ProductKind::attention_backward;
 }
 
 /// Bytes the CUDA runtime's fused linear backward takes from the pool for
@@ -826,58 +829,83 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (reportText)
       printUnits(module, llvm::outs());
     llvm::json::Array functions;
+    // The module's peak is exact only if every entry point's is.
     std::optional<MemoryPlan> top = MemoryPlan();
     for (auto &[func, plan] : plans) {
-      SmallVector<StartedCollective> collectives = getCollectives(func, mesh);
-      if (reportText)
-        printPlan(func.getSymName(), plan, getArgumentBytes(func),
-                  getArgumentBytes(func, /*onHost=*/true), collectives);
-      llvm::json::Object entry{
-          {"name", func.getSymName()},
-          {"collectives", describeCollectives(module, collectives)},
-          {"sent_bytes_per_rank", getSentBytes(collectives)},
-          {"argument_bytes", getArgumentBytes(func)},
-          {"host_argument_bytes", getArgumentBytes(func, /*onHost=*/true)},
-          {"accumulate_for", accumulateFor(func)}};
-      if (*model) {
-        StepCost cost = estimateStepCost(func, **model, mesh);
-        if (reportText)
-          llvm::outs() << llvm::formatv(
-              "predicted time on {0}: {1}: {2:f3} ms per call (compute "
-              "{3:f3} ms, communication {4:f3} ms, exposed {5:f3} ms; "
-              "products {6:f3} ms of the compute)\n",
-              (*model)->name, func.getSymName(), cost.stepUs / 1e3,
-              cost.computeUs / 1e3, cost.communicationUs / 1e3,
-              cost.exposedUs / 1e3, cost.productUs / 1e3);
-        entry["cost"] =
-            llvm::json::Object{{"compute_us", cost.computeUs},
-                               {"product_us", cost.productUs},
-                               {"communication_us", cost.communicationUs},
-                               {"exposed_communication_us", cost.exposedUs},
-                               {"step_us", cost.stepUs}};
-      }
-      if (plan) {
-        entry["predicted_peak_pool_bytes"] = plan->peakPool;
-        entry["predicted_pool_footprint_bytes"] = plan->getFootprint();
-        entry["predicted_pool_after_allocation"] =
-            llvm::json::Array(plan->poolAfterAllocation);
-        entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
-        addBreakdownJson(entry, *plan);
-        entry["peak_pool_at"] = describe(plan->peakPoolAt, plan->peakPoolCall);
-        entry["peak_gathered_at"] =
-            describe(plan->peakGatheredAt, plan->peakGatheredCall);
-        if (top)
-          top->merge(*plan);
-      } else {
-        entry["predicted_peak_pool_bytes"] = nullptr;
-        entry["predicted_pool_footprint_bytes"] = nullptr;
-        entry["predicted_peak_gathered_bytes"] = nullptr;
-        top.reset(); // the module's peak is exact only if every one is
-      }
-      functions.push_back(std::move(entry));
+      functions.push_back(reportEntry(func, plan, *model, mesh));
+      if (plan && top)
+        top->merge(*plan);
+      else
+        top.reset();
     }
-    if (reportJson.empty())
-      return;
+    if (!reportJson.empty() &&
+        failed(writeReport(module, std::move(functions), top, *model, mesh)))
+      signalPassFailure();
+  }
+
+  /// One entry point's part of the report (printed with --report, returned
+  /// for the JSON): collectives, arguments, predicted cost and memory plan.
+  llvm::json::Object reportEntry(func::FuncOp func,
+                                 const std::optional<MemoryPlan> &plan,
+                                 const std::optional<MachineModel> &model,
+                                 const DeviceMesh &mesh) {
+    ModuleOp module = getOperation();
+    SmallVector<StartedCollective> collectives = getCollectives(func, mesh);
+    if (reportText)
+      printPlan(func.getSymName(), plan, getArgumentBytes(func),
+                getArgumentBytes(func, /*onHost=*/true), collectives);
+    llvm::json::Object entry{
+        {"name", func.getSymName()},
+        {"collectives", describeCollectives(module, collectives)},
+        {"sent_bytes_per_rank", getSentBytes(collectives)},
+        {"argument_bytes", getArgumentBytes(func)},
+        {"host_argument_bytes", getArgumentBytes(func, /*onHost=*/true)},
+        {"accumulate_for", accumulateFor(func)}};
+    if (model)
+      entry["cost"] = reportCost(func, *model, mesh);
+    if (!plan) {
+      entry["predicted_peak_pool_bytes"] = nullptr;
+      entry["predicted_pool_footprint_bytes"] = nullptr;
+      entry["predicted_peak_gathered_bytes"] = nullptr;
+      return entry;
+    }
+    entry["predicted_peak_pool_bytes"] = plan->peakPool;
+    entry["predicted_pool_footprint_bytes"] = plan->getFootprint();
+    entry["predicted_pool_after_allocation"] =
+        llvm::json::Array(plan->poolAfterAllocation);
+    entry["predicted_peak_gathered_bytes"] = plan->peakGathered;
+    addBreakdownJson(entry, *plan);
+    entry["peak_pool_at"] = describe(plan->peakPoolAt, plan->peakPoolCall);
+    entry["peak_gathered_at"] =
+        describe(plan->peakGatheredAt, plan->peakGatheredCall);
+    return entry;
+  }
+
+  /// The predicted step time of `func` on `model`, printed with --report.
+  llvm::json::Object reportCost(func::FuncOp func, const MachineModel &model,
+                                const DeviceMesh &mesh) {
+    StepCost cost = estimateStepCost(func, model, mesh);
+    if (reportText)
+      llvm::outs() << llvm::formatv(
+          "predicted time on {0}: {1}: {2:f3} ms per call (compute "
+          "{3:f3} ms, communication {4:f3} ms, exposed {5:f3} ms; "
+          "products {6:f3} ms of the compute)\n",
+          model.name, func.getSymName(), cost.stepUs / 1e3,
+          cost.computeUs / 1e3, cost.communicationUs / 1e3,
+          cost.exposedUs / 1e3, cost.productUs / 1e3);
+    return llvm::json::Object{{"compute_us", cost.computeUs},
+                              {"product_us", cost.productUs},
+                              {"communication_us", cost.communicationUs},
+                              {"exposed_communication_us", cost.exposedUs},
+                              {"step_us", cost.stepUs}};
+  }
+
+  /// Writes the JSON report (--report-json) of the entry points
+  /// `functions`; `top` is the module's plan where every entry's is exact.
+  LogicalResult writeReport(ModuleOp module, llvm::json::Array functions,
+                            const std::optional<MemoryPlan> &top,
+                            const std::optional<MachineModel> &model,
+                            const DeviceMesh &mesh) {
     StringAttr policy = getUnitPolicy(module);
     llvm::json::Object report{
         {"schema", "zest-report/1"},
@@ -890,28 +918,27 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
         {"units", describeUnits(module)},
         {"unit_policy",
          policy ? llvm::json::Value(policy.str()) : llvm::json::Value(nullptr)},
-        {"machine", *model ? describeMachine(**model) : nullptr},
+        {"machine", model ? describeMachine(*model) : nullptr},
         {"functions", std::move(functions)}};
-    if (top) {
-      report["predicted_peak_pool_bytes"] = top->peakPool;
-      report["predicted_pool_footprint_bytes"] = top->getFootprint();
-      report["predicted_peak_gathered_bytes"] = top->peakGathered;
-    } else {
-      report["predicted_peak_pool_bytes"] = nullptr;
-      report["predicted_pool_footprint_bytes"] = nullptr;
-      report["predicted_peak_gathered_bytes"] = nullptr;
-    }
+    auto bytes = [&](auto get) -> llvm::json::Value {
+      return top ? llvm::json::Value(get(*top)) : llvm::json::Value(nullptr);
+    };
+    report["predicted_peak_pool_bytes"] =
+        bytes([](const MemoryPlan &plan) { return plan.peakPool; });
+    report["predicted_pool_footprint_bytes"] =
+        bytes([](const MemoryPlan &plan) { return plan.getFootprint(); });
+    report["predicted_peak_gathered_bytes"] =
+        bytes([](const MemoryPlan &plan) { return plan.peakGathered; });
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file =
         openOutputFile(reportJson, &error);
-    if (!file) {
-      emitError(module.getLoc())
-          << "cannot write report '" << reportJson << "': " << error;
-      return signalPassFailure();
-    }
+    if (!file)
+      return emitError(module.getLoc())
+             << "cannot write report '" << reportJson << "': " << error;
     file->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(report)))
                << "\n";
     file->keep();
+    return success();
   }
 };
 } // namespace

@@ -1,0 +1,205 @@
+//===- AttentionKernels.cuh - Fused attention on the GPU ---------*- CUDA -*-//
+//
+// FlashAttention-2's forward and backward as plain CUDA C++: one thread per
+// query row (forward, query gradient) or per key row (key and value
+// gradients), an online softmax over the keys, f32 arithmetic on the C
+// API's storage types, no [queries, keys] array and no atomics. They are
+// the reference device implementation (also run by the emulated device),
+// not tuned: no tensor cores, no shared-memory tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_RUNTIME_CUDA_BLAS_ATTENTIONKERNELS_CUH
+#define ZEST_RUNTIME_CUDA_BLAS_ATTENTIONKERNELS_CUH
+
+#include "EpilogueKernels.cuh"
+
+namespace zest::rt::cuda {
+
+/// The largest head dimension (queries/keys and values) a thread holds.
+constexpr int64_t kMaxAttentionFeatures = 256;
+
+/// Sizes, scale and mask of one attention call.
+struct AttentionShape {
+  int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
+  float scale;
+  int32_t causal;
+  int32_t maskKind;
+  int64_t maskSizes[4];
+};
+
+/// The mask's value at (b, h, i, j) as a float (a boolean's false as
+/// -inf, true as 0), its storage T for a SAME mask. The mask is a kernel
+/// argument of its own, so that the emulated device checks it as it checks
+/// every pointer argument.
+template <typename T>
+inline __device__ float maskAt(const AttentionShape &s, const void *mask,
+                               int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (s.maskKind == ZEST_ATTENTION_MASK_NONE)
+    return 0.0f;
+  const int64_t *n = s.maskSizes;
+  int64_t at = (((n[0] == 1 ? 0 : b) * n[1] + (n[1] == 1 ? 0 : h)) * n[2] +
+                (n[2] == 1 ? 0 : i)) *
+                   n[3] +
+               (n[3] == 1 ? 0 : j);
+  switch (s.maskKind) {
+  case ZEST_ATTENTION_MASK_BOOL:
+    return static_cast<const uint8_t *>(mask)[at] ? 0.0f : -INFINITY;
+  case ZEST_ATTENTION_MASK_F32:
+    return static_cast<const float *>(mask)[at];
+  default:
+    return load(static_cast<const T *>(mask)[at]);
+  }
+}
+
+/// scale * q . k + mask, -inf above the diagonal when causal.
+template <typename T>
+inline __device__ float score(const AttentionShape &s, const void *mask,
+                              const float *q, const T *k, int64_t b, int64_t h,
+                              int64_t i, int64_t j) {
+  if (s.causal && j > i)
+    return -INFINITY;
+  float dot = 0.0f;
+  for (int64_t x = 0; x < s.features; ++x)
+    dot += q[x] * load(k[x]);
+  return dot * s.scale + maskAt<T>(s, mask, b, h, i, j);
+}
+
+/// Query row `row` of [batch * heads * queries]: its batch, head, row and
+/// key/value head.
+struct QueryRow {
+  int64_t b, h, i, kvHead;
+  inline __device__ QueryRow(const AttentionShape &s, int64_t row)
+      : b(row / (s.heads * s.queries)), h(row / s.queries % s.heads),
+        i(row % s.queries), kvHead(b * s.kvHeads + h / (s.heads / s.kvHeads)) {}
+};
+
+template <typename T>
+__global__ void attentionForwardKernel(AttentionShape s, const void *mask,
+                                       const T *q, const T *k, const T *v,
+                                       T *out, float *lse) {
+  int64_t row = globalThreadIndex();
+  if (row >= s.batch * s.heads * s.queries)
+    return;
+  QueryRow r(s, row);
+  float qr[kMaxAttentionFeatures], acc[kMaxAttentionFeatures];
+  for (int64_t x = 0; x < s.features; ++x)
+    qr[x] = load(q[row * s.features + x]);
+  for (int64_t x = 0; x < s.valueFeatures; ++x)
+    acc[x] = 0.0f;
+  float maximum = -INFINITY, sum = 0.0f;
+  const T *keys = k + r.kvHead * s.keys * s.features,
+          *values = v + r.kvHead * s.keys * s.valueFeatures;
+  for (int64_t j = 0; j < s.keys; ++j) {
+    float sj = score(s, mask, qr, keys + j * s.features, r.b, r.h, r.i, j);
+    if (sj == -INFINITY)
+      continue;
+    float newMax = fmaxf(maximum, sj);
+    float alpha = maximum == -INFINITY ? 0.0f : expf(maximum - newMax);
+    float p = expf(sj - newMax);
+    sum = sum * alpha + p;
+    for (int64_t x = 0; x < s.valueFeatures; ++x)
+      acc[x] = acc[x] * alpha + p * load(values[j * s.valueFeatures + x]);
+    maximum = newMax;
+  }
+  float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int64_t x = 0; x < s.valueFeatures; ++x)
+    out[row * s.valueFeatures + x] = store<T>(acc[x] * inverse);
+  lse[row] = sum == 0.0f ? INFINITY : maximum + logf(sum);
+}
+
+/// D_i = dout_i . out_i.
+template <typename T>
+inline __device__ float rowDelta(const AttentionShape &s, const T *dout,
+                                 const T *out, int64_t row) {
+  float delta = 0.0f;
+  for (int64_t x = 0; x < s.valueFeatures; ++x)
+    delta += load(dout[row * s.valueFeatures + x]) *
+             load(out[row * s.valueFeatures + x]);
+  return delta;
+}
+
+/// dq_i = sum_j ds_ij k_j, one thread per query row.
+template <typename T>
+__global__ void attentionQueryGradKernel(AttentionShape s, const void *mask,
+                                         const T *q, const T *k, const T *v,
+                                         const T *out, const float *lse,
+                                         const T *dout, T *dq) {
+  int64_t row = globalThreadIndex();
+  if (row >= s.batch * s.heads * s.queries)
+    return;
+  QueryRow r(s, row);
+  float qr[kMaxAttentionFeatures], grad[kMaxAttentionFeatures];
+  for (int64_t x = 0; x < s.features; ++x) {
+    qr[x] = load(q[row * s.features + x]);
+    grad[x] = 0.0f;
+  }
+  float delta = rowDelta(s, dout, out, row);
+  const T *keys = k + r.kvHead * s.keys * s.features,
+          *values = v + r.kvHead * s.keys * s.valueFeatures;
+  for (int64_t j = 0; lse[row] != INFINITY && j < s.keys; ++j) {
+    float sj = score(s, mask, qr, keys + j * s.features, r.b, r.h, r.i, j);
+    if (sj == -INFINITY)
+      continue;
+    float p = expf(sj - lse[row]), dp = 0.0f;
+    for (int64_t x = 0; x < s.valueFeatures; ++x)
+      dp += load(dout[row * s.valueFeatures + x]) *
+            load(values[j * s.valueFeatures + x]);
+    float ds = p * (dp - delta) * s.scale;
+    for (int64_t x = 0; x < s.features; ++x)
+      grad[x] += ds * load(keys[j * s.features + x]);
+  }
+  for (int64_t x = 0; x < s.features; ++x)
+    dq[row * s.features + x] = store<T>(grad[x]);
+}
+
+/// dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over the query heads
+/// reading key/value head g, one thread per key row.
+template <typename T>
+__global__ void attentionKeyValueGradKernel(AttentionShape s, const void *mask,
+                                            const T *q, const T *k, const T *v,
+                                            const T *out, const float *lse,
+                                            const T *dout, T *dk, T *dv) {
+  int64_t keyRow = globalThreadIndex();
+  if (keyRow >= s.batch * s.kvHeads * s.keys)
+    return;
+  int64_t j = keyRow % s.keys, kvHead = keyRow / s.keys;
+  int64_t b = kvHead / s.kvHeads, g = kvHead % s.kvHeads;
+  int64_t group = s.heads / s.kvHeads;
+  float gk[kMaxAttentionFeatures], gv[kMaxAttentionFeatures];
+  for (int64_t x = 0; x < s.features; ++x)
+    gk[x] = 0.0f;
+  for (int64_t x = 0; x < s.valueFeatures; ++x)
+    gv[x] = 0.0f;
+  const T *key = k + keyRow * s.features, *value = v + keyRow * s.valueFeatures;
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    for (int64_t i = s.causal ? j : 0; i < s.queries; ++i) {
+      int64_t row = (b * s.heads + h) * s.queries + i;
+      if (lse[row] == INFINITY)
+        continue;
+      float qr[kMaxAttentionFeatures];
+      for (int64_t x = 0; x < s.features; ++x)
+        qr[x] = load(q[row * s.features + x]);
+      float sij = score(s, mask, qr, key, b, h, i, j);
+      if (sij == -INFINITY)
+        continue;
+      float p = expf(sij - lse[row]), dp = 0.0f;
+      for (int64_t x = 0; x < s.valueFeatures; ++x) {
+        float d = load(dout[row * s.valueFeatures + x]);
+        gv[x] += p * d;
+        dp += d * load(value[x]);
+      }
+      float ds = p * (dp - rowDelta(s, dout, out, row)) * s.scale;
+      for (int64_t x = 0; x < s.features; ++x)
+        gk[x] += ds * qr[x];
+    }
+  }
+  for (int64_t x = 0; x < s.features; ++x)
+    dk[keyRow * s.features + x] = store<T>(gk[x]);
+  for (int64_t x = 0; x < s.valueFeatures; ++x)
+    dv[keyRow * s.valueFeatures + x] = store<T>(gv[x]);
+}
+
+} // namespace zest::rt::cuda
+
+#endif // ZEST_RUNTIME_CUDA_BLAS_ATTENTIONKERNELS_CUH

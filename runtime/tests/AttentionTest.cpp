@@ -1,0 +1,389 @@
+//===- AttentionTest.cpp - Fused attention against a reference ------------===//
+//
+// zest_attention_forward / _backward (the CPU kernels) or, built with
+// ZEST_ATTENTION_TEST_CUDA, zest_cuda_attention_* on device buffers, against
+// a double-precision reference that forms every score: f32, bf16 and f16
+// storage; no mask, causal, boolean and additive masks (f32 and the
+// storage type) broadcast over batch, heads or query rows; rows that see
+// no key (zero output, lse = +inf, zero gradients); grouped-query heads;
+// fewer and more keys than queries; sizes across the kernels' blocks (64
+// query rows, 256 keys) and head dimensions of their own for values.
+// Prints "attention: N cases, M failures" (test/Runtime/attention.test).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/HalfFloat.h"
+#include "zest_runtime.h"
+#ifdef ZEST_ATTENTION_TEST_CUDA
+#include "DeviceBuffers.h"
+#include "zest_runtime_cuda.h"
+#endif
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+int cases = 0, failures = 0;
+
+struct Config {
+  int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
+  bool causal;
+  int32_t maskKind;
+  int64_t maskSizes[4]; // 1 or the scores' own size
+  int storage;          // 0 f32, 1 bf16, 2 f16
+};
+
+/// Values rounded to the storage type, and their bit patterns.
+struct Stored {
+  std::vector<double> values;
+  std::vector<uint16_t> bits;
+  std::vector<float> floats;
+};
+
+Stored makeStored(size_t n, int storage, std::mt19937 &rng, double lo = -1,
+                  double hi = 1) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  Stored s;
+  for (size_t i = 0; i < n; ++i) {
+    float x = float(dist(rng));
+    if (storage == 0) {
+      s.floats.push_back(x);
+      s.values.push_back(x);
+      continue;
+    }
+    uint16_t bits =
+        storage == 1 ? zest::rt::floatToBf16(x) : zest::rt::floatToF16(x);
+    s.bits.push_back(bits);
+    s.values.push_back(storage == 1 ? zest::rt::bf16ToFloat(bits)
+                                    : zest::rt::f16ToFloat(bits));
+  }
+  return s;
+}
+
+const void *data(const Stored &s, int storage) {
+  return storage == 0 ? static_cast<const void *>(s.floats.data())
+                      : static_cast<const void *>(s.bits.data());
+}
+
+std::vector<double> widen(const void *p, size_t n, int storage) {
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (storage == 0)
+      out[i] = static_cast<const float *>(p)[i];
+    else {
+      uint16_t bits = static_cast<const uint16_t *>(p)[i];
+      out[i] = storage == 1 ? zest::rt::bf16ToFloat(bits)
+                            : zest::rt::f16ToFloat(bits);
+    }
+  }
+  return out;
+}
+
+/// The mask: its double values (added; -inf where a boolean is false) and
+/// its stored form.
+struct MaskData {
+  std::vector<double> added;
+  std::vector<uint8_t> bools;
+  Stored values;
+  size_t size = 0;
+};
+
+MaskData makeMask(const Config &c, std::mt19937 &rng) {
+  MaskData m;
+  if (c.maskKind == ZEST_ATTENTION_MASK_NONE)
+    return m;
+  m.size = c.maskSizes[0] * c.maskSizes[1] * c.maskSizes[2] * c.maskSizes[3];
+  if (c.maskKind == ZEST_ATTENTION_MASK_BOOL) {
+    std::bernoulli_distribution keep(0.7);
+    for (size_t i = 0; i < m.size; ++i) {
+      // Query row 1 sees nothing where the mask has rows.
+      bool rowOne =
+          c.maskSizes[2] > 1 && (i / c.maskSizes[3]) % c.maskSizes[2] == 1;
+      m.bools.push_back(!rowOne && keep(rng));
+      m.added.push_back(
+          m.bools.back() ? 0.0 : -std::numeric_limits<double>::infinity());
+    }
+    return m;
+  }
+  int storage = c.maskKind == ZEST_ATTENTION_MASK_F32 ? 0 : c.storage;
+  m.values = makeStored(m.size, storage, rng, -2, 2);
+  m.added = m.values.values;
+  return m;
+}
+
+const void *maskPointer(const Config &c, const MaskData &m) {
+  if (c.maskKind == ZEST_ATTENTION_MASK_NONE)
+    return nullptr;
+  if (c.maskKind == ZEST_ATTENTION_MASK_BOOL)
+    return m.bools.data();
+  return data(m.values, c.maskKind == ZEST_ATTENTION_MASK_F32 ? 0 : c.storage);
+}
+
+struct Results {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+/// The reference: every score of a head in double.
+Results reference(const Config &c, const std::vector<double> &q,
+                  const std::vector<double> &k, const std::vector<double> &v,
+                  const MaskData &mask, const std::vector<double> &dout) {
+  int64_t d = c.features, e = c.valueFeatures, group = c.heads / c.kvHeads;
+  Results r;
+  r.out.assign(c.batch * c.heads * c.queries * e, 0);
+  r.lse.assign(c.batch * c.heads * c.queries, 0);
+  r.dq.assign(c.batch * c.heads * c.queries * d, 0);
+  r.dk.assign(c.batch * c.kvHeads * c.keys * d, 0);
+  r.dv.assign(c.batch * c.kvHeads * c.keys * e, 0);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h) {
+      int64_t head = b * c.heads + h, kv = b * c.kvHeads + h / group;
+      for (int64_t i = 0; i < c.queries; ++i) {
+        int64_t row = head * c.queries + i;
+        std::vector<double> s(c.keys);
+        double best = -inf;
+        for (int64_t j = 0; j < c.keys; ++j) {
+          double dot = 0;
+          for (int64_t x = 0; x < d; ++x)
+            dot += q[row * d + x] * k[(kv * c.keys + j) * d + x];
+          s[j] = dot * double(float(1.0 / std::sqrt(double(d))));
+          if (!mask.added.empty()) {
+            const int64_t *n = c.maskSizes;
+            int64_t at =
+                (((n[0] == 1 ? 0 : b) * n[1] + (n[1] == 1 ? 0 : h)) * n[2] +
+                 (n[2] == 1 ? 0 : i)) *
+                    n[3] +
+                (n[3] == 1 ? 0 : j);
+            s[j] += mask.added[at];
+          }
+          if (c.causal && j > i)
+            s[j] = -inf;
+          best = std::max(best, s[j]);
+        }
+        if (best == -inf) {
+          r.lse[row] = inf;
+          continue;
+        }
+        double sum = 0;
+        for (double x : s)
+          sum += std::exp(x - best);
+        r.lse[row] = best + std::log(sum);
+        std::vector<double> p(c.keys);
+        for (int64_t j = 0; j < c.keys; ++j)
+          p[j] = std::exp(s[j] - r.lse[row]);
+        for (int64_t j = 0; j < c.keys; ++j)
+          for (int64_t x = 0; x < e; ++x)
+            r.out[row * e + x] += p[j] * v[(kv * c.keys + j) * e + x];
+        double delta = 0;
+        for (int64_t x = 0; x < e; ++x)
+          delta += dout[row * e + x] * r.out[row * e + x];
+        for (int64_t j = 0; j < c.keys; ++j) {
+          double dp = 0;
+          for (int64_t x = 0; x < e; ++x) {
+            dp += dout[row * e + x] * v[(kv * c.keys + j) * e + x];
+            r.dv[(kv * c.keys + j) * e + x] += p[j] * dout[row * e + x];
+          }
+          double ds =
+              p[j] * (dp - delta) * double(float(1.0 / std::sqrt(double(d))));
+          for (int64_t x = 0; x < d; ++x) {
+            r.dq[row * d + x] += ds * k[(kv * c.keys + j) * d + x];
+            r.dk[(kv * c.keys + j) * d + x] += ds * q[row * d + x];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+size_t elementBytes(int storage) { return storage == 0 ? 4 : 2; }
+
+/// Runs the kernels under test on stored inputs; the results widened.
+Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
+            const MaskData &mask, const Stored &dout) {
+  int64_t nq = c.batch * c.heads * c.queries, nk = c.batch * c.kvHeads * c.keys;
+  size_t eb = elementBytes(c.storage);
+  std::vector<char> out(nq * c.valueFeatures * eb), dq(nq * c.features * eb),
+      dk(nk * c.features * eb), dv(nk * c.valueFeatures * eb);
+  std::vector<float> lse(nq);
+  float scale = float(1.0 / std::sqrt(double(c.features)));
+  const void *qp = data(q, c.storage), *kp = data(k, c.storage),
+             *vp = data(v, c.storage), *dop = data(dout, c.storage),
+             *mp = maskPointer(c, mask);
+#ifdef ZEST_ATTENTION_TEST_CUDA
+  auto upload = [](const void *host, size_t bytes) -> void * {
+    if (!host)
+      return nullptr;
+    std::vector<char> copy(static_cast<const char *>(host),
+                           static_cast<const char *>(host) + bytes);
+    return toDevice(copy);
+  };
+  size_t maskBytes = c.maskKind == ZEST_ATTENTION_MASK_BOOL  ? 1
+                     : c.maskKind == ZEST_ATTENTION_MASK_F32 ? 4
+                                                             : eb;
+  qp = upload(qp, nq * c.features * eb);
+  kp = upload(kp, nk * c.features * eb);
+  vp = upload(vp, nk * c.valueFeatures * eb);
+  dop = upload(dop, nq * c.valueFeatures * eb);
+  mp = upload(mp, mask.size * maskBytes);
+  char *dOut = static_cast<char *>(upload(out.data(), out.size())),
+       *dDq = static_cast<char *>(upload(dq.data(), dq.size())),
+       *dDk = static_cast<char *>(upload(dk.data(), dk.size())),
+       *dDv = static_cast<char *>(upload(dv.data(), dv.size()));
+  float *dLse = toDevice(lse);
+#define ZEST_TEST_ENTRY(NAME) zest_cuda_##NAME
+#define ZEST_TEST_BUFFER(HOST, DEVICE) DEVICE
+#else
+#define ZEST_TEST_ENTRY(NAME) zest_##NAME
+#define ZEST_TEST_BUFFER(HOST, DEVICE) HOST
+#endif
+  char *oBuf = ZEST_TEST_BUFFER(out.data(), dOut),
+       *dqBuf = ZEST_TEST_BUFFER(dq.data(), dDq),
+       *dkBuf = ZEST_TEST_BUFFER(dk.data(), dDk),
+       *dvBuf = ZEST_TEST_BUFFER(dv.data(), dDv);
+  float *lseBuf = ZEST_TEST_BUFFER(lse.data(), dLse);
+#define ZEST_TEST_CALLS(SUFFIX, T)                                             \
+  ZEST_TEST_ENTRY(attention_forward##SUFFIX)                                   \
+  (c.batch, c.heads, c.kvHeads, c.queries, c.keys, c.features,                 \
+   c.valueFeatures, scale, c.causal, static_cast<const T *>(qp),               \
+   static_cast<const T *>(kp), static_cast<const T *>(vp), mp, c.maskKind,     \
+   c.maskSizes[0], c.maskSizes[1], c.maskSizes[2], c.maskSizes[3],             \
+   reinterpret_cast<T *>(oBuf), lseBuf);                                       \
+  ZEST_TEST_ENTRY(attention_backward##SUFFIX)                                  \
+  (c.batch, c.heads, c.kvHeads, c.queries, c.keys, c.features,                 \
+   c.valueFeatures, scale, c.causal, static_cast<const T *>(qp),               \
+   static_cast<const T *>(kp), static_cast<const T *>(vp), mp, c.maskKind,     \
+   c.maskSizes[0], c.maskSizes[1], c.maskSizes[2], c.maskSizes[3],             \
+   reinterpret_cast<const T *>(oBuf), lseBuf, static_cast<const T *>(dop),     \
+   reinterpret_cast<T *>(dqBuf), reinterpret_cast<T *>(dkBuf),                 \
+   reinterpret_cast<T *>(dvBuf))
+  if (c.storage == 0) {
+    ZEST_TEST_CALLS(, float);
+  } else if (c.storage == 1) {
+    ZEST_TEST_CALLS(_bf16, uint16_t);
+  } else {
+    ZEST_TEST_CALLS(_f16, uint16_t);
+  }
+#ifdef ZEST_ATTENTION_TEST_CUDA
+  out = toHost(dOut, out.size());
+  dq = toHost(dDq, dq.size());
+  dk = toHost(dDk, dk.size());
+  dv = toHost(dDv, dv.size());
+  lse = toHost(dLse, lse.size());
+#endif
+  Results r;
+  r.out = widen(out.data(), nq * c.valueFeatures, c.storage);
+  r.dq = widen(dq.data(), nq * c.features, c.storage);
+  r.dk = widen(dk.data(), nk * c.features, c.storage);
+  r.dv = widen(dv.data(), nk * c.valueFeatures, c.storage);
+  r.lse = widen(lse.data(), nq, 0);
+  return r;
+}
+
+/// Compares within `tolerance` times the largest reference magnitude, at
+/// least 1 (the inputs' scale: a gradient that is exactly 0, one key's,
+/// is computed as a rounding of 0); +inf must match exactly.
+void compare(const char *what, const std::vector<double> &got,
+             const std::vector<double> &want, double tolerance,
+             const std::string &name) {
+  ++cases;
+  double scale = 1, worst = 0;
+  for (double x : want)
+    if (std::isfinite(x))
+      scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isinf(want[i]) || std::isinf(got[i])) {
+      if (got[i] != want[i])
+        worst = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+  }
+  if (!(worst <= tolerance * scale)) {
+    ++failures;
+    std::printf("FAIL %s %s: max difference %g (allowed %g)\n", what,
+                name.c_str(), worst, tolerance * scale);
+  }
+}
+
+void check(const Config &c, std::mt19937 &rng) {
+  int64_t nq = c.batch * c.heads * c.queries, nk = c.batch * c.kvHeads * c.keys;
+  Stored q = makeStored(nq * c.features, c.storage, rng),
+         k = makeStored(nk * c.features, c.storage, rng),
+         v = makeStored(nk * c.valueFeatures, c.storage, rng),
+         dout = makeStored(nq * c.valueFeatures, c.storage, rng);
+  MaskData mask = makeMask(c, rng);
+  Results got = run(c, q, k, v, mask, dout);
+  Results want = reference(c, q.values, k.values, v.values, mask, dout.values);
+  double tolerance = c.storage == 0 ? 2e-5 : c.storage == 1 ? 3e-2 : 4e-3;
+  char name[160];
+  std::snprintf(name, sizeof name,
+                "b%lld h%lld/%lld q%lld k%lld d%lld/%lld causal%d mask%d "
+                "[%lld %lld %lld %lld] storage%d",
+                (long long)c.batch, (long long)c.heads, (long long)c.kvHeads,
+                (long long)c.queries, (long long)c.keys, (long long)c.features,
+                (long long)c.valueFeatures, int(c.causal), int(c.maskKind),
+                (long long)c.maskSizes[0], (long long)c.maskSizes[1],
+                (long long)c.maskSizes[2], (long long)c.maskSizes[3],
+                c.storage);
+  compare("out", got.out, want.out, tolerance, name);
+  compare("lse", got.lse, want.lse, tolerance, name);
+  compare("dq", got.dq, want.dq, tolerance * 2, name);
+  compare("dk", got.dk, want.dk, tolerance * 2, name);
+  compare("dv", got.dv, want.dv, tolerance * 2, name);
+}
+
+} // namespace
+
+int main() {
+  std::mt19937 rng(7);
+  struct Sizes {
+    int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
+  };
+  const Sizes sizes[] = {{2, 4, 4, 5, 7, 8, 8},
+                         {1, 4, 2, 70, 300, 16, 8},
+                         {2, 6, 3, 130, 40, 8, 12},
+                         {1, 2, 1, 257, 257, 4, 4},
+                         {1, 1, 1, 1, 1, 3, 5}};
+  for (int storage = 0; storage < 3; ++storage)
+    for (const Sizes &s : sizes)
+      for (int variant = 0; variant < 6; ++variant) {
+        Config c{s.batch,         s.heads, s.kvHeads,
+                 s.queries,       s.keys,  s.features,
+                 s.valueFeatures, false,   ZEST_ATTENTION_MASK_NONE,
+                 {1, 1, 1, 1},    storage};
+        int64_t full[4] = {s.batch, s.heads, s.queries, s.keys};
+        switch (variant) {
+        case 1:
+          c.causal = true;
+          break;
+        case 2: // a padding mask per batch row, broadcast over heads/rows
+          c.maskKind = ZEST_ATTENTION_MASK_BOOL;
+          c.maskSizes[0] = full[0], c.maskSizes[3] = full[3];
+          break;
+        case 3: // a boolean mask per row, shared by batch and heads
+          c.maskKind = ZEST_ATTENTION_MASK_BOOL;
+          c.maskSizes[2] = full[2], c.maskSizes[3] = full[3];
+          break;
+        case 4: // an f32 bias per head
+          c.maskKind = ZEST_ATTENTION_MASK_F32;
+          for (int i = 0; i < 4; ++i)
+            c.maskSizes[i] = full[i];
+          c.maskSizes[0] = 1;
+          break;
+        case 5: // a bias in the storage type, per batch and row
+          c.maskKind = ZEST_ATTENTION_MASK_SAME;
+          c.maskSizes[0] = full[0], c.maskSizes[2] = full[2];
+          c.maskSizes[3] = full[3];
+          break;
+        }
+        check(c, rng);
+      }
+  std::printf("attention: %d cases, %d failures\n", cases, failures);
+  return failures == 0 ? 0 : 1;
+}
