@@ -56,6 +56,8 @@ def gpt2():
 
     torch.manual_seed(0)
     config = GPT2Config(
+        # Positions for SEQ tokens past GPT-2's 1024 (bench/attention).
+        n_positions=max(1024, SEQ),
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
