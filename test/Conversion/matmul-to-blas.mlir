@@ -325,3 +325,54 @@ func.func @widening(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %y: memref<8x
       ins(%x, %w : memref<8x16xbf16>, memref<32x16xbf16>) outs(%yb : memref<8x32xbf16>)
   return
 }
+
+// -----
+
+// Attention: one call each way, on the contiguous arrays' pointers, with
+// its sizes (8 query heads over 2 key/value heads, 16 queries, 24 keys,
+// features 4 and values 6), the scale as an f32, causal, no mask (null,
+// kind 0, sizes 0).
+// CHECK-LABEL: func.func @attention(
+// CHECK-DAG: %[[B:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[H:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[G:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[S:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[T:.*]] = arith.constant 24 : i64
+// CHECK-DAG: %[[D:.*]] = arith.constant 4 : i64
+// CHECK-DAG: %[[E:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-DAG: %[[CAUSAL:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[NONE:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: call @zest_attention_forward(%[[B]], %[[H]], %[[G]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %[[NONE]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %{{.*}}, %{{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK: call @zest_attention_backward(%[[B]], %[[H]], %[[G]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], {{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK-NOT: zest.attention
+// CUDA-LABEL: func.func @attention(
+// CUDA: call @zest_cuda_attention_forward(
+// CUDA: call @zest_cuda_attention_backward(
+func.func @attention(%q: memref<2x8x16x4xf32>, %k: memref<2x2x24x4xf32>, %v: memref<2x2x24x6xf32>, %o: memref<2x8x16x6xf32>, %lse: memref<2x8x16xf32>,
+                     %dq: memref<2x8x16x4xf32>, %dk: memref<2x2x24x4xf32>, %dv: memref<2x2x24x6xf32>) {
+  zest.attention causal scale(0.5) ins(%q, %k, %v : memref<2x8x16x4xf32>, memref<2x2x24x4xf32>, memref<2x2x24x6xf32>) outs(%o, %lse : memref<2x8x16x6xf32>, memref<2x8x16xf32>)
+  zest.attention_backward causal scale(0.5) grad_output(%o : memref<2x8x16x6xf32>) ins(%q, %k, %v, %o, %lse : memref<2x8x16x4xf32>, memref<2x2x24x4xf32>, memref<2x2x24x6xf32>, memref<2x8x16x6xf32>, memref<2x8x16xf32>) outs(%dq, %dk, %dv : memref<2x8x16x4xf32>, memref<2x2x24x4xf32>, memref<2x2x24x6xf32>)
+  return
+}
+
+// -----
+
+// A bf16 attention with a boolean padding mask ([batch, 1, 1, keys], kind
+// 1, its sizes passed) and a query view of a [B, S, H, D] array (a
+// transposed layout): the view goes through a contiguous copy.
+// CHECK-LABEL: func.func @attention_masked_bf16(
+// CHECK: %[[COPY:.*]] = memref.alloc() : memref<2x4x8x16xbf16>
+// CHECK: memref.copy %{{.*}}, %[[COPY]]
+// CHECK: %[[INT:.*]] = memref.extract_aligned_pointer_as_index %[[COPY]]
+// CHECK: %[[QI:.*]] = arith.index_cast %[[INT]]
+// CHECK: %[[QP:.*]] = llvm.inttoptr %[[QI]]
+// CHECK: call @zest_attention_forward_bf16(%c2_i64, %c4_i64, %c4_i64, %c8_i64, %c8_i64, %c16_i64, %c16_i64, %cst, %c0_i32, %[[QP]], %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32, %c2_i64, %c1_i64, %c1_i64, %c8_i64, %{{.*}}, %{{.*}})
+// CUDA-LABEL: func.func @attention_masked_bf16(
+// CUDA: call @zest_cuda_attention_forward_bf16(
+func.func @attention_masked_bf16(%q: memref<2x4x8x16xbf16, strided<[512, 16, 64, 1]>>, %k: memref<2x4x8x16xbf16>, %m: memref<2x1x1x8xi1>, %o: memref<2x4x8x16xbf16>, %lse: memref<2x4x8xf32>) {
+  zest.attention scale(0.25) ins(%q, %k, %k : memref<2x4x8x16xbf16, strided<[512, 16, 64, 1]>>, memref<2x4x8x16xbf16>, memref<2x4x8x16xbf16>) mask(%m : memref<2x1x1x8xi1>) outs(%o, %lse : memref<2x4x8x16xbf16>, memref<2x4x8xf32>)
+  return
+}

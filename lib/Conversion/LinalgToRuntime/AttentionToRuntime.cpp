@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace mlir::zest;
 
@@ -48,13 +50,33 @@ SmallVector<Value> getCommonArgs(OpBuilder &builder, Location loc,
   return args;
 }
 
-/// zest.attention on memrefs -> zest_attention_forward(_bf16, _f16).
-struct LowerAttention : public OpRewritePattern<AttentionOp> {
-  LowerAttention(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern(ctx), cuda(cuda) {}
+/// The trailing arguments of zest_attention_forward: the output and the
+/// log-sum-exp it writes.
+void appendResultArgs(AttentionOp op, KernelOperands &operands,
+                      SmallVectorImpl<Value> &args) {
+  args.push_back(operands.output(op.getOutput()).pointer);
+  args.push_back(operands.output(op.getLogsumexp()).pointer);
+}
+
+/// The trailing arguments of zest_attention_backward: the forward's output
+/// and log-sum-exp, the output's gradient, and the gradients it writes.
+void appendResultArgs(AttentionBackwardOp op, KernelOperands &operands,
+                      SmallVectorImpl<Value> &args) {
+  for (Value input : {op.getOutput(), op.getLogsumexp(), op.getGradOutput()})
+    args.push_back(operands.input(input).pointer);
+  for (Value output : {op.getGradQuery(), op.getGradKey(), op.getGradValue()})
+    args.push_back(operands.output(output).pointer);
+}
+
+/// zest.attention (zest.attention_backward) on memrefs ->
+/// zest_attention_forward (_backward), _bf16 or _f16 for 16-bit storage.
+template <typename OpTy>
+struct LowerAttentionOp : public OpRewritePattern<OpTy> {
+  LowerAttentionOp(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern<OpTy>(ctx), cuda(cuda) {}
   bool cuda;
 
-  LogicalResult matchAndRewrite(AttentionOp op,
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (op->getNumResults() != 0)
       return rewriter.notifyMatchFailure(op, "not on buffers");
@@ -63,39 +85,11 @@ struct LowerAttention : public OpRewritePattern<AttentionOp> {
     SmallVector<Value> args = getCommonArgs(
         rewriter, loc, operands, op.getQuery(), op.getKey(), op.getValue(),
         op.getMask(), op.getScale().convertToFloat(), op.getCausal());
-    args.push_back(operands.output(op.getOutput()).pointer);
-    args.push_back(operands.output(op.getLogsumexp()).pointer);
-    callProduct(rewriter, loc,
-                getStorageProduct(op, ProductKind::attention_forward), cuda,
-                args);
-    operands.finish();
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
-/// zest.attention_backward on memrefs -> zest_attention_backward(...).
-struct LowerAttentionBackward : public OpRewritePattern<AttentionBackwardOp> {
-  LowerAttentionBackward(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern(ctx), cuda(cuda) {}
-  bool cuda;
-
-  LogicalResult matchAndRewrite(AttentionBackwardOp op,
-                                PatternRewriter &rewriter) const override {
-    if (op->getNumResults() != 0)
-      return rewriter.notifyMatchFailure(op, "not on buffers");
-    Location loc = op.getLoc();
-    KernelOperands operands(rewriter, loc, KernelOperands::Layout::Contiguous);
-    SmallVector<Value> args = getCommonArgs(
-        rewriter, loc, operands, op.getQuery(), op.getKey(), op.getValue(),
-        op.getMask(), op.getScale().convertToFloat(), op.getCausal());
-    for (Value input : {op.getOutput(), op.getLogsumexp(), op.getGradOutput()})
-      args.push_back(operands.input(input).pointer);
-    for (Value output : {op.getGradQuery(), op.getGradKey(), op.getGradValue()})
-      args.push_back(operands.output(output).pointer);
-    callProduct(rewriter, loc,
-                getStorageProduct(op, ProductKind::attention_backward), cuda,
-                args);
+    appendResultArgs(op, operands, args);
+    ProductKind kind = std::is_same_v<OpTy, AttentionOp>
+                           ? ProductKind::attention_forward
+                           : ProductKind::attention_backward;
+    callProduct(rewriter, loc, getStorageProduct(op, kind), cuda, args);
     operands.finish();
     rewriter.eraseOp(op);
     return success();
@@ -106,6 +100,7 @@ struct LowerAttentionBackward : public OpRewritePattern<AttentionBackwardOp> {
 
 void mlir::zest::populateAttentionToRuntimePatterns(RewritePatternSet &patterns,
                                                     bool cuda) {
-  patterns.add<LowerAttention, LowerAttentionBackward>(patterns.getContext(),
-                                                       cuda);
+  patterns.add<LowerAttentionOp<AttentionOp>,
+               LowerAttentionOp<AttentionBackwardOp>>(patterns.getContext(),
+                                                      cuda);
 }
