@@ -329,13 +329,12 @@ func.func @widening(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %y: memref<8x
 // -----
 
 // Attention: one call each way, on the contiguous arrays' pointers, with
-// its sizes (8 query heads over 2 key/value heads, 16 queries, 24 keys,
+// its sizes (batch 2, 8 query heads over 2 key/value heads, 16 queries, 24 keys,
 // features 4 and values 6), the scale as an f32, causal, no mask (null,
 // kind 0, sizes 0).
 // CHECK-LABEL: func.func @attention(
 // CHECK-DAG: %[[B:.*]] = arith.constant 2 : i64
 // CHECK-DAG: %[[H:.*]] = arith.constant 8 : i64
-// CHECK-DAG: %[[G:.*]] = arith.constant 2 : i64
 // CHECK-DAG: %[[S:.*]] = arith.constant 16 : i64
 // CHECK-DAG: %[[T:.*]] = arith.constant 24 : i64
 // CHECK-DAG: %[[D:.*]] = arith.constant 4 : i64
@@ -345,8 +344,8 @@ func.func @widening(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %y: memref<8x
 // CHECK-DAG: %[[NONE:.*]] = arith.constant 0 : i32
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i64
 // CHECK-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK: call @zest_attention_forward(%[[B]], %[[H]], %[[G]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %[[NONE]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %{{.*}}, %{{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
-// CHECK: call @zest_attention_backward(%[[B]], %[[H]], %[[G]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], {{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK: call @zest_attention_forward(%[[B]], %[[H]], %[[B]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %[[NONE]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %{{.*}}, %{{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK: call @zest_attention_backward(%[[B]], %[[H]], %[[B]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], {{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NOT: zest.attention
 // CUDA-LABEL: func.func @attention(
 // CUDA: call @zest_cuda_attention_forward(
