@@ -35,6 +35,7 @@ tools = [
     "zest-runtime-test",
     "zest-kernel-test",
     "zest-attention-test",
+    "zest-cross-entropy-test",
     "zest-heap-pages-test",
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
@@ -104,6 +105,8 @@ if getattr(config, "zest_enable_cuda", False):
             "zest-cuda-linear-test-emulated",
             "zest-cuda-attention-test",
             "zest-cuda-attention-test-emulated",
+            "zest-cuda-cross-entropy-test",
+            "zest-cuda-cross-entropy-test-emulated",
             "zest-emulated-device-test",
         ],
         tool_dirs,

@@ -419,6 +419,43 @@ typedef enum {
       q, k, v, mask, mask_kind, mask_batch, mask_heads, mask_rows, mask_cols,  \
       out, lse, dout, dq, dk, dv
 
+/* How zest_cross_entropy_* combine their rows' losses (reduction). */
+#define ZEST_LOSS_NONE 0
+#define ZEST_LOSS_MEAN 1
+#define ZEST_LOSS_SUM 2
+
+/* zest_cross_entropy_forward: PyTorch's cross_entropy of `logits` [rows,
+ * classes] (row stride ld) against class indices `target` [rows]
+ * (target_bits 64 or 32), in f32 whatever the storage: each row's
+ * log-sum-exp into lse [rows] and its loss
+ *   lse - (1 - label_smoothing) x[target] - label_smoothing / classes *
+ *   sum_c x[c]
+ * (0 on rows whose target is ignore_index) into loss: every row's
+ * (ZEST_LOSS_NONE, loss [rows]), their sum (SUM) or their mean over the
+ * rows not ignored (MEAN; NaN if none), loss [1]. One pass over each row
+ * (an online maximum and sum); a target outside [0, classes) aborts. */
+#define ZEST_cross_entropy_forward_PARAMS(T)                                   \
+  int64_t rows, int64_t classes, const T *logits, int64_t ld,                  \
+      const void *target, int32_t target_bits, int64_t ignore_index,           \
+      float label_smoothing, int32_t reduction, float *loss, float *lse
+#define ZEST_cross_entropy_forward_ARGS                                        \
+  rows, classes, logits, ld, target, target_bits, ignore_index,                \
+      label_smoothing, reduction, loss, lse
+/* zest_cross_entropy_backward: the logits' gradient (row stride ld_grad,
+ * overwritten) of zest_cross_entropy_forward's loss given its gradient
+ * grad_loss ([rows] for NONE, else [1]) and lse:
+ *   g_i (exp(x - lse_i) - (1 - label_smoothing) [c == t_i]
+ *        - label_smoothing / classes),
+ * g_i divided by the rows not ignored for MEAN, 0 on ignored rows. */
+#define ZEST_cross_entropy_backward_PARAMS(T)                                  \
+  int64_t rows, int64_t classes, const T *logits, int64_t ld,                  \
+      const void *target, int32_t target_bits, int64_t ignore_index,           \
+      float label_smoothing, int32_t reduction, const float *grad_loss,        \
+      const float *lse, T *grad_logits, int64_t ld_grad
+#define ZEST_cross_entropy_backward_ARGS                                       \
+  rows, classes, logits, ld, target, target_bits, ignore_index,                \
+      label_smoothing, reduction, grad_loss, lse, grad_logits, ld_grad
+
 /* The CPU runtime's products (OpenBLAS). The layers with bf16 (_bf16) or f16
  * (_f16) storage, uint16_t bit patterns for every matrix and vector,
  * accumulate their products in f32 and run the epilogues in f32; each stored

@@ -375,3 +375,28 @@ func.func @attention_masked_bf16(%q: memref<2x4x8x16xbf16, strided<[512, 16, 64,
   zest.attention scale(0.25) ins(%q, %k, %k : memref<2x4x8x16xbf16, strided<[512, 16, 64, 1]>>, memref<2x4x8x16xbf16>, memref<2x4x8x16xbf16>) mask(%m : memref<2x1x1x8xi1>) outs(%o, %lse : memref<2x4x8x16xbf16>, memref<2x4x8xf32>)
   return
 }
+
+// -----
+
+// Cross-entropy: one call each way, on the logits' row stride (a view of
+// rows 512 wide), the i64 targets (64), ignore_index, label smoothing as
+// an f32 and the reduction (mean: 1); the gradient with its own stride.
+// CHECK-LABEL: func.func @cross_entropy(
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[CLASSES:.*]] = arith.constant 50 : i64
+// CHECK-DAG: %[[LD:.*]] = arith.constant 512 : i64
+// CHECK-DAG: %[[BITS:.*]] = arith.constant 64 : i32
+// CHECK-DAG: %[[IGNORE:.*]] = arith.constant -100 : i64
+// CHECK-DAG: %[[SMOOTH:.*]] = arith.constant 1.000000e-01 : f32
+// CHECK-DAG: %[[MEAN:.*]] = arith.constant 1 : i32
+// CHECK: call @zest_cross_entropy_forward(%[[ROWS]], %[[CLASSES]], %{{.*}}, %[[LD]], %{{.*}}, %[[BITS]], %[[IGNORE]], %[[SMOOTH]], %[[MEAN]], %{{.*}}, %{{.*}}) : (i64, i64, !llvm.ptr, i64, !llvm.ptr, i32, i64, f32, i32, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK: call @zest_cross_entropy_backward(%[[ROWS]], %[[CLASSES]], %{{.*}}, %[[LD]], %{{.*}}, %[[BITS]], %[[IGNORE]], %[[SMOOTH]], %[[MEAN]], %{{.*}}, %{{.*}}, %{{.*}}, %[[CLASSES]]) : (i64, i64, !llvm.ptr, i64, !llvm.ptr, i32, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> ()
+// CHECK-NOT: zest.cross_entropy
+// CUDA-LABEL: func.func @cross_entropy(
+// CUDA: call @zest_cuda_cross_entropy_forward(
+// CUDA: call @zest_cuda_cross_entropy_backward(
+func.func @cross_entropy(%x: memref<6x50xf32, strided<[512, 1]>>, %t: memref<6xi64>, %loss: memref<f32>, %lse: memref<6xf32>, %dx: memref<6x50xf32>) {
+  zest.cross_entropy mean ignore_index(-100) label_smoothing(0.1) ins(%x, %t : memref<6x50xf32, strided<[512, 1]>>, memref<6xi64>) outs(%loss, %lse : memref<f32>, memref<6xf32>)
+  zest.cross_entropy_backward mean ignore_index(-100) label_smoothing(0.1) grad_loss(%loss : memref<f32>) ins(%x, %t, %lse : memref<6x50xf32, strided<[512, 1]>>, memref<6xi64>, memref<6xf32>) outs(%dx : memref<6x50xf32>)
+  return
+}

@@ -36,7 +36,9 @@ enum class ProductKind {
   linear_forward,
   linear_backward,
   attention_forward,
-  attention_backward
+  attention_backward,
+  cross_entropy_forward,
+  cross_entropy_backward
 };
 
 /// How a C parameter is passed: the MLIR type a call gives it.

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "AttentionToRuntime.h"
+#include "FusedOpsToRuntime.h"
 #include "KernelOperands.h"
 #include "zest/Conversion/RuntimeCalls.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"

@@ -32,6 +32,8 @@ Value mlir::zest::getFlag(OpBuilder &builder, Location loc, int64_t value) {
 }
 
 bool KernelOperands::takes(Value memref) const {
+  if (cast<MemRefType>(memref.getType()).getRank() == 0)
+    return true; // one element
   if (layout == Layout::UnitInnerStride)
     return hasUnitInnerStride(memref);
   auto type = cast<MemRefType>(memref.getType());
@@ -75,7 +77,9 @@ RuntimeOperand KernelOperands::get(Value memref) {
       memref::ExtractStridedMetadataOp::create(builder, loc, memref);
   for (Value size : metadata.getSizes())
     operand.sizes.push_back(toI64(builder, loc, size));
-  operand.ld = toI64(builder, loc, metadata.getStrides()[0]);
+  operand.ld = metadata.getStrides().empty()
+                   ? arith::ConstantIntOp::create(builder, loc, 0, 64)
+                   : toI64(builder, loc, metadata.getStrides()[0]);
   return operand;
 }
 

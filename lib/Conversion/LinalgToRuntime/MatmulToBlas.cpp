@@ -1,6 +1,6 @@
 //===- MatmulToBlas.cpp - Matrix products and linear layers to kernels ----===//
 
-#include "AttentionToRuntime.h"
+#include "FusedOpsToRuntime.h"
 #include "KernelOperands.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Conversion/RuntimeCalls.h"
@@ -330,6 +330,7 @@ struct MatmulToBlasPass
     patterns.add<LowerToBlas, LowerLinear, LowerLinearBackward>(
         &getContext(), /*cuda=*/target == "cuda");
     populateAttentionToRuntimePatterns(patterns, /*cuda=*/target == "cuda");
+    populateCrossEntropyToRuntimePatterns(patterns, /*cuda=*/target == "cuda");
     // Each op is rewritten once into calls no pattern matches: one walk,
     // linear in the size of the step, instead of the greedy driver's
     // iterations over the whole (one huge block) entry point.

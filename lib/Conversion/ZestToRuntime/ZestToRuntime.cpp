@@ -55,13 +55,13 @@ struct ConvertZestToRuntimePass
     if (failed(applyPatternsGreedily(module, std::move(patterns), config)))
       return signalPassFailure();
     // Anything left (an element type the runtime cannot move) is an error.
-    // Fused linear and attention ops are compute, lowered after
-    // bufferization; barriers
-    // go with bufferization.
+    // Fused linear, attention and cross-entropy ops are compute, lowered
+    // after bufferization; barriers go with bufferization.
     WalkResult result = module.walk([](Operation *op) {
       if (isa<ZestDialect>(op->getDialect()) &&
           !isa<UnitOp, BucketOp, LinearOp, LinearBackwardOp, AttentionOp,
-               AttentionBackwardOp, OptimizationBarrierOp>(op)) {
+               AttentionBackwardOp, CrossEntropyOp, CrossEntropyBackwardOp,
+               OptimizationBarrierOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "
                           << "i64";

@@ -1039,3 +1039,78 @@ LogicalResult AttentionBackwardOp::verify() {
                  succeeded(checkShape(*this, getGradValue(), "grad_value",
                                       shapeOf(getValue()))));
 }
+
+//===----------------------------------------------------------------------===//
+// Fused cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Checks the shapes shared by the cross-entropy ops: `target` and
+/// `logsumexp` have the logits' rows, `loss` (the forward's loss or the
+/// backward's incoming gradient, called `what`) is `[rows]` for reduction
+/// none and 0-D otherwise; label smoothing is in [0, 1].
+static LogicalResult
+verifyCrossEntropyShapes(Operation *op, LossReduction reduction,
+                         float labelSmoothing, Value logits, Value target,
+                         Value loss, StringRef what, Value logsumexp) {
+  if (!(labelSmoothing >= 0.0f && labelSmoothing <= 1.0f))
+    return op->emitOpError()
+           << "label_smoothing " << labelSmoothing << " is not in [0, 1]";
+  int64_t rows = getDim(logits, 0);
+  if (failed(checkShape(op, target, "target", {rows})) ||
+      failed(checkShape(op, logsumexp, "logsumexp", {rows})))
+    return failure();
+  if (reduction == LossReduction::None)
+    return checkShape(op, loss, (what + " (reduction none: one per row)").str(),
+                      {rows});
+  return checkShape(op, loss,
+                    (what + " (reduction " + stringifyLossReduction(reduction) +
+                     ": a 0-D tensor)")
+                        .str(),
+                    {});
+}
+
+MutableOperandRange CrossEntropyOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getLoss(), getLogsumexp()});
+}
+
+void CrossEntropyOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())))
+    return failure();
+  return verifyCrossEntropyShapes(
+      *this, getReduction(), getLabelSmoothing().convertToFloat(), getLogits(),
+      getTarget(), getLoss(), "loss", getLogsumexp());
+}
+
+MutableOperandRange CrossEntropyBackwardOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getGradLogits()});
+}
+
+void CrossEntropyBackwardOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult CrossEntropyBackwardOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifyCrossEntropyShapes(*this, getReduction(),
+                                      getLabelSmoothing().convertToFloat(),
+                                      getLogits(), getTarget(), getGradLoss(),
+                                      "grad_loss", getLogsumexp())))
+    return failure();
+  if (getLogits().getType() != getGradLogits().getType() &&
+      (getElementTypeOrSelf(getLogits().getType()) !=
+           getElementTypeOrSelf(getGradLogits().getType()) ||
+       failed(checkShape(*this, getGradLogits(), "grad_logits",
+                         cast<ShapedType>(getLogits().getType()).getShape()))))
+    return emitOpError() << "grad_logits has type " << getGradLogits().getType()
+                         << "; expected the logits' shape and element type ("
+                         << getLogits().getType() << ")";
+  return success();
+}

@@ -1,9 +1,9 @@
 //===- BufferizableOpInterfaceImpl.cpp - Bufferizing Zest ops -------------===//
 //
-// The fused linear and attention ops are destination-style: on tensors they
-// return their destinations, on memrefs they write them. Bufferizing one swaps
-// each operand for its buffer and drops the results, as for linalg. An
-// optimization barrier is its operand's buffer.
+// The fused linear, attention and cross-entropy ops are destination-style: on
+// tensors they return their destinations, on memrefs they write them.
+// Bufferizing one swaps each operand for its buffer and drops the results, as
+// for linalg. An optimization barrier is its operand's buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +98,10 @@ void mlir::zest::registerBufferizableOpInterfaceExternalModels(
     AttentionOp::attachInterface<WriteOnlyDestinationModel<AttentionOp>>(*ctx);
     AttentionBackwardOp::attachInterface<
         WriteOnlyDestinationModel<AttentionBackwardOp>>(*ctx);
+    CrossEntropyOp::attachInterface<WriteOnlyDestinationModel<CrossEntropyOp>>(
+        *ctx);
+    CrossEntropyBackwardOp::attachInterface<
+        WriteOnlyDestinationModel<CrossEntropyBackwardOp>>(*ctx);
     OptimizationBarrierOp::attachInterface<OptimizationBarrierModel>(*ctx);
   });
 }

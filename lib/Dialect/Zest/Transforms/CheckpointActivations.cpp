@@ -52,11 +52,11 @@ StringAttr getParamUnit(Value value) {
 }
 
 /// Whether `op` is computation a recomputation can repeat: no zest op (a
-/// collective, a view of a gathered buffer) but attention, which computes
-/// on tensors alone, no memory effects.
+/// collective, a view of a gathered buffer) but attention and the loss,
+/// which compute on tensors alone, no memory effects.
 bool isRecomputable(Operation *op) {
   return (!isa_and_nonnull<ZestDialect>(op->getDialect()) ||
-          isa<AttentionOp>(op)) &&
+          isa<AttentionOp, CrossEntropyOp>(op)) &&
          isMemoryEffectFree(op) && !op->hasTrait<OpTrait::ConstantLike>() &&
          !isa<tensor::EmptyOp>(op);
 }

@@ -231,6 +231,16 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   if (product->kind == ProductKind::attention_forward ||
       product->kind == ProductKind::attention_backward)
     return getAttentionCallUs(*product, operand, gemm);
+  if (product->kind == ProductKind::cross_entropy_forward ||
+      product->kind == ProductKind::cross_entropy_backward) {
+    // Memory-bound: the forward streams the logits once, the backward reads
+    // them and writes their gradient.
+    double elements = operand("rows") * operand("classes");
+    double bytes =
+        elements * (product->suffix.empty() ? 4 : 2) *
+        (product->kind == ProductKind::cross_entropy_forward ? 1 : 2);
+    return machine.kernelOverheadUs + bytes / machine.memoryBytesPerUs;
+  }
   double m = operand("m"), n = operand("n"), k = operand("k");
   switch (product->kind) {
   case ProductKind::sgemm:
@@ -251,6 +261,8 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   }
   case ProductKind::attention_forward:
   case ProductKind::attention_backward:
+  case ProductKind::cross_entropy_forward:
+  case ProductKind::cross_entropy_backward:
     break; // above
   }
   return std::nullopt;

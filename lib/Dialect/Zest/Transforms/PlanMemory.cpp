@@ -109,21 +109,45 @@ std::optional<int64_t> getPoolBytes(memref::AllocOp alloc) {
 
 /// Whether `callee` is a product of the CUDA runtime (cuBLASLt), which
 /// takes its workspace from the pool at the first call and keeps it
-/// (attention's kernels take none).
+/// (attention's and the cross-entropy's kernels take none).
 bool usesCudaWorkspace(StringRef callee) {
   bool cuda = false;
   const RuntimeProduct *product = lookupRuntimeProduct(callee, &cuda);
   return product && cuda && product->kind != ProductKind::attention_forward &&
-         product->kind != ProductKind::attention_backward;
+         product->kind != ProductKind::attention_backward &&
+         product->kind != ProductKind::cross_entropy_forward &&
+         product->kind != ProductKind::cross_entropy_backward;
+}
+
+/// Bytes the CUDA runtime's cross-entropy takes from the pool for the
+/// duration of `call`: the rows' losses a mean or sum adds up (forward),
+/// the gradient's scale (backward).
+int64_t getCrossEntropyScratch(func::CallOp call,
+                               const RuntimeProduct &product) {
+  if (product.kind == ProductKind::cross_entropy_backward)
+    return roundToBuckets(4);
+  std::optional<int64_t> rows =
+      getConstantIntValue(call.getOperand(product.getParamIndex("rows")));
+  std::optional<int64_t> reduction =
+      getConstantIntValue(call.getOperand(product.getParamIndex("reduction")));
+  if (!rows || !reduction || *reduction == ZEST_LOSS_NONE || *rows == 0)
+    return 0;
+  return roundToBuckets(*rows * 4);
 }
 
 /// Bytes the CUDA runtime's fused linear backward takes from the pool for
 /// the duration of `call`: its activation gradient g (m x n), formed when
-/// there is an activation; 0 for anything else.
+/// there is an activation; the cross-entropy's scratch; 0 for anything
+/// else.
 int64_t getCudaCallScratch(func::CallOp call) {
   bool cuda = false;
   const RuntimeProduct *product = lookupRuntimeProduct(call.getCallee(), &cuda);
-  if (!cuda || product->kind != ProductKind::linear_backward)
+  if (!cuda || !product)
+    return 0;
+  if (product->kind == ProductKind::cross_entropy_forward ||
+      product->kind == ProductKind::cross_entropy_backward)
+    return getCrossEntropyScratch(call, *product);
+  if (product->kind != ProductKind::linear_backward)
     return 0;
   auto operand = [&](StringRef name) {
     return getConstantIntValue(call.getOperand(product->getParamIndex(name)));

@@ -171,6 +171,18 @@ def Zest_ReductionAttr : I32EnumAttr<"Reduction", "reduction of a collective", [
   let cppNamespace = "::mlir::zest";
 }
 
+// How a loss combines its rows (PyTorch's `reduction`): the mean over the
+// rows not ignored, their sum, or one loss per row. The values are those of
+// the runtime's ZEST_LOSS_* constants.
+def Zest_LossReductionAttr : I32EnumAttr<"LossReduction",
+                                         "reduction of a loss over rows", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Mean", 1, "mean">,
+    I32EnumAttrCase<"Sum", 2, "sum">
+  ]> {
+  let cppNamespace = "::mlir::zest";
+}
+
 def Zest_OptimizerAttr : I32EnumAttr<"Optimizer", "optimizer of a unit update", [
     I32EnumAttrCase<"SGD", 0, "sgd">,
     I32EnumAttrCase<"AdamW", 1, "adamw">

@@ -905,6 +905,118 @@ def Zest_AttentionBackwardOp : Zest_Op<"attention_backward", [
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Fused cross-entropy
+//===----------------------------------------------------------------------===//
+
+def Zest_Logits
+    : AnyTypeOf<[2DTensorOf<[F32, BF16, F16]>,
+                 MemRefRankOf<[F32, BF16, F16], [2]>],
+                "2-D f32, bf16 or f16 tensor or memref">;
+def Zest_ClassTargets
+    : AnyTypeOf<[1DTensorOf<[I64, I32]>, MemRefRankOf<[I64, I32], [1]>],
+                "1-D i64 or i32 tensor or memref">;
+def Zest_RowValues
+    : AnyTypeOf<[TensorRankOf<[F32], [0, 1]>, MemRefRankOf<[F32], [0, 1]>],
+                "0-D or 1-D f32 tensor or memref">;
+
+def Zest_CrossEntropyOp : Zest_Op<"cross_entropy", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "cross-entropy of logits against class targets, fused";
+  let description = [{
+    For `logits` `[rows, classes]` and class indices `target` `[rows]`
+    (PyTorch's `cross_entropy` with class-index targets), each row's
+    log-sum-exp `lse = log(sum_c exp(x_c))` and loss
+
+    ```
+    loss_i = lse_i - (1 - label_smoothing) x_{t_i}
+                   - label_smoothing / classes * sum_c x_c
+    ```
+
+    or 0 where `t_i` is `ignore_index`. `reduction` `none` writes every
+    row's loss (`loss` is `[rows]`), `sum` their sum and `mean` their sum
+    over the rows not ignored (`loss` is 0-D; NaN if every row is), as
+    PyTorch computes them. `logsumexp` (`[rows]`, f32) is what the backward
+    needs: each row is read once, its maximum and sum formed online, and
+    no `[rows, classes]` array (log-probabilities, softmax) is written.
+    Arithmetic is f32 whatever the logits' storage. Destination-passing
+    style; `zest-import` creates it for `cross_entropy`, and
+    `zest-matmul-to-blas` lowers it to `zest_cross_entropy_forward`.
+
+    ```mlir
+    %loss, %lse = zest.cross_entropy mean ignore_index(-100)
+        ins(%logits, %target : tensor<512x50257xf32>, tensor<512xi64>)
+        outs(%e0, %e1 : tensor<f32>, tensor<512xf32>)
+        -> tensor<f32>, tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins Zest_LossReductionAttr:$reduction, I64Attr:$ignore_index,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                       Zest_Logits:$logits, Zest_ClassTargets:$target,
+                       Zest_RowValues:$loss, Zest_RowValues:$logsumexp);
+  let results = (outs Variadic<RankedTensorOf<[F32]>>:$results);
+  let assemblyFormat = [{
+    $reduction `ignore_index` `(` $ignore_index `)`
+    (`label_smoothing` `(` $label_smoothing^ `)`)?
+    `ins` `(` $logits `,` $target `:` type($logits) `,` type($target) `)`
+    `outs` `(` $loss `,` $logsumexp `:` type($loss) `,` type($logsumexp) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+  }];
+}
+
+def Zest_CrossEntropyBackwardOp : Zest_Op<"cross_entropy_backward", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "the logits' gradient of zest.cross_entropy";
+  let description = [{
+    The gradient of the `zest.cross_entropy` with the same attributes,
+    from the gradient of its loss (0-D, or `[rows]` for `none`) and the
+    forward's log-sum-exp:
+
+    ```
+    grad_logits_ic = g_i * (exp(x_ic - lse_i) - (1 - label_smoothing) [c == t_i]
+                           - label_smoothing / classes)
+    ```
+
+    with `g_i` the loss's gradient (divided by the rows not ignored for
+    `mean`), 0 on ignored rows. Each element is computed once from its
+    logit and its row's log-sum-exp: no softmax is kept between the
+    forward and the backward. The gradient is stored in the logits' type.
+
+    ```mlir
+    %dx = zest.cross_entropy_backward mean ignore_index(-100)
+        grad_loss(%g : tensor<f32>)
+        ins(%logits, %target, %lse : tensor<512x50257xf32>, tensor<512xi64>,
+            tensor<512xf32>)
+        outs(%e : tensor<512x50257xf32>) -> tensor<512x50257xf32>
+    ```
+  }];
+  let arguments = (ins Zest_LossReductionAttr:$reduction, I64Attr:$ignore_index,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                       Zest_RowValues:$grad_loss, Zest_Logits:$logits,
+                       Zest_ClassTargets:$target, Zest_RowValues:$logsumexp,
+                       Zest_Logits:$grad_logits);
+  let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    $reduction `ignore_index` `(` $ignore_index `)`
+    (`label_smoothing` `(` $label_smoothing^ `)`)?
+    `grad_loss` `(` $grad_loss `:` type($grad_loss) `)`
+    `ins` `(` $logits `,` $target `,` $logsumexp `:` type($logits) `,`
+      type($target) `,` type($logsumexp) `)`
+    `outs` `(` $grad_logits `:` type($grad_logits) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+  }];
+}
+
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {
   let summary = "the index of the shard this process holds";
   let description = [{

@@ -1,0 +1,188 @@
+//===- CrossEntropy.cpp - Fused cross-entropy on the GPU ------------------===//
+//
+// The CUDA runtime's zest_cuda_cross_entropy_forward / _backward: the
+// contracts of the CPU kernels (zest_runtime.h; device pointers), on the
+// compute stream. The forward runs a thread per row (its log-sum-exp and
+// loss), then one thread sums the rows in order (deterministic) for mean
+// and sum, the rows' losses in pool memory for the call (zest-plan-memory
+// counts it); the backward writes a thread per gradient element. A target
+// outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
+// cannot abort the step the way the CPU kernel does). Reference kernels:
+// one thread reads a whole row. Built as CUDA for a GPU and, through
+// cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../cuda-nccl/Device.h"
+#include "EpilogueKernels.cuh"
+#include "zest_runtime.h"
+#include "zest_runtime_cuda.h"
+
+using namespace zest::rt;
+using namespace zest::rt::cuda;
+
+namespace {
+
+/// The parameters every kernel shares.
+struct LossShape {
+  int64_t rows, classes, ld, ldGrad;
+  int32_t targetBits;
+  int64_t ignoreIndex;
+  float smoothing;
+  int32_t reduction;
+};
+
+/// Row i's target: -1 when ignored, -2 when outside [0, classes).
+inline __device__ int64_t targetOf(const LossShape &s, const void *target,
+                                   int64_t i) {
+  int64_t t = s.targetBits == 32 ? static_cast<const int32_t *>(target)[i]
+                                 : static_cast<const int64_t *>(target)[i];
+  if (t == s.ignoreIndex)
+    return -1;
+  return t < 0 || t >= s.classes ? -2 : t;
+}
+
+template <typename T>
+__global__ void crossEntropyRowKernel(LossShape s, const T *logits,
+                                      const void *target, float *rowLoss,
+                                      float *lse) {
+  int64_t i = globalThreadIndex();
+  if (i >= s.rows)
+    return;
+  const T *row = logits + i * s.ld;
+  float maximum = -INFINITY;
+  for (int64_t c = 0; c < s.classes; ++c)
+    maximum = fmaxf(maximum, load(row[c]));
+  double sum = 0, total = 0;
+  for (int64_t c = 0; c < s.classes; ++c) {
+    float x = load(row[c]);
+    sum += expf(x - maximum);
+    total += x;
+  }
+  int64_t t = targetOf(s, target, i);
+  float rowLse = maximum + float(log(sum));
+  lse[i] = t == -2 ? NAN : rowLse;
+  if (t == -2)
+    rowLoss[i] = NAN;
+  else if (t == -1)
+    rowLoss[i] = 0.0f;
+  else
+    rowLoss[i] = float(double(rowLse) - (1.0 - s.smoothing) * load(row[t]) -
+                       double(s.smoothing) / double(s.classes) * total);
+}
+
+/// The rows not ignored (a thread's sequential count).
+inline __device__ int64_t countKept(const LossShape &s, const void *target) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < s.rows; ++i)
+    kept += targetOf(s, target, i) != -1;
+  return kept;
+}
+
+/// One thread: the rows' losses summed in order, or their mean.
+__global__ void crossEntropyReduceKernel(LossShape s, const void *target,
+                                         const float *rowLoss, float *loss) {
+  if (globalThreadIndex() != 0)
+    return;
+  double sum = 0;
+  for (int64_t i = 0; i < s.rows; ++i)
+    sum += rowLoss[i];
+  loss[0] = s.reduction == ZEST_LOSS_MEAN
+                ? float(sum / double(countKept(s, target)))
+                : float(sum);
+}
+
+/// One thread: the scale of the incoming gradient (1 / kept rows for
+/// mean, else 1).
+__global__ void crossEntropyScaleKernel(LossShape s, const void *target,
+                                        float *scale) {
+  if (globalThreadIndex() != 0)
+    return;
+  scale[0] = s.reduction == ZEST_LOSS_MEAN
+                 ? float(1.0 / double(countKept(s, target)))
+                 : 1.0f;
+}
+
+template <typename T>
+__global__ void crossEntropyGradKernel(LossShape s, const T *logits,
+                                       const void *target,
+                                       const float *gradLoss, const float *lse,
+                                       const float *scale, T *grad) {
+  int64_t element = globalThreadIndex();
+  if (element >= s.rows * s.classes)
+    return;
+  int64_t i = element / s.classes, c = element % s.classes;
+  int64_t t = targetOf(s, target, i);
+  float g =
+      t < 0 ? 0.0f : gradLoss[s.reduction == ZEST_LOSS_NONE ? i : 0] * scale[0];
+  float p = expf(load(logits[i * s.ld + c]) - lse[i]);
+  float onehot = c == t ? 1.0f - s.smoothing : 0.0f;
+  grad[i * s.ldGrad + c] =
+      store<T>(g * (p - onehot - s.smoothing / float(s.classes)));
+}
+
+int64_t blocks(int64_t threads) { return (threads + 255) / 256; }
+
+template <typename T>
+void forward(const LossShape &s, const T *logits, const void *target,
+             float *loss, float *lse) {
+  if (s.rows == 0)
+    return;
+  bool perRow = s.reduction == ZEST_LOSS_NONE;
+  float *rowLoss =
+      perRow ? loss : static_cast<float *>(zest_pool_alloc(s.rows * 4));
+  ZEST_LAUNCH(crossEntropyRowKernel<T>, blocks(s.rows), 256,
+              cuda::streams.compute, s, logits, target, rowLoss, lse);
+  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's rows");
+  if (perRow)
+    return;
+  ZEST_LAUNCH(crossEntropyReduceKernel, 1, 1, cuda::streams.compute, s, target,
+              static_cast<const float *>(rowLoss), loss);
+  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's reduction");
+  zest_pool_free(rowLoss); // reused only by work later on the same stream
+}
+
+template <typename T>
+void backward(const LossShape &s, const T *logits, const void *target,
+              const float *gradLoss, const float *lse, T *grad) {
+  if (s.rows * s.classes == 0)
+    return;
+  float *scale = static_cast<float *>(zest_pool_alloc(4));
+  ZEST_LAUNCH(crossEntropyScaleKernel, 1, 1, cuda::streams.compute, s, target,
+              scale);
+  ZEST_LAUNCH(crossEntropyGradKernel<T>, blocks(s.rows * s.classes), 256,
+              cuda::streams.compute, s, logits, target, gradLoss, lse,
+              static_cast<const float *>(scale), grad);
+  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's gradient");
+  zest_pool_free(scale);
+}
+
+LossShape makeShape(int64_t rows, int64_t classes, int64_t ld, int64_t ldGrad,
+                    int32_t targetBits, int64_t ignoreIndex, float smoothing,
+                    int32_t reduction) {
+  return {rows,       classes,     ld,        ldGrad,
+          targetBits, ignoreIndex, smoothing, reduction};
+}
+
+} // namespace
+
+#define ZEST_CUDA_CROSS_ENTROPY_ENTRIES(SUFFIX, C, T)                          \
+  void zest_cuda_cross_entropy_forward##SUFFIX(                                \
+      ZEST_cross_entropy_forward_PARAMS(C)) {                                  \
+    forward(makeShape(rows, classes, ld, 0, target_bits, ignore_index,         \
+                      label_smoothing, reduction),                             \
+            reinterpret_cast<const T *>(logits), target, loss, lse);           \
+  }                                                                            \
+  void zest_cuda_cross_entropy_backward##SUFFIX(                               \
+      ZEST_cross_entropy_backward_PARAMS(C)) {                                 \
+    backward(makeShape(rows, classes, ld, ld_grad, target_bits, ignore_index,  \
+                       label_smoothing, reduction),                            \
+             reinterpret_cast<const T *>(logits), target, grad_loss, lse,      \
+             reinterpret_cast<T *>(grad_logits));                              \
+  }
+
+extern "C" {
+ZEST_CUDA_CROSS_ENTROPY_ENTRIES(, float, float)
+ZEST_CUDA_CROSS_ENTROPY_ENTRIES(_bf16, uint16_t, __nv_bfloat16)
+ZEST_CUDA_CROSS_ENTROPY_ENTRIES(_f16, uint16_t, __half)
+}
