@@ -14,6 +14,7 @@ from . import (
     import_model,
     load_factory,
     load_factory_shapes,
+    loss,
     user_sources,
 )
 
@@ -55,6 +56,14 @@ def main(argv=None):
         "math path, every score materialized (for comparisons)",
     )
     parser.add_argument(
+        "--loss",
+        choices=("fused", "math"),
+        default=loss.MODE,
+        help="cross_entropy as Zest's fused op (default: each row read once, "
+        "no log-probabilities kept) or as PyTorch's decomposition (for "
+        "comparisons)",
+    )
+    parser.add_argument(
         "--shapes-only",
         action="store_true",
         help="build the model without storage for its weights (fake "
@@ -73,6 +82,7 @@ def main(argv=None):
     if args.shapes_only and args.weights:
         parser.error("--shapes-only has no weights to write (--weights)")
     attention.MODE = args.attention
+    loss.MODE = args.loss
     try:
         load = load_factory_shapes if args.shapes_only else load_factory
         model, loss_fn, batch = load(args.factory)

@@ -34,7 +34,7 @@ MODE = "fused"
 # The ops, defined without an autograd formula of their own: FusedAttention
 # below is theirs (torch.library.custom_op's autograd registration is not
 # traceable under torch.func's transforms).
-_LIBRARY = torch.library.Library("zest", "DEF")
+_LIBRARY = torch.library.Library("zest", "FRAGMENT")
 _LIBRARY.define(
     "attention(Tensor q, Tensor k, Tensor v, Tensor? mask, bool causal, "
     "float scale) -> (Tensor, Tensor)"

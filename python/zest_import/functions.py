@@ -6,6 +6,9 @@ inside an autograd.Function whose backward is zest::attention_backward
 (FlashAttention-2's), so the traced backward keeps what eager's fused
 kernels keep (a log-sum-exp per row), not what autograd would save of the
 forward's ops.
+
+loss.py: cross_entropy as the zest::cross_entropy custom op, likewise: the
+backward keeps each row's log-sum-exp, not its log-probabilities.
 """
 
 import torch
@@ -38,13 +41,15 @@ REGISTERED = _register_functionalize_rule()
 
 
 def _routes():
-    from . import attention
+    from . import attention, loss
 
     F = torch.nn.functional
     aten = torch.ops.aten
     return {
         F.scaled_dot_product_attention: attention.scaled_dot_product_attention,
         aten.scaled_dot_product_attention.default: attention.scaled_dot_product_attention,
+        F.cross_entropy: loss.cross_entropy,
+        aten.cross_entropy_loss.default: loss.cross_entropy_loss,
     }
 
 

@@ -35,6 +35,16 @@ OPS = {
         "scalars": ("causal", "scale"),
         "zest": "zest.attention_backward",
     },
+    "cross_entropy": {
+        "tensors": ("logits", "target"),
+        "scalars": ("reduction", "ignore_index", "label_smoothing"),
+        "zest": "zest.cross_entropy",
+    },
+    "cross_entropy_backward": {
+        "tensors": ("grad_loss", "logits", "target", "logsumexp"),
+        "scalars": ("reduction", "ignore_index", "label_smoothing"),
+        "zest": "zest.cross_entropy_backward",
+    },
 }
 
 _CONTRACT_CHECK = "torch-verify-linalg-on-tensors-backend-contract"
@@ -63,7 +73,9 @@ def _custom_op_name(op):
 
 def _scalar_attribute(value, name):
     """The attribute a constant scalar operand becomes: a unit attribute for
-    a true bool (absent when false), an f32 for a float."""
+    a true bool (absent when false), an i32 for the reduction (Zest's
+    LossReduction, ATen's values), an i64 for an index, an f32 for a
+    float."""
     from torch_mlir import ir
 
     owner = value.owner
@@ -71,6 +83,10 @@ def _scalar_attribute(value, name):
         return (
             ir.UnitAttr.get() if ir.BoolAttr(owner.attributes["value"]).value else None
         )
+    if name in ("reduction", "ignore_index"):
+        number = ir.IntegerAttr(owner.attributes["value"]).value
+        bits = 32 if name == "reduction" else 64
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(bits), number)
     return ir.FloatAttr.get_f32(ir.FloatAttr(owner.attributes["value"]).value)
 
 

@@ -325,6 +325,7 @@ def check_dialects(mlir):
         "scf.",
         "cf.assert",
         "zest.attention",
+        "zest.cross_entropy",
     )
     found = []
 
