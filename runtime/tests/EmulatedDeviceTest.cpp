@@ -10,6 +10,8 @@
 //   alignment        a product on pointers less aligned than cuBLASLt's
 //                    heuristic was promised (the default 256 bytes)
 //   aux-ld           a GELU aux epilogue with a leading dimension of 7
+//   attention-mask   attention on device arrays with its mask in host memory
+//   loss-target      a cross-entropy on device logits with host targets
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,6 +84,26 @@ void product(cublasLtEpilogue_t epilogue, int64_t offset, int64_t ldaux) {
     zest_fatal(1, "cublasLtMatmul: status %d", int(status));
 }
 
+/// Attention over one 4 x 8 head, all device memory but the boolean mask.
+void attentionHostMask() {
+  uint16_t *q;
+  float *lse;
+  cudaMalloc(&q, 4 * 8 * 2), cudaMalloc(&lse, 4 * 4);
+  static uint8_t mask[4 * 4] = {1};
+  zest_cuda_attention_forward_bf16(1, 1, 1, 4, 4, 8, 8, 0.35f, 0, q, q, q, mask,
+                                   ZEST_ATTENTION_MASK_BOOL, 1, 1, 4, 4, q,
+                                   lse);
+}
+
+/// A mean cross-entropy over 4 x 10 device logits, its targets on the host.
+void lossHostTarget() {
+  float *logits, *loss, *lse;
+  cudaMalloc(&logits, 40 * 4), cudaMalloc(&loss, 4), cudaMalloc(&lse, 16);
+  static int64_t target[4] = {1, 2, 3, 4};
+  zest_cuda_cross_entropy_forward(4, 10, logits, 10, target, 64, -100, 0.0f,
+                                  ZEST_LOSS_MEAN, loss, lse);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -100,6 +122,10 @@ int main(int argc, char **argv) {
     product(CUBLASLT_EPILOGUE_DEFAULT, 1, 0);
   else if (what == "aux-ld")
     product(CUBLASLT_EPILOGUE_GELU_AUX, 0, 7);
+  else if (what == "attention-mask")
+    attentionHostMask();
+  else if (what == "loss-target")
+    lossHostTarget();
   else
     zest_fatal(2, "unknown check '%s'", what.c_str());
   cudaDeviceSynchronize();
