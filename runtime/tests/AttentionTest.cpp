@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../common/HalfFloat.h"
+#include "ReferenceCheck.h"
 #include "zest_runtime.h"
 #ifdef ZEST_ATTENTION_TEST_CUDA
 #include "DeviceBuffers.h"
@@ -29,7 +30,7 @@
 
 namespace {
 
-int cases = 0, failures = 0;
+ReferenceCheck checks;
 
 struct Config {
   int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
@@ -285,32 +286,6 @@ Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
   return r;
 }
 
-/// Compares within `tolerance` times the largest reference magnitude, at
-/// least 1 (the inputs' scale: a gradient that is exactly 0, one key's,
-/// is computed as a rounding of 0); +inf must match exactly.
-void compare(const char *what, const std::vector<double> &got,
-             const std::vector<double> &want, double tolerance,
-             const std::string &name) {
-  ++cases;
-  double scale = 1, worst = 0;
-  for (double x : want)
-    if (std::isfinite(x))
-      scale = std::max(scale, std::fabs(x));
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isinf(want[i]) || std::isinf(got[i])) {
-      if (got[i] != want[i])
-        worst = std::numeric_limits<double>::infinity();
-      continue;
-    }
-    worst = std::max(worst, std::fabs(got[i] - want[i]));
-  }
-  if (!(worst <= tolerance * scale)) {
-    ++failures;
-    std::printf("FAIL %s %s: max difference %g (allowed %g)\n", what,
-                name.c_str(), worst, tolerance * scale);
-  }
-}
-
 void check(const Config &c, std::mt19937 &rng) {
   int64_t nq = c.batch * c.heads * c.queries, nk = c.batch * c.kvHeads * c.keys;
   Stored q = makeStored(nq * c.features, c.storage, rng),
@@ -331,11 +306,11 @@ void check(const Config &c, std::mt19937 &rng) {
                 (long long)c.maskSizes[0], (long long)c.maskSizes[1],
                 (long long)c.maskSizes[2], (long long)c.maskSizes[3],
                 c.storage);
-  compare("out", got.out, want.out, tolerance, name);
-  compare("lse", got.lse, want.lse, tolerance, name);
-  compare("dq", got.dq, want.dq, tolerance * 2, name);
-  compare("dk", got.dk, want.dk, tolerance * 2, name);
-  compare("dv", got.dv, want.dv, tolerance * 2, name);
+  checks.compare("out", got.out, want.out, tolerance, name);
+  checks.compare("lse", got.lse, want.lse, tolerance, name);
+  checks.compare("dq", got.dq, want.dq, tolerance * 2, name);
+  checks.compare("dk", got.dk, want.dk, tolerance * 2, name);
+  checks.compare("dv", got.dv, want.dv, tolerance * 2, name);
 }
 
 } // namespace
@@ -384,6 +359,5 @@ int main() {
         }
         check(c, rng);
       }
-  std::printf("attention: %d cases, %d failures\n", cases, failures);
-  return failures == 0 ? 0 : 1;
+  return checks.report("attention");
 }

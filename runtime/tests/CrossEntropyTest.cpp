@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../common/HalfFloat.h"
+#include "ReferenceCheck.h"
 #include "zest_runtime.h"
 #ifdef ZEST_CROSS_ENTROPY_TEST_CUDA
 #include "DeviceBuffers.h"
@@ -27,7 +28,7 @@
 
 namespace {
 
-int cases = 0, failures = 0;
+ReferenceCheck checks;
 
 struct Config {
   int64_t rows, classes, ld;
@@ -41,31 +42,6 @@ struct Config {
 double toDouble(uint16_t bits, int storage) {
   return storage == 1 ? zest::rt::bf16ToFloat(bits)
                       : zest::rt::f16ToFloat(bits);
-}
-
-/// Compares within `tolerance` times max(1, the largest magnitude); NaN
-/// must match NaN.
-void compare(const char *what, const std::vector<double> &got,
-             const std::vector<double> &want, double tolerance,
-             const std::string &name) {
-  ++cases;
-  double scale = 1, worst = 0;
-  for (double x : want)
-    if (std::isfinite(x))
-      scale = std::max(scale, std::fabs(x));
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i]) || std::isnan(got[i])) {
-      if (std::isnan(want[i]) != std::isnan(got[i]))
-        worst = INFINITY;
-      continue;
-    }
-    worst = std::max(worst, std::fabs(got[i] - want[i]));
-  }
-  if (!(worst <= tolerance * scale)) {
-    ++failures;
-    std::printf("FAIL %s %s: max difference %g (allowed %g)\n", what,
-                name.c_str(), worst, tolerance * scale);
-  }
 }
 
 void check(const Config &c, std::mt19937 &rng) {
@@ -204,11 +180,11 @@ void check(const Config &c, std::mt19937 &rng) {
                 (long long)c.rows, (long long)c.classes, (long long)c.ld,
                 c.targetBits, c.reduction, c.smoothing, c.storage,
                 c.allIgnored ? " all ignored" : "");
-  compare("loss", std::vector<double>(gotLoss.begin(), gotLoss.end()), loss,
-          1e-5, name);
-  compare("lse", std::vector<double>(gotLse.begin(), gotLse.end()), lse, 1e-5,
-          name);
-  compare("grad", gotGrad, grad, tolerance, name);
+  checks.compare("loss", std::vector<double>(gotLoss.begin(), gotLoss.end()),
+                 loss, 1e-5, name);
+  checks.compare("lse", std::vector<double>(gotLse.begin(), gotLse.end()), lse,
+                 1e-5, name);
+  checks.compare("grad", gotGrad, grad, tolerance, name);
 }
 
 } // namespace
@@ -234,9 +210,9 @@ int main(int argc, char **argv) {
                   rng);
   for (int reduction = 0; reduction < 3; ++reduction)
     check({4, 7, 7, 64, reduction, 0.0f, 0, true}, rng);
-  std::printf("cross-entropy: %d cases, %d failures\n", cases, failures);
+  int status = checks.report("cross-entropy");
 #ifdef ZEST_CROSS_ENTROPY_TEST_CUDA
   zest_finalize();
 #endif
-  return failures == 0 ? 0 : 1;
+  return status;
 }

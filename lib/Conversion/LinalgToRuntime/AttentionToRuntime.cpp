@@ -78,21 +78,20 @@ struct LowerAttentionOp : public OpRewritePattern<OpTy> {
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    if (op->getNumResults() != 0)
-      return rewriter.notifyMatchFailure(op, "not on buffers");
-    Location loc = op.getLoc();
-    KernelOperands operands(rewriter, loc, KernelOperands::Layout::Contiguous);
-    SmallVector<Value> args = getCommonArgs(
-        rewriter, loc, operands, op.getQuery(), op.getKey(), op.getValue(),
-        op.getMask(), op.getScale().convertToFloat(), op.getCausal());
-    appendResultArgs(op, operands, args);
     ProductKind kind = std::is_same_v<OpTy, AttentionOp>
                            ? ProductKind::attention_forward
                            : ProductKind::attention_backward;
-    callProduct(rewriter, loc, getStorageProduct(op, kind), cuda, args);
-    operands.finish();
-    rewriter.eraseOp(op);
-    return success();
+    return replaceWithKernelCall(
+        op, rewriter, cuda, KernelOperands::Layout::Contiguous, kind,
+        getElementTypeOrSelf(op.getQuery().getType()),
+        [&](KernelOperands &operands) {
+          SmallVector<Value> args =
+              getCommonArgs(rewriter, op.getLoc(), operands, op.getQuery(),
+                            op.getKey(), op.getValue(), op.getMask(),
+                            op.getScale().convertToFloat(), op.getCausal());
+          appendResultArgs(op, operands, args);
+          return args;
+        });
   }
 };
 

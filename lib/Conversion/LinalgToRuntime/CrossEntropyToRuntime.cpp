@@ -71,21 +71,18 @@ struct LowerCrossEntropyOp : public OpRewritePattern<OpTy> {
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    if (op->getNumResults() != 0)
-      return rewriter.notifyMatchFailure(op, "not on buffers");
-    Location loc = op.getLoc();
-    KernelOperands operands(rewriter, loc);
-    SmallVector<Value> args = getLossArgs(rewriter, loc, operands, op);
-    appendResultArgs(op, operands, args);
     ProductKind kind = std::is_same_v<OpTy, CrossEntropyOp>
                            ? ProductKind::cross_entropy_forward
                            : ProductKind::cross_entropy_backward;
-    const RuntimeProduct *product = lookupRuntimeProduct(
-        kind, getElementTypeOrSelf(op.getLogits().getType()));
-    callProduct(rewriter, loc, *product, cuda, args);
-    operands.finish();
-    rewriter.eraseOp(op);
-    return success();
+    return replaceWithKernelCall(
+        op, rewriter, cuda, KernelOperands::Layout::UnitInnerStride, kind,
+        getElementTypeOrSelf(op.getLogits().getType()),
+        [&](KernelOperands &operands) {
+          SmallVector<Value> args =
+              getLossArgs(rewriter, op.getLoc(), operands, op);
+          appendResultArgs(op, operands, args);
+          return args;
+        });
   }
 };
 

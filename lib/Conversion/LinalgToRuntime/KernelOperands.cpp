@@ -93,3 +93,18 @@ Value KernelOperands::allocLike(Value memref) {
       builder, loc, MemRefType::get(type.getShape(), type.getElementType()),
       dynamicSizes);
 }
+
+LogicalResult mlir::zest::replaceWithKernelCall(
+    Operation *op, PatternRewriter &rewriter, bool cuda,
+    KernelOperands::Layout layout, ProductKind kind, Type storage,
+    llvm::function_ref<SmallVector<Value>(KernelOperands &)> buildArgs) {
+  if (op->getNumResults() != 0)
+    return rewriter.notifyMatchFailure(op, "not on buffers");
+  KernelOperands operands(rewriter, op->getLoc(), layout);
+  SmallVector<Value> args = buildArgs(operands);
+  callProduct(rewriter, op->getLoc(), *lookupRuntimeProduct(kind, storage),
+              cuda, args);
+  operands.finish();
+  rewriter.eraseOp(op);
+  return success();
+}

@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::zest {
 
@@ -63,6 +64,15 @@ private:
   Layout layout;
   SmallVector<std::pair<Value, Value>> copyOut;
 };
+
+/// Replaces `op`, a fused op on buffers, by one call of the runtime's
+/// `kind` for `storage` (zest_cuda_* when `cuda`) with the arguments
+/// `buildArgs` makes from its operands, then the copies out; fails on
+/// tensors.
+LogicalResult replaceWithKernelCall(
+    Operation *op, PatternRewriter &rewriter, bool cuda,
+    KernelOperands::Layout layout, ProductKind kind, Type storage,
+    llvm::function_ref<SmallVector<Value>(KernelOperands &)> buildArgs);
 
 } // namespace mlir::zest
 
