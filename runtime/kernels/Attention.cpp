@@ -36,11 +36,21 @@ struct Shape {
   int64_t group() const { return heads / kvHeads; }
 };
 
+/// Storage kinds: 0 f32, 1 bf16, 2 f16 (16-bit bit patterns).
+float toFloat(uint16_t bits, int kind) {
+  return kind == 1 ? zest::rt::bf16ToFloat(bits) : zest::rt::f16ToFloat(bits);
+}
+uint16_t fromFloat(float value, int kind) {
+  return kind == 1 ? zest::rt::floatToBf16(value) : zest::rt::floatToF16(value);
+}
+
 /// The mask, read with its broadcast dimensions.
 struct Mask {
   const void *data;
   int32_t kind;
   int64_t sizes[4];
+  /// The storage kind of a SAME mask (0: f32, else 16-bit).
+  int storage;
 
   /// Adds the mask of (b, h) to the scores of query rows [i0, i0 + rows)
   /// against keys [j0, j0 + cols) in `s` (row stride ld); -inf where a
@@ -72,20 +82,12 @@ private:
       return score + maskValue(at);
     }
   }
-  float maskValue(int64_t at) const;
-
-public:
-  /// The storage of a SAME mask: 0 for f32, else 16-bit bit patterns.
-  int storage = 0;
+  float maskValue(int64_t at) const {
+    if (storage == 0)
+      return static_cast<const float *>(data)[at];
+    return toFloat(static_cast<const uint16_t *>(data)[at], storage);
+  }
 };
-
-float Mask::maskValue(int64_t at) const {
-  if (storage == 0)
-    return static_cast<const float *>(data)[at];
-  uint16_t bits = static_cast<const uint16_t *>(data)[at];
-  return storage == 1 ? zest::rt::bf16ToFloat(bits)
-                      : zest::rt::f16ToFloat(bits);
-}
 
 /// Scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols):
 /// scale * q k^T, masked, -inf above the diagonal when causal.
@@ -115,8 +117,8 @@ void forwardHead(const Shape &shape, const Mask &mask, int64_t b, int64_t h,
                  const float *q, const float *k, const float *v, float *out,
                  float *lse) {
   int64_t e = shape.valueFeatures;
-  std::vector<float> s(kQueryBlock * kKeyBlock), pv(kQueryBlock * e),
-      maxima(kQueryBlock), sums(kQueryBlock);
+  std::vector<float> s(kQueryBlock * kKeyBlock), maxima(kQueryBlock),
+      sums(kQueryBlock);
   for (int64_t i0 = 0; i0 < shape.queries; i0 += kQueryBlock) {
     int64_t rows = std::min(kQueryBlock, shape.queries - i0);
     float *acc = out + i0 * e;
@@ -201,14 +203,6 @@ void backwardHead(const Shape &shape, const Mask &mask, int64_t b, int64_t h,
   }
 }
 
-/// Storage kinds: 0 f32, 1 bf16, 2 f16 (16-bit bit patterns).
-float toFloat(uint16_t bits, int kind) {
-  return kind == 1 ? zest::rt::bf16ToFloat(bits) : zest::rt::f16ToFloat(bits);
-}
-uint16_t fromFloat(float value, int kind) {
-  return kind == 1 ? zest::rt::floatToBf16(value) : zest::rt::floatToF16(value);
-}
-
 /// Rows of one head in f32: the storage itself for f32, else a widened
 /// copy (and, for an output, rounded back by `store`).
 class HeadRows {
@@ -254,9 +248,10 @@ Shape makeShape(int64_t batch, int64_t heads, int64_t kvHeads, int64_t queries,
 
 Mask makeMask(const void *data, int32_t kind, int storage, int64_t b, int64_t h,
               int64_t rows, int64_t cols) {
-  Mask mask{data, data ? kind : ZEST_ATTENTION_MASK_NONE, {b, h, rows, cols}};
-  mask.storage = storage;
-  return mask;
+  return {data,
+          data ? kind : ZEST_ATTENTION_MASK_NONE,
+          {b, h, rows, cols},
+          storage};
 }
 
 void attentionForward(const Shape &shape, const Mask &mask, int storage,

@@ -41,6 +41,15 @@ enum class ProductKind {
   cross_entropy_backward
 };
 
+/// Whether the CUDA runtime computes `kind` on cuBLASLt (and so takes its
+/// workspace); attention and the cross-entropy are kernels of its own.
+inline bool isCublasLtProduct(ProductKind kind) {
+  return kind != ProductKind::attention_forward &&
+         kind != ProductKind::attention_backward &&
+         kind != ProductKind::cross_entropy_forward &&
+         kind != ProductKind::cross_entropy_backward;
+}
+
 /// How a C parameter is passed: the MLIR type a call gives it.
 enum class ProductParam { I32, I64, F32, Pointer };
 

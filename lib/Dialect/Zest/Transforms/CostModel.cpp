@@ -228,42 +228,40 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   auto epilogue = [&](double m, double n) {
     return 2 * m * n * 4 / machine.memoryBytesPerUs;
   };
-  if (product->kind == ProductKind::attention_forward ||
-      product->kind == ProductKind::attention_backward)
-    return getAttentionCallUs(*product, operand, gemm);
-  if (product->kind == ProductKind::cross_entropy_forward ||
-      product->kind == ProductKind::cross_entropy_backward) {
-    // Memory-bound: the forward streams the logits once, the backward reads
-    // them and writes their gradient.
-    double elements = operand("rows") * operand("classes");
-    double bytes =
-        elements * (product->suffix.empty() ? 4 : 2) *
-        (product->kind == ProductKind::cross_entropy_forward ? 1 : 2);
-    return machine.kernelOverheadUs + bytes / machine.memoryBytesPerUs;
-  }
-  double m = operand("m"), n = operand("n"), k = operand("k");
+  // The products' sizes (m, n, k): read only for the kinds that have them.
+  auto sized = [&](double products) {
+    return gemm(operand("m"), operand("n"), operand("k"), products);
+  };
   switch (product->kind) {
   case ProductKind::sgemm:
   case ProductKind::widening_gemm:
-    return gemm(m, n, k, 1);
+    return sized(1);
   case ProductKind::sgemm_batched:
   case ProductKind::widening_gemm_batched:
-    return gemm(m, n, k, operand("batch"));
+    return sized(operand("batch"));
   case ProductKind::linear_forward:
-    return gemm(m, n, k, 1) + epilogue(m, n);
+    return sized(1) + epilogue(operand("m"), operand("n"));
   case ProductKind::linear_backward: {
     // dx and dw are optional (null pointers).
     double products = 0;
     for (StringRef name : {"dx", "dw"})
       if (!isNull(call.getOperand(product->getParamIndex(name))))
         ++products;
-    return gemm(m, n, k, products) + epilogue(m, n);
+    return sized(products) + epilogue(operand("m"), operand("n"));
   }
   case ProductKind::attention_forward:
   case ProductKind::attention_backward:
+    return getAttentionCallUs(*product, operand, gemm);
   case ProductKind::cross_entropy_forward:
-  case ProductKind::cross_entropy_backward:
-    break; // above
+  case ProductKind::cross_entropy_backward: {
+    // Memory-bound: the forward streams the logits once, the backward reads
+    // them and writes their gradient.
+    double bytes =
+        operand("rows") * operand("classes") *
+        (product->suffix.empty() ? 4 : 2) *
+        (product->kind == ProductKind::cross_entropy_forward ? 1 : 2);
+    return machine.kernelOverheadUs + bytes / machine.memoryBytesPerUs;
+  }
   }
   return std::nullopt;
 }

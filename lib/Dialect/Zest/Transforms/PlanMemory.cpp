@@ -113,10 +113,7 @@ std::optional<int64_t> getPoolBytes(memref::AllocOp alloc) {
 bool usesCudaWorkspace(StringRef callee) {
   bool cuda = false;
   const RuntimeProduct *product = lookupRuntimeProduct(callee, &cuda);
-  return product && cuda && product->kind != ProductKind::attention_forward &&
-         product->kind != ProductKind::attention_backward &&
-         product->kind != ProductKind::cross_entropy_forward &&
-         product->kind != ProductKind::cross_entropy_backward;
+  return product && cuda && isCublasLtProduct(product->kind);
 }
 
 /// Bytes the CUDA runtime's cross-entropy takes from the pool for the
