@@ -5,7 +5,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -19,12 +18,6 @@ bool mlir::zest::hasUnitInnerStride(Value value) {
   if (failed(type.getStridesAndOffset(strides, offset)))
     return false;
   return strides.back() == 1;
-}
-
-const RuntimeProduct &mlir::zest::getStorageProduct(Operation *op,
-                                                    ProductKind kind) {
-  return *lookupRuntimeProduct(
-      kind, getElementTypeOrSelf(op->getOperand(0).getType()));
 }
 
 Value mlir::zest::getFlag(OpBuilder &builder, Location loc, int64_t value) {

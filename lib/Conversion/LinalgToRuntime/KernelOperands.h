@@ -22,10 +22,6 @@ namespace mlir::zest {
 /// row-contiguous matrix, or a contiguous vector.
 bool hasUnitInnerStride(Value value);
 
-/// The product `kind` for the storage type of `op`'s first operand (f32,
-/// bf16, f16; the fused ops' verifiers admit no other).
-const RuntimeProduct &getStorageProduct(Operation *op, ProductKind kind);
-
 /// A 32-bit integer constant: the flags and enums of the C API.
 Value getFlag(OpBuilder &builder, Location loc, int64_t value);
 

@@ -253,24 +253,33 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
 
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op->getNumResults() != 0)
-      return rewriter.notifyMatchFailure(op, "not on buffers");
     Location loc = op.getLoc();
-    KernelOperands operands(rewriter, loc);
-    RuntimeOperand x = operands.input(op.getInput()),
-                   w = operands.input(op.getWeight()),
-                   b = operands.input(op.getBias()),
-                   y = operands.output(op.getOutput()),
-                   pre = operands.output(op.getPreactivation());
-    callProduct(
-        rewriter, loc, getStorageProduct(op, ProductKind::linear_forward), cuda,
-        {x.sizes[0], y.sizes[1], x.sizes[1], x.pointer, x.ld, w.pointer, w.ld,
-         getFlag(rewriter, loc, op.getTransposeWeight()), b.pointer,
-         getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
-         pre.pointer, pre.ld, y.pointer, y.ld});
-    operands.finish();
-    rewriter.eraseOp(op);
-    return success();
+    return replaceWithKernelCall(
+        op, rewriter, cuda, KernelOperands::Layout::UnitInnerStride,
+        ProductKind::linear_forward,
+        getElementTypeOrSelf(op.getInput().getType()),
+        [&](KernelOperands &operands) -> SmallVector<Value> {
+          RuntimeOperand x = operands.input(op.getInput()),
+                         w = operands.input(op.getWeight()),
+                         b = operands.input(op.getBias()),
+                         y = operands.output(op.getOutput()),
+                         pre = operands.output(op.getPreactivation());
+          return {
+              x.sizes[0],
+              y.sizes[1],
+              x.sizes[1],
+              x.pointer,
+              x.ld,
+              w.pointer,
+              w.ld,
+              getFlag(rewriter, loc, op.getTransposeWeight()),
+              b.pointer,
+              getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
+              pre.pointer,
+              pre.ld,
+              y.pointer,
+              y.ld};
+        });
   }
 };
 
@@ -282,10 +291,20 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
 
   LogicalResult matchAndRewrite(LinearBackwardOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op->getNumResults() != 0)
-      return rewriter.notifyMatchFailure(op, "not on buffers");
+    return replaceWithKernelCall(
+        op, rewriter, cuda, KernelOperands::Layout::UnitInnerStride,
+        ProductKind::linear_backward,
+        getElementTypeOrSelf(op.getGradOutput().getType()),
+        [&](KernelOperands &operands) {
+          return getBackwardArgs(op, rewriter, operands);
+        });
+  }
+
+  /// zest_linear_backward's arguments: the layer's sizes and operands.
+  static SmallVector<Value> getBackwardArgs(LinearBackwardOp op,
+                                            OpBuilder &builder,
+                                            KernelOperands &operands) {
     Location loc = op.getLoc();
-    KernelOperands operands(rewriter, loc);
     RuntimeOperand dy = operands.input(op.getGradOutput()),
                    pre = operands.input(op.getPreactivation()),
                    x = operands.input(op.getInput()),
@@ -300,19 +319,26 @@ struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
     else if (!dx.sizes.empty())
       k = dx.sizes[1];
     else
-      k = arith::ConstantIntOp::create(rewriter, loc, 0, 64);
-    callProduct(
-        rewriter, loc, getStorageProduct(op, ProductKind::linear_backward),
-        cuda,
-        {dy.sizes[0], dy.sizes[1], k, dy.pointer, dy.ld, pre.pointer, pre.ld,
-         getFlag(rewriter, loc, static_cast<int64_t>(op.getActivation())),
-         x.pointer, x.ld, w.pointer, w.ld,
-         getFlag(rewriter, loc, op.getTransposeWeight()), dx.pointer, dx.ld,
-         dw.pointer, dw.ld, getFlag(rewriter, loc, op.getTransposeGradWeight()),
-         db.pointer});
-    operands.finish();
-    rewriter.eraseOp(op);
-    return success();
+      k = arith::ConstantIntOp::create(builder, loc, 0, 64);
+    return {dy.sizes[0],
+            dy.sizes[1],
+            k,
+            dy.pointer,
+            dy.ld,
+            pre.pointer,
+            pre.ld,
+            getFlag(builder, loc, static_cast<int64_t>(op.getActivation())),
+            x.pointer,
+            x.ld,
+            w.pointer,
+            w.ld,
+            getFlag(builder, loc, op.getTransposeWeight()),
+            dx.pointer,
+            dx.ld,
+            dw.pointer,
+            dw.ld,
+            getFlag(builder, loc, op.getTransposeGradWeight()),
+            db.pointer};
   }
 };
 
