@@ -152,6 +152,15 @@ if [ $MICRO = 1 ] && { [ $EMULATED = 1 ] || [ "$GPUS" -ge 2 ]; }; then
 fi
 [ $MICRO = 1 ] && check linear "0 failures" env ZEST_BACKEND=nccl $MPIRUN 1 \
   "$HERE/bin/zest-cuda-linear-test$SUFFIX"
+# Attention: the tiled kernels (a GPU's default) and the reference ones;
+# the cross-entropy.
+[ $MICRO = 1 ] && check attention " 0 failures" env ZEST_BACKEND=nccl \
+  $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test$SUFFIX"
+[ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-reference \
+  " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=reference \
+  $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
+[ $MICRO = 1 ] && check cross-entropy " 0 failures" env ZEST_BACKEND=nccl \
+  $MPIRUN 1 "$HERE/bin/zest-cuda-cross-entropy-test$SUFFIX"
 
 # Training against the CPU twins, and the exact memory plan.
 # (The lists are read on descriptor 3: mpirun would read standard input.)
@@ -303,6 +312,11 @@ if [ $EMULATED = 0 ] && [ $MICRO = 1 ]; then
     "$HERE/bin/zest-bench-cuda-collectives"
   check bench-collectives-staged-2 "algbw" env ZEST_BACKEND=staged $MPIRUN 2 \
     "$HERE/bin/zest-bench-cuda-collectives"
+  # Attention kernels (tiled and reference) next to PyTorch's SDPA.
+  check bench-attention "2x2048" env ZEST_BACKEND=nccl $MPIRUN 1 \
+    "$HERE/bin/zest-bench-cuda-attention" --reference 5
+  python3 -c 'import torch' 2>/dev/null &&
+    check bench-attention-sdpa "2x2048" python3 "$HERE/tools/sdpa_torch.py"
 fi
 if [ $EMULATED = 0 ]; then
   while IFS='|' read -r -u 3 name L D B T S; do
@@ -316,7 +330,8 @@ fi
 
 # The micro-benchmarks' tables first: the results and figures end the
 # output, where a truncated log keeps them.
-for file in "$LOGS"/bench-linear.log "$LOGS"/bench-collectives-*.log; do
+for file in "$LOGS"/bench-linear.log "$LOGS"/bench-collectives-*.log \
+  "$LOGS"/bench-attention*.log; do
   [ -f "$file" ] && cat "$file"
 done
 echo

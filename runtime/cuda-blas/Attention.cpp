@@ -1,21 +1,26 @@
-//===- Attention.cpp - Fused attention on the GPU
-//--------------------------===//
+//===- Attention.cpp - Fused attention on the GPU -------------------------===//
 //
 // The CUDA runtime's zest_cuda_attention_forward / _backward: the contracts
 // of the CPU kernels (zest_runtime.h; device pointers), on the compute
-// stream, with the kernels of AttentionKernels.cuh. Built as CUDA for a GPU
-// and, through cuda-emulated/AttentionHost.cpp, as C++ for the emulated
-// device.
+// stream. On a GPU with the tiled kernels of AttentionTiles.cuh (head
+// dimensions up to 128), else with the reference kernels of
+// AttentionKernels.cuh. Built as CUDA for a GPU and, through
+// cuda-emulated/AttentionHost.cpp, as C++ for the emulated device (the
+// references only).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../cuda-nccl/Device.h"
 #include "AttentionKernels.cuh"
+#ifndef ZEST_CUDA_EMULATED
+#include "AttentionTiles.cuh"
+#endif
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 using namespace zest::rt;
 using namespace zest::rt::cuda;
@@ -55,34 +60,131 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
           {maskBatch, maskHeads, maskRows, maskCols}};
 }
 
+/// Whether a call runs the tiled kernels (AttentionTiles.cuh): on a GPU,
+/// for head dimensions up to 128, unless ZEST_CUDA_ATTENTION=reference
+/// asks for the reference kernels (the device tests check both).
+#ifndef ZEST_CUDA_EMULATED
+bool useTiles(const AttentionShape &s) {
+  const char *choice = std::getenv("ZEST_CUDA_ATTENTION");
+  if (choice && std::strcmp(choice, "reference") == 0)
+    return false;
+  return s.features <= tiles::kMaxFeatures &&
+         s.valueFeatures <= tiles::kMaxFeatures;
+}
+
+/// Launches a tiled kernel, a block of tiles::kThreads per tile, with
+/// `shared` bytes of shared memory (more than the default 48 KiB).
+template <typename... Params, typename... Args>
+void launchTiles(const char *name, void (*kernel)(Params...), int64_t tiles,
+                 size_t shared, Args... args) {
+  if (tiles == 0)
+    return;
+  cuda::checkCuda(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(shared)),
+      name);
+  {
+    TimedScope timed(name, cuda::streams.compute);
+    kernel<<<tiles, tiles::kThreads, shared, cuda::streams.compute>>>(args...);
+  }
+  cuda::checkCuda(cudaGetLastError(), name);
+}
+
+/// The tiled kernels' instance for head dimensions up to `Cols` x 16.
+template <typename T, int Cols> struct TiledAttention {
+  static void forward(const AttentionShape &s, const void *mask, const T *q,
+                      const T *k, const T *v, T *out, float *lse) {
+    launchTiles("attentionForwardTiled",
+                tiles::attentionForwardTiled<T, Cols>, queryTiles(s),
+                tiles::forwardSharedBytes(s.features, s.valueFeatures), s,
+                mask, q, k, v, out, lse);
+  }
+  static void backward(const AttentionShape &s, const void *mask, const T *q,
+                       const T *k, const T *v, const float *lse,
+                       const float *delta, const T *dout, T *dq, T *dk,
+                       T *dv) {
+    launchTiles("attentionQueryGradTiled",
+                tiles::attentionQueryGradTiled<T, Cols>, queryTiles(s),
+                tiles::queryGradSharedBytes(s.features, s.valueFeatures), s,
+                mask, q, k, v, lse, delta, dout, dq);
+    int64_t keyTiles =
+        s.batch * s.kvHeads * ((s.keys + tiles::kTile - 1) / tiles::kTile);
+    launchTiles("attentionKeyValueGradTiled",
+                tiles::attentionKeyValueGradTiled<T, Cols>, keyTiles,
+                tiles::keyValueGradSharedBytes(s.features, s.valueFeatures), s,
+                mask, q, k, v, lse, delta, dout, dk, dv);
+  }
+  static int64_t queryTiles(const AttentionShape &s) {
+    return s.batch * s.heads * ((s.queries + tiles::kTile - 1) / tiles::kTile);
+  }
+};
+
+/// Whether the instance for head dimensions up to 64 takes this call.
+bool smallHeads(const AttentionShape &s) {
+  return s.features <= 64 && s.valueFeatures <= 64;
+}
+#endif
+
 template <typename T>
 void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
              const T *v, T *out, float *lse) {
   int64_t rows = s.batch * s.heads * s.queries;
   if (rows == 0)
     return;
+#ifndef ZEST_CUDA_EMULATED
+  if (useTiles(s))
+    return smallHeads(s)
+               ? TiledAttention<T, 4>::forward(s, mask, q, k, v, out, lse)
+               : TiledAttention<T, 8>::forward(s, mask, q, k, v, out, lse);
+#endif
   ZEST_LAUNCH(attentionForwardKernel<T>, blocks(rows), 128,
               cuda::streams.compute, s, mask, q, k, v, out, lse);
   cuda::checkCuda(cudaGetLastError(), "the attention forward kernel");
 }
 
+/// The gradients; delta (a float per query row, dout . out) comes from the
+/// pool for the call, in both builds (zest-plan-memory counts it).
 template <typename T>
 void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
               const T *v, const T *out, const float *lse, const T *dout, T *dq,
               T *dk, T *dv) {
   int64_t rows = s.batch * s.heads * s.queries,
           keyRows = s.batch * s.kvHeads * s.keys;
+  if (rows == 0 && keyRows == 0)
+    return;
+  float *delta = nullptr;
+  if (rows > 0) {
+    delta = static_cast<float *>(zest_pool_alloc(rows * sizeof(float)));
+    ZEST_LAUNCH(attentionDeltaKernel<T>, blocks(rows), 128,
+                cuda::streams.compute, rows, s.valueFeatures, out, dout,
+                delta);
+    cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
+  }
+#ifndef ZEST_CUDA_EMULATED
+  if (useTiles(s)) {
+    smallHeads(s) ? TiledAttention<T, 4>::backward(s, mask, q, k, v, lse,
+                                                      delta, dout, dq, dk, dv)
+                     : TiledAttention<T, 8>::backward(s, mask, q, k, v, lse,
+                                                      delta, dout, dq, dk, dv);
+    if (delta)
+      zest_pool_free(delta); // reused only by work later on the same stream
+    return;
+  }
+#endif
   if (rows > 0) {
     ZEST_LAUNCH(attentionQueryGradKernel<T>, blocks(rows), 128,
-                cuda::streams.compute, s, mask, q, k, v, out, lse, dout, dq);
+                cuda::streams.compute, s, mask, q, k, v, lse,
+                static_cast<const float *>(delta), dout, dq);
     cuda::checkCuda(cudaGetLastError(), "the attention query gradient");
   }
   if (keyRows > 0) {
     ZEST_LAUNCH(attentionKeyValueGradKernel<T>, blocks(keyRows), 128,
-                cuda::streams.compute, s, mask, q, k, v, out, lse, dout, dk,
-                dv);
+                cuda::streams.compute, s, mask, q, k, v, lse,
+                static_cast<const float *>(delta), dout, dk, dv);
     cuda::checkCuda(cudaGetLastError(), "the attention key/value gradients");
   }
+  if (delta)
+    zest_pool_free(delta); // reused only by work later on the same stream
 }
 
 } // namespace

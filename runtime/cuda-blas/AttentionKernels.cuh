@@ -108,22 +108,25 @@ __global__ void attentionForwardKernel(AttentionShape s, const void *mask,
   lse[row] = sum == 0.0f ? INFINITY : maximum + logf(sum);
 }
 
-/// D_i = dout_i . out_i.
+/// delta_i = dout_i . out_i, a thread per query row (the backward's
+/// kernels read it for every score of the row).
 template <typename T>
-inline __device__ float rowDelta(const AttentionShape &s, const T *dout,
-                                 const T *out, int64_t row) {
-  float delta = 0.0f;
-  for (int64_t x = 0; x < s.valueFeatures; ++x)
-    delta += load(dout[row * s.valueFeatures + x]) *
-             load(out[row * s.valueFeatures + x]);
-  return delta;
+__global__ void attentionDeltaKernel(int64_t rows, int64_t dims, const T *out,
+                                     const T *dout, float *delta) {
+  int64_t row = globalThreadIndex();
+  if (row >= rows)
+    return;
+  float d = 0.0f;
+  for (int64_t x = 0; x < dims; ++x)
+    d += load(dout[row * dims + x]) * load(out[row * dims + x]);
+  delta[row] = d;
 }
 
 /// dq_i = sum_j ds_ij k_j, one thread per query row.
 template <typename T>
 __global__ void attentionQueryGradKernel(AttentionShape s, const void *mask,
                                          const T *q, const T *k, const T *v,
-                                         const T *out, const float *lse,
+                                         const float *lse, const float *deltas,
                                          const T *dout, T *dq) {
   int64_t row = globalThreadIndex();
   if (row >= s.batch * s.heads * s.queries)
@@ -134,7 +137,7 @@ __global__ void attentionQueryGradKernel(AttentionShape s, const void *mask,
     qr[x] = load(q[row * s.features + x]);
     grad[x] = 0.0f;
   }
-  float delta = rowDelta(s, dout, out, row);
+  float delta = deltas[row];
   const T *keys = k + r.kvHead * s.keys * s.features,
           *values = v + r.kvHead * s.keys * s.valueFeatures;
   for (int64_t j = 0; lse[row] != INFINITY && j < s.keys; ++j) {
@@ -158,8 +161,9 @@ __global__ void attentionQueryGradKernel(AttentionShape s, const void *mask,
 template <typename T>
 __global__ void attentionKeyValueGradKernel(AttentionShape s, const void *mask,
                                             const T *q, const T *k, const T *v,
-                                            const T *out, const float *lse,
-                                            const T *dout, T *dk, T *dv) {
+                                            const float *lse,
+                                            const float *deltas, const T *dout,
+                                            T *dk, T *dv) {
   int64_t keyRow = globalThreadIndex();
   if (keyRow >= s.batch * s.kvHeads * s.keys)
     return;
@@ -189,7 +193,7 @@ __global__ void attentionKeyValueGradKernel(AttentionShape s, const void *mask,
         gv[x] += p * d;
         dp += d * load(value[x]);
       }
-      float ds = p * (dp - rowDelta(s, dout, out, row)) * s.scale;
+      float ds = p * (dp - deltas[row]) * s.scale;
       for (int64_t x = 0; x < s.features; ++x)
         gk[x] += ds * qr[x];
     }

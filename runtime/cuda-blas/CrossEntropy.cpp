@@ -5,10 +5,11 @@
 // compute stream. The forward runs a thread per row (its log-sum-exp and
 // loss), then one thread sums the rows in order (deterministic) for mean
 // and sum, the rows' losses in pool memory for the call (zest-plan-memory
-// counts it); the backward writes a thread per gradient element. A target
+// counts it); the backward writes a thread per gradient element. On a GPU
+// a block reads each row (one pass: an online softmax); the emulated
+// device, which has no shared memory, runs a thread per row. A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
-// cannot abort the step the way the CPU kernel does). Reference kernels:
-// one thread reads a whole row. Built as CUDA for a GPU and, through
+// cannot abort the step the way the CPU kernel does). Built as CUDA for a GPU and, through
 // cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated device.
 //
 //===----------------------------------------------------------------------===//
@@ -59,6 +60,16 @@ __global__ void crossEntropyRowKernel(LossShape s, const T *logits,
     sum += expf(x - maximum);
     total += x;
   }
+  finishRow(s, row, target, i, maximum, sum, total, rowLoss, lse);
+}
+
+/// A row's loss and log-sum-exp from its maximum, sum of exponentials
+/// (relative to the maximum) and sum of logits.
+template <typename T>
+inline __device__ void finishRow(const LossShape &s, const T *row,
+                                 const void *target, int64_t i, float maximum,
+                                 double sum, double total, float *rowLoss,
+                                 float *lse) {
   int64_t t = targetOf(s, target, i);
   float rowLse = maximum + float(log(sum));
   lse[i] = t == -2 ? NAN : rowLse;
@@ -70,6 +81,57 @@ __global__ void crossEntropyRowKernel(LossShape s, const T *logits,
     rowLoss[i] = float(double(rowLse) - (1.0 - s.smoothing) * load(row[t]) -
                        double(s.smoothing) / double(s.classes) * total);
 }
+
+#ifndef ZEST_CUDA_EMULATED
+/// Threads of a block of crossEntropyRowBlockKernel.
+constexpr int kRowThreads = 256;
+
+/// (maximum, sum of exp(x - maximum)) of two parts of a row.
+inline __device__ void combineSoftmax(float &maximum, float &sum,
+                                      float otherMax, float otherSum) {
+  float m = fmaxf(maximum, otherMax);
+  if (m == -INFINITY)
+    return;
+  sum = sum * expf(maximum - m) + otherSum * expf(otherMax - m);
+  maximum = m;
+}
+
+/// A block per row, one pass over its logits: each thread an online
+/// softmax over a strided part, then the block's parts combined in a fixed
+/// order (warp shuffles, then the warps): deterministic.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    crossEntropyRowBlockKernel(LossShape s, const T *logits,
+                               const void *target, float *rowLoss,
+                               float *lse) {
+  __shared__ float parts[3][kRowThreads / 32];
+  int64_t i = blockIdx.x;
+  const T *row = logits + i * s.ld;
+  float maximum = -INFINITY, sum = 0.0f, total = 0.0f;
+  for (int64_t c = threadIdx.x; c < s.classes; c += kRowThreads) {
+    float x = load(row[c]);
+    combineSoftmax(maximum, sum, x, 1.0f);
+    total += x;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    combineSoftmax(maximum, sum, __shfl_xor_sync(0xffffffffu, maximum, offset),
+                   __shfl_xor_sync(0xffffffffu, sum, offset));
+    total += __shfl_xor_sync(0xffffffffu, total, offset);
+  }
+  int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0)
+    parts[0][warp] = maximum, parts[1][warp] = sum, parts[2][warp] = total;
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  maximum = -INFINITY, sum = 0.0f, total = 0.0f;
+  for (int w = 0; w < kRowThreads / 32; ++w) {
+    combineSoftmax(maximum, sum, parts[0][w], parts[1][w]);
+    total += parts[2][w];
+  }
+  finishRow(s, row, target, i, maximum, sum, total, rowLoss, lse);
+}
+#endif
 
 /// The rows not ignored (a thread's sequential count).
 inline __device__ int64_t countKept(const LossShape &s, const void *target) {
@@ -131,8 +193,13 @@ void forward(const LossShape &s, const T *logits, const void *target,
   bool perRow = s.reduction == ZEST_LOSS_NONE;
   float *rowLoss =
       perRow ? loss : static_cast<float *>(zest_pool_alloc(s.rows * 4));
+#ifdef ZEST_CUDA_EMULATED
   ZEST_LAUNCH(crossEntropyRowKernel<T>, blocks(s.rows), 256,
               cuda::streams.compute, s, logits, target, rowLoss, lse);
+#else
+  ZEST_LAUNCH(crossEntropyRowBlockKernel<T>, s.rows, kRowThreads,
+              cuda::streams.compute, s, logits, target, rowLoss, lse);
+#endif
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's rows");
   if (perRow)
     return;

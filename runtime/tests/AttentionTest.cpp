@@ -7,7 +7,10 @@
 // storage type) broadcast over batch, heads or query rows; rows that see
 // no key (zero output, lse = +inf, zero gradients); grouped-query heads;
 // fewer and more keys than queries; sizes across the kernels' blocks (64
-// query rows, 256 keys) and head dimensions of their own for values.
+// query rows, 256 keys; the GPU's tiles of 64 x 64) and head dimensions of
+// their own for values, up to and past the GPU tiles' 128. On a GPU,
+// ZEST_CUDA_ATTENTION=reference checks the reference kernels instead of
+// the tiles.
 // Prints "attention: N cases, M failures" (test/Runtime/attention.test).
 //
 //===----------------------------------------------------------------------===//
@@ -315,7 +318,15 @@ void check(const Config &c, std::mt19937 &rng) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+#ifdef ZEST_ATTENTION_TEST_CUDA
+  // The backward's row deltas come from the runtime's pool.
+  zest_init(&argc, &argv);
+  if (!zest_cuda_compute_stream()) {
+    std::printf("run with ZEST_BACKEND=nccl or staged\n");
+    return 2;
+  }
+#endif
   std::mt19937 rng(7);
   struct Sizes {
     int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
@@ -324,7 +335,12 @@ int main() {
                          {1, 4, 2, 70, 300, 16, 8},
                          {2, 6, 3, 130, 40, 8, 12},
                          {1, 2, 1, 257, 257, 4, 4},
-                         {1, 1, 1, 1, 1, 3, 5}};
+                         {1, 1, 1, 1, 1, 3, 5},
+                         // The GPU's tiles for head dimensions up to 64
+                         // and 128, and past them (the reference kernels).
+                         {1, 2, 2, 100, 90, 64, 64},
+                         {1, 2, 1, 140, 130, 128, 96},
+                         {1, 1, 1, 33, 40, 160, 130}};
   for (int storage = 0; storage < 3; ++storage)
     for (const Sizes &s : sizes)
       for (int variant = 0; variant < 6; ++variant) {
@@ -359,5 +375,9 @@ int main() {
         }
         check(c, rng);
       }
-  return checks.report("attention");
+  int status = checks.report("attention");
+#ifdef ZEST_ATTENTION_TEST_CUDA
+  zest_finalize();
+#endif
+  return status;
 }

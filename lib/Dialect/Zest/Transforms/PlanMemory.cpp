@@ -132,10 +132,24 @@ int64_t getCrossEntropyScratch(func::CallOp call,
   return roundToBuckets(*rows * 4);
 }
 
+/// Bytes the CUDA runtime's attention backward takes from the pool for the
+/// duration of `call`: a float per query row (dout . out).
+int64_t getAttentionScratch(func::CallOp call, const RuntimeProduct &product) {
+  int64_t rows = 1;
+  for (StringRef name : {"batch", "heads", "q_len"}) {
+    std::optional<int64_t> size =
+        getConstantIntValue(call.getOperand(product.getParamIndex(name)));
+    if (!size)
+      return 0;
+    rows *= *size;
+  }
+  return rows == 0 ? 0 : roundToBuckets(rows * 4);
+}
+
 /// Bytes the CUDA runtime's fused linear backward takes from the pool for
 /// the duration of `call`: its activation gradient g (m x n), formed when
-/// there is an activation; the cross-entropy's scratch; 0 for anything
-/// else.
+/// there is an activation; the cross-entropy's and attention's scratch; 0
+/// for anything else.
 int64_t getCudaCallScratch(func::CallOp call) {
   bool cuda = false;
   const RuntimeProduct *product = lookupRuntimeProduct(call.getCallee(), &cuda);
@@ -144,6 +158,8 @@ int64_t getCudaCallScratch(func::CallOp call) {
   if (product->kind == ProductKind::cross_entropy_forward ||
       product->kind == ProductKind::cross_entropy_backward)
     return getCrossEntropyScratch(call, *product);
+  if (product->kind == ProductKind::attention_backward)
+    return getAttentionScratch(call, *product);
   if (product->kind != ProductKind::linear_backward)
     return 0;
   auto operand = [&](StringRef name) {
