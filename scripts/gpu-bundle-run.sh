@@ -127,7 +127,12 @@ if [ $PROFILE = 1 ]; then
 fi
 
 RESULTS=()
-record() { RESULTS+=("$(printf '%-34s %-5s %s' "$1" "$2" "$3")"); }
+# Each result is printed as it comes (a run stopped at a time limit still
+# shows what finished) and again in the table at the end.
+record() {
+  RESULTS+=("$(printf '%-34s %-5s %s' "$1" "$2" "$3")")
+  echo "run.sh: ${RESULTS[-1]}"
+}
 
 # check NAME PATTERN COMMAND...: PASS if COMMAND succeeds and its output
 # matches PATTERN.

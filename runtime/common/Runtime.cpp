@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 using namespace zest::rt;
@@ -101,6 +102,8 @@ void zest_finalize(void) {
     fatal(std::to_string(runtime->requests.size()) +
           " collectives were started but never waited on");
   runtime->pool.releaseUnused(*runtime->backend);
+  for (auto &[host, copy] : runtime->constants)
+    runtime->backend->freePinned(copy.first);
   runtime->backend->finalize();
   delete runtime;
   runtime = nullptr;
@@ -170,6 +173,29 @@ void zest_buffer_free(void *ptr) {
 void zest_copy_to_device(void *device, const void *host, int64_t bytes) {
   if (bytes > 0)
     get().backend->copyToDevice(device, host, size_t(bytes));
+}
+
+void zest_upload_constant(void *device, const void *host, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  Runtime &rt = get();
+  if (!rt.backend->buffersOnDevice()) {
+    rt.backend->copyToDevice(device, host, size_t(bytes));
+    return;
+  }
+  // A copy from pageable memory would wait for the device's queued work
+  // (the staging buffer is reused), once per constant and step.
+  auto [it, first] = rt.constants.try_emplace(host, nullptr, bytes);
+  if (first) {
+    it->second.first = rt.backend->allocatePinned(size_t(bytes));
+    std::memcpy(it->second.first, host, size_t(bytes));
+  } else if (it->second.second < bytes) {
+    fatal("zest_upload_constant: the constant at " +
+          std::to_string(reinterpret_cast<uintptr_t>(host)) + " grew from " +
+          std::to_string(it->second.second) + " to " + std::to_string(bytes) +
+          " bytes; a constant never changes");
+  }
+  rt.backend->copyToDeviceAsync(device, it->second.first, size_t(bytes));
 }
 
 void zest_copy_to_host(void *host, const void *device, int64_t bytes) {

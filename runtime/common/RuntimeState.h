@@ -80,6 +80,9 @@ struct Runtime {
   /// Sizes of zest_buffer_alloc's and zest_pinned_alloc's buffers, live
   /// now (counted in pool.counters).
   std::unordered_map<void *, int64_t> buffers, pinned;
+  /// zest_upload_constant's page-locked copies of the program's constants,
+  /// by their host address, and their sizes (freed by zest_finalize).
+  std::unordered_map<const void *, std::pair<void *, int64_t>> constants;
   bool tracing = false;
   std::vector<TraceEvent> trace;
   std::mutex mutex; // guards the pool: allocations may come from any thread

@@ -232,6 +232,13 @@ void zest_buffer_free(void *ptr);
  * buffers are host memory. */
 void zest_copy_to_device(void *device, const void *host, int64_t bytes);
 void zest_copy_to_host(void *host, const void *device, int64_t bytes);
+/* A constant of the program (host data that never changes while it runs,
+ * such as a folded table) into device memory, in order with the compiled
+ * code's work and without waiting for it: the first call for `host` keeps
+ * a page-locked copy of its bytes (until zest_finalize), and every call
+ * copies from that copy asynchronously. A plain copy when buffers are host
+ * memory. */
+void zest_upload_constant(void *device, const void *host, int64_t bytes);
 /* Offload (zestc --offload): page-locked host memory for the arguments the
  * step keeps on the host, which the copies below read and write (host
  * memory on the CPU backend), until zest_pinned_free (before

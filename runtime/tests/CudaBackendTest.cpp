@@ -3,7 +3,8 @@
 // Run under ZEST_BACKEND=nccl (one GPU per rank) or ZEST_BACKEND=staged (any
 // number of ranks on one GPU): every collective on device buffers of F32,
 // BF16 and I64, sum and average, out of place and in place, two requests in
-// flight, a 2 x (W/2) mesh when W is even, broadcast; results are copied back
+// flight, a 2 x (W/2) mesh when W is even, broadcast, the program's
+// constants uploaded in stream order; results are copied back
 // and checked against values computed on the host. Prints "N passed, M
 // failed" on rank 0 (test/Runtime/cuda-backend.test).
 //
@@ -16,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -150,6 +152,26 @@ void testDevicePool(int rank) {
   zest_pool_free(b);
 }
 
+/// A constant uploaded twice (the second from the runtime's page-locked
+/// copy) lands whole in both device buffers, after the stream's earlier
+/// work and before its later work.
+void testUploadConstant(int rank) {
+  static const float table[6] = {0.5f, -1.0f, 2.25f, 3.0f, -4.5f, 8.0f};
+  float *first = toDevice(std::vector<float>(6, 0.0f)),
+        *second = toDevice(std::vector<float>(6, 0.0f));
+  cudaMemsetAsync(first, 0xff, sizeof table, stream());
+  zest_upload_constant(first, table, sizeof table);
+  zest_upload_constant(second, table, sizeof table);
+  cudaMemsetAsync(second, 0, sizeof(float), stream());
+  std::vector<float> a = toHost(first, 6), b = toHost(second, 6);
+  expect(std::equal(a.begin(), a.end(), table), "a constant is uploaded",
+         rank);
+  expect(b[0] == 0.0f && std::equal(b.begin() + 1, b.end(), table + 1),
+         "a constant is uploaded again, in stream order", rank);
+  cudaFree(first);
+  cudaFree(second);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -161,6 +183,7 @@ int main(int argc, char **argv) {
   testAllReduceInPlaceTwoInFlight(rank, world);
   testBroadcast(rank);
   testDevicePool(rank);
+  testUploadConstant(rank);
   // Before a mesh is set, each rank is its own replica group.
   testAllGather(rank, world, ZEST_GROUP_REPLICA);
   // Each rank drives its node-local rank's device (modulo the devices).

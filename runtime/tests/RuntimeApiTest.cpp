@@ -249,6 +249,10 @@ void testBuffers() {
   zest_copy_to_device(buffer, in, sizeof in);
   zest_copy_to_host(out, buffer, sizeof out);
   check(std::equal(in, in + 5, out), "copies round-trip");
+  static const float table[5] = {2, 4, -8, 16, 0.5f};
+  zest_upload_constant(buffer, table, sizeof table);
+  zest_copy_to_host(out, buffer, sizeof out);
+  check(std::equal(table, table + 5, out), "constants are plain copies");
   zest_copy_to_host(out, nullptr, 0); // nothing to copy: no access
   zest_buffer_free(buffer);
 }

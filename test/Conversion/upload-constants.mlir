@@ -5,7 +5,7 @@
 // type and copies the global into it (stream-ordered, from the host's
 // copy); every other use reads the buffer.
 
-// CHECK:       func.func private @zest_copy_to_device(!llvm.ptr, !llvm.ptr, i64)
+// CHECK:       func.func private @zest_upload_constant(!llvm.ptr, !llvm.ptr, i64)
 // CHECK-LABEL: func.func @step(
 // CHECK:         %[[HOST:.*]] = memref.get_global @table : memref<4xf32>
 // CHECK:         %[[DEVICE:.*]] = memref.alloc() : memref<4xf32>
@@ -16,7 +16,7 @@
 // CHECK:         %[[FROM64:.*]] = arith.index_cast %[[FROM]] : index to i64
 // CHECK:         %[[FROMP:.*]] = llvm.inttoptr %[[FROM64]] : i64 to !llvm.ptr
 // CHECK:         %[[BYTES:.*]] = arith.constant 16 : i64
-// CHECK:         call @zest_copy_to_device(%[[TOP]], %[[FROMP]], %[[BYTES]])
+// CHECK:         call @zest_upload_constant(%[[TOP]], %[[FROMP]], %[[BYTES]])
 // CHECK:         memref.copy %[[DEVICE]], %arg0
 memref.global "private" constant @table : memref<4xf32> = dense<[0.5, -0.25, 0.125, 1.0]>
 func.func @step(%out: memref<4xf32>) {

@@ -279,8 +279,10 @@ def UploadConstantsPass : Pass<"zest-upload-constants", "::mlir::ModuleOp"> {
     which kernels cannot read on a GPU. It becomes a buffer the step
     allocates (from the device pool, so `zest-plan-memory` counts it and the
     deallocation passes free it after its last use) and fills from the
-    global with `zest_copy_to_device`, in stream order. The upload happens
-    at each call: constants are small next to the step's activations. A
+    global with `zest_upload_constant`, in stream order and without waiting
+    for the device (the runtime copies from a page-locked copy of the
+    global it makes once). The upload happens at each call: constants are
+    small next to the step's activations. A
     mutable global or a constant of a dynamic shape, a strided layout or a
     non-scalar element type is an error.
   }];

@@ -19,7 +19,7 @@ using namespace mlir;
 
 namespace {
 
-constexpr StringLiteral kCopyToDevice = "zest_copy_to_device";
+constexpr StringLiteral kUploadConstant = "zest_upload_constant";
 
 /// `memref`'s aligned pointer (`index`, extracted from it) as an LLVM
 /// pointer.
@@ -61,7 +61,7 @@ LogicalResult upload(memref::GetGlobalOp get, SymbolTable &symbols) {
   Value bytes =
       arith::ConstantIntOp::create(builder, loc, builder.getI64Type(),
                                    type.getNumElements() * ((bits + 7) / 8));
-  func::CallOp::create(builder, loc, kCopyToDevice, TypeRange{},
+  func::CallOp::create(builder, loc, kUploadConstant, TypeRange{},
                        ValueRange{to, from, bytes});
   get.getResult().replaceAllUsesExcept(device, read);
   return success();
@@ -79,12 +79,12 @@ struct UploadConstantsPass
     for (memref::GetGlobalOp get : gets)
       if (failed(upload(get, symbols)))
         return signalPassFailure();
-    if (symbols.lookup(kCopyToDevice))
+    if (symbols.lookup(kUploadConstant))
       return;
     OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
     auto ptr = LLVM::LLVMPointerType::get(&getContext());
     auto copy = func::FuncOp::create(
-        builder, module.getLoc(), kCopyToDevice,
+        builder, module.getLoc(), kUploadConstant,
         builder.getFunctionType({ptr, ptr, builder.getI64Type()}, {}));
     copy.setPrivate();
   }
