@@ -62,7 +62,8 @@ struct Times {
 
 Times timeShape(const Shape &s, bool bf16, int reps, std::mt19937 &rng) {
   int bytes = bf16 ? 2 : 4;
-  int64_t rows = s.batch * s.heads * s.seq, keyRows = s.batch * s.kvHeads * s.seq;
+  int64_t rows = s.batch * s.heads * s.seq,
+          keyRows = s.batch * s.kvHeads * s.seq;
   void *q = deviceRandom(rows * s.dim, bytes, rng),
        *k = deviceRandom(keyRows * s.dim, bytes, rng),
        *v = deviceRandom(keyRows * s.dim, bytes, rng),
@@ -127,7 +128,9 @@ int main(int argc, char **argv) {
           continue; // seconds a call
         Times t = timeShape(s, bf16, reps, rng);
         double flops = 2.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
-        auto tflops = [](double f, double ms) { return f / (ms * 1e-3) / 1e12; };
+        auto tflops = [](double f, double ms) {
+          return f / (ms * 1e-3) / 1e12;
+        };
         std::printf("%-24s %-5s %-9s %10.3f %8.2f %10.3f %8.2f\n", s.name,
                     bf16 ? "bf16" : "f32", kernels, t.forward,
                     tflops(flops, t.forward), t.backward,

@@ -47,14 +47,18 @@ def time_shape(batch, heads, kv_heads, seq, dim, dtype, reps):
     fwd = median_ms(reps, forward)
     out = forward()
     dout = torch.randn_like(out)
-    bwd = median_ms(reps, lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+    bwd = median_ms(
+        reps, lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    )
     return fwd, bwd
 
 
 def main():
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     torch.backends.cuda.matmul.allow_tf32 = False
-    print(f"{'shape (causal)':24} {'type':5} {'kernels':9} {'fwd ms':>10} {'TFLOP/s':>8} {'bwd ms':>10} {'TFLOP/s':>8}")
+    print(
+        f"{'shape (causal)':24} {'type':5} {'kernels':9} {'fwd ms':>10} {'TFLOP/s':>8} {'bwd ms':>10} {'TFLOP/s':>8}"
+    )
     for name, b, h, kv, s, d in SHAPES:
         for dtype, label in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
             fwd, bwd = time_shape(b, h, kv, s, d, dtype, reps)

@@ -174,6 +174,9 @@ void mlir::zest::buildDescribePipeline(OpPassManager &pm,
 /// fusions that want tensors.
 static void addTensorPasses(OpPassManager &pm,
                             const LowerPipelineOptions &options) {
+  // Under autocast the loss reads the head's 16-bit logits, not an f32
+  // copy; before the casts are fused into other loops.
+  pm.addNestedPass<func::FuncOp>(createNarrowLossCastsPass());
   // Products read transposed operands in place; before the linear layers
   // are recognized, whose backward reads W and x transposed.
   pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
@@ -219,6 +222,9 @@ static void addBufferizePasses(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createDropOverwrittenFillsPass());
   // Every op fills its own destination instead of copying a shared fill.
   pm.addNestedPass<func::FuncOp>(createCloneSharedFillsPass());
+  // The loss's gradient overwrites the logits instead of a second
+  // [tokens, vocabulary] array.
+  pm.addNestedPass<func::FuncOp>(createReuseLogitsPass());
   // Ops whose destination is a slice of a bigger tensor (gradients packed
   // into a unit's flat buffer) write there directly instead of being copied.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());

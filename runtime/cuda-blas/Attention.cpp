@@ -94,15 +94,14 @@ void launchTiles(const char *name, void (*kernel)(Params...), int64_t tiles,
 template <typename T, int Cols> struct TiledAttention {
   static void forward(const AttentionShape &s, const void *mask, const T *q,
                       const T *k, const T *v, T *out, float *lse) {
-    launchTiles("attentionForwardTiled",
-                tiles::attentionForwardTiled<T, Cols>, queryTiles(s),
-                tiles::forwardSharedBytes(s.features, s.valueFeatures), s,
-                mask, q, k, v, out, lse);
+    launchTiles("attentionForwardTiled", tiles::attentionForwardTiled<T, Cols>,
+                queryTiles(s),
+                tiles::forwardSharedBytes(s.features, s.valueFeatures), s, mask,
+                q, k, v, out, lse);
   }
   static void backward(const AttentionShape &s, const void *mask, const T *q,
                        const T *k, const T *v, const float *lse,
-                       const float *delta, const T *dout, T *dq, T *dk,
-                       T *dv) {
+                       const float *delta, const T *dout, T *dq, T *dk, T *dv) {
     launchTiles("attentionQueryGradTiled",
                 tiles::attentionQueryGradTiled<T, Cols>, queryTiles(s),
                 tiles::queryGradSharedBytes(s.features, s.valueFeatures), s,
@@ -156,16 +155,15 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   if (rows > 0) {
     delta = static_cast<float *>(zest_pool_alloc(rows * sizeof(float)));
     ZEST_LAUNCH(attentionDeltaKernel<T>, blocks(rows), 128,
-                cuda::streams.compute, rows, s.valueFeatures, out, dout,
-                delta);
+                cuda::streams.compute, rows, s.valueFeatures, out, dout, delta);
     cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
   }
 #ifndef ZEST_CUDA_EMULATED
   if (useTiles(s)) {
-    smallHeads(s) ? TiledAttention<T, 4>::backward(s, mask, q, k, v, lse,
-                                                      delta, dout, dq, dk, dv)
-                     : TiledAttention<T, 8>::backward(s, mask, q, k, v, lse,
-                                                      delta, dout, dq, dk, dv);
+    smallHeads(s) ? TiledAttention<T, 4>::backward(s, mask, q, k, v, lse, delta,
+                                                   dout, dq, dk, dv)
+                  : TiledAttention<T, 8>::backward(s, mask, q, k, v, lse, delta,
+                                                   dout, dq, dk, dv);
     if (delta)
       zest_pool_free(delta); // reused only by work later on the same stream
     return;

@@ -159,11 +159,10 @@ __global__ void attentionQueryGradKernel(AttentionShape s, const void *mask,
 /// dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over the query heads
 /// reading key/value head g, one thread per key row.
 template <typename T>
-__global__ void attentionKeyValueGradKernel(AttentionShape s, const void *mask,
-                                            const T *q, const T *k, const T *v,
-                                            const float *lse,
-                                            const float *deltas, const T *dout,
-                                            T *dk, T *dv) {
+__global__ void
+attentionKeyValueGradKernel(AttentionShape s, const void *mask, const T *q,
+                            const T *k, const T *v, const float *lse,
+                            const float *deltas, const T *dout, T *dk, T *dv) {
   int64_t keyRow = globalThreadIndex();
   if (keyRow >= s.batch * s.kvHeads * s.keys)
     return;

@@ -75,9 +75,8 @@ inline __device__ void tileDot(float (&acc)[kPart][kPart], const float *a,
 /// thread's rows and the columns x = tx + 16 c < dims of a [kTile, dims]
 /// tile m; w is a [kTile, kTile] tile.
 template <int Cols>
-inline __device__ void tileAccumulate(float (&acc)[kPart][Cols],
-                                      const float *w, const float *m,
-                                      int dims, int count) {
+inline __device__ void tileAccumulate(float (&acc)[kPart][Cols], const float *w,
+                                      const float *m, int dims, int count) {
   int stride = strideOf(dims), ty = threadRow(), tx = threadCol();
 #pragma unroll 2
   for (int j = 0; j < count; ++j) {
@@ -192,8 +191,8 @@ __global__ void __launch_bounds__(kThreads)
       int64_t i = t.i0 + ty + kSide * r;
       float tileMax = -INFINITY;
       for (int c = 0; c < kPart; ++c) {
-        sc[r][c] = maskedScore<T>(s, mask, sc[r][c], t.b, t.h, i,
-                                  j0 + tx + kSide * c);
+        sc[r][c] =
+            maskedScore<T>(s, mask, sc[r][c], t.b, t.h, i, j0 + tx + kSide * c);
         tileMax = fmaxf(tileMax, sc[r][c]);
       }
       float newMax = fmaxf(maximum[r], rowMax(tileMax));
@@ -235,8 +234,7 @@ inline __device__ float scoreGradient(const AttentionShape &s, float score,
 /// Shared memory of the query gradient: Q, dO, K, V and dS tiles.
 inline size_t queryGradSharedBytes(int features, int valueFeatures) {
   return sizeof(float) * kTile *
-         (2 * strideOf(features) + 2 * strideOf(valueFeatures) +
-          kSquareStride);
+         (2 * strideOf(features) + 2 * strideOf(valueFeatures) + kSquareStride);
 }
 
 /// dq_i = sum_j ds_ij k_j for one query tile, over the keys it sees.
@@ -272,8 +270,9 @@ __global__ void __launch_bounds__(kThreads)
     tileDot(dp, dos, vs, dv);
     for (int r = 0; r < kPart; ++r)
       for (int c = 0; c < kPart; ++c) {
-        float score = maskedScore<T>(s, mask, sc[r][c], t.b, t.h,
-                                     t.i0 + ty + kSide * r, j0 + tx + kSide * c);
+        float score =
+            maskedScore<T>(s, mask, sc[r][c], t.b, t.h, t.i0 + ty + kSide * r,
+                           j0 + tx + kSide * c);
         float p;
         dss[(ty + kSide * r) * kSquareStride + tx + kSide * c] =
             scoreGradient(s, score, dp[r][c], rowLse[r], rowDelta[r], &p);
@@ -297,9 +296,11 @@ inline size_t keyValueGradSharedBytes(int features, int valueFeatures) {
 /// row that sees it. Tiles are transposed here: rows are keys, columns
 /// query rows.
 template <typename T, int Cols>
-__global__ void __launch_bounds__(kThreads) attentionKeyValueGradTiled(
-    AttentionShape s, const void *mask, const T *q, const T *k, const T *v,
-    const float *lse, const float *delta, const T *dout, T *dk, T *dv) {
+__global__ void __launch_bounds__(kThreads)
+    attentionKeyValueGradTiled(AttentionShape s, const void *mask, const T *q,
+                               const T *k, const T *v, const float *lse,
+                               const float *delta, const T *dout, T *dk,
+                               T *dv) {
   extern __shared__ float shared[];
   const int dqk = s.features, dvv = s.valueFeatures;
   float *ks = shared, *vs = ks + kTile * strideOf(dqk),

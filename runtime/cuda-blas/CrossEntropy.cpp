@@ -9,8 +9,9 @@
 // a block reads each row (one pass: an online softmax); the emulated
 // device, which has no shared memory, runs a thread per row. A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
-// cannot abort the step the way the CPU kernel does). Built as CUDA for a GPU and, through
-// cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated device.
+// cannot abort the step the way the CPU kernel does). Built as CUDA for a GPU
+// and, through cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated
+// device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,10 +67,9 @@ __global__ void crossEntropyRowKernel(LossShape s, const T *logits,
 /// A row's loss and log-sum-exp from its maximum, sum of exponentials
 /// (relative to the maximum) and sum of logits.
 template <typename T>
-inline __device__ void finishRow(const LossShape &s, const T *row,
-                                 const void *target, int64_t i, float maximum,
-                                 double sum, double total, float *rowLoss,
-                                 float *lse) {
+inline __device__ void
+finishRow(const LossShape &s, const T *row, const void *target, int64_t i,
+          float maximum, double sum, double total, float *rowLoss, float *lse) {
   int64_t t = targetOf(s, target, i);
   float rowLse = maximum + float(log(sum));
   lse[i] = t == -2 ? NAN : rowLse;
@@ -101,9 +101,8 @@ inline __device__ void combineSoftmax(float &maximum, float &sum,
 /// order (warp shuffles, then the warps): deterministic.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-    crossEntropyRowBlockKernel(LossShape s, const T *logits,
-                               const void *target, float *rowLoss,
-                               float *lse) {
+    crossEntropyRowBlockKernel(LossShape s, const T *logits, const void *target,
+                               float *rowLoss, float *lse) {
   __shared__ float parts[3][kRowThreads / 32];
   int64_t i = blockIdx.x;
   const T *row = logits + i * s.ld;

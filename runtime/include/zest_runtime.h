@@ -453,7 +453,10 @@ typedef enum {
  * grad_loss ([rows] for NONE, else [1]) and lse:
  *   g_i (exp(x - lse_i) - (1 - label_smoothing) [c == t_i]
  *        - label_smoothing / classes),
- * g_i divided by the rows not ignored for MEAN, 0 on ignored rows. */
+ * g_i divided by the rows not ignored for MEAN, 0 on ignored rows.
+ * grad_logits may be logits itself (ld_grad == ld): each logit is read
+ * before its gradient is written, so the gradient overwrites the logits
+ * (zest-reuse-logits). */
 #define ZEST_cross_entropy_backward_PARAMS(T)                                  \
   int64_t rows, int64_t classes, const T *logits, int64_t ld,                  \
       const void *target, int32_t target_bits, int64_t ignore_index,           \

@@ -164,8 +164,7 @@ void testUploadConstant(int rank) {
   zest_upload_constant(second, table, sizeof table);
   cudaMemsetAsync(second, 0, sizeof(float), stream());
   std::vector<float> a = toHost(first, 6), b = toHost(second, 6);
-  expect(std::equal(a.begin(), a.end(), table), "a constant is uploaded",
-         rank);
+  expect(std::equal(a.begin(), a.end(), table), "a constant is uploaded", rank);
   expect(b[0] == 0.0f && std::equal(b.begin() + 1, b.end(), table + 1),
          "a constant is uploaded again, in stream order", rank);
   cudaFree(first);

@@ -30,6 +30,18 @@ struct WriteOnlyDestinationModel
     return !cast<DestinationStyleOpInterface>(op).isDpsInit(&operand);
   }
 
+  /// The cross-entropy's backward reads each logit before it writes the
+  /// gradient at the same place (on every target), so the gradient may
+  /// overwrite the logits (zest-reuse-logits); no other op is element-wise.
+  bool bufferizesToElementwiseAccess(Operation *op, const AnalysisState &,
+                                     ArrayRef<OpOperand *> operands) const {
+    auto backward = dyn_cast<CrossEntropyBackwardOp>(op);
+    return backward && llvm::all_of(operands, [&](OpOperand *operand) {
+             return operand == &backward.getLogitsMutable() ||
+                    operand == &backward.getGradLogitsMutable();
+           });
+  }
+
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {

@@ -687,6 +687,59 @@ def DropOverwrittenFillsPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def NarrowLossCastsPass
+    : Pass<"zest-narrow-loss-casts", "::mlir::func::FuncOp"> {
+  let summary = "The cross-entropy on 16-bit logits where autocast widens them";
+  let description = [{
+    Under `torch.autocast` the head's product yields bf16 (or f16) logits
+    and the loss widens them to f32: `zest.cross_entropy` then reads an f32
+    copy of `[tokens, vocabulary]`, and its backward writes an f32 gradient
+    that is rounded back to 16 bits for the head's backward. Both ops take
+    16-bit logits and compute in f32 whatever the storage, so:
+
+    * a `zest.cross_entropy` whose logits are a pointwise `extf` (a
+      `linalg.generic`), or a `tensor.collapse_shape` of one, reads the
+      16-bit values directly (collapsed the same way);
+    * a `zest.cross_entropy_backward` of such logits whose gradient is only
+      rounded to their 16-bit type by a pointwise `truncf` (through a
+      `tensor.expand_shape` or not) reads the 16-bit logits and writes the
+      16-bit gradient, which replaces the rounded one. Its kernels round
+      the same f32 values to nearest even, as `truncf` does: the results
+      are the same bits.
+
+    The widening then has no user left, and neither f32 array exists. A
+    gradient with other users, or rounded to another type, keeps the f32
+    backward (the forward is narrowed regardless).
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
+def ReuseLogitsPass : Pass<"zest-reuse-logits", "::mlir::func::FuncOp"> {
+  let summary = "The logits' gradient overwrites the logits";
+  let description = [{
+    `zest.cross_entropy_backward` is the last reader of the logits in a
+    training step, and each of its kernels reads a logit before it writes
+    the gradient at the same place. A backward whose destination is a
+    `tensor.empty` of the logits' type gets the logits as its destination:
+    One-Shot Bufferize then writes the gradient over the logits' buffer
+    (the op bufferizes to element-wise access of the two), so the loss
+    holds one `[tokens, vocabulary]` array instead of two, as Liger-Kernel's
+    cross-entropy does in place. Where something still reads the logits
+    afterwards, bufferization gives the gradient a buffer of its own (the
+    destination is write-only: nothing is copied), as before.
+
+    ```mlir
+    %e = tensor.empty() : tensor<4x10xf32>
+    %dx = zest.cross_entropy_backward mean ignore_index(-100)
+        grad_loss(%g : tensor<f32>)
+        ins(%logits, %t, %lse : tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>)
+        outs(%e : tensor<4x10xf32>) -> tensor<4x10xf32>
+    // becomes ... outs(%logits : tensor<4x10xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def SplitEntryBlockPass
     : Pass<"zest-split-entry-block", "::mlir::func::FuncOp"> {
   let summary = "Moves a function's body out of its entry block";
