@@ -157,12 +157,16 @@ if [ $MICRO = 1 ] && { [ $EMULATED = 1 ] || [ "$GPUS" -ge 2 ]; }; then
 fi
 [ $MICRO = 1 ] && check linear "0 failures" env ZEST_BACKEND=nccl $MPIRUN 1 \
   "$HERE/bin/zest-cuda-linear-test$SUFFIX"
-# Attention: the tiled kernels (a GPU's default) and the reference ones;
-# the cross-entropy.
+# Attention: the tiled kernels (a GPU's default), the reference ones and
+# the tensor-core ones (16-bit storage; not yet the default); the
+# cross-entropy.
 [ $MICRO = 1 ] && check attention " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test$SUFFIX"
 [ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-reference \
   " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=reference \
+  $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
+[ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-tensor-cores \
+  " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=tensor-cores \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
 [ $MICRO = 1 ] && check cross-entropy " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-cross-entropy-test$SUFFIX"

@@ -3,7 +3,8 @@
 // Milliseconds and TFLOP/s of zest_cuda_attention_forward / _backward,
 // causal, at the shapes of the benchmarked models (GPT-2 124M and a
 // grouped-query Llama at 8 x 512 tokens, a 128-wide head at 2 x 2048), f32
-// and bf16: the tiled kernels (the default) and, with --reference, the
+// and bf16: the tiled kernels (the default), the tensor-core kernels in
+// bf16 (ZEST_CUDA_ATTENTION=tensor-cores) and, with --reference, the
 // reference kernels too (ZEST_CUDA_ATTENTION=reference; not at 2048
 // tokens, where a call takes seconds). A causal
 // forward counts 2 B H S^2 D flops (half of the scores' and the values'
@@ -118,14 +119,16 @@ int main(int argc, char **argv) {
   std::printf("%-24s %-5s %-9s %10s %8s %10s %8s\n", "shape (causal)", "type",
               "kernels", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
   std::mt19937 rng(3);
-  for (const char *kernels : {"tiled", "reference"}) {
-    if (std::strcmp(kernels, "reference") == 0 && !reference)
+  for (const char *kernels : {"tiled", "tensor-cores", "reference"}) {
+    bool isReference = std::strcmp(kernels, "reference") == 0,
+         isTensorCores = std::strcmp(kernels, "tensor-cores") == 0;
+    if (isReference && !reference)
       break;
     setenv("ZEST_CUDA_ATTENTION", kernels, 1);
     for (const Shape &s : shapes)
       for (bool bf16 : {false, true}) {
-        if (std::strcmp(kernels, "reference") == 0 && s.seq > 512)
-          continue; // seconds a call
+        if ((isReference && s.seq > 512) || (isTensorCores && !bf16))
+          continue; // seconds a call; 16-bit storage only
         Times t = timeShape(s, bf16, reps, rng);
         double flops = 2.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
         auto tflops = [](double f, double ms) {

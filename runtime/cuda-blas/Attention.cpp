@@ -3,7 +3,8 @@
 // The CUDA runtime's zest_cuda_attention_forward / _backward: the contracts
 // of the CPU kernels (zest_runtime.h; device pointers), on the compute
 // stream. On a GPU with the tiled kernels of AttentionTiles.cuh (head
-// dimensions up to 128), else with the reference kernels of
+// dimensions up to 128; AttentionTensorCores.cuh's for 16-bit storage when
+// asked, see chooseKernels), else with the reference kernels of
 // AttentionKernels.cuh. Built as CUDA for a GPU and, through
 // cuda-emulated/AttentionHost.cpp, as C++ for the emulated device (the
 // references only).
@@ -13,7 +14,7 @@
 #include "../cuda-nccl/Device.h"
 #include "AttentionKernels.cuh"
 #ifndef ZEST_CUDA_EMULATED
-#include "AttentionTiles.cuh"
+#include "AttentionTensorCores.cuh"
 #endif
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 using namespace zest::rt;
 using namespace zest::rt::cuda;
@@ -60,24 +62,35 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
           {maskBatch, maskHeads, maskRows, maskCols}};
 }
 
-/// Whether a call runs the tiled kernels (AttentionTiles.cuh): on a GPU,
-/// for head dimensions up to 128, unless ZEST_CUDA_ATTENTION=reference
-/// asks for the reference kernels (the device tests check both).
 #ifndef ZEST_CUDA_EMULATED
-bool useTiles(const AttentionShape &s) {
+/// The kernels a call runs on a GPU.
+enum class Kernels { Reference, Tiles, TensorCores };
+
+/// The tiled kernels (AttentionTiles.cuh) for head dimensions up to 128,
+/// else the references. ZEST_CUDA_ATTENTION=reference asks for the
+/// references, =tensor-cores for the tensor-core kernels where they apply
+/// (AttentionTensorCores.cuh: 16-bit storage, head dimensions multiples of
+/// 16; not the default until they have passed the device tests on a GPU).
+template <typename T> Kernels chooseKernels(const AttentionShape &s) {
   const char *choice = std::getenv("ZEST_CUDA_ATTENTION");
   if (choice && std::strcmp(choice, "reference") == 0)
-    return false;
-  return s.features <= tiles::kMaxFeatures &&
-         s.valueFeatures <= tiles::kMaxFeatures;
+    return Kernels::Reference;
+  if (choice && std::strcmp(choice, "tensor-cores") == 0 &&
+      !std::is_same_v<T, float> &&
+      tensorcores::takes(s.features, s.valueFeatures))
+    return Kernels::TensorCores;
+  if (s.features <= tiles::kMaxFeatures &&
+      s.valueFeatures <= tiles::kMaxFeatures)
+    return Kernels::Tiles;
+  return Kernels::Reference;
 }
 
-/// Launches a tiled kernel, a block of tiles::kThreads per tile, with
-/// `shared` bytes of shared memory (more than the default 48 KiB).
+/// Launches `blocks` blocks of `threads` with `shared` bytes of shared
+/// memory (more than the default 48 KiB).
 template <typename... Params, typename... Args>
-void launchTiles(const char *name, void (*kernel)(Params...), int64_t tiles,
-                 size_t shared, Args... args) {
-  if (tiles == 0)
+void launch(const char *name, void (*kernel)(Params...), int64_t blocks,
+            int threads, size_t shared, Args... args) {
+  if (blocks == 0)
     return;
   cuda::checkCuda(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -85,36 +98,65 @@ void launchTiles(const char *name, void (*kernel)(Params...), int64_t tiles,
       name);
   {
     TimedScope timed(name, cuda::streams.compute);
-    kernel<<<tiles, tiles::kThreads, shared, cuda::streams.compute>>>(args...);
+    kernel<<<blocks, threads, shared, cuda::streams.compute>>>(args...);
   }
   cuda::checkCuda(cudaGetLastError(), name);
 }
+
+/// Blocks of `rows` rows over the query rows, and over the keys.
+int64_t queryBlocks(const AttentionShape &s, int64_t rows) {
+  return s.batch * s.heads * ((s.queries + rows - 1) / rows);
+}
+int64_t keyBlocks(const AttentionShape &s, int64_t rows) {
+  return s.batch * s.kvHeads * ((s.keys + rows - 1) / rows);
+}
+
+/// The tensor-core kernels (16-bit T only).
+template <typename T> struct TensorCoreAttention {
+  static void forward(const AttentionShape &s, const void *mask, const T *q,
+                      const T *k, const T *v, T *out, float *lse) {
+    using namespace tensorcores;
+    launch("attentionForwardTensorCores", attentionForwardTensorCores<T>,
+           queryBlocks(s, kRows), kThreads,
+           forwardSharedBytes(s.features, s.valueFeatures), s, mask, q, k, v,
+           out, lse);
+  }
+  static void backward(const AttentionShape &s, const void *mask, const T *q,
+                       const T *k, const T *v, const float *lse,
+                       const float *delta, const T *dout, T *dq, T *dk, T *dv) {
+    using namespace tensorcores;
+    launch("attentionQueryGradTensorCores", attentionQueryGradTensorCores<T>,
+           queryBlocks(s, kRows), kThreads,
+           queryGradSharedBytes(s.features, s.valueFeatures), s, mask, q, k, v,
+           lse, delta, dout, dq);
+    launch("attentionKeyValueGradTensorCores",
+           attentionKeyValueGradTensorCores<T>, keyBlocks(s, kRows), kThreads,
+           keyValueGradSharedBytes(s.features, s.valueFeatures), s, mask, q, k,
+           v, lse, delta, dout, dk, dv);
+  }
+};
 
 /// The tiled kernels' instance for head dimensions up to `Cols` x 16.
 template <typename T, int Cols> struct TiledAttention {
   static void forward(const AttentionShape &s, const void *mask, const T *q,
                       const T *k, const T *v, T *out, float *lse) {
-    launchTiles("attentionForwardTiled", tiles::attentionForwardTiled<T, Cols>,
-                queryTiles(s),
-                tiles::forwardSharedBytes(s.features, s.valueFeatures), s, mask,
-                q, k, v, out, lse);
+    launch("attentionForwardTiled", tiles::attentionForwardTiled<T, Cols>,
+           queryBlocks(s, tiles::kTile), tiles::kThreads,
+           tiles::forwardSharedBytes(s.features, s.valueFeatures), s, mask, q,
+           k, v, out, lse);
   }
   static void backward(const AttentionShape &s, const void *mask, const T *q,
                        const T *k, const T *v, const float *lse,
                        const float *delta, const T *dout, T *dq, T *dk, T *dv) {
-    launchTiles("attentionQueryGradTiled",
-                tiles::attentionQueryGradTiled<T, Cols>, queryTiles(s),
-                tiles::queryGradSharedBytes(s.features, s.valueFeatures), s,
-                mask, q, k, v, lse, delta, dout, dq);
-    int64_t keyTiles =
-        s.batch * s.kvHeads * ((s.keys + tiles::kTile - 1) / tiles::kTile);
-    launchTiles("attentionKeyValueGradTiled",
-                tiles::attentionKeyValueGradTiled<T, Cols>, keyTiles,
-                tiles::keyValueGradSharedBytes(s.features, s.valueFeatures), s,
-                mask, q, k, v, lse, delta, dout, dk, dv);
-  }
-  static int64_t queryTiles(const AttentionShape &s) {
-    return s.batch * s.heads * ((s.queries + tiles::kTile - 1) / tiles::kTile);
+    launch("attentionQueryGradTiled", tiles::attentionQueryGradTiled<T, Cols>,
+           queryBlocks(s, tiles::kTile), tiles::kThreads,
+           tiles::queryGradSharedBytes(s.features, s.valueFeatures), s, mask, q,
+           k, v, lse, delta, dout, dq);
+    launch("attentionKeyValueGradTiled",
+           tiles::attentionKeyValueGradTiled<T, Cols>,
+           keyBlocks(s, tiles::kTile), tiles::kThreads,
+           tiles::keyValueGradSharedBytes(s.features, s.valueFeatures), s, mask,
+           q, k, v, lse, delta, dout, dk, dv);
   }
 };
 
@@ -131,7 +173,11 @@ void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   if (rows == 0)
     return;
 #ifndef ZEST_CUDA_EMULATED
-  if (useTiles(s))
+  Kernels kernels = chooseKernels<T>(s);
+  if constexpr (!std::is_same_v<T, float>)
+    if (kernels == Kernels::TensorCores)
+      return TensorCoreAttention<T>::forward(s, mask, q, k, v, out, lse);
+  if (kernels == Kernels::Tiles)
     return smallHeads(s)
                ? TiledAttention<T, 4>::forward(s, mask, q, k, v, out, lse)
                : TiledAttention<T, 8>::forward(s, mask, q, k, v, out, lse);
@@ -159,11 +205,16 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
     cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
   }
 #ifndef ZEST_CUDA_EMULATED
-  if (useTiles(s)) {
-    smallHeads(s) ? TiledAttention<T, 4>::backward(s, mask, q, k, v, lse, delta,
-                                                   dout, dq, dk, dv)
-                  : TiledAttention<T, 8>::backward(s, mask, q, k, v, lse, delta,
-                                                   dout, dq, dk, dv);
+  if (Kernels kernels = chooseKernels<T>(s); kernels != Kernels::Reference) {
+    if constexpr (!std::is_same_v<T, float>)
+      if (kernels == Kernels::TensorCores)
+        TensorCoreAttention<T>::backward(s, mask, q, k, v, lse, delta, dout, dq,
+                                         dk, dv);
+    if (kernels == Kernels::Tiles)
+      smallHeads(s) ? TiledAttention<T, 4>::backward(s, mask, q, k, v, lse,
+                                                     delta, dout, dq, dk, dv)
+                    : TiledAttention<T, 8>::backward(s, mask, q, k, v, lse,
+                                                     delta, dout, dq, dk, dv);
     if (delta)
       zest_pool_free(delta); // reused only by work later on the same stream
     return;

@@ -55,17 +55,23 @@ inline __device__ void loadTile(float *dst, int dims, const T *src,
 inline __device__ void tileDot(float (&acc)[kPart][kPart], const float *a,
                                const float *b, int dims) {
   int stride = strideOf(dims), ty = threadRow(), tx = threadCol();
+#pragma unroll
   for (int r = 0; r < kPart; ++r)
+#pragma unroll
     for (int c = 0; c < kPart; ++c)
       acc[r][c] = 0.0f;
 #pragma unroll 4
   for (int x = 0; x < dims; ++x) {
     float av[kPart], bv[kPart];
+#pragma unroll
     for (int r = 0; r < kPart; ++r)
       av[r] = a[(ty + kSide * r) * stride + x];
+#pragma unroll
     for (int c = 0; c < kPart; ++c)
       bv[c] = b[(tx + kSide * c) * stride + x];
+#pragma unroll
     for (int r = 0; r < kPart; ++r)
+#pragma unroll
       for (int c = 0; c < kPart; ++c)
         acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
   }
@@ -81,6 +87,7 @@ inline __device__ void tileAccumulate(float (&acc)[kPart][Cols], const float *w,
 #pragma unroll 2
   for (int j = 0; j < count; ++j) {
     float wv[kPart];
+#pragma unroll
     for (int r = 0; r < kPart; ++r)
       wv[r] = w[(ty + kSide * r) * kSquareStride + j];
 #pragma unroll
@@ -117,10 +124,12 @@ inline __device__ void storeRows(T *dst, const float (&acc)[kPart][Cols],
                                  const float (&rowScale)[kPart], int dims,
                                  int64_t rows) {
   int ty = threadRow(), tx = threadCol();
+#pragma unroll
   for (int r = 0; r < kPart; ++r) {
     int64_t row = ty + kSide * r;
     if (row >= rows)
       continue;
+#pragma unroll
     for (int c = 0; c < Cols; ++c) {
       int x = tx + kSide * c;
       if (x < dims)
@@ -177,6 +186,7 @@ __global__ void __launch_bounds__(kThreads)
   int ty = threadRow(), tx = threadCol();
   loadTile(qs, dq, q + (t.head * s.queries + t.i0) * dq, t.rows);
   float maximum[kPart], sum[kPart], acc[kPart][Cols] = {};
+#pragma unroll
   for (int r = 0; r < kPart; ++r)
     maximum[r] = -INFINITY, sum[r] = 0.0f;
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kTile) {
@@ -187,9 +197,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     float sc[kPart][kPart];
     tileDot(sc, qs, ks, dq);
+#pragma unroll
     for (int r = 0; r < kPart; ++r) {
       int64_t i = t.i0 + ty + kSide * r;
       float tileMax = -INFINITY;
+#pragma unroll
       for (int c = 0; c < kPart; ++c) {
         sc[r][c] =
             maskedScore<T>(s, mask, sc[r][c], t.b, t.h, i, j0 + tx + kSide * c);
@@ -198,6 +210,7 @@ __global__ void __launch_bounds__(kThreads)
       float newMax = fmaxf(maximum[r], rowMax(tileMax));
       float alpha = maximum[r] == -INFINITY ? 0.0f : expf(maximum[r] - newMax);
       float partial = 0.0f;
+#pragma unroll
       for (int c = 0; c < kPart; ++c) {
         float p = sc[r][c] == -INFINITY ? 0.0f : expf(sc[r][c] - newMax);
         ps[(ty + kSide * r) * kSquareStride + tx + kSide * c] = p;
@@ -205,6 +218,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       sum[r] = sum[r] * alpha + rowSum(partial);
       maximum[r] = newMax;
+#pragma unroll
       for (int c = 0; c < Cols; ++c)
         acc[r][c] *= alpha;
     }
@@ -212,6 +226,7 @@ __global__ void __launch_bounds__(kThreads)
     tileAccumulate(acc, ps, vs, dv, int(keys));
   }
   float inverse[kPart];
+#pragma unroll
   for (int r = 0; r < kPart; ++r) {
     inverse[r] = sum[r] == 0.0f ? 0.0f : 1.0f / sum[r];
     int64_t row = ty + kSide * r;
@@ -254,6 +269,7 @@ __global__ void __launch_bounds__(kThreads)
   loadTile(qs, dk, q + first * dk, t.rows);
   loadTile(dos, dv, dout + first * dv, t.rows);
   float rowLse[kPart], rowDelta[kPart], acc[kPart][Cols] = {};
+#pragma unroll
   for (int r = 0; r < kPart; ++r) {
     bool inside = ty + kSide * r < t.rows;
     rowLse[r] = inside ? lse[first + ty + kSide * r] : INFINITY;
@@ -268,7 +284,9 @@ __global__ void __launch_bounds__(kThreads)
     float sc[kPart][kPart], dp[kPart][kPart];
     tileDot(sc, qs, ks, dk);
     tileDot(dp, dos, vs, dv);
+#pragma unroll
     for (int r = 0; r < kPart; ++r)
+#pragma unroll
       for (int c = 0; c < kPart; ++c) {
         float score =
             maskedScore<T>(s, mask, sc[r][c], t.b, t.h, t.i0 + ty + kSide * r,
@@ -332,7 +350,9 @@ __global__ void __launch_bounds__(kThreads)
       float sc[kPart][kPart], dp[kPart][kPart];
       tileDot(sc, ks, qs, dqk);
       tileDot(dp, vs, dos, dvv);
+#pragma unroll
       for (int r = 0; r < kPart; ++r)
+#pragma unroll
         for (int c = 0; c < kPart; ++c) {
           int i = tx + kSide * c, at = (ty + kSide * r) * kSquareStride + i;
           float score = maskedScore<T>(s, mask, sc[r][c], b, h, i0 + i,
