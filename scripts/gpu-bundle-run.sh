@@ -6,9 +6,12 @@
 #                       LD_LIBRARY_PATH, /usr/local/cuda, the system's
 #                       library folders or any python3's nvidia-* wheels)
 #   run.sh --emulated   the same tests on the emulated device (no GPU)
+#   run.sh --micro      only the runtime's device tests and the product,
+#                       attention and transport micro-benchmarks
 #   run.sh --models     only the training checks and the benchmark stacks
 #                       (not the runtime's device tests and the transport
-#                       and product micro-benchmarks)
+#                       and product micro-benchmarks, nor the Hugging Face
+#                       models)
 #   run.sh --hf         only the Hugging Face models (gpu-bundle.sh --hf)
 #                       against eager PyTorch
 #   run.sh --profile    instead of the tests, where GPU time goes in two
@@ -27,9 +30,11 @@ EMULATED=0
 PROFILE=0
 MICRO=1
 MODELS=1
+HF=1
 case "${1:-}" in
 --emulated) EMULATED=1 ;;
---models) MICRO=0 ;;
+--micro) MODELS=0 HF=0 ;;
+--models) MICRO=0 HF=0 ;;
 --hf) MICRO=0 MODELS=0 ;;
 --profile) PROFILE=1 ;;
 esac
@@ -334,7 +339,7 @@ if [ $EMULATED = 0 ]; then
   while IFS='|' read -r -u 3 name factory batch seq rtol; do
     bench_hf "$name" "$factory" "$batch" "$seq" "$rtol"
     check_hf_sharded "$name"
-  done 3<"$HERE/hf.txt"
+  done 3< <([ $HF = 1 ] && cat "$HERE/hf.txt")
 fi
 
 # The micro-benchmarks' tables first: the results and figures end the
