@@ -13,7 +13,8 @@
 #                       and product micro-benchmarks, nor the Hugging Face
 #                       models)
 #   run.sh --hf         only the Hugging Face models (gpu-bundle.sh --hf)
-#                       against eager PyTorch
+#                       against eager PyTorch (and, under autocast, against
+#                       torch.compile, with each side's MFU)
 #   run.sh --profile    instead of the tests, where GPU time goes in two
 #                       steps of each benchmark stack (Nsight Compute's
 #                       ncu, one time per kernel launch, summed by kernel)
@@ -289,6 +290,29 @@ bench_hf() {
     -v e="$(step_ms "$dir/eager.log")" 'BEGIN {printf "%.3f", z / e}'), \
 losses (first, last): zest $(first_last_losses "$dir/zest.log")| eager \
 $(first_last_losses "$dir/eager.log")")
+  # Under autocast (bf16) also torch.compile's step, and each side's model
+  # FLOPs utilization against the H100's dense bf16 peak.
+  [[ $name == *_bf16 ]] || return 0
+  local flops
+  flops=$(sed -nE 's/^model flops per step ([0-9]+).*/\1/p' "$dir/eager.log")
+  if env ZEST_BENCH_BATCH="$3" ZEST_BENCH_SEQ="$4" PYTHONPATH="$HERE/tools" \
+    timeout "${ZEST_GPU_TIMEOUT:-600}" python3 "$HERE/tools/hf_torch.py" \
+    eager "$HERE/tools/hf_models.py:$factory" --device cuda --compile \
+    --weights "$dir/weights.safetensors" --data "$tokens" --steps $steps \
+    --lr 0.01 >"$dir/compile.log" 2>&1; then
+    check "train-$name-vs-compile" "match" python3 "$HERE/tools/compare.py" \
+      losses "$dir/eager.log" "$dir/compile.log" --rtol "$5"
+    FIGURES+=("$name zest/compile step: $(awk -v z="$(step_ms "$dir/zest.log")" \
+      -v c="$(step_ms "$dir/compile.log")" 'BEGIN {printf "%.3f", z / c}')")
+  else
+    record "train-$name-vs-compile" FAIL "see $dir/compile.log"
+  fi
+  local side
+  for side in zest eager compile; do
+    [ -f "$dir/$side.log" ] && FIGURES+=("$name $side MFU: $(awk \
+      -v f="$flops" -v ms="$(step_ms "$dir/$side.log")" \
+      'BEGIN {if (ms > 0) printf "%.1f%%", 100 * f / (ms / 1000) / 989.4e12}')")
+  done
 }
 
 # check_hf_sharded NAME: Hugging Face model NAME sharded over two ranks

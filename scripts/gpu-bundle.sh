@@ -9,11 +9,12 @@
 #
 # With --hf the bundle also holds the Hugging Face models of
 # bench/vs-pytorch/hf_models.py at their published sizes (GPT-2 124M,
-# Llama 160M, Pythia-160M, that Llama computing in bf16 under autocast, and
-# a Llama of 1.2B), 8 x 512 tokens a step, imported here with the project's
-# virtualenv (about 20 s and 1.5 GB each, the 1.2B 40 s and 7 GB); run.sh
-# trains them on the GPU against eager PyTorch where the host's python3 has
-# torch and transformers.
+# Llama 160M, Pythia-160M, GPT-2 and that Llama computing in bf16 under
+# autocast, and a Llama of 1.2B), 8 x 512 tokens a step, imported here with
+# the project's virtualenv (about 20 s and 1.5 GB each, the 1.2B 40 s and
+# 7 GB); run.sh trains them on the GPU against eager PyTorch (and the bf16
+# ones against torch.compile) where the host's python3 has torch and
+# transformers.
 #
 # The tarball holds the executables zestc makes for the GPU
 # (--target=cuda) and for the emulated device (--target=cuda-emulated), the
@@ -103,6 +104,7 @@ if [ "$HF" = --hf ]; then
   # model | zestc options | loss tolerance against eager (bf16: autocast's
   # products round differently from cuBLASLt's)
   for row in "gpt2||1e-4" "llama160m||1e-4" "pythia160m||1e-4" \
+    "gpt2_bf16|--param-dtype=bf16|1e-2" \
     "llama160m_bf16|--param-dtype=bf16|1e-2" "llama1b||1e-4"; do
     IFS='|' read -r model options rtol <<<"$row"
     factory=$SRC/bench/vs-pytorch/hf_models.py:$model

@@ -5,6 +5,8 @@ model, loss and micro-batch.
 
   gpt2      GPT2LMHeadModel, 124M: 12 layers, D=768, 12 heads, vocab 50257,
             the head tied to the token embedding
+  gpt2_bf16 gpt2 computing in bfloat16 from float32 parameters (autocast),
+            for zestc --param-dtype=bf16
   llama160m LlamaForCausalLM, the "160M" config of issue 25 (125M
             parameters): 12 layers, D=768, GQA 12/4 heads,
             SwiGLU 2048, vocab 32000
@@ -52,6 +54,16 @@ def _factory(model, autocast=False):
 
 
 def gpt2():
+    return _factory(_gpt2_model())
+
+
+def gpt2_bf16():
+    """gpt2 computing in bfloat16 from float32 parameters (autocast; for
+    zestc --param-dtype=bf16)."""
+    return _factory(_gpt2_model(), autocast=True)
+
+
+def _gpt2_model():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -64,7 +76,7 @@ def gpt2():
         attn_implementation="sdpa",
         loss_type="ForCausalLM",
     )
-    return _factory(GPT2LMHeadModel(config))
+    return GPT2LMHeadModel(config)
 
 
 def _llama(autocast=False, **sizes):

@@ -6,13 +6,16 @@ as the Zest executable, in eager PyTorch on one rank or under FSDP2 (gloo,
 
   hf_torch.py eager FACTORY --weights W --data D --steps S [--lr LR]
       [--device cuda]   (on a GPU, f32 without TF32; the GPU bundle's side)
+      [--compile]       (the model under torch.compile, inductor)
   hf_torch.py fsdp2 FACTORY --weights W --data D --steps S --world-size N
   ... --checkpoint: each decoder layer's forward recomputed in the backward
 
 Step k on rank r reads the micro-batch at sample (k N + r) B, as the
 executable does with --accum 1. Prints `step N loss L` lines and the summary
 line of bench/vs-pytorch/model.py (median step time, the first step
-excluded; peak RSS above the base after `import torch` and a warm-up).
+excluded; peak RSS above the base after `import torch` and a warm-up) and
+the step's model FLOPs (6 N per token for N parameters, plus attention's
+12 L D S per token: PaLM's count, which llm.c's MFU uses).
 Run with PYTHONPATH=python (the zest_import package) in the project venv.
 """
 import argparse
@@ -39,6 +42,16 @@ def load(args):
             param.copy_(weights[name])
     model.train()
     return model, loss_fn, read_samples(args.data, batch), batch[0].shape[0]
+
+
+def model_flops(model, tokens, seq):
+    """A training step's model FLOPs: 6 N + 12 L D S per token (N
+    parameters, L layers, D the model width, S the sequence)."""
+    config = model.config
+    layers = getattr(config, "num_hidden_layers", None) or config.n_layer
+    width = getattr(config, "hidden_size", None) or config.n_embd
+    params = sum(p.numel() for p in model.parameters())
+    return tokens * (6 * params + 12 * layers * width * seq)
 
 
 def block_classes(model):
@@ -99,6 +112,10 @@ def eager(args):
         # f32 products without TF32, as Zest's cuBLASLt products.
         torch.backends.cuda.matmul.allow_tf32 = False
         model = model.to("cuda")
+    seq = samples[0][0].shape[-1]
+    print(f"model flops per step {model_flops(model, micro * seq, seq)}")
+    if args.compile:
+        model = torch.compile(model)
     summary(train(args, model, loss_fn, samples, micro), base)
     if args.device == "cuda":
         print(
@@ -141,6 +158,9 @@ def main():
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--port", type=int, default=29519)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile the model (eager)"
+    )
     parser.add_argument(
         "--checkpoint",
         action="store_true",

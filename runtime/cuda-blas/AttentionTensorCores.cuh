@@ -69,8 +69,8 @@ inline __device__ void loadRows(T *dst, int dims, const T *src, int64_t rows) {
 /// this warp: a and b are [kRows, dims] 16-bit tiles (b's rows are the
 /// columns of the result).
 template <typename T>
-inline __device__ void warpProductTransposed(float *out, const T *a,
-                                             const T *b, int dims) {
+inline __device__ void warpProductTransposed(float *out, const T *a, const T *b,
+                                             int dims) {
   int warp = threadIdx.x / 32, lda = stride16(dims);
   for (int n = 0; n < kRows / 16; ++n) {
     Acc acc;
@@ -111,7 +111,9 @@ inline __device__ void warpAccumulate(float *acc, const T *w, const T *m,
 
 /// This lane's row of its warp's 16 (two lanes a row) and which half of
 /// the row's columns it takes.
-inline __device__ int laneRow() { return threadIdx.x / 32 * 16 + threadIdx.x % 32 / 2; }
+inline __device__ int laneRow() {
+  return threadIdx.x / 32 * 16 + threadIdx.x % 32 / 2;
+}
 inline __device__ int laneHalf() { return threadIdx.x % 2; }
 
 /// The two lanes of a row combined.
@@ -156,8 +158,8 @@ __global__ void __launch_bounds__(kThreads)
   T *qs = reinterpret_cast<T *>(shared), *ks = qs + kRows * stride16(dq),
     *vs = ks + kRows * stride16(dq), *ps = vs + kRows * stride16(dv);
   float *ss = reinterpret_cast<float *>(ps + kRows * stride16(kRows)),
-        *os = ss + kRows * stride32(kRows), *maximum = os + kRows * stride32(dv),
-        *sum = maximum + kRows;
+        *os = ss + kRows * stride32(kRows),
+        *maximum = os + kRows * stride32(dv), *sum = maximum + kRows;
   tiles::QueryTile t(s);
   loadRows(qs, dq, q + (t.head * s.queries + t.i0) * dq, t.rows);
   zeroTile(os, dv);
@@ -174,8 +176,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     float *srow = ss + row * stride32(kRows), tileMax = -INFINITY;
     for (int c = half * 32; c < half * 32 + 32; ++c) {
-      srow[c] = tiles::maskedScore<T>(s, mask, srow[c], t.b, t.h, t.i0 + row,
-                                      j0 + c);
+      srow[c] =
+          tiles::maskedScore<T>(s, mask, srow[c], t.b, t.h, t.i0 + row, j0 + c);
       tileMax = fmaxf(tileMax, srow[c]);
     }
     float newMax = fmaxf(maximum[row], pairMax(tileMax));
@@ -215,19 +217,18 @@ __global__ void __launch_bounds__(kThreads)
 /// column c's query row and key, `rowLse` and `rowDelta` the query row's.
 template <typename T, typename QueryOf, typename KeyOf, typename LseOf,
           typename DeltaOf>
-inline __device__ void scoreGradients(const AttentionShape &s,
-                                      const void *mask, int64_t b, int64_t h,
-                                      float *pf, const float *dpf, T *ps,
-                                      T *dss, QueryOf query, KeyOf key,
-                                      LseOf rowLse, DeltaOf rowDelta) {
+inline __device__ void
+scoreGradients(const AttentionShape &s, const void *mask, int64_t b, int64_t h,
+               float *pf, const float *dpf, T *ps, T *dss, QueryOf query,
+               KeyOf key, LseOf rowLse, DeltaOf rowDelta) {
   int row = laneRow(), half = laneHalf();
   for (int c = half * 32; c < half * 32 + 32; ++c) {
     int at32 = row * stride32(kRows) + c, at16 = row * stride16(kRows) + c;
     float score =
         tiles::maskedScore<T>(s, mask, pf[at32], b, h, query(c), key(c));
     float p;
-    float ds = tiles::scoreGradient(s, score, dpf[at32], rowLse(c),
-                                    rowDelta(c), &p);
+    float ds =
+        tiles::scoreGradient(s, score, dpf[at32], rowLse(c), rowDelta(c), &p);
     ps[at16] = store<T>(p);
     dss[at16] = store<T>(ds);
   }
@@ -236,22 +237,25 @@ inline __device__ void scoreGradients(const AttentionShape &s,
 /// Shared memory of the query gradient: Q, dO, K, V (16-bit), S and dP
 /// (f32), dS (16-bit), dQ (f32).
 inline size_t queryGradSharedBytes(int dq, int dv) {
-  return kRows * (2 * (2 * stride16(dq) + 2 * stride16(dv) +
-                       2 * stride16(kRows)) +
-                  4 * (2 * stride32(kRows) + stride32(dq)));
+  return kRows *
+         (2 * (2 * stride16(dq) + 2 * stride16(dv) + 2 * stride16(kRows)) +
+          4 * (2 * stride32(kRows) + stride32(dq)));
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) attentionQueryGradTensorCores(
-    AttentionShape s, const void *mask, const T *q, const T *k, const T *v,
-    const float *lse, const float *delta, const T *dout, T *dq) {
+__global__ void __launch_bounds__(kThreads)
+    attentionQueryGradTensorCores(AttentionShape s, const void *mask,
+                                  const T *q, const T *k, const T *v,
+                                  const float *lse, const float *delta,
+                                  const T *dout, T *dq) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int dk = s.features, dv = s.valueFeatures;
   T *qs = reinterpret_cast<T *>(shared), *dos = qs + kRows * stride16(dk),
     *ks = dos + kRows * stride16(dv), *vs = ks + kRows * stride16(dk),
     *ps = vs + kRows * stride16(dv), *dss = ps + kRows * stride16(kRows);
   float *sf = reinterpret_cast<float *>(dss + kRows * stride16(kRows)),
-        *dpf = sf + kRows * stride32(kRows), *acc = dpf + kRows * stride32(kRows);
+        *dpf = sf + kRows * stride32(kRows),
+        *acc = dpf + kRows * stride32(kRows);
   tiles::QueryTile t(s);
   int64_t first = t.head * s.queries + t.i0;
   loadRows(qs, dk, q + first * dk, t.rows);
@@ -271,9 +275,9 @@ __global__ void __launch_bounds__(kThreads) attentionQueryGradTensorCores(
     warpProductTransposed(dpf, dos, vs, dv);
     __syncwarp();
     scoreGradients(
-        s, mask, t.b, t.h, sf, dpf, ps, dss,
-        [&](int) { return t.i0 + row; }, [&](int c) { return j0 + c; },
-        [&](int) { return myLse; }, [&](int) { return myDelta; });
+        s, mask, t.b, t.h, sf, dpf, ps, dss, [&](int) { return t.i0 + row; },
+        [&](int c) { return j0 + c; }, [&](int) { return myLse; },
+        [&](int) { return myDelta; });
     __syncwarp();
     warpAccumulate(acc, dss, ks, dk);
   }
@@ -285,24 +289,26 @@ __global__ void __launch_bounds__(kThreads) attentionQueryGradTensorCores(
 /// dP (f32), P and dS (16-bit), dK and dV (f32), and a query tile's lse and
 /// delta.
 inline size_t keyValueGradSharedBytes(int dq, int dv) {
-  return kRows * (2 * (2 * stride16(dq) + 2 * stride16(dv) +
-                       2 * stride16(kRows)) +
-                  4 * (2 * stride32(kRows) + stride32(dq) + stride32(dv) + 2));
+  return kRows *
+         (2 * (2 * stride16(dq) + 2 * stride16(dv) + 2 * stride16(kRows)) +
+          4 * (2 * stride32(kRows) + stride32(dq) + stride32(dv) + 2));
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) attentionKeyValueGradTensorCores(
-    AttentionShape s, const void *mask, const T *q, const T *k, const T *v,
-    const float *lse, const float *delta, const T *dout, T *dk, T *dv) {
+__global__ void __launch_bounds__(kThreads)
+    attentionKeyValueGradTensorCores(AttentionShape s, const void *mask,
+                                     const T *q, const T *k, const T *v,
+                                     const float *lse, const float *delta,
+                                     const T *dout, T *dk, T *dv) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int dqk = s.features, dvv = s.valueFeatures;
   T *ks = reinterpret_cast<T *>(shared), *vs = ks + kRows * stride16(dqk),
     *qs = vs + kRows * stride16(dvv), *dos = qs + kRows * stride16(dqk),
     *ps = dos + kRows * stride16(dvv), *dss = ps + kRows * stride16(kRows);
   float *sf = reinterpret_cast<float *>(dss + kRows * stride16(kRows)),
-        *dpf = sf + kRows * stride32(kRows), *gk = dpf + kRows * stride32(kRows),
-        *gv = gk + kRows * stride32(dqk), *lses = gv + kRows * stride32(dvv),
-        *deltas = lses + kRows;
+        *dpf = sf + kRows * stride32(kRows),
+        *gk = dpf + kRows * stride32(kRows), *gv = gk + kRows * stride32(dqk),
+        *lses = gv + kRows * stride32(dvv), *deltas = lses + kRows;
   int64_t tiles = (s.keys + kRows - 1) / kRows;
   int64_t kvHead = blockIdx.x / tiles, j0 = blockIdx.x % tiles * kRows;
   int64_t b = kvHead / s.kvHeads, g = kvHead % s.kvHeads;

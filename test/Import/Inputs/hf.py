@@ -80,6 +80,18 @@ def gpt2():
     return _gpt2(_tokens, **NO_DROPOUT)
 
 
+def gpt2_autocast():
+    """gpt2 computing under torch.autocast(bfloat16) from float32 parameters:
+    bf16 constants in the graph, bf16 logits the loss widens."""
+    model, loss_fn, batch = gpt2()
+
+    def autocast_loss(model, ids):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return loss_fn(model, ids)
+
+    return model, autocast_loss, batch
+
+
 def gpt2_dropout():
     """GPT2LMHeadModel with its default dropout (0.1 on embeddings, residuals
     and attention weights, the last inside scaled_dot_product_attention)."""
