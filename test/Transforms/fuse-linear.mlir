@@ -726,3 +726,79 @@ func.func @batched_not_linear(%q: tensor<2x4x8xf32>, %k: tensor<2x8x4xf32>) -> t
   } -> tensor<2x4x4xf32>
   return %r : tensor<2x4x4xf32>
 }
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// Autocast's plain products: bf16 operands into f32 zeros that a truncf
+// rounds back to bf16 (the head's logits, x * W^T; a gradient, g * W)
+// become bf16 layers without bias or activation: no f32 matrix.
+// CHECK-LABEL: func.func @rounded_products(
+// CHECK-NOT: linalg.matmul
+// CHECK: %[[L:.*]] = zest.linear none transpose_weight ins(%{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%{{.*}} : tensor<4x6xbf16>) -> tensor<4x6xbf16>
+// CHECK: %[[G:.*]] = zest.linear none ins(%{{.*}}, %{{.*}} : tensor<4x6xbf16>, tensor<6x8xbf16>) outs(%{{.*}} : tensor<4x8xbf16>) -> tensor<4x8xbf16>
+// CHECK-NOT: arith.truncf
+// CHECK: return %[[L]], %[[G]]
+func.func @rounded_products(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>, %g: tensor<4x6xbf16>) -> (tensor<4x6xbf16>, tensor<4x8xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %l = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%p : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %q = linalg.matmul ins(%g, %w : tensor<4x6xbf16>, tensor<6x8xbf16>) outs(%f2 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e3 = tensor.empty() : tensor<4x8xbf16>
+  %dx = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%q : tensor<4x8xf32>) outs(%e3 : tensor<4x8xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x8xbf16>
+  return %l, %dx : tensor<4x6xbf16>, tensor<4x8xbf16>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// The f32 product read elsewhere too, or rounded to another type, stays.
+// CHECK-LABEL: func.func @rounded_products_kept(
+// CHECK-NOT: zest.linear
+// CHECK: linalg.matmul
+// CHECK: linalg.matmul
+// CHECK-NOT: zest.linear
+func.func @rounded_products_kept(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>) -> (tensor<4x6xbf16>, tensor<4x6xf32>, tensor<4x6xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %l = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%p : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  %e2 = tensor.empty() : tensor<4x6xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %q = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f2 : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e3 = tensor.empty() : tensor<4x6xf16>
+  %h = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%q : tensor<4x6xf32>) outs(%e3 : tensor<4x6xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %t = arith.truncf %in : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<4x6xf16>
+  return %l, %p, %h : tensor<4x6xbf16>, tensor<4x6xf32>, tensor<4x6xf16>
+}

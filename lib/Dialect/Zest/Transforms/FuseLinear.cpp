@@ -16,6 +16,7 @@
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
 
@@ -502,6 +503,46 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
+/// Autocast's plain product `round(x * op(W))`: 16-bit x and W multiplied
+/// into an f32 matrix of zeros that only a pointwise truncf reads, back to
+/// their type. A fused layer in the 16-bit type computes the same values
+/// (its kernels accumulate in f32 and round to nearest even, as truncf
+/// does) without the f32 matrix: half the bytes written, and none held.
+struct FuseRoundedProduct : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp product,
+                                PatternRewriter &rewriter) const override {
+    std::optional<GemmLayout> layout = getMatrixProductLayout(product);
+    if (!layout || layout->transA || !product.hasPureTensorSemantics() ||
+        product->getNumResults() != 1)
+      return rewriter.notifyMatchFailure(product, "not a product x * op(W)");
+    Value x = product.getDpsInputs()[0], w = product.getDpsInputs()[1];
+    Value wide = product->getResult(0);
+    Type element = getElementTypeOrSelf(x);
+    if (!isLinearMatrix(x) || !isLinearMatrix(w) || !isLinearMatrix(wide) ||
+        element.isF32() || !haveOneElementType({x, w}) ||
+        !getElementTypeOrSelf(wide).isF32() ||
+        !getZeroFillDestination(product.getDpsInits()[0]) || !wide.hasOneUse())
+      return rewriter.notifyMatchFailure(
+          product, "not 16-bit matrices into f32 zeros read once");
+    Operation *round = *wide.getUsers().begin();
+    if (!isa_and_nonnull<arith::TruncFOp>(getElementConversion(round)) ||
+        getElementTypeOrSelf(round->getResult(0)) != element ||
+        round->getBlock() != product->getBlock())
+      return rewriter.notifyMatchFailure(product,
+                                         "not rounded back to its type");
+    rewriter.setInsertionPoint(round);
+    Type type = round->getResult(0).getType();
+    Value output = createEmpty(rewriter, round->getLoc(), type);
+    auto fused = LinearOp::create(rewriter, round->getLoc(), TypeRange{type},
+                                  Activation::None, layout->transB, x, w,
+                                  Value(), output, Value());
+    rewriter.replaceOp(round, fused.getResult(0));
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
@@ -702,7 +743,8 @@ struct FuseLinearPass : public zest::impl::FuseLinearPassBase<FuseLinearPass> {
                                      getStraightLineRewriteConfig())))
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLinearForward, FuseLinearBackward>(&getContext());
+    patterns.add<FuseLinearForward, FuseLinearBackward, FuseRoundedProduct>(
+        &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      getStraightLineRewriteConfig())))
       signalPassFailure();

@@ -39,7 +39,7 @@ template <typename CastOp> linalg::GenericOp getConversion(Value value) {
 /// Where `logits` come from 16-bit values: a pointwise extf of them, or a
 /// collapse_shape of one.
 struct WidenedLogits {
-  Value narrow; // the extf's input
+  Value narrow;                     // the extf's input
   tensor::CollapseShapeOp collapse; // null without one
 
   /// Matches `logits`; `narrow` is null if they are not widened.
@@ -74,7 +74,8 @@ struct NarrowForward : public OpRewritePattern<CrossEntropyOp> {
     if (!widened.narrow)
       return rewriter.notifyMatchFailure(loss, "logits not widened");
     Value narrow = widened.build(rewriter);
-    rewriter.modifyOpInPlace(loss, [&] { loss.getLogitsMutable().set(narrow); });
+    rewriter.modifyOpInPlace(loss,
+                             [&] { loss.getLogitsMutable().set(narrow); });
     return success();
   }
 };

@@ -959,15 +959,21 @@ def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
       nothing else, the activation backward `g = dy * act'(z)` that
       produced it. Fused when that saves a pass: two gradients or more, or
       an activation backward.
+    * autocast's plain product: 16-bit `x * op(W)` into f32 zeros that
+      only a pointwise `truncf` back to the 16-bit type reads becomes a
+      16-bit `zest.linear` without bias or activation (its kernels
+      accumulate in f32 and round to nearest even, as `truncf` does): the
+      f32 matrix is never written (the LM head's `[tokens, vocabulary]`
+      under autocast).
 
     Activations (ReLU, GELU with tanh or erf, SiLU) and their derivatives
     are recognized by evaluating the elementwise body in double on sample
     points, so every spelling of the same function matches and a near miss
     (another constant, a leaky ReLU, a different function) does not; bodies
     on bf16 are compared at bf16 precision (2^-7). A product with neither
-    bias nor activation, a dynamic layer, a layer mixing element types, and
-    chains whose values are read in between are left to the unfused
-    lowering.
+    bias nor activation (but the rounded one above), a dynamic layer, a
+    layer mixing element types, and chains whose values are read in between
+    are left to the unfused lowering.
 
     Layers over N-D activations (`[B, S, D]`, f32 or bf16) are first
     brought to matrices: adjacent row loops that every operand reads contiguously are
