@@ -17,6 +17,7 @@ import site
 import sys
 import sysconfig
 
+from . import attention
 from .annotate import annotate, entry_name, merge_forward
 from .errors import ZestImportError, located, run_command
 from .trace import trace_forward, trace_step
@@ -226,19 +227,20 @@ def import_model(model, loss_fn, batch, name=None, forward=False):
         raise ZestImportError("the entry point cannot be named 'main'")
     model.train()
     check_supported(model)
-    mlir, names, trained, random = trace_step(model, loss_fn, batch, name)
-    text = annotate(mlir, model, names, trained, len(batch), name, random)
-    if forward:
-        forward_name = name + "_forward"
-        merge_forward(
-            mlir,
-            trace_forward(model, loss_fn, batch, forward_name),
-            model,
-            names,
-            len(batch),
-            forward_name,
-        )
-        text = str(mlir)
+    with attention.SdpaInsteadOfEager(model):
+        mlir, names, trained, random = trace_step(model, loss_fn, batch, name)
+        text = annotate(mlir, model, names, trained, len(batch), name, random)
+        if forward:
+            forward_name = name + "_forward"
+            merge_forward(
+                mlir,
+                trace_forward(model, loss_fn, batch, forward_name),
+                model,
+                names,
+                len(batch),
+                forward_name,
+            )
+            text = str(mlir)
     weights = {n: p.detach().contiguous() for n, p in model.named_parameters()}
     return text, weights
 

@@ -31,6 +31,40 @@ from . import functions
 MODE = "fused"
 
 
+class SdpaInsteadOfEager:
+    """While active (with MODE "fused"): the Hugging Face models in `model`
+    configured with transformers' eager attention (their own matmul,
+    softmax, matmul) that support SDPA run SDPA instead, the same math,
+    which the importer routes to the op. Models that cannot (no SDPA
+    support, attention weights asked for) keep eager attention: its math
+    path. The original setting comes back on exit. (A model's submodules
+    share its config: switching the outermost switches them.)"""
+
+    def __init__(self, model):
+        self.model = model
+        self.switched = []
+
+    def __enter__(self):
+        if MODE != "fused":
+            return self
+        for module in self.model.modules():
+            config = getattr(module, "config", None)
+            if (
+                getattr(config, "_attn_implementation", None) == "eager"
+                and getattr(module, "_supports_sdpa", False)
+                and hasattr(module, "set_attn_implementation")
+                and not getattr(config, "output_attentions", False)
+            ):
+                module.set_attn_implementation("sdpa")
+                self.switched.append(module)
+        return self
+
+    def __exit__(self, *exc):
+        for module in self.switched:
+            module.set_attn_implementation("eager")
+        return False
+
+
 # The ops, defined without an autograd formula of their own: FusedAttention
 # below is theirs (torch.library.custom_op's autograd registration is not
 # traceable under torch.func's transforms).

@@ -80,6 +80,12 @@ def gpt2():
     return _gpt2(_tokens, **NO_DROPOUT)
 
 
+def gpt2_eager():
+    """gpt2 configured with transformers' eager attention (its own matmul,
+    softmax and matmul) instead of SDPA."""
+    return _gpt2(_tokens, **NO_DROPOUT, attn_implementation="eager")
+
+
 def gpt2_autocast():
     """gpt2 computing under torch.autocast(bfloat16) from float32 parameters:
     bf16 constants in the graph, bf16 logits the loss widens."""
