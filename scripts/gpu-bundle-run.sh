@@ -23,8 +23,9 @@
 #                       kernel, product, collective and copy)
 #
 # Logs go to ./zest-gpu-logs (or $ZEST_GPU_LOGS); each run is stopped after
-# $ZEST_GPU_TIMEOUT seconds (600). Exits non-zero if any
-# test fails.
+# $ZEST_GPU_TIMEOUT seconds (600); ZEST_GPU_HF="gpt2|gpt2_bf16" (an
+# extended regular expression) runs only those Hugging Face models. Exits
+# non-zero if any test fails.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 EMULATED=0
@@ -363,7 +364,7 @@ if [ $EMULATED = 0 ]; then
   while IFS='|' read -r -u 3 name factory batch seq rtol; do
     bench_hf "$name" "$factory" "$batch" "$seq" "$rtol"
     check_hf_sharded "$name"
-  done 3< <([ $HF = 1 ] && cat "$HERE/hf.txt")
+  done 3< <([ $HF = 1 ] && grep -E "^hf-(${ZEST_GPU_HF:-[^|]*})\|" "$HERE/hf.txt")
 fi
 
 # The micro-benchmarks' tables first: the results and figures end the
