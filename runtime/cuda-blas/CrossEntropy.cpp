@@ -3,9 +3,12 @@
 // The CUDA runtime's zest_cuda_cross_entropy_forward / _backward: the
 // contracts of the CPU kernels (zest_runtime.h; device pointers), on the
 // compute stream. The forward runs a thread per row (its log-sum-exp and
-// loss), then one thread sums the rows in order (deterministic) for mean
-// and sum, the rows' losses in pool memory for the call (zest-plan-memory
-// counts it); the backward writes a thread per gradient element. On a GPU
+// loss); for mean and sum, a thread per chunk of rows then sums its rows'
+// losses and counts the rows kept, and one thread combines the chunks in
+// order (deterministic; the scratch in pool memory for the call, which
+// zest-plan-memory counts: zest_cuda_cross_entropy_scratch). The backward
+// counts the same way for its scale, then writes a thread per gradient
+// element. On a GPU
 // a block reads each row (one pass: an online softmax); the emulated
 // device, which has no shared memory, runs a thread per row. A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
@@ -132,36 +135,75 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 #endif
 
-/// The rows not ignored (a thread's sequential count).
-inline __device__ int64_t countKept(const LossShape &s, const void *target) {
-  int64_t kept = 0;
-  for (int64_t i = 0; i < s.rows; ++i)
-    kept += targetOf(s, target, i) != -1;
-  return kept;
+/// The scratch of a call (zest_cuda_cross_entropy_scratch): the rows'
+/// losses of a reducing forward, then a partial sum and count per chunk of
+/// rows, then the backward's scale.
+struct LossScratch {
+  float *rowLoss = nullptr;
+  double *sums = nullptr, *kept = nullptr;
+  float *scale = nullptr;
+  void *base = nullptr;
+
+  LossScratch(const LossShape &s, bool backward) {
+    int64_t bytes =
+        zest_cuda_cross_entropy_scratch(backward, s.rows, s.reduction);
+    if (bytes == 0)
+      return;
+    base = zest_pool_alloc(bytes);
+    char *at = static_cast<char *>(base);
+    if (!backward) {
+      rowLoss = reinterpret_cast<float *>(at);
+      at += (s.rows * 4 + 7) / 8 * 8;
+    }
+    sums = reinterpret_cast<double *>(at);
+    kept = sums + ZEST_CUDA_LOSS_CHUNKS;
+    scale = backward ? reinterpret_cast<float *>(kept + ZEST_CUDA_LOSS_CHUNKS)
+                     : nullptr;
+  }
+  /// Reused only by work later on the same stream.
+  void release() {
+    if (base)
+      zest_pool_free(base);
+  }
+};
+
+/// A thread per chunk of consecutive rows: the sum of their losses (none
+/// without rowLoss) and the rows not ignored, each in row order.
+__global__ void crossEntropyChunksKernel(LossShape s, const void *target,
+                                         const float *rowLoss, double *sums,
+                                         double *kept) {
+  int64_t chunk = globalThreadIndex();
+  if (chunk >= ZEST_CUDA_LOSS_CHUNKS)
+    return;
+  int64_t size = (s.rows + ZEST_CUDA_LOSS_CHUNKS - 1) / ZEST_CUDA_LOSS_CHUNKS;
+  int64_t begin = chunk * size < s.rows ? chunk * size : s.rows;
+  int64_t end = begin + size < s.rows ? begin + size : s.rows;
+  double sum = 0, count = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    if (rowLoss)
+      sum += rowLoss[i];
+    count += targetOf(s, target, i) != -1;
+  }
+  sums[chunk] = sum;
+  kept[chunk] = count;
 }
 
-/// One thread: the rows' losses summed in order, or their mean.
-__global__ void crossEntropyReduceKernel(LossShape s, const void *target,
-                                         const float *rowLoss, float *loss) {
+/// One thread: the chunks combined in order (deterministic) into the loss
+/// (sum, or mean over the rows not ignored) or, with `scale`, the
+/// gradient's scale (1 / kept rows for mean, else 1).
+__global__ void crossEntropyCombineKernel(LossShape s, const double *sums,
+                                          const double *kept, float *loss,
+                                          float *scale) {
   if (globalThreadIndex() != 0)
     return;
-  double sum = 0;
-  for (int64_t i = 0; i < s.rows; ++i)
-    sum += rowLoss[i];
-  loss[0] = s.reduction == ZEST_LOSS_MEAN
-                ? float(sum / double(countKept(s, target)))
-                : float(sum);
-}
-
-/// One thread: the scale of the incoming gradient (1 / kept rows for
-/// mean, else 1).
-__global__ void crossEntropyScaleKernel(LossShape s, const void *target,
-                                        float *scale) {
-  if (globalThreadIndex() != 0)
-    return;
-  scale[0] = s.reduction == ZEST_LOSS_MEAN
-                 ? float(1.0 / double(countKept(s, target)))
-                 : 1.0f;
+  double sum = 0, count = 0;
+  for (int c = 0; c < ZEST_CUDA_LOSS_CHUNKS; ++c)
+    sum += sums[c], count += kept[c];
+  bool mean = s.reduction == ZEST_LOSS_MEAN;
+  if (scale)
+    scale[0] = mean ? float(1.0 / count) : 1.0f;
+  else
+    loss[0] = mean ? float(sum / count) : float(sum);
 }
 
 template <typename T>
@@ -184,14 +226,26 @@ __global__ void crossEntropyGradKernel(LossShape s, const T *logits,
 
 int64_t blocks(int64_t threads) { return (threads + 255) / 256; }
 
+/// The chunks' partial sums and counts, then their combination.
+void reduceRows(const LossShape &s, const void *target,
+                const LossScratch &scratch, float *loss) {
+  ZEST_LAUNCH(crossEntropyChunksKernel, blocks(ZEST_CUDA_LOSS_CHUNKS), 256,
+              cuda::streams.compute, s, target,
+              static_cast<const float *>(scratch.rowLoss), scratch.sums,
+              scratch.kept);
+  ZEST_LAUNCH(crossEntropyCombineKernel, 1, 1, cuda::streams.compute, s,
+              static_cast<const double *>(scratch.sums),
+              static_cast<const double *>(scratch.kept), loss, scratch.scale);
+  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's reduction");
+}
+
 template <typename T>
 void forward(const LossShape &s, const T *logits, const void *target,
              float *loss, float *lse) {
   if (s.rows == 0)
     return;
-  bool perRow = s.reduction == ZEST_LOSS_NONE;
-  float *rowLoss =
-      perRow ? loss : static_cast<float *>(zest_pool_alloc(s.rows * 4));
+  LossScratch scratch(s, /*backward=*/false);
+  float *rowLoss = scratch.rowLoss ? scratch.rowLoss : loss;
 #ifdef ZEST_CUDA_EMULATED
   ZEST_LAUNCH(crossEntropyRowKernel<T>, blocks(s.rows), 256,
               cuda::streams.compute, s, logits, target, rowLoss, lse);
@@ -200,12 +254,9 @@ void forward(const LossShape &s, const T *logits, const void *target,
               cuda::streams.compute, s, logits, target, rowLoss, lse);
 #endif
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's rows");
-  if (perRow)
-    return;
-  ZEST_LAUNCH(crossEntropyReduceKernel, 1, 1, cuda::streams.compute, s, target,
-              static_cast<const float *>(rowLoss), loss);
-  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's reduction");
-  zest_pool_free(rowLoss); // reused only by work later on the same stream
+  if (scratch.rowLoss)
+    reduceRows(s, target, scratch, loss);
+  scratch.release();
 }
 
 template <typename T>
@@ -213,14 +264,13 @@ void backward(const LossShape &s, const T *logits, const void *target,
               const float *gradLoss, const float *lse, T *grad) {
   if (s.rows * s.classes == 0)
     return;
-  float *scale = static_cast<float *>(zest_pool_alloc(4));
-  ZEST_LAUNCH(crossEntropyScaleKernel, 1, 1, cuda::streams.compute, s, target,
-              scale);
+  LossScratch scratch(s, /*backward=*/true);
+  reduceRows(s, target, scratch, nullptr);
   ZEST_LAUNCH(crossEntropyGradKernel<T>, blocks(s.rows * s.classes), 256,
               cuda::streams.compute, s, logits, target, gradLoss, lse,
-              static_cast<const float *>(scale), grad);
+              static_cast<const float *>(scratch.scale), grad);
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's gradient");
-  zest_pool_free(scale);
+  scratch.release();
 }
 
 LossShape makeShape(int64_t rows, int64_t classes, int64_t ld, int64_t ldGrad,

@@ -27,6 +27,24 @@ extern "C" {
  * zest-plan-memory counts both. */
 #define ZEST_CUDA_WORKSPACE_BYTES (32 << 20)
 
+/* The pool bytes zest_cuda_cross_entropy_forward (backward = 0) and
+ * _backward (1) take for the duration of a call, which zest-plan-memory
+ * counts: a forward that reduces (mean, sum) keeps its rows' losses (rows
+ * floats, padded to 8 bytes), and both keep the partial sums and counts of
+ * ZEST_CUDA_LOSS_CHUNKS chunks of rows (16 bytes each); the backward also
+ * its gradient's scale (8 bytes). */
+#define ZEST_CUDA_LOSS_CHUNKS 1024
+static inline int64_t
+zest_cuda_cross_entropy_scratch(int backward, int64_t rows, int32_t reduction) {
+  if (rows == 0)
+    return 0;
+  if (backward)
+    return ZEST_CUDA_LOSS_CHUNKS * 16 + 8;
+  if (reduction == ZEST_LOSS_NONE)
+    return 0;
+  return (rows * 4 + 7) / 8 * 8 + ZEST_CUDA_LOSS_CHUNKS * 16;
+}
+
 /* The compute stream (a cudaStream_t) kernels and copies must use. */
 void *zest_cuda_compute_stream(void);
 /* The CUDA device this rank drives. */

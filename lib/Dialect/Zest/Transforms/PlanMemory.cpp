@@ -117,19 +117,19 @@ bool usesCudaWorkspace(StringRef callee) {
 }
 
 /// Bytes the CUDA runtime's cross-entropy takes from the pool for the
-/// duration of `call`: the rows' losses a mean or sum adds up (forward),
-/// the gradient's scale (backward).
+/// duration of `call` (zest_cuda_cross_entropy_scratch).
 int64_t getCrossEntropyScratch(func::CallOp call,
                                const RuntimeProduct &product) {
-  if (product.kind == ProductKind::cross_entropy_backward)
-    return roundToBuckets(4);
   std::optional<int64_t> rows =
       getConstantIntValue(call.getOperand(product.getParamIndex("rows")));
   std::optional<int64_t> reduction =
       getConstantIntValue(call.getOperand(product.getParamIndex("reduction")));
-  if (!rows || !reduction || *reduction == ZEST_LOSS_NONE || *rows == 0)
+  if (!rows || !reduction)
     return 0;
-  return roundToBuckets(*rows * 4);
+  int64_t bytes = zest_cuda_cross_entropy_scratch(
+      product.kind == ProductKind::cross_entropy_backward, *rows,
+      int32_t(*reduction));
+  return bytes ? roundToBuckets(bytes) : 0;
 }
 
 /// Bytes the CUDA runtime's attention backward takes from the pool for the
