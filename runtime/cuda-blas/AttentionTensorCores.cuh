@@ -28,8 +28,9 @@ namespace zest::rt::cuda::tensorcores {
 
 namespace wmma = nvcuda::wmma;
 
-/// Rows of a block (4 warps x 16) and columns of a tile.
-constexpr int kRows = 64;
+/// Rows of a block (4 warps x 16) and columns of a tile: the tiles' size,
+/// so that their QueryTile and KeyTile place the blocks.
+constexpr int kRows = tiles::kTile;
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 /// The largest head dimension.
@@ -309,36 +310,29 @@ __global__ void __launch_bounds__(kThreads)
         *dpf = sf + kRows * stride32(kRows),
         *gk = dpf + kRows * stride32(kRows), *gv = gk + kRows * stride32(dqk),
         *lses = gv + kRows * stride32(dvv), *deltas = lses + kRows;
-  int64_t tiles = (s.keys + kRows - 1) / kRows;
-  int64_t kvHead = blockIdx.x / tiles, j0 = blockIdx.x % tiles * kRows;
-  int64_t b = kvHead / s.kvHeads, g = kvHead % s.kvHeads;
-  int64_t group = s.heads / s.kvHeads, keys = min(int64_t(kRows), s.keys - j0);
-  loadRows(ks, dqk, k + (kvHead * s.keys + j0) * dqk, keys);
-  loadRows(vs, dvv, v + (kvHead * s.keys + j0) * dvv, keys);
+  tiles::KeyTile t(s);
+  loadRows(ks, dqk, k + (t.kvHead * s.keys + t.j0) * dqk, t.keys);
+  loadRows(vs, dvv, v + (t.kvHead * s.keys + t.j0) * dvv, t.keys);
   zeroTile(gk, dqk);
   zeroTile(gv, dvv);
   int row = laneRow();
-  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-    int64_t head = b * s.heads + h;
-    for (int64_t i0 = s.causal ? j0 / kRows * kRows : 0; i0 < s.queries;
-         i0 += kRows) {
+  for (int64_t h = t.g * t.group; h < (t.g + 1) * t.group; ++h) {
+    int64_t head = t.b * s.heads + h;
+    for (int64_t i0 = t.firstQueryTile(s); i0 < s.queries; i0 += kRows) {
       int64_t rows = min(int64_t(kRows), s.queries - i0),
               first = head * s.queries + i0;
       __syncthreads(); // the last tile's Q, dO, lse and delta are read
       loadRows(qs, dqk, q + first * dqk, rows);
       loadRows(dos, dvv, dout + first * dvv, rows);
-      for (int e = threadIdx.x; e < kRows; e += kThreads) {
-        lses[e] = e < rows ? lse[first + e] : INFINITY;
-        deltas[e] = e < rows ? delta[first + e] : 0.0f;
-      }
+      tiles::loadRowStats(lses, deltas, lse, delta, first, rows);
       __syncthreads();
       // Transposed: rows are keys, columns query rows.
       warpProductTransposed(sf, ks, qs, dqk);
       warpProductTransposed(dpf, vs, dos, dvv);
       __syncwarp();
       scoreGradients(
-          s, mask, b, h, sf, dpf, ps, dss, [&](int c) { return i0 + c; },
-          [&](int) { return j0 + row; }, [&](int c) { return lses[c]; },
+          s, mask, t.b, h, sf, dpf, ps, dss, [&](int c) { return i0 + c; },
+          [&](int) { return t.j0 + row; }, [&](int c) { return lses[c]; },
           [&](int c) { return deltas[c]; });
       __syncwarp();
       warpAccumulate(gv, ps, dos, dvv);
@@ -346,8 +340,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  storeTile(dk + (kvHead * s.keys + j0) * dqk, gk, dqk, keys, nullptr);
-  storeTile(dv + (kvHead * s.keys + j0) * dvv, gv, dvv, keys, nullptr);
+  storeTile(dk + (t.kvHead * s.keys + t.j0) * dqk, gk, dqk, t.keys, nullptr);
+  storeTile(dv + (t.kvHead * s.keys + t.j0) * dvv, gv, dvv, t.keys, nullptr);
 }
 
 } // namespace zest::rt::cuda::tensorcores

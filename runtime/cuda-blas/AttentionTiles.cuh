@@ -157,6 +157,36 @@ struct QueryTile {
   }
 };
 
+/// Where one block's key tile lies: its key/value head, batch, group of
+/// query heads, first key and number of keys.
+struct KeyTile {
+  int64_t kvHead, j0, b, g, group, keys;
+  inline __device__ KeyTile(const AttentionShape &s) {
+    int64_t tiles = (s.keys + kTile - 1) / kTile;
+    kvHead = blockIdx.x / tiles;
+    j0 = blockIdx.x % tiles * kTile;
+    b = kvHead / s.kvHeads;
+    g = kvHead % s.kvHeads;
+    group = s.heads / s.kvHeads;
+    keys = min(int64_t(kTile), s.keys - j0);
+  }
+  /// The first query tile that sees a key of it.
+  inline __device__ int64_t firstQueryTile(const AttentionShape &s) const {
+    return s.causal ? j0 / kTile * kTile : 0;
+  }
+};
+
+/// A query tile's log-sum-exps and deltas (rows first.., `rows` of them)
+/// into shared memory: +inf and 0 past its rows, which then see no key.
+inline __device__ void loadRowStats(float *lses, float *deltas,
+                                    const float *lse, const float *delta,
+                                    int64_t first, int64_t rows) {
+  for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
+    lses[e] = e < rows ? lse[first + e] : INFINITY;
+    deltas[e] = e < rows ? delta[first + e] : 0.0f;
+  }
+}
+
 /// The score scale * sc + mask at query row i, key j, or -inf where masked,
 /// causal or past the keys.
 template <typename T>
@@ -325,27 +355,20 @@ __global__ void __launch_bounds__(kThreads)
         *qs = vs + kTile * strideOf(dvv), *dos = qs + kTile * strideOf(dqk),
         *ps = dos + kTile * strideOf(dvv), *dss = ps + kTile * kSquareStride,
         *lses = dss + kTile * kSquareStride, *deltas = lses + kTile;
-  int64_t tiles = (s.keys + kTile - 1) / kTile;
-  int64_t kvHead = blockIdx.x / tiles, j0 = blockIdx.x % tiles * kTile;
-  int64_t b = kvHead / s.kvHeads, g = kvHead % s.kvHeads;
-  int64_t group = s.heads / s.kvHeads, keys = min(int64_t(kTile), s.keys - j0);
+  KeyTile t(s);
   int ty = threadRow(), tx = threadCol();
-  loadTile(ks, dqk, k + (kvHead * s.keys + j0) * dqk, keys);
-  loadTile(vs, dvv, v + (kvHead * s.keys + j0) * dvv, keys);
+  loadTile(ks, dqk, k + (t.kvHead * s.keys + t.j0) * dqk, t.keys);
+  loadTile(vs, dvv, v + (t.kvHead * s.keys + t.j0) * dvv, t.keys);
   float gk[kPart][Cols] = {}, gv[kPart][Cols] = {};
-  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-    int64_t head = b * s.heads + h;
-    for (int64_t i0 = s.causal ? j0 / kTile * kTile : 0; i0 < s.queries;
-         i0 += kTile) {
+  for (int64_t h = t.g * t.group; h < (t.g + 1) * t.group; ++h) {
+    int64_t head = t.b * s.heads + h;
+    for (int64_t i0 = t.firstQueryTile(s); i0 < s.queries; i0 += kTile) {
       int64_t rows = min(int64_t(kTile), s.queries - i0),
               first = head * s.queries + i0;
       __syncthreads(); // the last tile's Q, dO, P and dS are read
       loadTile(qs, dqk, q + first * dqk, rows);
       loadTile(dos, dvv, dout + first * dvv, rows);
-      for (int e = threadIdx.x; e < kTile; e += kThreads) {
-        lses[e] = e < rows ? lse[first + e] : INFINITY;
-        deltas[e] = e < rows ? delta[first + e] : 0.0f;
-      }
+      loadRowStats(lses, deltas, lse, delta, first, rows);
       __syncthreads();
       float sc[kPart][kPart], dp[kPart][kPart];
       tileDot(sc, ks, qs, dqk);
@@ -355,8 +378,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int c = 0; c < kPart; ++c) {
           int i = tx + kSide * c, at = (ty + kSide * r) * kSquareStride + i;
-          float score = maskedScore<T>(s, mask, sc[r][c], b, h, i0 + i,
-                                       j0 + ty + kSide * r);
+          float score = maskedScore<T>(s, mask, sc[r][c], t.b, h, i0 + i,
+                                       t.j0 + ty + kSide * r);
           float p;
           dss[at] = scoreGradient(s, score, dp[r][c], lses[i], deltas[i], &p);
           ps[at] = p;
@@ -366,8 +389,8 @@ __global__ void __launch_bounds__(kThreads)
       tileAccumulate(gk, dss, qs, dqk, int(rows));
     }
   }
-  storeRows(dk + (kvHead * s.keys + j0) * dqk, gk, kOnes, dqk, keys);
-  storeRows(dv + (kvHead * s.keys + j0) * dvv, gv, kOnes, dvv, keys);
+  storeRows(dk + (t.kvHead * s.keys + t.j0) * dqk, gk, kOnes, dqk, t.keys);
+  storeRows(dv + (t.kvHead * s.keys + t.j0) * dvv, gv, kOnes, dvv, t.keys);
 }
 
 } // namespace zest::rt::cuda::tiles
