@@ -8,7 +8,7 @@
 // order (deterministic; the scratch in pool memory for the call, which
 // zest-plan-memory counts: zest_cuda_cross_entropy_scratch). The backward
 // counts the same way for its scale, then writes a thread per gradient
-// element. On a GPU
+// element (blocks of 256 classes of a row). On a GPU
 // a block reads each row (one pass: an online softmax); the emulated
 // device, which has no shared memory, runs a thread per row. A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
@@ -206,15 +206,20 @@ __global__ void crossEntropyCombineKernel(LossShape s, const double *sums,
     loss[0] = mean ? float(sum / count) : float(sum);
 }
 
+/// Threads of a block of the gradient: a block takes kGradThreads classes
+/// of a row (the grid's x: rows, y: blocks of classes), so that no thread
+/// divides by the number of classes.
+constexpr int kGradThreads = 256;
+
 template <typename T>
 __global__ void crossEntropyGradKernel(LossShape s, const T *logits,
                                        const void *target,
                                        const float *gradLoss, const float *lse,
                                        const float *scale, T *grad) {
-  int64_t element = globalThreadIndex();
-  if (element >= s.rows * s.classes)
+  int64_t i = blockIndex().x,
+          c = int64_t(blockIndex().y) * kGradThreads + threadIndex().x;
+  if (c >= s.classes)
     return;
-  int64_t i = element / s.classes, c = element % s.classes;
   int64_t t = targetOf(s, target, i);
   float g =
       t < 0 ? 0.0f : gradLoss[s.reduction == ZEST_LOSS_NONE ? i : 0] * scale[0];
@@ -266,7 +271,9 @@ void backward(const LossShape &s, const T *logits, const void *target,
     return;
   LossScratch scratch(s, /*backward=*/true);
   reduceRows(s, target, scratch, nullptr);
-  ZEST_LAUNCH(crossEntropyGradKernel<T>, blocks(s.rows * s.classes), 256,
+  dim3 grid(unsigned(s.rows),
+            unsigned((s.classes + kGradThreads - 1) / kGradThreads));
+  ZEST_LAUNCH(crossEntropyGradKernel<T>, grid, kGradThreads,
               cuda::streams.compute, s, logits, target, gradLoss, lse,
               static_cast<const float *>(scratch.scale), grad);
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's gradient");

@@ -47,6 +47,23 @@ inline __device__ int64_t globalThreadIndex() {
 #endif
 }
 
+/// This thread's block in the grid and its index in the block (the
+/// emulator's in an emulated build).
+inline __device__ dim3 blockIndex() {
+#ifdef ZEST_CUDA_EMULATED
+  return ::zest::emulated::current.blockIdx;
+#else
+  return blockIdx;
+#endif
+}
+inline __device__ dim3 threadIndex() {
+#ifdef ZEST_CUDA_EMULATED
+  return ::zest::emulated::current.threadIdx;
+#else
+  return threadIdx;
+#endif
+}
+
 /// f32 arithmetic on stored values.
 inline __device__ float load(float v) { return v; }
 inline __device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
