@@ -167,6 +167,32 @@ func.func @reduce(%x: tensor<4096x1024xf32>, %init: tensor<1024xf32>) -> tensor<
 
 // -----
 
+// A column sum over a [B, S, D] array's batch and sequence (RMSNorm's
+// weight gradient as imported: 8 x 512 rows, 768 columns) is first a sum
+// over its 4096 rows, collapsed, then split as above (128 chunks of 32
+// rows, then 8 of 16).
+// CHECK-LABEL: func.func @columns_3d(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<8x512x768xf32>
+// CHECK:         %[[X2:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<8x512x768xf32> into tensor<4096x768xf32>
+// CHECK:         %[[XC:.*]] = tensor.expand_shape %[[X2]] {{\[\[}}0, 1], [2]] output_shape [128, 32, 768]
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[XC]], %{{.*}} : {{.*}}) outs(%{{.*}} : tensor<128x768xf32>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x768xf32>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<768xf32>)
+#bsd = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#d = affine_map<(d0, d1, d2) -> (d2)>
+func.func @columns_3d(%x: tensor<8x512x768xf32>, %dy: tensor<8x512x768xf32>, %init: tensor<768xf32>) -> tensor<768xf32> {
+  %r = linalg.generic {indexing_maps = [#bsd, #bsd, #d], iterator_types = ["reduction", "reduction", "parallel"]}
+      ins(%x, %dy : tensor<8x512x768xf32>, tensor<8x512x768xf32>) outs(%init : tensor<768xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %p, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<768xf32>
+  return %r : tensor<768xf32>
+}
+
+// -----
+
 // A keepdim column sum (a bias gradient as torch-mlir imports it: the
 // result [1, N], its row pinned to 0 by the map) is split as a column sum
 // of [N] whose result is expanded back: upstream's split needs results

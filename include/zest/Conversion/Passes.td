@@ -241,9 +241,11 @@ def SplitReductionsPass : Pass<"zest-split-reductions", "::mlir::ModuleOp"> {
       partial results, each one block's, then one block for the scalar,
       instead of one block for everything. `chunks` is the largest divisor
       of `n` up to 1024 that leaves chunks of at least 256 elements.
-    * A reduction of one dimension that the first input does not hold
-      innermost (a column sum: LayerNorm's weight and bias gradients), which
-      is one thread per result element: with `chunks` outermost, the
+    * A reduction of dimensions of which the first input holds none
+      innermost (a column sum: LayerNorm's and RMSNorm's weight and bias
+      gradients, over the rows of a matrix or over the batch and sequence
+      of a `[B, S, D]` array, those first collapsed into one as above),
+      which is one thread per result element: with `chunks` outermost, the
       partial results `[chunks, outputs...]` take `chunks` times as many
       threads, neighbours reading neighbouring elements. `chunks` is the
       largest divisor of the reduced size that gives at most 2^17 threads

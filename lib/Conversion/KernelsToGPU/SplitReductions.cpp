@@ -51,12 +51,14 @@ bool isScalarReduction(linalg::LinalgOp op) {
              0;
 }
 
-/// Whether `op` reduces one dimension that its first input does not hold
-/// innermost (a column sum): zest-map-kernels-to-gpu gives such a reduction
-/// one thread per result element, each reading along the whole dimension.
+/// Whether `op` reduces dimensions of which its first input holds none
+/// innermost (a column sum, over the rows of a matrix or the batch and
+/// sequence of a [B, S, D] array): zest-map-kernels-to-gpu gives such a
+/// reduction one thread per result element, each reading every reduced
+/// element.
 bool isStridedReduction(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
-      op.getNumReductionLoops() != 1 || op.getNumParallelLoops() == 0 ||
+      op.getNumReductionLoops() == 0 || op.getNumParallelLoops() == 0 ||
       op.getNumDpsInputs() == 0)
     return false;
   AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
@@ -97,24 +99,33 @@ FailureOr<linalg::GenericOp> asGeneric(RewriterBase &rewriter,
   return linalg::generalizeNamedOp(rewriter, op);
 }
 
-/// `op`, a reduction to a scalar over several dimensions, as one over a
-/// single dimension (its operands collapsed), where every operand holds the
-/// dimensions contiguously in order (a sum of squares of a matrix);
+/// The loops `op` reduces over, if they are consecutive; else none.
+ReassociationIndices getReductionLoops(linalg::LinalgOp op) {
+  ReassociationIndices loops;
+  for (auto [index, iterator] : llvm::enumerate(op.getIteratorTypesArray()))
+    if (linalg::isReductionIterator(iterator)) {
+      if (!loops.empty() && loops.back() != int64_t(index) - 1)
+        return {};
+      loops.push_back(index);
+    }
+  return loops;
+}
+
+/// `op` with its loops `group` (consecutive) collapsed into one, where
+/// every operand holds those dimensions contiguously in order (a sum of
+/// squares of a matrix; a column sum over a [B, S, D] array's B and S);
 /// otherwise `op`.
-linalg::LinalgOp collapseToOneLoop(RewriterBase &rewriter,
-                                   linalg::LinalgOp op) {
-  if (op.getNumLoops() == 1)
-    return op;
-  ReassociationIndices all =
-      llvm::to_vector(llvm::seq<int64_t>(0, op.getNumLoops()));
-  if (!linalg::areDimSequencesPreserved(op.getIndexingMapsArray(), {all}))
+linalg::LinalgOp collapseLoops(RewriterBase &rewriter, linalg::LinalgOp op,
+                               const ReassociationIndices &group) {
+  if (group.size() < 2 ||
+      !linalg::areDimSequencesPreserved(op.getIndexingMapsArray(), {group}))
     return op;
   FailureOr<linalg::GenericOp> generic = asGeneric(rewriter, op);
   if (failed(generic))
     return op;
   op = *generic;
   FailureOr<linalg::CollapseResult> collapsed =
-      linalg::collapseOpIterationDims(op, {all}, rewriter);
+      linalg::collapseOpIterationDims(op, {group}, rewriter);
   if (failed(collapsed))
     return op;
   rewriter.replaceOp(op, collapsed->results);
@@ -210,9 +221,9 @@ struct SplitReductionsPass
   /// that again while it is large enough (a column sum's 128 partial rows).
   void split(RewriterBase &rewriter, linalg::LinalgOp op, int64_t chunks) {
     for (; chunks; chunks = getSplitChunks(op)) {
-      if (isScalarReduction(op))
-        op = collapseToOneLoop(rewriter, op);
-      // A scalar reduction whose operands could not be collapsed stays.
+      // Reductions over several dimensions as reductions over one.
+      op = collapseLoops(rewriter, op, getReductionLoops(op));
+      // One whose operands could not be collapsed stays.
       if (op.getNumReductionLoops() != 1)
         return;
       rewriter.setInsertionPoint(op);
