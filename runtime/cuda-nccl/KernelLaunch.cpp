@@ -131,7 +131,15 @@ void mgpuLaunchKernel(void *kernel, intptr_t gridX, intptr_t gridY,
     fatal("a kernel launch passes its arguments as 'extra', which the "
           "runtime does not support");
   auto cudaStream = static_cast<cudaStream_t>(stream);
-  cuda::TimedScope timed([&] { return kernelNames()[kernel]; }, cudaStream);
+  // Named with its launch's size: a kernel on too few threads (one per
+  // column of a reduction, say) shows in the profile as such.
+  cuda::TimedScope timed(
+      [&] {
+        return kernelNames()[kernel] + " (" +
+               std::to_string(gridX * gridY * gridZ) + " blocks x " +
+               std::to_string(blockX * blockY * blockZ) + " threads)";
+      },
+      cudaStream);
   cudaError_t status = cudaLaunchKernel(kernel, dim3(gridX, gridY, gridZ),
                                         dim3(blockX, blockY, blockZ), params,
                                         sharedBytes, cudaStream);
