@@ -340,6 +340,7 @@ int main(int argc, char **argv) {
                          // The GPU's tiles for head dimensions up to 64
                          // and 128, and past them (the reference kernels).
                          {1, 2, 2, 100, 90, 64, 64},
+                         {2, 4, 2, 70, 150, 32, 48},
                          {1, 2, 1, 140, 130, 128, 96},
                          {1, 1, 1, 33, 40, 160, 130}};
   for (int storage = 0; storage < 3; ++storage)
