@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
 
 using namespace zest::rt;
 using namespace zest::rt::cuda;
@@ -86,16 +87,22 @@ template <typename T> Kernels chooseKernels(const AttentionShape &s) {
 }
 
 /// Launches `blocks` blocks of `threads` with `shared` bytes of shared
-/// memory (more than the default 48 KiB).
+/// memory (more than the default 48 KiB, which the kernel is allowed once).
 template <typename... Params, typename... Args>
 void launch(const char *name, void (*kernel)(Params...), int64_t blocks,
             int threads, size_t shared, Args... args) {
   if (blocks == 0)
     return;
-  cuda::checkCuda(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(shared)),
-      name);
+  // The limit is a property of the kernel: raised once, not per launch.
+  static std::unordered_map<const void *, size_t> allowed;
+  size_t &limit = allowed[reinterpret_cast<const void *>(kernel)];
+  if (shared > limit) {
+    cuda::checkCuda(
+        cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
+        name);
+    limit = shared;
+  }
   {
     TimedScope timed(name, cuda::streams.compute);
     kernel<<<blocks, threads, shared, cuda::streams.compute>>>(args...);
@@ -160,9 +167,28 @@ template <typename T, int Cols> struct TiledAttention {
   }
 };
 
-/// Whether the instance for head dimensions up to 64 takes this call.
-bool smallHeads(const AttentionShape &s) {
-  return s.features <= 64 && s.valueFeatures <= 64;
+/// Runs `call` with the kernels that take this call on a GPU (the tensor
+/// cores', or the tiles' instance for its head dimensions); false where
+/// the reference kernels take it.
+template <typename T, typename Call>
+bool withGpuKernels(const AttentionShape &s, Call call) {
+  switch (chooseKernels<T>(s)) {
+  case Kernels::TensorCores:
+    if constexpr (!std::is_same_v<T, float>) {
+      call(TensorCoreAttention<T>());
+      return true;
+    }
+    return false;
+  case Kernels::Tiles:
+    if (s.features <= 64 && s.valueFeatures <= 64)
+      call(TiledAttention<T, 4>());
+    else
+      call(TiledAttention<T, 8>());
+    return true;
+  case Kernels::Reference:
+    return false;
+  }
+  return false;
 }
 #endif
 
@@ -173,14 +199,10 @@ void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   if (rows == 0)
     return;
 #ifndef ZEST_CUDA_EMULATED
-  Kernels kernels = chooseKernels<T>(s);
-  if constexpr (!std::is_same_v<T, float>)
-    if (kernels == Kernels::TensorCores)
-      return TensorCoreAttention<T>::forward(s, mask, q, k, v, out, lse);
-  if (kernels == Kernels::Tiles)
-    return smallHeads(s)
-               ? TiledAttention<T, 4>::forward(s, mask, q, k, v, out, lse)
-               : TiledAttention<T, 8>::forward(s, mask, q, k, v, out, lse);
+  if (withGpuKernels<T>(s, [&](auto kernels) {
+        kernels.forward(s, mask, q, k, v, out, lse);
+      }))
+    return;
 #endif
   ZEST_LAUNCH(attentionForwardKernel<T>, blocks(rows), 128,
               cuda::streams.compute, s, mask, q, k, v, out, lse);
@@ -199,22 +221,16 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
     return;
   float *delta = nullptr;
   if (rows > 0) {
-    delta = static_cast<float *>(zest_pool_alloc(rows * sizeof(float)));
+    delta = static_cast<float *>(zest_pool_alloc(
+        zest_cuda_attention_backward_scratch(s.batch, s.heads, s.queries)));
     ZEST_LAUNCH(attentionDeltaKernel<T>, blocks(rows), 128,
                 cuda::streams.compute, rows, s.valueFeatures, out, dout, delta);
     cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
   }
 #ifndef ZEST_CUDA_EMULATED
-  if (Kernels kernels = chooseKernels<T>(s); kernels != Kernels::Reference) {
-    if constexpr (!std::is_same_v<T, float>)
-      if (kernels == Kernels::TensorCores)
-        TensorCoreAttention<T>::backward(s, mask, q, k, v, lse, delta, dout, dq,
-                                         dk, dv);
-    if (kernels == Kernels::Tiles)
-      smallHeads(s) ? TiledAttention<T, 4>::backward(s, mask, q, k, v, lse,
-                                                     delta, dout, dq, dk, dv)
-                    : TiledAttention<T, 8>::backward(s, mask, q, k, v, lse,
-                                                     delta, dout, dq, dk, dv);
+  if (withGpuKernels<T>(s, [&](auto kernels) {
+        kernels.backward(s, mask, q, k, v, lse, delta, dout, dq, dk, dv);
+      })) {
     if (delta)
       zest_pool_free(delta); // reused only by work later on the same stream
     return;

@@ -135,13 +135,12 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 #endif
 
-/// The scratch of a call (zest_cuda_cross_entropy_scratch): the rows'
-/// losses of a reducing forward, then a partial sum and count per chunk of
-/// rows, then the backward's scale.
+/// The scratch of a call (zest_cuda_cross_entropy_scratch): a partial sum
+/// and count per chunk of rows, then the rows' losses of a reducing forward
+/// or the backward's scale.
 struct LossScratch {
-  float *rowLoss = nullptr;
   double *sums = nullptr, *kept = nullptr;
-  float *scale = nullptr;
+  float *rowLoss = nullptr, *scale = nullptr;
   void *base = nullptr;
 
   LossScratch(const LossShape &s, bool backward) {
@@ -150,15 +149,10 @@ struct LossScratch {
     if (bytes == 0)
       return;
     base = zest_pool_alloc(bytes);
-    char *at = static_cast<char *>(base);
-    if (!backward) {
-      rowLoss = reinterpret_cast<float *>(at);
-      at += (s.rows * 4 + 7) / 8 * 8;
-    }
-    sums = reinterpret_cast<double *>(at);
+    sums = static_cast<double *>(base);
     kept = sums + ZEST_CUDA_LOSS_CHUNKS;
-    scale = backward ? reinterpret_cast<float *>(kept + ZEST_CUDA_LOSS_CHUNKS)
-                     : nullptr;
+    float *after = reinterpret_cast<float *>(kept + ZEST_CUDA_LOSS_CHUNKS);
+    (backward ? scale : rowLoss) = after;
   }
   /// Reused only by work later on the same stream.
   void release() {
@@ -216,8 +210,8 @@ __global__ void crossEntropyGradKernel(LossShape s, const T *logits,
                                        const void *target,
                                        const float *gradLoss, const float *lse,
                                        const float *scale, T *grad) {
-  int64_t i = blockIndex().x,
-          c = int64_t(blockIndex().y) * kGradThreads + threadIndex().x;
+  ThreadCoordinates at = coordinates();
+  int64_t i = at.block.x, c = int64_t(at.block.y) * kGradThreads + at.thread.x;
   if (c >= s.classes)
     return;
   int64_t t = targetOf(s, target, i);

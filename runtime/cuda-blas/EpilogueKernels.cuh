@@ -37,31 +37,24 @@
 
 namespace zest::rt::cuda {
 
-/// This thread's index in a 1-D grid of 1-D blocks.
-inline __device__ int64_t globalThreadIndex() {
+/// This thread's block, its block's size and its index in the block:
+/// CUDA's built-ins, or the emulator's in an emulated build.
+struct ThreadCoordinates {
+  dim3 block, blockSize, thread;
+};
+inline __device__ ThreadCoordinates coordinates() {
 #ifdef ZEST_CUDA_EMULATED
   const ::zest::emulated::ThreadIndex &t = ::zest::emulated::current;
-  return int64_t(t.blockIdx.x) * t.blockDim.x + t.threadIdx.x;
+  return {t.blockIdx, t.blockDim, t.threadIdx};
 #else
-  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  return {blockIdx, blockDim, threadIdx};
 #endif
 }
 
-/// This thread's block in the grid and its index in the block (the
-/// emulator's in an emulated build).
-inline __device__ dim3 blockIndex() {
-#ifdef ZEST_CUDA_EMULATED
-  return ::zest::emulated::current.blockIdx;
-#else
-  return blockIdx;
-#endif
-}
-inline __device__ dim3 threadIndex() {
-#ifdef ZEST_CUDA_EMULATED
-  return ::zest::emulated::current.threadIdx;
-#else
-  return threadIdx;
-#endif
+/// This thread's index in a 1-D grid of 1-D blocks.
+inline __device__ int64_t globalThreadIndex() {
+  ThreadCoordinates t = coordinates();
+  return int64_t(t.block.x) * t.blockSize.x + t.thread.x;
 }
 
 /// f32 arithmetic on stored values.

@@ -29,20 +29,24 @@ extern "C" {
 
 /* The pool bytes zest_cuda_cross_entropy_forward (backward = 0) and
  * _backward (1) take for the duration of a call, which zest-plan-memory
- * counts: a forward that reduces (mean, sum) keeps its rows' losses (rows
- * floats, padded to 8 bytes), and both keep the partial sums and counts of
- * ZEST_CUDA_LOSS_CHUNKS chunks of rows (16 bytes each); the backward also
- * its gradient's scale (8 bytes). */
+ * counts: the partial sums and counts of ZEST_CUDA_LOSS_CHUNKS chunks of
+ * rows (16 bytes each), then a reducing forward's rows' losses (rows
+ * floats; none for ZEST_LOSS_NONE, which writes them to `loss`) or the
+ * backward's gradient scale (a float). */
 #define ZEST_CUDA_LOSS_CHUNKS 1024
 static inline int64_t
 zest_cuda_cross_entropy_scratch(int backward, int64_t rows, int32_t reduction) {
-  if (rows == 0)
+  if (rows == 0 || (!backward && reduction == ZEST_LOSS_NONE))
     return 0;
-  if (backward)
-    return ZEST_CUDA_LOSS_CHUNKS * 16 + 8;
-  if (reduction == ZEST_LOSS_NONE)
-    return 0;
-  return (rows * 4 + 7) / 8 * 8 + ZEST_CUDA_LOSS_CHUNKS * 16;
+  return ZEST_CUDA_LOSS_CHUNKS * 16 + (backward ? 4 : rows * 4);
+}
+
+/* The pool bytes zest_cuda_attention_backward takes for the duration of a
+ * call, which zest-plan-memory counts: a float per query row (dout . out). */
+static inline int64_t zest_cuda_attention_backward_scratch(int64_t batch,
+                                                           int64_t heads,
+                                                           int64_t q_len) {
+  return batch * heads * q_len * 4;
 }
 
 /* The compute stream (a cudaStream_t) kernels and copies must use. */

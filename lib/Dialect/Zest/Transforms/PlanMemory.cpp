@@ -133,17 +133,18 @@ int64_t getCrossEntropyScratch(func::CallOp call,
 }
 
 /// Bytes the CUDA runtime's attention backward takes from the pool for the
-/// duration of `call`: a float per query row (dout . out).
+/// duration of `call` (zest_cuda_attention_backward_scratch).
 int64_t getAttentionScratch(func::CallOp call, const RuntimeProduct &product) {
-  int64_t rows = 1;
-  for (StringRef name : {"batch", "heads", "q_len"}) {
-    std::optional<int64_t> size =
-        getConstantIntValue(call.getOperand(product.getParamIndex(name)));
-    if (!size)
-      return 0;
-    rows *= *size;
-  }
-  return rows == 0 ? 0 : roundToBuckets(rows * 4);
+  auto size = [&](StringRef name) {
+    return getConstantIntValue(call.getOperand(product.getParamIndex(name)));
+  };
+  std::optional<int64_t> batch = size("batch"), heads = size("heads"),
+                         queries = size("q_len");
+  if (!batch || !heads || !queries)
+    return 0;
+  int64_t bytes =
+      zest_cuda_attention_backward_scratch(*batch, *heads, *queries);
+  return bytes ? roundToBuckets(bytes) : 0;
 }
 
 /// Bytes the CUDA runtime's fused linear backward takes from the pool for
