@@ -182,8 +182,12 @@ static void addTensorPasses(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
   // Linear layers are recognized before their activations are approximated
   // (a polynomial tanh is not recognizable) and before bufferization.
-  if (options.fuseLinear)
+  if (options.fuseLinear) {
     pm.addPass(createFuseLinearPass());
+    // The head's product joins the loss, in chunks of rows, once the head's
+    // gradients are in the form fuse-linear leaves them.
+    pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass());
+  }
   // After the linear layers (which want their activations apart) and before
   // the optimizer is lowered (its in-place update stays one op).
   if (options.fuseElementwise)

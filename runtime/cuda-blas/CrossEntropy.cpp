@@ -10,7 +10,9 @@
 // counts the same way for its scale, then writes a thread per gradient
 // element (blocks of 256 classes of a row). On a GPU
 // a block reads each row (one pass: an online softmax); the emulated
-// device, which has no shared memory, runs a thread per row. A target
+// device, which has no shared memory, runs a thread per row.
+// zest_cuda_linear_cross_entropy runs the same kernels chunk by chunk of
+// rows between the head's products on cuBLASLt (zest_cuda_sgemm). A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
 // cannot abort the step the way the CPU kernel does). Built as CUDA for a GPU
 // and, through cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated
@@ -143,13 +145,16 @@ struct LossScratch {
   float *rowLoss = nullptr, *scale = nullptr;
   void *base = nullptr;
 
-  LossScratch(const LossShape &s, bool backward) {
+  /// In `at` (pool bytes the caller took for the call and frees) or, when
+  /// null, in pool bytes of its own.
+  LossScratch(const LossShape &s, bool backward, void *at = nullptr) {
     int64_t bytes =
         zest_cuda_cross_entropy_scratch(backward, s.rows, s.reduction);
     if (bytes == 0)
       return;
-    base = zest_pool_alloc(bytes);
-    sums = static_cast<double *>(base);
+    if (!at)
+      at = base = zest_pool_alloc(bytes);
+    sums = static_cast<double *>(at);
     kept = sums + ZEST_CUDA_LOSS_CHUNKS;
     float *after = reinterpret_cast<float *>(kept + ZEST_CUDA_LOSS_CHUNKS);
     (backward ? scale : rowLoss) = after;
@@ -238,13 +243,10 @@ void reduceRows(const LossShape &s, const void *target,
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's reduction");
 }
 
+/// Each row's log-sum-exp and loss (into rowLoss).
 template <typename T>
-void forward(const LossShape &s, const T *logits, const void *target,
-             float *loss, float *lse) {
-  if (s.rows == 0)
-    return;
-  LossScratch scratch(s, /*backward=*/false);
-  float *rowLoss = scratch.rowLoss ? scratch.rowLoss : loss;
+void launchRows(const LossShape &s, const T *logits, const void *target,
+                float *rowLoss, float *lse) {
 #ifdef ZEST_CUDA_EMULATED
   ZEST_LAUNCH(crossEntropyRowKernel<T>, blocks(s.rows), 256,
               cuda::streams.compute, s, logits, target, rowLoss, lse);
@@ -253,6 +255,28 @@ void forward(const LossShape &s, const T *logits, const void *target,
               cuda::streams.compute, s, logits, target, rowLoss, lse);
 #endif
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's rows");
+}
+
+/// The logits' gradient, given the loss's gradient and its scale.
+template <typename T>
+void launchGradient(const LossShape &s, const T *logits, const void *target,
+                    const float *gradLoss, const float *lse, const float *scale,
+                    T *grad) {
+  dim3 grid(unsigned(s.rows),
+            unsigned((s.classes + kGradThreads - 1) / kGradThreads));
+  ZEST_LAUNCH(crossEntropyGradKernel<T>, grid, kGradThreads,
+              cuda::streams.compute, s, logits, target, gradLoss, lse, scale,
+              grad);
+  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's gradient");
+}
+
+template <typename T>
+void forward(const LossShape &s, const T *logits, const void *target,
+             float *loss, float *lse) {
+  if (s.rows == 0)
+    return;
+  LossScratch scratch(s, /*backward=*/false);
+  launchRows(s, logits, target, scratch.rowLoss ? scratch.rowLoss : loss, lse);
   if (scratch.rowLoss)
     reduceRows(s, target, scratch, loss);
   scratch.release();
@@ -265,13 +289,79 @@ void backward(const LossShape &s, const T *logits, const void *target,
     return;
   LossScratch scratch(s, /*backward=*/true);
   reduceRows(s, target, scratch, nullptr);
-  dim3 grid(unsigned(s.rows),
-            unsigned((s.classes + kGradThreads - 1) / kGradThreads));
-  ZEST_LAUNCH(crossEntropyGradKernel<T>, grid, kGradThreads,
-              cuda::streams.compute, s, logits, target, gradLoss, lse,
-              static_cast<const float *>(scratch.scale), grad);
-  cuda::checkCuda(cudaGetLastError(), "the cross-entropy's gradient");
+  launchGradient(s, logits, target, gradLoss, lse,
+                 static_cast<const float *>(scratch.scale), grad);
   scratch.release();
+}
+
+/// The head of zest_cuda_linear_cross_entropy: its input, weight and
+/// gradients (dx, dw null when not wanted), device pointers.
+struct Head {
+  int64_t k;
+  const float *x;
+  int64_t ldx;
+  const float *w;
+  int64_t ldw;
+  int32_t wTransposed;
+  float *dx;
+  int64_t lddx;
+  float *dw;
+  int64_t lddw;
+  int32_t dwTransposed;
+};
+
+/// The products of one chunk of n rows from `begin`: its logits before the
+/// loss, the head's gradients from the logits' gradient after it.
+void chunkLogits(const LossShape &s, const Head &h, int64_t begin, int64_t n,
+                 float *logits) {
+  zest_cuda_sgemm(0, h.wTransposed, n, s.classes, h.k, h.x + begin * h.ldx,
+                  h.ldx, h.w, h.ldw, logits, s.ld, 0);
+}
+void chunkGradients(const LossShape &s, const Head &h, int64_t begin, int64_t n,
+                    const float *g) {
+  const float *xc = h.x + begin * h.ldx;
+  if (h.dx)
+    zest_cuda_sgemm(0, !h.wTransposed, n, h.k, s.classes, g, s.ld, h.w, h.ldw,
+                    h.dx + begin * h.lddx, h.lddx, 0);
+  if (h.dw && h.dwTransposed)
+    zest_cuda_sgemm(1, 0, s.classes, h.k, n, g, s.ld, xc, h.ldx, h.dw, h.lddw,
+                    begin > 0);
+  else if (h.dw)
+    zest_cuda_sgemm(1, 0, h.k, s.classes, n, xc, h.ldx, g, s.ld, h.dw, h.lddw,
+                    begin > 0);
+}
+
+/// zest_cuda_linear_cross_entropy: the scale of the gradient over all rows
+/// first, then per chunk its logits, their losses (kept for the reduction)
+/// and log-sum-exps, their gradient over them, and the head's gradients;
+/// the loss last. One pool block holds both scratches.
+void linearCrossEntropy(const LossShape &all, const Head &head,
+                        const void *target, const float *gradLoss,
+                        int64_t chunkRows, float *logits, float *lse,
+                        float *loss) {
+  if (all.rows == 0)
+    return;
+  int64_t forwardBytes =
+      zest_cuda_cross_entropy_scratch(0, all.rows, all.reduction);
+  void *base = zest_pool_alloc(
+      zest_cuda_linear_cross_entropy_scratch(all.rows, all.reduction));
+  LossScratch forward(all, /*backward=*/false, base);
+  LossScratch backward(all, /*backward=*/true,
+                       static_cast<char *>(base) + forwardBytes);
+  reduceRows(all, target, backward, nullptr);
+  for (int64_t begin = 0; begin < all.rows; begin += chunkRows) {
+    LossShape part = all;
+    part.rows = chunkRows < all.rows - begin ? chunkRows : all.rows - begin;
+    const void *partTarget =
+        static_cast<const char *>(target) + begin * (all.targetBits / 8);
+    chunkLogits(part, head, begin, part.rows, logits);
+    launchRows(part, logits, partTarget, forward.rowLoss + begin, lse + begin);
+    launchGradient(part, logits, partTarget, gradLoss, lse + begin,
+                   static_cast<const float *>(backward.scale), logits);
+    chunkGradients(part, head, begin, part.rows, logits);
+  }
+  reduceRows(all, target, forward, loss);
+  zest_pool_free(base);
 }
 
 LossShape makeShape(int64_t rows, int64_t classes, int64_t ld, int64_t ldGrad,
@@ -299,6 +389,18 @@ LossShape makeShape(int64_t rows, int64_t classes, int64_t ld, int64_t ldGrad,
   }
 
 extern "C" {
+void zest_cuda_linear_cross_entropy(ZEST_linear_cross_entropy_PARAMS(float)) {
+  // A loss per row has no single gradient: taken as their sum (the op's
+  // verifier admits mean and sum only).
+  int32_t kind = reduction == ZEST_LOSS_MEAN ? ZEST_LOSS_MEAN : ZEST_LOSS_SUM;
+  Head head = {k,  x,    ldx, w,    ldw,          w_transposed,
+               dx, lddx, dw,  lddw, dw_transposed};
+  linearCrossEntropy(makeShape(rows, classes, ld_logits, ld_logits, target_bits,
+                               ignore_index, label_smoothing, kind),
+                     head, target, grad_loss, chunk_rows > 0 ? chunk_rows : 1,
+                     logits, lse, loss);
+}
+
 ZEST_CUDA_CROSS_ENTROPY_ENTRIES(, float, float)
 ZEST_CUDA_CROSS_ENTROPY_ENTRIES(_bf16, uint16_t, __nv_bfloat16)
 ZEST_CUDA_CROSS_ENTROPY_ENTRIES(_f16, uint16_t, __half)

@@ -466,6 +466,31 @@ typedef enum {
   rows, classes, logits, ld, target, target_bits, ignore_index,                \
       label_smoothing, reduction, grad_loss, lse, grad_logits, ld_grad
 
+/* zest_linear_cross_entropy: a linear head without bias, its cross-entropy
+ * (reduction MEAN or SUM, as zest_cross_entropy_forward) and the head's
+ * gradients, over `rows` in chunks of `chunk_rows`. For each chunk: its
+ * logits x_c op(W) into `logits` ([chunk_rows, classes], row stride
+ * ld_logits), their log-sum-exps into lse (every row's, [rows]) and their
+ * losses, their gradient given grad_loss ([1]) written over them, then
+ *   dx_c = g_c W (W [classes, k], w_transposed != 0) or g_c W^T (W [k,
+ *   classes]),
+ *   dw  += g_c^T x_c ([classes, k], dw_transposed != 0) or x_c^T g_c,
+ * with op(W) = W^T (w_transposed) or W. dx and dw may be null. The loss
+ * (loss [1]) and both gradients equal the unfused product, forward and
+ * backward's: MEAN divides by the rows not ignored over all chunks. The
+ * whole [rows, classes] logits never exist. f32 only. */
+#define ZEST_linear_cross_entropy_PARAMS(T)                                    \
+  int64_t rows, int64_t classes, int64_t k, const T *x, int64_t ldx,           \
+      const T *w, int64_t ldw, int32_t w_transposed, const void *target,       \
+      int32_t target_bits, int64_t ignore_index, float label_smoothing,        \
+      int32_t reduction, const float *grad_loss, int64_t chunk_rows,           \
+      T *logits, int64_t ld_logits, float *lse, float *loss, T *dx,            \
+      int64_t lddx, T *dw, int64_t lddw, int32_t dw_transposed
+#define ZEST_linear_cross_entropy_ARGS                                         \
+  rows, classes, k, x, ldx, w, ldw, w_transposed, target, target_bits,         \
+      ignore_index, label_smoothing, reduction, grad_loss, chunk_rows, logits, \
+      ld_logits, lse, loss, dx, lddx, dw, lddw, dw_transposed
+
 /* The CPU runtime's products (OpenBLAS). The layers with bf16 (_bf16) or f16
  * (_f16) storage, uint16_t bit patterns for every matrix and vector,
  * accumulate their products in f32 and run the epilogues in f32; each stored

@@ -41,6 +41,16 @@ zest_cuda_cross_entropy_scratch(int backward, int64_t rows, int32_t reduction) {
   return ZEST_CUDA_LOSS_CHUNKS * 16 + (backward ? 4 : rows * 4);
 }
 
+/* The pool bytes zest_cuda_linear_cross_entropy takes for the duration of a
+ * call, which zest-plan-memory counts: a reducing forward's scratch (every
+ * row's loss) and a backward's (the gradient's scale over all rows), both
+ * held while the chunks run. */
+static inline int64_t
+zest_cuda_linear_cross_entropy_scratch(int64_t rows, int32_t reduction) {
+  return zest_cuda_cross_entropy_scratch(0, rows, reduction) +
+         zest_cuda_cross_entropy_scratch(1, rows, reduction);
+}
+
 /* The pool bytes zest_cuda_attention_backward takes for the duration of a
  * call, which zest-plan-memory counts: a float per query row (dout . out). */
 static inline int64_t zest_cuda_attention_backward_scratch(int64_t batch,

@@ -7,13 +7,17 @@
 // log-sum-exp. Neither forms log-probabilities or a softmax of the whole
 // [rows, classes] array. Rows run in parallel (OpenMP where the build has
 // it); sums over a row and over rows are in double, so the loss does not
-// depend on the order.
+// depend on the order. zest_linear_cross_entropy runs the head's product
+// and both kernels chunk by chunk of rows, with the head's gradients on the
+// runtime's sgemm after each, so that one chunk of logits exists at a time.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../common/HalfFloat.h"
+#include "Sgemm.h"
 #include "zest_runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -146,6 +150,90 @@ void backward(const Loss &l, const T *logits, const float *gradLoss,
   }
 }
 
+/// The head of zest_linear_cross_entropy: its input, weight and gradients
+/// (dx, dw null when not wanted).
+struct Head {
+  int64_t classes, k;
+  const float *x;
+  int64_t ldx;
+  const float *w;
+  int64_t ldw;
+  bool wTransposed;
+  float *dx;
+  int64_t lddx;
+  float *dw;
+  int64_t lddw;
+  bool dwTransposed;
+
+  /// logits[n, classes] = x[begin:begin+n] op(W).
+  void logitsOf(int64_t begin, int64_t n, float *logits, int64_t ld) const {
+    zest::kernels::sgemm(false, wTransposed, n, classes, k, x + begin * ldx,
+                         ldx, w, ldw, 0.0f, logits, ld);
+  }
+
+  /// The chunk's share of both gradients from its logits' gradient g.
+  void addGradients(int64_t begin, int64_t n, const float *g,
+                    int64_t ld) const {
+    const float *xc = x + begin * ldx;
+    if (dx)
+      zest::kernels::sgemm(false, !wTransposed, n, k, classes, g, ld, w, ldw,
+                           0.0f, dx + begin * lddx, lddx);
+    if (!dw)
+      return;
+    float beta = begin == 0 ? 0.0f : 1.0f;
+    if (dwTransposed)
+      zest::kernels::sgemm(true, false, classes, k, n, g, ld, xc, ldx, beta, dw,
+                           lddw);
+    else
+      zest::kernels::sgemm(true, false, k, classes, n, xc, ldx, g, ld, beta, dw,
+                           lddw);
+  }
+};
+
+/// The rows [begin, begin + n) of `all`, their logits `ld` apart.
+Loss chunkOf(const Loss &all, int64_t begin, int64_t n, int64_t ld) {
+  Loss part = all;
+  part.rows = n;
+  part.ld = ld;
+  part.target =
+      static_cast<const char *>(all.target) + begin * (all.targetBits / 8);
+  return part;
+}
+
+/// zest_linear_cross_entropy: per chunk, its logits, their losses and
+/// log-sum-exps, their gradient over them, and the head's gradients.
+void linearCrossEntropy(const Loss &all, const Head &head,
+                        const float *gradLoss, int64_t chunkRows, float *logits,
+                        int64_t ld, float *lse, float *loss) {
+  int64_t kept = all.countKept();
+  // The gradient of every row not ignored, as the unfused backward forms
+  // it; each chunk then scales by 1 (a sum).
+  float rowGrad = float(double(gradLoss[0]) *
+                        (all.reduction == ZEST_LOSS_MEAN ? 1.0 / kept : 1.0));
+  std::vector<double> losses(all.rows);
+  for (int64_t begin = 0; begin < all.rows; begin += chunkRows) {
+    int64_t n = std::min(chunkRows, all.rows - begin);
+    Loss part = chunkOf(all, begin, n, ld);
+    part.reduction = ZEST_LOSS_SUM;
+    head.logitsOf(begin, n, logits, ld);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      rowLoss(part, logits, i, lse[begin + i], losses[begin + i]);
+    backward(part, logits, &rowGrad, lse + begin, logits, ld);
+    head.addGradients(begin, n, logits, ld);
+  }
+  if (all.rows == 0 && head.dw)
+    for (int64_t r = 0, end = head.dwTransposed ? head.classes : head.k;
+         r < end; ++r)
+      std::fill_n(head.dw + r * head.lddw,
+                  head.dwTransposed ? head.k : head.classes, 0.0f);
+  double sum = 0;
+  for (double x : losses)
+    sum += x;
+  loss[0] =
+      all.reduction == ZEST_LOSS_MEAN ? float(sum / double(kept)) : float(sum);
+}
+
 Loss makeLoss(int64_t rows, int64_t classes, int64_t ld, const void *target,
               int32_t targetBits, int64_t ignoreIndex, float smoothing,
               int32_t reduction) {
@@ -175,6 +263,16 @@ Loss makeLoss(int64_t rows, int64_t classes, int64_t ld, const void *target,
   }
 
 extern "C" {
+void zest_linear_cross_entropy(ZEST_linear_cross_entropy_PARAMS(float)) {
+  zest_progress();
+  Head head = {classes,           k,  x,    ldx, w,    ldw,
+               w_transposed != 0, dx, lddx, dw,  lddw, dw_transposed != 0};
+  linearCrossEntropy(makeLoss(rows, classes, ld_logits, target, target_bits,
+                              ignore_index, label_smoothing, reduction),
+                     head, grad_loss, std::max<int64_t>(1, chunk_rows), logits,
+                     ld_logits, lse, loss);
+}
+
 ZEST_CROSS_ENTROPY_ENTRIES(, float, float)
 ZEST_CROSS_ENTROPY_ENTRIES(_bf16, uint16_t, Half<1>)
 ZEST_CROSS_ENTROPY_ENTRIES(_f16, uint16_t, Half<2>)

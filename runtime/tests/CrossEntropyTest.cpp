@@ -5,7 +5,9 @@
 // buffers, against a double-precision reference: f32, bf16 and f16 logits
 // with a row stride wider than a row; i64 and i32 targets with ignored rows
 // (and every row ignored: a mean of NaN, zero gradients); reductions none,
-// mean and sum; label smoothing 0 and 0.1; one class to a thousand.
+// mean and sum; label smoothing 0 and 0.1; one class to a thousand. Then
+// zest_linear_cross_entropy (the head fused into the loss, in chunks of
+// rows) against the head's product, loss and gradients formed whole.
 // Prints "cross-entropy: N cases, M failures"
 // (test/Runtime/cross-entropy.test).
 //
@@ -29,6 +31,7 @@
 namespace {
 
 ReferenceCheck checks;
+const int64_t kIgnore = -100;
 
 struct Config {
   int64_t rows, classes, ld;
@@ -44,8 +47,59 @@ double toDouble(uint16_t bits, int storage) {
                       : zest::rt::f16ToFloat(bits);
 }
 
+/// What the loss computes, in double: each row's log-sum-exp, the loss
+/// (every row's for none) and the logits' gradient given gradLoss.
+struct LossReference {
+  std::vector<double> lse, loss, grad;
+};
+
+LossReference referenceLoss(const std::vector<double> &x, int64_t rows,
+                            int64_t classes, int64_t ld,
+                            const std::vector<int64_t> &target, int reduction,
+                            double smoothing,
+                            const std::vector<float> &gradLoss) {
+  LossReference r;
+  r.lse.assign(rows, 0);
+  r.grad.assign(rows * ld, 0);
+  std::vector<double> rowLoss(rows, 0);
+  double sum = 0;
+  int64_t kept = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    double m = -INFINITY, s = 0, total = 0;
+    for (int64_t k = 0; k < classes; ++k)
+      m = std::max(m, x[i * ld + k]);
+    for (int64_t k = 0; k < classes; ++k) {
+      s += std::exp(x[i * ld + k] - m);
+      total += x[i * ld + k];
+    }
+    r.lse[i] = m + std::log(s);
+    if (target[i] == kIgnore)
+      continue;
+    ++kept;
+    rowLoss[i] = r.lse[i] - (1 - smoothing) * x[i * ld + target[i]] -
+                 smoothing / double(classes) * total;
+    sum += rowLoss[i];
+  }
+  if (reduction == ZEST_LOSS_NONE)
+    r.loss = rowLoss;
+  else
+    r.loss = {reduction == ZEST_LOSS_MEAN ? sum / double(kept) : sum};
+  for (int64_t i = 0; i < rows; ++i) {
+    if (target[i] == kIgnore)
+      continue;
+    double g = gradLoss[reduction == ZEST_LOSS_NONE ? i : 0];
+    if (reduction == ZEST_LOSS_MEAN)
+      g /= double(kept);
+    for (int64_t k = 0; k < classes; ++k)
+      r.grad[i * ld + k] = g * (std::exp(x[i * ld + k] - r.lse[i]) -
+                                (k == target[i] ? 1 - smoothing : 0) -
+                                smoothing / double(classes));
+  }
+  return r;
+}
+
 void check(const Config &c, std::mt19937 &rng) {
-  const int64_t ignore = -100;
+  const int64_t ignore = kIgnore;
   std::uniform_real_distribution<double> dist(-4, 4);
   std::uniform_int_distribution<int64_t> cls(0, c.classes - 1);
   std::bernoulli_distribution ignored(0.25);
@@ -70,45 +124,13 @@ void check(const Config &c, std::mt19937 &rng) {
     t64[i] = c.allIgnored || ignored(rng) ? ignore : cls(rng);
     t32[i] = int32_t(t64[i]);
   }
-  // The reference.
-  std::vector<double> lse(c.rows), rowLoss(c.rows), grad(c.rows * c.ld, 0);
-  double sum = 0;
-  int64_t kept = 0;
-  for (int64_t i = 0; i < c.rows; ++i) {
-    double m = -INFINITY, s = 0, total = 0;
-    for (int64_t k = 0; k < c.classes; ++k)
-      m = std::max(m, x[i * c.ld + k]);
-    for (int64_t k = 0; k < c.classes; ++k) {
-      s += std::exp(x[i * c.ld + k] - m);
-      total += x[i * c.ld + k];
-    }
-    lse[i] = m + std::log(s);
-    if (t64[i] == ignore)
-      continue;
-    ++kept;
-    rowLoss[i] = lse[i] - (1 - double(c.smoothing)) * x[i * c.ld + t64[i]] -
-                 double(c.smoothing) / double(c.classes) * total;
-    sum += rowLoss[i];
-  }
-  std::vector<double> loss;
-  if (c.reduction == ZEST_LOSS_NONE)
-    loss = rowLoss;
-  else
-    loss = {c.reduction == ZEST_LOSS_MEAN ? sum / double(kept) : sum};
-  std::vector<float> gradLoss(loss.size());
+  std::vector<float> gradLoss(c.reduction == ZEST_LOSS_NONE ? c.rows : 1);
   for (float &g : gradLoss)
     g = float(dist(rng));
-  for (int64_t i = 0; i < c.rows; ++i) {
-    if (t64[i] == ignore)
-      continue;
-    double g = gradLoss[c.reduction == ZEST_LOSS_NONE ? i : 0];
-    if (c.reduction == ZEST_LOSS_MEAN)
-      g /= double(kept);
-    for (int64_t k = 0; k < c.classes; ++k)
-      grad[i * c.ld + k] = g * (std::exp(x[i * c.ld + k] - lse[i]) -
-                                (k == t64[i] ? 1 - double(c.smoothing) : 0) -
-                                double(c.smoothing) / double(c.classes));
-  }
+  LossReference want = referenceLoss(x, c.rows, c.classes, c.ld, t64,
+                                     c.reduction, c.smoothing, gradLoss);
+  const std::vector<double> &lse = want.lse, &loss = want.loss,
+                            &grad = want.grad;
   // The kernels.
   size_t eb = c.storage == 0 ? 4 : 2;
   std::vector<char> logits(n * eb), dx(n * eb, 0);
@@ -187,6 +209,154 @@ void check(const Config &c, std::mt19937 &rng) {
   checks.compare("grad", gotGrad, grad, tolerance, name);
 }
 
+/// A case of zest_linear_cross_entropy: the head's sizes, the rows per
+/// chunk, its layouts, which gradients it computes and the loss.
+struct LinearConfig {
+  int64_t rows, classes, k, chunk;
+  bool wTransposed, dwTransposed, withDx, withDw;
+  int reduction, targetBits;
+  float smoothing;
+  bool allIgnored;
+};
+
+/// `rows` x `cols` values in [-1, 1] with row stride `ld` (the padding 0).
+std::vector<float> randomMatrix(int64_t rows, int64_t cols, int64_t ld,
+                                std::mt19937 &rng) {
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> m(rows * ld, 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      m[i * ld + j] = dist(rng);
+  return m;
+}
+
+/// A host vector as the kernels take it: itself on the CPU, a device copy
+/// for the CUDA runtime (read back by `fromKernel`).
+template <typename T> T *forKernel(std::vector<T> &host) {
+#ifdef ZEST_CROSS_ENTROPY_TEST_CUDA
+  return toDevice(host);
+#else
+  return host.data();
+#endif
+}
+template <typename T> std::vector<double> fromKernel(const T *data, size_t n) {
+#ifdef ZEST_CROSS_ENTROPY_TEST_CUDA
+  std::vector<T> host = toHost(data, n);
+#else
+  std::vector<T> host(data, data + n);
+#endif
+  return std::vector<double>(host.begin(), host.end());
+}
+
+/// The [rows, cols] part of a matrix with row stride ld.
+std::vector<double> packed(const std::vector<double> &m, int64_t rows,
+                           int64_t cols, int64_t ld) {
+  std::vector<double> out(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      out[i * cols + j] = m[i * ld + j];
+  return out;
+}
+
+/// zest_linear_cross_entropy against the head's product, the loss and the
+/// head's gradients computed whole in double.
+void checkLinear(const LinearConfig &c, std::mt19937 &rng) {
+  int64_t ldx = c.k + 2, wCols = c.wTransposed ? c.k : c.classes,
+          ldw = wCols + 1;
+  std::vector<float> x = randomMatrix(c.rows, c.k, ldx, rng),
+                     w = randomMatrix(c.wTransposed ? c.classes : c.k, wCols,
+                                      ldw, rng);
+  auto weight = [&](int64_t cls, int64_t q) {
+    return double(c.wTransposed ? w[cls * ldw + q] : w[q * ldw + cls]);
+  };
+  std::uniform_int_distribution<int64_t> cls(0, c.classes - 1);
+  std::bernoulli_distribution ignored(0.25);
+  std::vector<int64_t> t64(c.rows);
+  std::vector<int32_t> t32(c.rows);
+  for (int64_t i = 0; i < c.rows; ++i) {
+    t64[i] = c.allIgnored || ignored(rng) ? kIgnore : cls(rng);
+    t32[i] = int32_t(t64[i]);
+  }
+  // The reference: the whole logits, their loss, and the gradients.
+  std::vector<double> logits(c.rows * c.classes, 0);
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.classes; ++j)
+      for (int64_t q = 0; q < c.k; ++q)
+        logits[i * c.classes + j] += double(x[i * ldx + q]) * weight(j, q);
+  std::vector<float> gradLoss = {
+      std::uniform_real_distribution<float>(-2, 2)(rng)};
+  LossReference want = referenceLoss(logits, c.rows, c.classes, c.classes, t64,
+                                     c.reduction, c.smoothing, gradLoss);
+  int64_t dwRows = c.dwTransposed ? c.classes : c.k,
+          dwCols = c.dwTransposed ? c.k : c.classes;
+  std::vector<double> dx(c.rows * c.k, 0), dw(dwRows * dwCols, 0);
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.classes; ++j)
+      for (int64_t q = 0; q < c.k; ++q) {
+        double g = want.grad[i * c.classes + j];
+        dx[i * c.k + q] += g * weight(j, q);
+        dw[c.dwTransposed ? j * c.k + q : q * c.classes + j] +=
+            g * double(x[i * ldx + q]);
+      }
+  // The kernel, with every destination's row stride wider than its rows
+  // and the gradients' old contents NaN (written, never read).
+  int64_t ldLogits = c.classes + 3, lddx = c.k + 1, lddw = dwCols + 2;
+  std::vector<float> workspace(c.chunk * ldLogits), lse(c.rows), loss(1),
+      gotDx(c.rows * lddx, NAN), gotDw(dwRows * lddw, NAN);
+  float *dX = forKernel(x), *dW = forKernel(w), *dGrad = forKernel(gradLoss),
+        *dWork = forKernel(workspace), *dLse = forKernel(lse),
+        *dLoss = forKernel(loss), *dDx = forKernel(gotDx),
+        *dDw = forKernel(gotDw);
+  void *dTarget =
+      c.targetBits == 32 ? (void *)forKernel(t32) : (void *)forKernel(t64);
+  ZEST_TEST_ENTRY(linear_cross_entropy)
+  (c.rows, c.classes, c.k, dX, ldx, dW, ldw, c.wTransposed, dTarget,
+   c.targetBits, kIgnore, c.smoothing, c.reduction, dGrad, c.chunk, dWork,
+   ldLogits, dLse, dLoss, c.withDx ? dDx : nullptr, lddx,
+   c.withDw ? dDw : nullptr, lddw, c.dwTransposed);
+  char name[160];
+  std::snprintf(name, sizeof name,
+                "linear rows %lld classes %lld k %lld chunk %lld w%s dw%s "
+                "reduction %d smoothing %g i%d%s",
+                (long long)c.rows, (long long)c.classes, (long long)c.k,
+                (long long)c.chunk, c.wTransposed ? "^T" : "",
+                c.dwTransposed ? "^T" : "", c.reduction, c.smoothing,
+                c.targetBits, c.allIgnored ? " all ignored" : "");
+  checks.compare("loss", fromKernel(dLoss, 1), want.loss, 1e-5, name);
+  checks.compare("lse", fromKernel(dLse, c.rows), want.lse, 1e-5, name);
+  if (c.withDx)
+    checks.compare("dx",
+                   packed(fromKernel(dDx, gotDx.size()), c.rows, c.k, lddx), dx,
+                   1e-5, name);
+  if (c.withDw)
+    checks.compare("dw",
+                   packed(fromKernel(dDw, gotDw.size()), dwRows, dwCols, lddw),
+                   dw, 1e-5, name);
+}
+
+/// Heads of one chunk, of several with a partial last one, of a chunk per
+/// row; both weight layouts, both gradient layouts, either gradient alone.
+void checkLinearCases(std::mt19937 &rng) {
+  const int64_t shapes[][4] = {{1, 1, 1, 1},
+                               {7, 5, 3, 3},
+                               {16, 50, 8, 16},
+                               {37, 50, 9, 8},
+                               {33, 300, 17, 1}};
+  for (auto [rows, classes, k, chunk] : shapes)
+    for (bool wT : {true, false})
+      for (bool dwT : {true, false})
+        for (int reduction : {ZEST_LOSS_MEAN, ZEST_LOSS_SUM})
+          for (float smoothing : {0.0f, 0.1f})
+            for (int grads : {3, 1, 2})
+              checkLinear({rows, classes, k, chunk, wT, dwT, bool(grads & 1),
+                           bool(grads & 2), reduction, rows % 2 ? 64 : 32,
+                           smoothing, false},
+                          rng);
+  checkLinear(
+      {6, 4, 3, 4, true, true, true, true, ZEST_LOSS_MEAN, 64, 0.0f, true},
+      rng);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -210,6 +380,7 @@ int main(int argc, char **argv) {
                   rng);
   for (int reduction = 0; reduction < 3; ++reduction)
     check({4, 7, 7, 64, reduction, 0.0f, 0, true}, rng);
+  checkLinearCases(rng);
   int status = checks.report("cross-entropy");
 #ifdef ZEST_CROSS_ENTROPY_TEST_CUDA
   zest_finalize();

@@ -38,11 +38,13 @@ enum class ProductKind {
   attention_forward,
   attention_backward,
   cross_entropy_forward,
-  cross_entropy_backward
+  cross_entropy_backward,
+  linear_cross_entropy
 };
 
 /// Whether the CUDA runtime computes `kind` on cuBLASLt (and so takes its
-/// workspace); attention and the cross-entropy are kernels of its own.
+/// workspace); attention and the cross-entropy are kernels of its own (the
+/// fused head and loss runs its products on cuBLASLt).
 inline bool isCublasLtProduct(ProductKind kind) {
   return kind != ProductKind::attention_forward &&
          kind != ProductKind::attention_backward &&

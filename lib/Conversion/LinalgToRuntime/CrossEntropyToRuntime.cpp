@@ -86,11 +86,68 @@ struct LowerCrossEntropyOp : public OpRewritePattern<OpTy> {
   }
 };
 
+/// zest.linear_cross_entropy on memrefs -> zest_linear_cross_entropy.
+struct LowerLinearCrossEntropyOp
+    : public OpRewritePattern<LinearCrossEntropyOp> {
+  LowerLinearCrossEntropyOp(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern(ctx), cuda(cuda) {}
+  bool cuda;
+
+  LogicalResult matchAndRewrite(LinearCrossEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    return replaceWithKernelCall(
+        op, rewriter, cuda, KernelOperands::Layout::UnitInnerStride,
+        ProductKind::linear_cross_entropy,
+        getElementTypeOrSelf(op.getInput().getType()),
+        [&](KernelOperands &operands) {
+          RuntimeOperand x = operands.input(op.getInput()),
+                         w = operands.input(op.getWeight()),
+                         target = operands.input(op.getTarget()),
+                         gradLoss = operands.input(op.getGradLoss()),
+                         logits = operands.output(op.getLogits()),
+                         lse = operands.output(op.getLogsumexp()),
+                         loss = operands.output(op.getLoss()),
+                         dx = operands.output(op.getGradInput()),
+                         dw = operands.output(op.getGradWeight());
+          int64_t targetBits = getElementTypeOrSelf(op.getTarget().getType())
+                                   .getIntOrFloatBitWidth();
+          return SmallVector<Value>{
+              x.sizes[0],
+              logits.sizes[1],
+              x.sizes[1],
+              x.pointer,
+              x.ld,
+              w.pointer,
+              w.ld,
+              getFlag(rewriter, loc, op.getTransposeWeight()),
+              target.pointer,
+              getFlag(rewriter, loc, targetBits),
+              arith::ConstantIntOp::create(rewriter, loc, op.getIgnoreIndex(),
+                                           64),
+              arith::ConstantOp::create(rewriter, loc,
+                                        op.getLabelSmoothingAttr()),
+              getFlag(rewriter, loc, static_cast<int64_t>(op.getReduction())),
+              gradLoss.pointer,
+              logits.sizes[0],
+              logits.pointer,
+              logits.ld,
+              lse.pointer,
+              loss.pointer,
+              dx.pointer,
+              dx.ld,
+              dw.pointer,
+              dw.ld,
+              getFlag(rewriter, loc, op.getTransposeGradWeight())};
+        });
+  }
+};
+
 } // namespace
 
 void mlir::zest::populateCrossEntropyToRuntimePatterns(
     RewritePatternSet &patterns, bool cuda) {
   patterns.add<LowerCrossEntropyOp<CrossEntropyOp>,
-               LowerCrossEntropyOp<CrossEntropyBackwardOp>>(
-      patterns.getContext(), cuda);
+               LowerCrossEntropyOp<CrossEntropyBackwardOp>,
+               LowerLinearCrossEntropyOp>(patterns.getContext(), cuda);
 }

@@ -61,7 +61,7 @@ struct ConvertZestToRuntimePass
       if (isa<ZestDialect>(op->getDialect()) &&
           !isa<UnitOp, BucketOp, LinearOp, LinearBackwardOp, AttentionOp,
                AttentionBackwardOp, CrossEntropyOp, CrossEntropyBackwardOp,
-               OptimizationBarrierOp>(op)) {
+               LinearCrossEntropyOp, OptimizationBarrierOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "
                           << "i64";

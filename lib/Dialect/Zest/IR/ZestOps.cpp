@@ -1114,3 +1114,57 @@ LogicalResult CrossEntropyBackwardOp::verify() {
                          << getLogits().getType() << ")";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Fused linear head and cross-entropy
+//===----------------------------------------------------------------------===//
+
+MutableOperandRange LinearCrossEntropyOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getLoss(), getLogits(), getLogsumexp(),
+                                  getGradInput(), getGradWeight()});
+}
+
+void LinearCrossEntropyOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+int64_t LinearCrossEntropyOp::getRows() { return getDim(getInput(), 0); }
+int64_t LinearCrossEntropyOp::getK() { return getDim(getInput(), 1); }
+int64_t LinearCrossEntropyOp::getClasses() {
+  return getDim(getWeight(), getTransposeWeight() ? 0 : 1);
+}
+int64_t LinearCrossEntropyOp::getChunkRows() { return getDim(getLogits(), 0); }
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())))
+    return failure();
+  if (getReduction() == LossReduction::None)
+    return emitOpError() << "takes reduction mean or sum: a loss per row "
+                            "(none) has a gradient per row, known only "
+                            "after the forward";
+  float smoothing = getLabelSmoothing().convertToFloat();
+  if (!(smoothing >= 0.0f && smoothing <= 1.0f))
+    return emitOpError() << "label_smoothing " << smoothing
+                         << " is not in [0, 1]";
+  int64_t rows = getRows(), k = getK(), classes = getClasses();
+  int64_t chunk = getChunkRows();
+  if (!ShapedType::isDynamic(chunk) &&
+      (chunk < 1 || (rows > 0 && chunk > rows)))
+    return emitOpError() << "takes a logits workspace of 1 to " << rows
+                         << " rows (one chunk of the input's rows), not "
+                         << chunk;
+  SmallVector<int64_t> weight = {k, classes}, gradWeight = {k, classes};
+  if (getTransposeWeight())
+    std::swap(weight[0], weight[1]);
+  if (getTransposeGradWeight())
+    std::swap(gradWeight[0], gradWeight[1]);
+  return success(
+      succeeded(checkShape(*this, getWeight(), "weight", weight)) &&
+      succeeded(checkShape(*this, getTarget(), "target", {rows})) &&
+      succeeded(checkShape(*this, getLogits(), "logits", {chunk, classes})) &&
+      succeeded(checkShape(*this, getLogsumexp(), "logsumexp", {rows})) &&
+      succeeded(checkShape(*this, getGradInput(), "grad_input", {rows, k})) &&
+      succeeded(checkShape(*this, getGradWeight(), "grad_weight", gradWeight)));
+}

@@ -1,9 +1,10 @@
 //===- BufferizableOpInterfaceImpl.cpp - Bufferizing Zest ops -------------===//
 //
-// The fused linear, attention and cross-entropy ops are destination-style: on
-// tensors they return their destinations, on memrefs they write them.
-// Bufferizing one swaps each operand for its buffer and drops the results, as
-// for linalg. An optimization barrier is its operand's buffer.
+// The fused linear, attention and cross-entropy ops (the fused head and loss
+// too) are destination-style: on tensors they return their destinations, on
+// memrefs they write them. Bufferizing one swaps each operand for its buffer
+// and drops the results, as for linalg. An optimization barrier is its
+// operand's buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,6 +115,8 @@ void mlir::zest::registerBufferizableOpInterfaceExternalModels(
         *ctx);
     CrossEntropyBackwardOp::attachInterface<
         WriteOnlyDestinationModel<CrossEntropyBackwardOp>>(*ctx);
+    LinearCrossEntropyOp::attachInterface<
+        WriteOnlyDestinationModel<LinearCrossEntropyOp>>(*ctx);
     OptimizationBarrierOp::attachInterface<OptimizationBarrierModel>(*ctx);
   });
 }

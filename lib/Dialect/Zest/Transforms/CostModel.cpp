@@ -14,6 +14,9 @@
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest_runtime.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -261,6 +264,19 @@ std::optional<double> getKernelCallUs(func::CallOp call,
         (product->suffix.empty() ? 4 : 2) *
         (product->kind == ProductKind::cross_entropy_forward ? 1 : 2);
     return machine.kernelOverheadUs + bytes / machine.memoryBytesPerUs;
+  }
+  case ProductKind::linear_cross_entropy: {
+    // Per chunk of rows: the logits' product, the gradients' (dx, dw
+    // optional), and the loss's three passes over the chunk's logits.
+    double rows = operand("rows"), classes = operand("classes"),
+           chunks = std::ceil(rows / std::max(1.0, operand("chunk_rows")));
+    double products = 1;
+    for (StringRef name : {"dx", "dw"})
+      if (!isNull(call.getOperand(product->getParamIndex(name))))
+        ++products;
+    return gemm(rows, classes, operand("k"), products) +
+           (chunks * 4 - 1) * machine.kernelOverheadUs +
+           3 * rows * classes * 4 / machine.memoryBytesPerUs;
   }
   }
   return std::nullopt;

@@ -17,6 +17,7 @@
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
 #include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
+#include "zest/Dialect/Zest/Transforms/LinearMatching.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
 
@@ -243,55 +244,6 @@ std::optional<Activation> matchActivationBackward(Block &body,
 // Structural helpers
 //===----------------------------------------------------------------------===//
 
-/// True if `value` is a statically shaped tensor of rank `rank` in a type
-/// the kernels store: f32, bf16 or f16.
-bool isStaticLinearType(Value value, int64_t rank) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || type.getRank() != rank || !type.hasStaticShape())
-    return false;
-  Type element = type.getElementType();
-  return element.isF32() || element.isBF16() || element.isF16();
-}
-
-bool isLinearMatrix(Value value) { return isStaticLinearType(value, 2); }
-bool isLinearVector(Value value) { return isStaticLinearType(value, 1); }
-
-/// True if the given values (null ones skipped) share one element type: a
-/// fused layer is all f32, all bf16 or all f16.
-bool haveOneElementType(ValueRange values) {
-  Type type;
-  for (Value value : values) {
-    if (!value)
-      continue;
-    Type element = getElementTypeOrSelf(value.getType());
-    if (type && element != type)
-      return false;
-    type = element;
-  }
-  return true;
-}
-
-/// True if `value` is available where `op` runs: defined in an enclosing
-/// block before `op` (or its ancestor there), or a block argument of one.
-bool isAvailableAt(Value value, Operation *op) {
-  Block *block = value.getParentBlock();
-  Operation *ancestor = block->findAncestorOpInBlock(*op);
-  if (!ancestor)
-    return false;
-  Operation *def = value.getDefiningOp();
-  return !def || def->isBeforeInBlock(ancestor);
-}
-
-/// The destination of `init` if it is a `linalg.fill` of 0.0 used only
-/// there: a product or sum that starts from zeros writes its destination.
-Value getZeroFillDestination(Value init) {
-  auto fill = init.getDefiningOp<linalg::FillOp>();
-  if (!fill || !init.hasOneUse() ||
-      !matchPattern(fill.value(), m_AnyZeroFloat()))
-    return nullptr;
-  return fill.getDpsInits()[0];
-}
-
 /// True if `op` is an elementwise linalg.generic over 2-D tensors whose
 /// inputs are `inputs` with identity maps, plus at most one row vector
 /// broadcast along dim 0 (returned in `rowVector`).
@@ -349,65 +301,6 @@ Value matchBroadcastBias(Value init) {
       !isLinearVector(broadcast.getInput()))
     return nullptr;
   return broadcast.getInput();
-}
-
-Value createEmpty(PatternRewriter &rewriter, Location loc, Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor::EmptyOp::create(rewriter, loc, tensor.getShape(),
-                                 tensor.getElementType());
-}
-
-/// The destination `init` (written, never read) as a value available at
-/// `anchor`, where the fused op goes: `init` itself, a fresh tensor for a
-/// `tensor.empty`, or the same slice (through `expand_shape`) of an earlier
-/// version of the buffer it was extracted from, when the `insert_slice`s in
-/// between write elsewhere: gradients packed into a unit's flat buffer stay
-/// in place. Without `rewriter`, only checks that this is possible.
-FailureOr<Value> getDestinationAt(Value init, Operation *anchor,
-                                  PatternRewriter *rewriter) {
-  if (isAvailableAt(init, anchor))
-    return init;
-  Location loc = anchor->getLoc();
-  if (init.getDefiningOp<tensor::EmptyOp>())
-    return rewriter ? createEmpty(*rewriter, loc, init.getType()) : init;
-  if (auto expand = init.getDefiningOp<tensor::ExpandShapeOp>()) {
-    FailureOr<Value> source =
-        getDestinationAt(expand.getSrc(), anchor, rewriter);
-    if (failed(source) || !rewriter)
-      return source;
-    return tensor::ExpandShapeOp::create(
-               *rewriter, loc, expand.getResultType(), *source,
-               expand.getReassociationIndices(), expand.getMixedOutputShape())
-        .getResult();
-  }
-  auto extract = init.getDefiningOp<tensor::ExtractSliceOp>();
-  if (!extract || extract.getSourceType().getRank() != 1 ||
-      !extract.hasUnitStride() || extract.getStaticOffsets()[0] < 0 ||
-      ShapedType::isDynamic(extract.getStaticOffsets()[0]) ||
-      ShapedType::isDynamic(extract.getStaticSizes()[0]))
-    return failure();
-  int64_t begin = extract.getStaticOffsets()[0],
-          end = begin + extract.getStaticSizes()[0];
-  Value source = extract.getSource();
-  while (!isAvailableAt(source, anchor)) {
-    auto insert = source.getDefiningOp<tensor::InsertSliceOp>();
-    if (!insert || insert.getDestType().getRank() != 1 ||
-        ShapedType::isDynamic(insert.getStaticOffsets()[0]) ||
-        ShapedType::isDynamic(insert.getStaticSizes()[0]))
-      return failure();
-    int64_t insertBegin = insert.getStaticOffsets()[0],
-            insertEnd = insertBegin + insert.getStaticSizes()[0];
-    if (insertBegin < end && begin < insertEnd)
-      return failure(); // the slice was written in between
-    source = insert.getDest();
-  }
-  if (!rewriter)
-    return init;
-  return tensor::ExtractSliceOp::create(*rewriter, loc, extract.getType(),
-                                        source, extract.getMixedOffsets(),
-                                        extract.getMixedSizes(),
-                                        extract.getMixedStrides())
-      .getResult();
 }
 
 //===----------------------------------------------------------------------===//

@@ -60,8 +60,8 @@ bool isTensorComputeUncached(Operation *op) {
               math::MathDialect, scf::SCFDialect>(dialect) ||
           isa<zest::LinearOp, zest::LinearBackwardOp, zest::AttentionOp,
               zest::AttentionBackwardOp, zest::CrossEntropyOp,
-              zest::CrossEntropyBackwardOp, zest::OptimizationBarrierOp>(
-              nested)))
+              zest::CrossEntropyBackwardOp, zest::LinearCrossEntropyOp,
+              zest::OptimizationBarrierOp>(nested)))
       return WalkResult::interrupt();
     if (!llvm::all_of(nested->getOperandTypes(), isValueType) ||
         !llvm::all_of(nested->getResultTypes(), isValueType))

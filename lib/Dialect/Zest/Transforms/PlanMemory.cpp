@@ -116,8 +116,9 @@ bool usesCudaWorkspace(StringRef callee) {
   return product && cuda && isCublasLtProduct(product->kind);
 }
 
-/// Bytes the CUDA runtime's cross-entropy takes from the pool for the
-/// duration of `call` (zest_cuda_cross_entropy_scratch).
+/// Bytes the CUDA runtime's cross-entropy (alone or fused with the head)
+/// takes from the pool for the duration of `call`
+/// (zest_cuda_cross_entropy_scratch, zest_cuda_linear_cross_entropy_scratch).
 int64_t getCrossEntropyScratch(func::CallOp call,
                                const RuntimeProduct &product) {
   std::optional<int64_t> rows =
@@ -126,9 +127,12 @@ int64_t getCrossEntropyScratch(func::CallOp call,
       getConstantIntValue(call.getOperand(product.getParamIndex("reduction")));
   if (!rows || !reduction)
     return 0;
-  int64_t bytes = zest_cuda_cross_entropy_scratch(
-      product.kind == ProductKind::cross_entropy_backward, *rows,
-      int32_t(*reduction));
+  int64_t bytes =
+      product.kind == ProductKind::linear_cross_entropy
+          ? zest_cuda_linear_cross_entropy_scratch(*rows, int32_t(*reduction))
+          : zest_cuda_cross_entropy_scratch(
+                product.kind == ProductKind::cross_entropy_backward, *rows,
+                int32_t(*reduction));
   return bytes ? roundToBuckets(bytes) : 0;
 }
 
@@ -157,7 +161,8 @@ int64_t getCudaCallScratch(func::CallOp call) {
   if (!cuda || !product)
     return 0;
   if (product->kind == ProductKind::cross_entropy_forward ||
-      product->kind == ProductKind::cross_entropy_backward)
+      product->kind == ProductKind::cross_entropy_backward ||
+      product->kind == ProductKind::linear_cross_entropy)
     return getCrossEntropyScratch(call, *product);
   if (product->kind == ProductKind::attention_backward)
     return getAttentionScratch(call, *product);

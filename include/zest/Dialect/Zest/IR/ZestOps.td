@@ -1017,6 +1017,96 @@ def Zest_CrossEntropyBackwardOp : Zest_Op<"cross_entropy_backward", [
   }];
 }
 
+// f32 matrices for the fused head and loss (its kernels' products are f32).
+def Zest_F32Matrix
+    : AnyTypeOf<[2DTensorOf<[F32]>, MemRefRankOf<[F32], [2]>],
+                "2-D f32 tensor or memref">;
+def Zest_LossScalar
+    : AnyTypeOf<[0DTensorOf<[F32]>, MemRefRankOf<[F32], [0]>],
+                "0-D f32 tensor or memref">;
+
+def Zest_LinearCrossEntropyOp : Zest_Op<"linear_cross_entropy", [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "a linear head, its cross-entropy and both gradients, in "
+                "chunks of rows";
+  let description = [{
+    The loss of `zest.cross_entropy` (reduction `mean` or `sum`) over the
+    logits `input * W` of a linear head without bias, with `W` the
+    `weight` transposed (`[classes, in]`, torch.nn.Linear's layout) when
+    `transpose_weight` is set or `weight` itself (`[in, classes]`), and,
+    given the loss's gradient `grad_loss`, the gradients the head's
+    backward computes from the logits' gradient `g`:
+
+    * `grad_input = g * W^T` (`[rows, in]`), optional;
+    * `grad_weight = g^T * input` (`[classes, in]`) when
+      `transpose_grad_weight` is set, else `input^T * g` (`[in, classes]`),
+      optional.
+
+    The rows are taken in chunks of the `logits` destination's rows, a
+    workspace the op writes and reads: each chunk's logits are computed,
+    their log-sum-exps and losses formed, overwritten by their gradient,
+    and multiplied into `grad_input`'s rows and `grad_weight` (summed over
+    the chunks) before the next chunk, as Liger-Kernel's fused linear
+    cross-entropy does. Neither the `[rows, classes]` logits nor their
+    gradient ever exists whole. `logsumexp` receives every row's
+    log-sum-exp. The loss and the gradients equal those of the unfused
+    product, `zest.cross_entropy` and `zest.cross_entropy_backward`; the
+    mean's divisor counts the rows not ignored over all chunks.
+
+    `zest-fuse-linear-cross-entropy` creates it from those ops;
+    `zest-matmul-to-blas` lowers it to `zest_linear_cross_entropy`.
+
+    ```mlir
+    %loss, %ws, %lse, %dx, %dw = zest.linear_cross_entropy mean
+        ignore_index(-100) transpose_weight transpose_grad_weight
+        grad_loss(%g : tensor<f32>)
+        ins(%x, %w, %t : tensor<4096x768xf32>, tensor<50257x768xf32>,
+            tensor<4096xi64>)
+        outs(loss %e0 : tensor<f32>, logits %e1 : tensor<768x50257xf32>,
+             logsumexp %e2 : tensor<4096xf32>
+             grad_input %e3 : tensor<4096x768xf32>
+             grad_weight %e4 : tensor<50257x768xf32>)
+        -> tensor<f32>, tensor<768x50257xf32>, tensor<4096xf32>,
+           tensor<4096x768xf32>, tensor<50257x768xf32>
+    ```
+  }];
+  let arguments = (ins Zest_LossReductionAttr:$reduction, I64Attr:$ignore_index,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                       UnitAttr:$transpose_weight,
+                       UnitAttr:$transpose_grad_weight,
+                       Zest_LossScalar:$grad_loss, Zest_F32Matrix:$input,
+                       Zest_F32Matrix:$weight, Zest_ClassTargets:$target,
+                       Zest_LossScalar:$loss, Zest_F32Matrix:$logits,
+                       Zest_RowValues:$logsumexp,
+                       Optional<Zest_F32Matrix>:$grad_input,
+                       Optional<Zest_F32Matrix>:$grad_weight);
+  let results = (outs Variadic<RankedTensorOf<[F32]>>:$results);
+  let assemblyFormat = [{
+    $reduction `ignore_index` `(` $ignore_index `)`
+    (`label_smoothing` `(` $label_smoothing^ `)`)?
+    (`transpose_weight` $transpose_weight^)?
+    (`transpose_grad_weight` $transpose_grad_weight^)?
+    `grad_loss` `(` $grad_loss `:` type($grad_loss) `)`
+    `ins` `(` $input `,` $weight `,` $target `:` type($input) `,`
+      type($weight) `,` type($target) `)`
+    `outs` `(` `loss` $loss `:` type($loss) `,` `logits` $logits `:`
+      type($logits) `,` `logsumexp` $logsumexp `:` type($logsumexp)
+      (`grad_input` $grad_input^ `:` type($grad_input))?
+      (`grad_weight` $grad_weight^ `:` type($grad_weight))? `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+    /// Rows, classes and input features of the head.
+    int64_t getRows(), getClasses(), getK();
+    /// Rows per chunk: the `logits` workspace's.
+    int64_t getChunkRows();
+  }];
+}
+
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {
   let summary = "the index of the shard this process holds";
   let description = [{

@@ -988,6 +988,44 @@ def FuseLinearPass : Pass<"zest-fuse-linear", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FuseLinearCrossEntropyPass
+    : Pass<"zest-fuse-linear-cross-entropy", "::mlir::func::FuncOp"> {
+  let summary = "Fuses the LM head's product into the loss, in chunks of rows";
+  let description = [{
+    A training step computes the head's logits `x * op(W)` (`[tokens,
+    vocabulary]`), `zest.cross_entropy` over them, its backward, and the
+    head's gradients `g * op(W)^T` and `op(g, x)` from the logits' gradient
+    `g`. Where the logits and `g` are read by nothing else, this pass
+    replaces the five ops with one `zest.linear_cross_entropy`, which takes
+    the rows in chunks (Liger-Kernel's fused linear cross-entropy): a chunk's
+    logits, their loss, their gradient in place, and the chunk's share of
+    both gradients, before the next chunk. Only one chunk of logits
+    exists, in a workspace the memory plan counts; neither the whole
+    logits nor their gradient is ever formed.
+
+    Matched on f32 linalg-on-tensors after `zest-fuse-linear`: the forward
+    product is a linalg matrix product from zeros or a `zest.linear`
+    without bias or activation; the gradients are linalg products from
+    zeros or a `zest.linear_backward` without activation or bias gradient,
+    reading the forward's own `x` and `W`. Either gradient may be absent (a
+    frozen head, an input that needs none). The loss's reduction is mean or
+    sum, and its gradient must be available where the forward loss is
+    computed (the step's constant seed is). The fused op goes where the
+    forward loss was. Anything else (16-bit heads, a loss per row, logits
+    also returned or read elsewhere) keeps the unfused ops.
+
+    The chunk is `chunk-rows` rows, or by default the head's input
+    features (at most the rows): the workspace is then no larger than the
+    head's weight, whose gradient each chunk adds to.
+  }];
+  let options = [
+    Option<"chunkRows", "chunk-rows", "int64_t", /*default=*/"0",
+           "Rows per chunk (0: the head's input features, at most the rows)">,
+  ];
+  let dependentDialects = ["::mlir::zest::ZestDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FuseElementwisePass
     : Pass<"zest-fuse-elementwise", "::mlir::func::FuncOp"> {
   let summary = "Fuses elementwise producers into their linalg consumers";
