@@ -12,7 +12,7 @@
 // a block reads each row (one pass: an online softmax); the emulated
 // device, which has no shared memory, runs a thread per row.
 // zest_cuda_linear_cross_entropy runs the same kernels chunk by chunk of
-// rows between the head's products on cuBLASLt (zest_cuda_sgemm). A target
+// rows between the head's products on cuBLASLt. A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
 // cannot abort the step the way the CPU kernel does). Built as CUDA for a GPU
 // and, through cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated
@@ -294,13 +294,21 @@ void backward(const LossShape &s, const T *logits, const void *target,
   scratch.release();
 }
 
-/// The head of zest_cuda_linear_cross_entropy: its input, weight and
-/// gradients (dx, dw null when not wanted), device pointers.
-struct Head {
+/// The head of zest_cuda_linear_cross_entropy in storage C (float, or the
+/// bits of bf16 / f16), device pointers: its input, weight and f32
+/// gradients (dx, dw null when not wanted), and the runtime's products for
+/// C on cuBLASLt: the logits rounded to C (zest_cuda_linear_forward*), the
+/// gradients accumulated in f32 (zest_cuda_sgemm,
+/// zest_cuda_widening_gemm*).
+template <typename C> struct Head {
+  using Forward = void (*)(ZEST_linear_forward_PARAMS(C));
+  using Gemm = void (*)(ZEST_widening_gemm_PARAMS(C));
+  Forward forward;
+  Gemm gemm;
   int64_t k;
-  const float *x;
+  const C *x;
   int64_t ldx;
-  const float *w;
+  const C *w;
   int64_t ldw;
   int32_t wTransposed;
   float *dx;
@@ -308,37 +316,36 @@ struct Head {
   float *dw;
   int64_t lddw;
   int32_t dwTransposed;
-};
 
-/// The products of one chunk of n rows from `begin`: its logits before the
-/// loss, the head's gradients from the logits' gradient after it.
-void chunkLogits(const LossShape &s, const Head &h, int64_t begin, int64_t n,
-                 float *logits) {
-  zest_cuda_sgemm(0, h.wTransposed, n, s.classes, h.k, h.x + begin * h.ldx,
-                  h.ldx, h.w, h.ldw, logits, s.ld, 0);
-}
-void chunkGradients(const LossShape &s, const Head &h, int64_t begin, int64_t n,
-                    const float *g) {
-  const float *xc = h.x + begin * h.ldx;
-  if (h.dx)
-    zest_cuda_sgemm(0, !h.wTransposed, n, h.k, s.classes, g, s.ld, h.w, h.ldw,
-                    h.dx + begin * h.lddx, h.lddx, 0);
-  if (h.dw && h.dwTransposed)
-    zest_cuda_sgemm(1, 0, s.classes, h.k, n, g, s.ld, xc, h.ldx, h.dw, h.lddw,
-                    begin > 0);
-  else if (h.dw)
-    zest_cuda_sgemm(1, 0, h.k, s.classes, n, xc, h.ldx, g, s.ld, h.dw, h.lddw,
-                    begin > 0);
-}
+  /// The chunk's logits (n rows from `begin`) before the loss.
+  void logitsOf(const LossShape &s, int64_t begin, int64_t n, C *logits) const {
+    forward(n, s.classes, k, x + begin * ldx, ldx, w, ldw, wTransposed, nullptr,
+            ZEST_ACTIVATION_NONE, nullptr, 0, logits, s.ld);
+  }
+
+  /// The chunk's share of both gradients from its logits' gradient g.
+  void addGradients(const LossShape &s, int64_t begin, int64_t n,
+                    const C *g) const {
+    const C *xc = x + begin * ldx;
+    if (dx)
+      gemm(0, !wTransposed, n, k, s.classes, g, s.ld, w, ldw, dx + begin * lddx,
+           lddx, 0);
+    if (dw && dwTransposed)
+      gemm(1, 0, s.classes, k, n, g, s.ld, xc, ldx, dw, lddw, begin > 0);
+    else if (dw)
+      gemm(1, 0, k, s.classes, n, xc, ldx, g, s.ld, dw, lddw, begin > 0);
+  }
+};
 
 /// zest_cuda_linear_cross_entropy: the scale of the gradient over all rows
 /// first, then per chunk its logits, their losses (kept for the reduction)
 /// and log-sum-exps, their gradient over them, and the head's gradients;
-/// the loss last. One pool block holds both scratches.
-void linearCrossEntropy(const LossShape &all, const Head &head,
+/// the loss last. One pool block holds both scratches. T is the kernels'
+/// view of storage C.
+template <typename T, typename C>
+void linearCrossEntropy(const LossShape &all, const Head<C> &head,
                         const void *target, const float *gradLoss,
-                        int64_t chunkRows, float *logits, float *lse,
-                        float *loss) {
+                        int64_t chunkRows, C *logits, float *lse, float *loss) {
   if (all.rows == 0)
     return;
   int64_t forwardBytes =
@@ -349,16 +356,19 @@ void linearCrossEntropy(const LossShape &all, const Head &head,
   LossScratch backward(all, /*backward=*/true,
                        static_cast<char *>(base) + forwardBytes);
   reduceRows(all, target, backward, nullptr);
+  T *chunk = reinterpret_cast<T *>(logits);
   for (int64_t begin = 0; begin < all.rows; begin += chunkRows) {
     LossShape part = all;
     part.rows = chunkRows < all.rows - begin ? chunkRows : all.rows - begin;
     const void *partTarget =
         static_cast<const char *>(target) + begin * (all.targetBits / 8);
-    chunkLogits(part, head, begin, part.rows, logits);
-    launchRows(part, logits, partTarget, forward.rowLoss + begin, lse + begin);
-    launchGradient(part, logits, partTarget, gradLoss, lse + begin,
-                   static_cast<const float *>(backward.scale), logits);
-    chunkGradients(part, head, begin, part.rows, logits);
+    head.logitsOf(part, begin, part.rows, logits);
+    launchRows(part, static_cast<const T *>(chunk), partTarget,
+               forward.rowLoss + begin, lse + begin);
+    launchGradient(part, static_cast<const T *>(chunk), partTarget, gradLoss,
+                   lse + begin, static_cast<const float *>(backward.scale),
+                   chunk);
+    head.addGradients(part, begin, part.rows, logits);
   }
   reduceRows(all, target, forward, loss);
   zest_pool_free(base);
@@ -388,20 +398,35 @@ LossShape makeShape(int64_t rows, int64_t classes, int64_t ld, int64_t ldGrad,
              reinterpret_cast<T *>(grad_logits));                              \
   }
 
-extern "C" {
-void zest_cuda_linear_cross_entropy(ZEST_linear_cross_entropy_PARAMS(float)) {
-  // A loss per row has no single gradient: taken as their sum (the op's
-  // verifier admits mean and sum only).
-  int32_t kind = reduction == ZEST_LOSS_MEAN ? ZEST_LOSS_MEAN : ZEST_LOSS_SUM;
-  Head head = {k,  x,    ldx, w,    ldw,          w_transposed,
-               dx, lddx, dw,  lddw, dw_transposed};
-  linearCrossEntropy(makeShape(rows, classes, ld_logits, ld_logits, target_bits,
-                               ignore_index, label_smoothing, kind),
-                     head, target, grad_loss, chunk_rows > 0 ? chunk_rows : 1,
-                     logits, lse, loss);
-}
+/// The head fused into the loss for one storage type: its products are
+/// FORWARD (rounded logits) and GEMM (f32 gradients). A loss per row has no
+/// single gradient: it is taken as their sum (the op's verifier admits mean
+/// and sum only).
+#define ZEST_CUDA_LINEAR_CROSS_ENTROPY_ENTRY(SUFFIX, C, T, FORWARD, GEMM)      \
+  void zest_cuda_linear_cross_entropy##SUFFIX(                                 \
+      ZEST_linear_cross_entropy_PARAMS(C)) {                                   \
+    int32_t kind =                                                             \
+        reduction == ZEST_LOSS_MEAN ? ZEST_LOSS_MEAN : ZEST_LOSS_SUM;          \
+    Head<C> head = {                                                           \
+        FORWARD, GEMM, k,  x,    ldx,          w, ldw, w_transposed,           \
+        dx,      lddx, dw, lddw, dw_transposed};                               \
+    linearCrossEntropy<T>(makeShape(rows, classes, ld_logits, ld_logits,       \
+                                    target_bits, ignore_index,                 \
+                                    label_smoothing, kind),                    \
+                          head, target, grad_loss,                             \
+                          chunk_rows > 0 ? chunk_rows : 1, logits, lse, loss); \
+  }
 
+extern "C" {
 ZEST_CUDA_CROSS_ENTROPY_ENTRIES(, float, float)
 ZEST_CUDA_CROSS_ENTROPY_ENTRIES(_bf16, uint16_t, __nv_bfloat16)
 ZEST_CUDA_CROSS_ENTROPY_ENTRIES(_f16, uint16_t, __half)
+ZEST_CUDA_LINEAR_CROSS_ENTROPY_ENTRY(, float, float, zest_cuda_linear_forward,
+                                     zest_cuda_sgemm)
+ZEST_CUDA_LINEAR_CROSS_ENTROPY_ENTRY(_bf16, uint16_t, __nv_bfloat16,
+                                     zest_cuda_linear_forward_bf16,
+                                     zest_cuda_widening_gemm_bf16)
+ZEST_CUDA_LINEAR_CROSS_ENTROPY_ENTRY(_f16, uint16_t, __half,
+                                     zest_cuda_linear_forward_f16,
+                                     zest_cuda_widening_gemm_f16)
 }

@@ -478,14 +478,17 @@ typedef enum {
  * with op(W) = W^T (w_transposed) or W. dx and dw may be null. The loss
  * (loss [1]) and both gradients equal the unfused product, forward and
  * backward's: MEAN divides by the rows not ignored over all chunks. The
- * whole [rows, classes] logits never exist. f32 only. */
+ * whole [rows, classes] logits never exist. x, W, the logits and their
+ * gradient are stored in T (_bf16, _f16: the logits' product accumulated
+ * in f32 and rounded once); dx and dw are f32, accumulated in f32 and not
+ * rounded (autocast's widened products). */
 #define ZEST_linear_cross_entropy_PARAMS(T)                                    \
   int64_t rows, int64_t classes, int64_t k, const T *x, int64_t ldx,           \
       const T *w, int64_t ldw, int32_t w_transposed, const void *target,       \
       int32_t target_bits, int64_t ignore_index, float label_smoothing,        \
       int32_t reduction, const float *grad_loss, int64_t chunk_rows,           \
-      T *logits, int64_t ld_logits, float *lse, float *loss, T *dx,            \
-      int64_t lddx, T *dw, int64_t lddw, int32_t dw_transposed
+      T *logits, int64_t ld_logits, float *lse, float *loss, float *dx,        \
+      int64_t lddx, float *dw, int64_t lddw, int32_t dw_transposed
 #define ZEST_linear_cross_entropy_ARGS                                         \
   rows, classes, k, x, ldx, w, ldw, w_transposed, target, target_bits,         \
       ignore_index, label_smoothing, reduction, grad_loss, chunk_rows, logits, \

@@ -9,12 +9,12 @@
 // it); sums over a row and over rows are in double, so the loss does not
 // depend on the order. zest_linear_cross_entropy runs the head's product
 // and both kernels chunk by chunk of rows, with the head's gradients on the
-// runtime's sgemm after each, so that one chunk of logits exists at a time.
+// runtime's products after each, so that one chunk of logits exists at a
+// time.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../common/HalfFloat.h"
-#include "Sgemm.h"
 #include "zest_runtime.h"
 
 #include <algorithm>
@@ -150,43 +150,44 @@ void backward(const Loss &l, const T *logits, const float *gradLoss,
   }
 }
 
-/// The head of zest_linear_cross_entropy: its input, weight and gradients
-/// (dx, dw null when not wanted).
-struct Head {
+/// The head of zest_linear_cross_entropy in storage C (float, or the bits
+/// of bf16 / f16): its input, weight and f32 gradients (dx, dw null when
+/// not wanted), and the runtime's products for C: the logits rounded to C
+/// (zest_linear_forward*), the gradients accumulated in f32 (zest_sgemm,
+/// zest_widening_gemm*).
+template <typename C> struct Head {
+  using Forward = void (*)(ZEST_linear_forward_PARAMS(C));
+  using Gemm = void (*)(ZEST_widening_gemm_PARAMS(C));
+  Forward forward;
+  Gemm gemm;
   int64_t classes, k;
-  const float *x;
+  const C *x;
   int64_t ldx;
-  const float *w;
+  const C *w;
   int64_t ldw;
-  bool wTransposed;
+  int32_t wTransposed;
   float *dx;
   int64_t lddx;
   float *dw;
   int64_t lddw;
-  bool dwTransposed;
+  int32_t dwTransposed;
 
   /// logits[n, classes] = x[begin:begin+n] op(W).
-  void logitsOf(int64_t begin, int64_t n, float *logits, int64_t ld) const {
-    zest::kernels::sgemm(false, wTransposed, n, classes, k, x + begin * ldx,
-                         ldx, w, ldw, 0.0f, logits, ld);
+  void logitsOf(int64_t begin, int64_t n, C *logits, int64_t ld) const {
+    forward(n, classes, k, x + begin * ldx, ldx, w, ldw, wTransposed, nullptr,
+            ZEST_ACTIVATION_NONE, nullptr, 0, logits, ld);
   }
 
   /// The chunk's share of both gradients from its logits' gradient g.
-  void addGradients(int64_t begin, int64_t n, const float *g,
-                    int64_t ld) const {
-    const float *xc = x + begin * ldx;
+  void addGradients(int64_t begin, int64_t n, const C *g, int64_t ld) const {
+    const C *xc = x + begin * ldx;
     if (dx)
-      zest::kernels::sgemm(false, !wTransposed, n, k, classes, g, ld, w, ldw,
-                           0.0f, dx + begin * lddx, lddx);
-    if (!dw)
-      return;
-    float beta = begin == 0 ? 0.0f : 1.0f;
-    if (dwTransposed)
-      zest::kernels::sgemm(true, false, classes, k, n, g, ld, xc, ldx, beta, dw,
-                           lddw);
-    else
-      zest::kernels::sgemm(true, false, k, classes, n, xc, ldx, g, ld, beta, dw,
-                           lddw);
+      gemm(0, !wTransposed, n, k, classes, g, ld, w, ldw, dx + begin * lddx,
+           lddx, 0);
+    if (dw && dwTransposed)
+      gemm(1, 0, classes, k, n, g, ld, xc, ldx, dw, lddw, begin > 0);
+    else if (dw)
+      gemm(1, 0, k, classes, n, xc, ldx, g, ld, dw, lddw, begin > 0);
   }
 };
 
@@ -201,15 +202,18 @@ Loss chunkOf(const Loss &all, int64_t begin, int64_t n, int64_t ld) {
 }
 
 /// zest_linear_cross_entropy: per chunk, its logits, their losses and
-/// log-sum-exps, their gradient over them, and the head's gradients.
-void linearCrossEntropy(const Loss &all, const Head &head,
-                        const float *gradLoss, int64_t chunkRows, float *logits,
+/// log-sum-exps, their gradient over them, and the head's gradients (T the
+/// kernels' view of storage C).
+template <typename T, typename C>
+void linearCrossEntropy(const Loss &all, const Head<C> &head,
+                        const float *gradLoss, int64_t chunkRows, C *logits,
                         int64_t ld, float *lse, float *loss) {
   int64_t kept = all.countKept();
   // The gradient of every row not ignored, as the unfused backward forms
   // it; each chunk then scales by 1 (a sum).
   float rowGrad = float(double(gradLoss[0]) *
                         (all.reduction == ZEST_LOSS_MEAN ? 1.0 / kept : 1.0));
+  T *chunk = reinterpret_cast<T *>(logits);
   std::vector<double> losses(all.rows);
   for (int64_t begin = 0; begin < all.rows; begin += chunkRows) {
     int64_t n = std::min(chunkRows, all.rows - begin);
@@ -218,8 +222,8 @@ void linearCrossEntropy(const Loss &all, const Head &head,
     head.logitsOf(begin, n, logits, ld);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
-      rowLoss(part, logits, i, lse[begin + i], losses[begin + i]);
-    backward(part, logits, &rowGrad, lse + begin, logits, ld);
+      rowLoss(part, chunk, i, lse[begin + i], losses[begin + i]);
+    backward(part, chunk, &rowGrad, lse + begin, chunk, ld);
     head.addGradients(begin, n, logits, ld);
   }
   if (all.rows == 0 && head.dw)
@@ -262,18 +266,30 @@ Loss makeLoss(int64_t rows, int64_t classes, int64_t ld, const void *target,
              reinterpret_cast<T *>(grad_logits), ld_grad);                     \
   }
 
-extern "C" {
-void zest_linear_cross_entropy(ZEST_linear_cross_entropy_PARAMS(float)) {
-  zest_progress();
-  Head head = {classes,           k,  x,    ldx, w,    ldw,
-               w_transposed != 0, dx, lddx, dw,  lddw, dw_transposed != 0};
-  linearCrossEntropy(makeLoss(rows, classes, ld_logits, target, target_bits,
-                              ignore_index, label_smoothing, reduction),
-                     head, grad_loss, std::max<int64_t>(1, chunk_rows), logits,
-                     ld_logits, lse, loss);
-}
+/// The head fused into the loss for one storage type: its products are
+/// FORWARD (rounded logits) and GEMM (f32 gradients).
+#define ZEST_LINEAR_CROSS_ENTROPY_ENTRY(SUFFIX, C, T, FORWARD, GEMM)           \
+  void zest_linear_cross_entropy##SUFFIX(                                      \
+      ZEST_linear_cross_entropy_PARAMS(C)) {                                   \
+    zest_progress();                                                           \
+    Head<C> head = {                                                           \
+        FORWARD, GEMM,         classes, k,    x,  ldx,  w,                     \
+        ldw,     w_transposed, dx,      lddx, dw, lddw, dw_transposed};        \
+    linearCrossEntropy<T>(makeLoss(rows, classes, ld_logits, target,           \
+                                   target_bits, ignore_index, label_smoothing, \
+                                   reduction),                                 \
+                          head, grad_loss, std::max<int64_t>(1, chunk_rows),   \
+                          logits, ld_logits, lse, loss);                       \
+  }
 
+extern "C" {
 ZEST_CROSS_ENTROPY_ENTRIES(, float, float)
 ZEST_CROSS_ENTROPY_ENTRIES(_bf16, uint16_t, Half<1>)
 ZEST_CROSS_ENTROPY_ENTRIES(_f16, uint16_t, Half<2>)
+ZEST_LINEAR_CROSS_ENTROPY_ENTRY(, float, float, zest_linear_forward, zest_sgemm)
+ZEST_LINEAR_CROSS_ENTROPY_ENTRY(_bf16, uint16_t, Half<1>,
+                                zest_linear_forward_bf16,
+                                zest_widening_gemm_bf16)
+ZEST_LINEAR_CROSS_ENTROPY_ENTRY(_f16, uint16_t, Half<2>,
+                                zest_linear_forward_f16, zest_widening_gemm_f16)
 }

@@ -210,23 +210,38 @@ void check(const Config &c, std::mt19937 &rng) {
 }
 
 /// A case of zest_linear_cross_entropy: the head's sizes, the rows per
-/// chunk, its layouts, which gradients it computes and the loss.
+/// chunk, its layouts, which gradients it computes, the loss and the
+/// storage (0 f32, 1 bf16, 2 f16).
 struct LinearConfig {
   int64_t rows, classes, k, chunk;
   bool wTransposed, dwTransposed, withDx, withDw;
   int reduction, targetBits;
   float smoothing;
+  int storage;
   bool allIgnored;
 };
 
-/// `rows` x `cols` values in [-1, 1] with row stride `ld` (the padding 0).
-std::vector<float> randomMatrix(int64_t rows, int64_t cols, int64_t ld,
-                                std::mt19937 &rng) {
+/// `v` rounded to `storage` (0 f32, 1 bf16, 2 f16), and its bits.
+double roundTo(double v, int storage) {
+  if (storage == 0)
+    return float(v);
+  return toDouble(storage == 1 ? zest::rt::floatToBf16(float(v))
+                               : zest::rt::floatToF16(float(v)),
+                  storage);
+}
+uint16_t bitsOf(float v, int storage) {
+  return storage == 1 ? zest::rt::floatToBf16(v) : zest::rt::floatToF16(v);
+}
+
+/// `rows` x `cols` values in [-1, 1], representable in `storage`, with row
+/// stride `ld` (the padding 0).
+std::vector<double> randomMatrix(int64_t rows, int64_t cols, int64_t ld,
+                                 int storage, std::mt19937 &rng) {
   std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> m(rows * ld, 0.0f);
+  std::vector<double> m(rows * ld, 0.0);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
-      m[i * ld + j] = dist(rng);
+      m[i * ld + j] = roundTo(dist(rng), storage);
   return m;
 }
 
@@ -258,17 +273,70 @@ std::vector<double> packed(const std::vector<double> &m, int64_t rows,
   return out;
 }
 
+/// The head's inputs in the kernels' storage: f32, or 16-bit patterns.
+struct Stored {
+  std::vector<float> f32;
+  std::vector<uint16_t> bits;
+
+  Stored(const std::vector<double> &values, int storage) {
+    for (double v : values)
+      storage == 0 ? f32.push_back(float(v))
+                   : bits.push_back(bitsOf(float(v), storage));
+  }
+  void *forKernel() {
+    return f32.empty() ? (void *)::forKernel(bits) : (void *)::forKernel(f32);
+  }
+};
+
+/// The reference: the whole logits (rounded to the storage, as the kernel
+/// stores them), their loss, the gradient rounded likewise, and the head's
+/// gradients from it, in double.
+struct LinearReference {
+  LossReference loss;
+  std::vector<double> dx, dw;
+};
+
+LinearReference referenceHead(const LinearConfig &c,
+                              const std::vector<double> &x, int64_t ldx,
+                              const std::vector<double> &w, int64_t ldw,
+                              const std::vector<int64_t> &target,
+                              const std::vector<float> &gradLoss) {
+  auto weight = [&](int64_t cls, int64_t q) {
+    return c.wTransposed ? w[cls * ldw + q] : w[q * ldw + cls];
+  };
+  std::vector<double> logits(c.rows * c.classes, 0);
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.classes; ++j) {
+      double sum = 0;
+      for (int64_t q = 0; q < c.k; ++q)
+        sum += x[i * ldx + q] * weight(j, q);
+      logits[i * c.classes + j] = roundTo(sum, c.storage);
+    }
+  LinearReference r;
+  r.loss = referenceLoss(logits, c.rows, c.classes, c.classes, target,
+                         c.reduction, c.smoothing, gradLoss);
+  r.dx.assign(c.rows * c.k, 0);
+  r.dw.assign(c.classes * c.k, 0);
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.classes; ++j) {
+      double g = roundTo(r.loss.grad[i * c.classes + j], c.storage);
+      for (int64_t q = 0; q < c.k; ++q) {
+        r.dx[i * c.k + q] += g * weight(j, q);
+        r.dw[c.dwTransposed ? j * c.k + q : q * c.classes + j] +=
+            g * x[i * ldx + q];
+      }
+    }
+  return r;
+}
+
 /// zest_linear_cross_entropy against the head's product, the loss and the
 /// head's gradients computed whole in double.
 void checkLinear(const LinearConfig &c, std::mt19937 &rng) {
   int64_t ldx = c.k + 2, wCols = c.wTransposed ? c.k : c.classes,
           ldw = wCols + 1;
-  std::vector<float> x = randomMatrix(c.rows, c.k, ldx, rng),
-                     w = randomMatrix(c.wTransposed ? c.classes : c.k, wCols,
-                                      ldw, rng);
-  auto weight = [&](int64_t cls, int64_t q) {
-    return double(c.wTransposed ? w[cls * ldw + q] : w[q * ldw + cls]);
-  };
+  std::vector<double> x = randomMatrix(c.rows, c.k, ldx, c.storage, rng),
+                      w = randomMatrix(c.wTransposed ? c.classes : c.k, wCols,
+                                       ldw, c.storage, rng);
   std::uniform_int_distribution<int64_t> cls(0, c.classes - 1);
   std::bernoulli_distribution ignored(0.25);
   std::vector<int64_t> t64(c.rows);
@@ -277,83 +345,85 @@ void checkLinear(const LinearConfig &c, std::mt19937 &rng) {
     t64[i] = c.allIgnored || ignored(rng) ? kIgnore : cls(rng);
     t32[i] = int32_t(t64[i]);
   }
-  // The reference: the whole logits, their loss, and the gradients.
-  std::vector<double> logits(c.rows * c.classes, 0);
-  for (int64_t i = 0; i < c.rows; ++i)
-    for (int64_t j = 0; j < c.classes; ++j)
-      for (int64_t q = 0; q < c.k; ++q)
-        logits[i * c.classes + j] += double(x[i * ldx + q]) * weight(j, q);
   std::vector<float> gradLoss = {
       std::uniform_real_distribution<float>(-2, 2)(rng)};
-  LossReference want = referenceLoss(logits, c.rows, c.classes, c.classes, t64,
-                                     c.reduction, c.smoothing, gradLoss);
-  int64_t dwRows = c.dwTransposed ? c.classes : c.k,
-          dwCols = c.dwTransposed ? c.k : c.classes;
-  std::vector<double> dx(c.rows * c.k, 0), dw(dwRows * dwCols, 0);
-  for (int64_t i = 0; i < c.rows; ++i)
-    for (int64_t j = 0; j < c.classes; ++j)
-      for (int64_t q = 0; q < c.k; ++q) {
-        double g = want.grad[i * c.classes + j];
-        dx[i * c.k + q] += g * weight(j, q);
-        dw[c.dwTransposed ? j * c.k + q : q * c.classes + j] +=
-            g * double(x[i * ldx + q]);
-      }
+  LinearReference want = referenceHead(c, x, ldx, w, ldw, t64, gradLoss);
   // The kernel, with every destination's row stride wider than its rows
   // and the gradients' old contents NaN (written, never read).
+  int64_t dwRows = c.dwTransposed ? c.classes : c.k,
+          dwCols = c.dwTransposed ? c.k : c.classes;
   int64_t ldLogits = c.classes + 3, lddx = c.k + 1, lddw = dwCols + 2;
-  std::vector<float> workspace(c.chunk * ldLogits), lse(c.rows), loss(1),
-      gotDx(c.rows * lddx, NAN), gotDw(dwRows * lddw, NAN);
-  float *dX = forKernel(x), *dW = forKernel(w), *dGrad = forKernel(gradLoss),
-        *dWork = forKernel(workspace), *dLse = forKernel(lse),
+  Stored storedX(x, c.storage), storedW(w, c.storage),
+      workspace(std::vector<double>(c.chunk * ldLogits), c.storage);
+  std::vector<float> lse(c.rows), loss(1), gotDx(c.rows * lddx, NAN),
+      gotDw(dwRows * lddw, NAN);
+  void *dX = storedX.forKernel(), *dW = storedW.forKernel(),
+       *dWork = workspace.forKernel();
+  float *dGrad = forKernel(gradLoss), *dLse = forKernel(lse),
         *dLoss = forKernel(loss), *dDx = forKernel(gotDx),
         *dDw = forKernel(gotDw);
   void *dTarget =
       c.targetBits == 32 ? (void *)forKernel(t32) : (void *)forKernel(t64);
-  ZEST_TEST_ENTRY(linear_cross_entropy)
-  (c.rows, c.classes, c.k, dX, ldx, dW, ldw, c.wTransposed, dTarget,
-   c.targetBits, kIgnore, c.smoothing, c.reduction, dGrad, c.chunk, dWork,
-   ldLogits, dLse, dLoss, c.withDx ? dDx : nullptr, lddx,
-   c.withDw ? dDw : nullptr, lddw, c.dwTransposed);
+#define ZEST_TEST_LINEAR_CALL(SUFFIX, T)                                       \
+  ZEST_TEST_ENTRY(linear_cross_entropy##SUFFIX)                                \
+  (c.rows, c.classes, c.k, static_cast<const T *>(dX), ldx,                    \
+   static_cast<const T *>(dW), ldw, c.wTransposed, dTarget, c.targetBits,      \
+   kIgnore, c.smoothing, c.reduction, dGrad, c.chunk, static_cast<T *>(dWork), \
+   ldLogits, dLse, dLoss, c.withDx ? dDx : nullptr, lddx,                      \
+   c.withDw ? dDw : nullptr, lddw, c.dwTransposed)
+  if (c.storage == 0)
+    ZEST_TEST_LINEAR_CALL(, float);
+  else if (c.storage == 1)
+    ZEST_TEST_LINEAR_CALL(_bf16, uint16_t);
+  else
+    ZEST_TEST_LINEAR_CALL(_f16, uint16_t);
   char name[160];
   std::snprintf(name, sizeof name,
                 "linear rows %lld classes %lld k %lld chunk %lld w%s dw%s "
-                "reduction %d smoothing %g i%d%s",
+                "reduction %d smoothing %g i%d storage %d%s",
                 (long long)c.rows, (long long)c.classes, (long long)c.k,
                 (long long)c.chunk, c.wTransposed ? "^T" : "",
                 c.dwTransposed ? "^T" : "", c.reduction, c.smoothing,
-                c.targetBits, c.allIgnored ? " all ignored" : "");
-  checks.compare("loss", fromKernel(dLoss, 1), want.loss, 1e-5, name);
-  checks.compare("lse", fromKernel(dLse, c.rows), want.lse, 1e-5, name);
+                c.targetBits, c.storage, c.allIgnored ? " all ignored" : "");
+  // 16-bit: a logit or gradient may round the other way than the
+  // reference's (f32 vs double sums before rounding).
+  double tolerance = c.storage == 0 ? 1e-5 : c.storage == 1 ? 2e-2 : 3e-3;
+  checks.compare("loss", fromKernel(dLoss, 1), want.loss.loss, tolerance, name);
+  checks.compare("lse", fromKernel(dLse, c.rows), want.loss.lse, tolerance,
+                 name);
   if (c.withDx)
     checks.compare("dx",
-                   packed(fromKernel(dDx, gotDx.size()), c.rows, c.k, lddx), dx,
-                   1e-5, name);
+                   packed(fromKernel(dDx, gotDx.size()), c.rows, c.k, lddx),
+                   want.dx, tolerance, name);
   if (c.withDw)
     checks.compare("dw",
                    packed(fromKernel(dDw, gotDw.size()), dwRows, dwCols, lddw),
-                   dw, 1e-5, name);
+                   want.dw, tolerance, name);
 }
 
 /// Heads of one chunk, of several with a partial last one, of a chunk per
-/// row; both weight layouts, both gradient layouts, either gradient alone.
+/// row; both weight layouts, both gradient layouts, either gradient alone;
+/// f32, then bf16 and f16 (autocast's) on fewer shapes.
 void checkLinearCases(std::mt19937 &rng) {
   const int64_t shapes[][4] = {{1, 1, 1, 1},
                                {7, 5, 3, 3},
                                {16, 50, 8, 16},
                                {37, 50, 9, 8},
                                {33, 300, 17, 1}};
-  for (auto [rows, classes, k, chunk] : shapes)
-    for (bool wT : {true, false})
-      for (bool dwT : {true, false})
-        for (int reduction : {ZEST_LOSS_MEAN, ZEST_LOSS_SUM})
-          for (float smoothing : {0.0f, 0.1f})
-            for (int grads : {3, 1, 2})
-              checkLinear({rows, classes, k, chunk, wT, dwT, bool(grads & 1),
-                           bool(grads & 2), reduction, rows % 2 ? 64 : 32,
-                           smoothing, false},
-                          rng);
+  for (int storage = 0; storage < 3; ++storage)
+    for (auto [rows, classes, k, chunk] : shapes)
+      for (bool wT : {true, false})
+        for (bool dwT : {true, false})
+          for (int reduction : {ZEST_LOSS_MEAN, ZEST_LOSS_SUM})
+            for (float smoothing : {0.0f, 0.1f})
+              for (int grads : {3, 1, 2})
+                if (storage == 0 || (smoothing == 0.0f && grads == 3))
+                  checkLinear({rows, classes, k, chunk, wT, dwT,
+                               bool(grads & 1), bool(grads & 2), reduction,
+                               rows % 2 ? 64 : 32, smoothing, storage, false},
+                              rng);
   checkLinear(
-      {6, 4, 3, 4, true, true, true, true, ZEST_LOSS_MEAN, 64, 0.0f, true},
+      {6, 4, 3, 4, true, true, true, true, ZEST_LOSS_MEAN, 64, 0.0f, 0, true},
       rng);
 }
 

@@ -71,10 +71,8 @@ void appendResultArgs(AttentionBackwardOp op, KernelOperands &operands,
 /// zest.attention (zest.attention_backward) on memrefs ->
 /// zest_attention_forward (_backward), _bf16 or _f16 for 16-bit storage.
 template <typename OpTy>
-struct LowerAttentionOp : public OpRewritePattern<OpTy> {
-  LowerAttentionOp(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern<OpTy>(ctx), cuda(cuda) {}
-  bool cuda;
+struct LowerAttentionOp : public KernelCallPattern<OpTy> {
+  using KernelCallPattern<OpTy>::KernelCallPattern;
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
@@ -82,7 +80,7 @@ struct LowerAttentionOp : public OpRewritePattern<OpTy> {
                            ? ProductKind::attention_forward
                            : ProductKind::attention_backward;
     return replaceWithKernelCall(
-        op, rewriter, cuda, KernelOperands::Layout::Contiguous, kind,
+        op, rewriter, this->cuda, KernelOperands::Layout::Contiguous, kind,
         getElementTypeOrSelf(op.getQuery().getType()),
         [&](KernelOperands &operands) {
           SmallVector<Value> args =

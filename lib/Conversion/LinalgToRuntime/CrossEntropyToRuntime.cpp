@@ -64,10 +64,8 @@ void appendResultArgs(CrossEntropyBackwardOp op, KernelOperands &operands,
 /// zest.cross_entropy (_backward) on memrefs -> zest_cross_entropy_forward
 /// (_backward), _bf16 or _f16 for 16-bit logits.
 template <typename OpTy>
-struct LowerCrossEntropyOp : public OpRewritePattern<OpTy> {
-  LowerCrossEntropyOp(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern<OpTy>(ctx), cuda(cuda) {}
-  bool cuda;
+struct LowerCrossEntropyOp : public KernelCallPattern<OpTy> {
+  using KernelCallPattern<OpTy>::KernelCallPattern;
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
@@ -75,7 +73,7 @@ struct LowerCrossEntropyOp : public OpRewritePattern<OpTy> {
                            ? ProductKind::cross_entropy_forward
                            : ProductKind::cross_entropy_backward;
     return replaceWithKernelCall(
-        op, rewriter, cuda, KernelOperands::Layout::UnitInnerStride, kind,
+        op, rewriter, this->cuda, KernelOperands::Layout::UnitInnerStride, kind,
         getElementTypeOrSelf(op.getLogits().getType()),
         [&](KernelOperands &operands) {
           SmallVector<Value> args =
@@ -88,10 +86,8 @@ struct LowerCrossEntropyOp : public OpRewritePattern<OpTy> {
 
 /// zest.linear_cross_entropy on memrefs -> zest_linear_cross_entropy.
 struct LowerLinearCrossEntropyOp
-    : public OpRewritePattern<LinearCrossEntropyOp> {
-  LowerLinearCrossEntropyOp(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern(ctx), cuda(cuda) {}
-  bool cuda;
+    : public KernelCallPattern<LinearCrossEntropyOp> {
+  using KernelCallPattern::KernelCallPattern;
 
   LogicalResult matchAndRewrite(LinearCrossEntropyOp op,
                                 PatternRewriter &rewriter) const override {

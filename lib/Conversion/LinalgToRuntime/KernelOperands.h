@@ -61,6 +61,15 @@ private:
   SmallVector<std::pair<Value, Value>> copyOut;
 };
 
+/// A pattern that lowers a fused op on buffers to one call of the CPU
+/// runtime's kernels or, when `cuda`, of the CUDA runtime's.
+template <typename OpTy>
+struct KernelCallPattern : public OpRewritePattern<OpTy> {
+  KernelCallPattern(MLIRContext *ctx, bool cuda)
+      : OpRewritePattern<OpTy>(ctx), cuda(cuda) {}
+  bool cuda;
+};
+
 /// Replaces `op`, a fused op on buffers, by one call of the runtime's
 /// `kind` for `storage` (zest_cuda_* when `cuda`) with the arguments
 /// `buildArgs` makes from its operands, then the copies out; fails on

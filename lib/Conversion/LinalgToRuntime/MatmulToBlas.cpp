@@ -246,10 +246,8 @@ struct LowerToBlas : public OpInterfaceRewritePattern<linalg::LinalgOp> {
 };
 
 /// zest.linear on memrefs -> zest_linear_forward(_bf16, _f16).
-struct LowerLinear : public OpRewritePattern<LinearOp> {
-  LowerLinear(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern(ctx), cuda(cuda) {}
-  bool cuda;
+struct LowerLinear : public KernelCallPattern<LinearOp> {
+  using KernelCallPattern::KernelCallPattern;
 
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
@@ -284,10 +282,8 @@ struct LowerLinear : public OpRewritePattern<LinearOp> {
 };
 
 /// zest.linear_backward on memrefs -> zest_linear_backward(_bf16, _f16).
-struct LowerLinearBackward : public OpRewritePattern<LinearBackwardOp> {
-  LowerLinearBackward(MLIRContext *ctx, bool cuda)
-      : OpRewritePattern(ctx), cuda(cuda) {}
-  bool cuda;
+struct LowerLinearBackward : public KernelCallPattern<LinearBackwardOp> {
+  using KernelCallPattern::KernelCallPattern;
 
   LogicalResult matchAndRewrite(LinearBackwardOp op,
                                 PatternRewriter &rewriter) const override {

@@ -78,6 +78,68 @@ func.func @fused_head(%x: tensor<6x3xf32>, %w: tensor<3x5xf32>, %t: tensor<6xi32
 
 // -----
 
+// Autocast's head: bf16 input, weight and logits (zest.linear from
+// zest-fuse-linear, the loss narrowed by zest-narrow-loss-casts), the
+// gradients widened bf16 products into f32, then rounded: the fused op
+// stores the logits and their gradient in bf16 and yields the f32
+// products, whose rounding stays.
+// CHECK-LABEL: func.func @autocast_head(
+// CHECK: %[[F:.*]]:5 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight transpose_grad_weight grad_loss(%{{.*}} : tensor<f32>) ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<10x3xbf16>, tensor<8x3xbf16>, tensor<10xi64>) outs(loss %{{.*}} : tensor<f32>, logits %{{.*}} : tensor<4x8xbf16>, logsumexp %{{.*}} : tensor<10xf32> grad_input %{{.*}} : tensor<10x3xf32> grad_weight %{{.*}} : tensor<8x3xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[F]]#4 : tensor<8x3xf32>)
+// CHECK: arith.truncf
+// CHECK: linalg.generic {{.*}} ins(%[[F]]#3 : tensor<10x3xf32>)
+// CHECK: arith.truncf
+#gt2 = affine_map<(m, n, k) -> (k, m)>
+#xk2 = affine_map<(m, n, k) -> (k, n)>
+#mk2 = affine_map<(m, n, k) -> (m, k)>
+#mn2 = affine_map<(m, n, k) -> (m, n)>
+#id2 = affine_map<(i, j) -> (i, j)>
+func.func @autocast_head(%x: tensor<10x3xbf16>, %w: tensor<8x3xbf16>, %t: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>, tensor<8x3xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<10x8xbf16>
+  %logits = zest.linear none transpose_weight ins(%x, %w : tensor<10x3xbf16>, tensor<8x3xbf16>) outs(%e : tensor<10x8xbf16>) -> tensor<10x8xbf16>
+  %e0 = tensor.empty() : tensor<f32>
+  %e1 = tensor.empty() : tensor<10xf32>
+  %loss, %lse = zest.cross_entropy mean ignore_index(-100) ins(%logits, %t : tensor<10x8xbf16>, tensor<10xi64>) outs(%e0, %e1 : tensor<f32>, tensor<10xf32>) -> tensor<f32>, tensor<10xf32>
+  %e2 = tensor.empty() : tensor<10x8xbf16>
+  %dlogits = zest.cross_entropy_backward mean ignore_index(-100) grad_loss(%g : tensor<f32>) ins(%logits, %t, %lse : tensor<10x8xbf16>, tensor<10xi64>, tensor<10xf32>) outs(%e2 : tensor<10x8xbf16>) -> tensor<10x8xbf16>
+  %e3 = tensor.empty() : tensor<8x3xf32>
+  %z3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<8x3xf32>) -> tensor<8x3xf32>
+  %dw = linalg.generic {indexing_maps = [#gt2, #xk2, #mn2], iterator_types = ["parallel", "parallel", "reduction"]} ins(%dlogits, %x : tensor<10x8xbf16>, tensor<10x3xbf16>) outs(%z3 : tensor<8x3xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32):
+    %a32 = arith.extf %a : bf16 to f32
+    %b32 = arith.extf %b : bf16 to f32
+    %p = arith.mulf %a32, %b32 : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x3xf32>
+  %e4 = tensor.empty() : tensor<8x3xbf16>
+  %dw16 = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]} ins(%dw : tensor<8x3xf32>) outs(%e4 : tensor<8x3xbf16>) {
+  ^bb0(%a: f32, %b: bf16):
+    %r = arith.truncf %a : f32 to bf16
+    linalg.yield %r : bf16
+  } -> tensor<8x3xbf16>
+  %e5 = tensor.empty() : tensor<10x3xf32>
+  %z5 = linalg.fill ins(%zero : f32) outs(%e5 : tensor<10x3xf32>) -> tensor<10x3xf32>
+  %dx = linalg.generic {indexing_maps = [#mk2, #xk2, #mn2], iterator_types = ["parallel", "parallel", "reduction"]} ins(%dlogits, %w : tensor<10x8xbf16>, tensor<8x3xbf16>) outs(%z5 : tensor<10x3xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32):
+    %a32 = arith.extf %a : bf16 to f32
+    %b32 = arith.extf %b : bf16 to f32
+    %p = arith.mulf %a32, %b32 : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<10x3xf32>
+  %e6 = tensor.empty() : tensor<10x3xbf16>
+  %dx16 = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]} ins(%dx : tensor<10x3xf32>) outs(%e6 : tensor<10x3xbf16>) {
+  ^bb0(%a: f32, %b: bf16):
+    %r = arith.truncf %a : f32 to bf16
+    linalg.yield %r : bf16
+  } -> tensor<10x3xbf16>
+  return %loss, %dx16, %dw16 : tensor<f32>, tensor<10x3xbf16>, tensor<8x3xbf16>
+}
+
+// -----
+
 // A frozen head (no weight gradient): only grad_input.
 // CHECK-LABEL: func.func @frozen_head(
 // CHECK: %[[F:.*]]:4 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight grad_loss
@@ -101,8 +163,9 @@ func.func @frozen_head(%x: tensor<6x3xf32>, %w: tensor<5x3xf32>, %t: tensor<6xi6
 // -----
 
 // Left alone: logits the step also returns; a loss per row; 16-bit
-// logits; a gradient read by more than the head's backward; a seed
-// computed after the loss; a gradient product reading another weight.
+// gradients rounded inside a fused layer; a gradient read by more than the
+// head's backward; a seed computed after the loss; a gradient product
+// reading another weight.
 // CHECK-LABEL: func.func @returned_logits(
 // CHECK-NOT: zest.linear_cross_entropy
 // CHECK: zest.cross_entropy_backward

@@ -48,9 +48,17 @@ func.func @target_rows(%x: tensor<6x3xf32>, %w: tensor<5x3xf32>, %t: tensor<5xi6
 
 // -----
 
-func.func @bf16(%x: tensor<6x3xbf16>, %w: tensor<5x3xbf16>, %t: tensor<6xi64>, %g: tensor<f32>, %l: tensor<f32>, %ws: tensor<4x5xbf16>, %lse: tensor<6xf32>) {
-  // expected-error@+1 {{'zest.linear_cross_entropy' op operand #1 must be 2-D f32 tensor or memref}}
-  %r:3 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight grad_loss(%g : tensor<f32>) ins(%x, %w, %t : tensor<6x3xbf16>, tensor<5x3xbf16>, tensor<6xi64>) outs(loss %l : tensor<f32>, logits %ws : tensor<4x5xbf16>, logsumexp %lse : tensor<6xf32>) -> tensor<f32>, tensor<4x5xbf16>, tensor<6xf32>
+func.func @mixed_types(%x: tensor<6x3xbf16>, %w: tensor<5x3xf32>, %t: tensor<6xi64>, %g: tensor<f32>, %l: tensor<f32>, %ws: tensor<4x5xbf16>, %lse: tensor<6xf32>) {
+  // expected-error@+1 {{'zest.linear_cross_entropy' op takes its input, weight and logits in one type; got 'tensor<6x3xbf16>', 'tensor<5x3xf32>' and 'tensor<4x5xbf16>'}}
+  %r:3 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight grad_loss(%g : tensor<f32>) ins(%x, %w, %t : tensor<6x3xbf16>, tensor<5x3xf32>, tensor<6xi64>) outs(loss %l : tensor<f32>, logits %ws : tensor<4x5xbf16>, logsumexp %lse : tensor<6xf32>) -> tensor<f32>, tensor<4x5xbf16>, tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @bf16_gradient(%x: tensor<6x3xbf16>, %w: tensor<5x3xbf16>, %t: tensor<6xi64>, %g: tensor<f32>, %l: tensor<f32>, %ws: tensor<4x5xbf16>, %lse: tensor<6xf32>, %dx: tensor<6x3xbf16>) {
+  // expected-error@+1 {{'zest.linear_cross_entropy' op operand #7 must be 2-D f32 tensor or memref, but got 'tensor<6x3xbf16>'}}
+  %r:4 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight grad_loss(%g : tensor<f32>) ins(%x, %w, %t : tensor<6x3xbf16>, tensor<5x3xbf16>, tensor<6xi64>) outs(loss %l : tensor<f32>, logits %ws : tensor<4x5xbf16>, logsumexp %lse : tensor<6xf32> grad_input %dx : tensor<6x3xbf16>) -> tensor<f32>, tensor<4x5xbf16>, tensor<6xf32>, tensor<6x3xbf16>
   return
 }
 

@@ -1148,6 +1148,14 @@ LogicalResult LinearCrossEntropyOp::verify() {
   if (!(smoothing >= 0.0f && smoothing <= 1.0f))
     return emitOpError() << "label_smoothing " << smoothing
                          << " is not in [0, 1]";
+  Type storage = getElementTypeOrSelf(getInput().getType());
+  if (getElementTypeOrSelf(getWeight().getType()) != storage ||
+      getElementTypeOrSelf(getLogits().getType()) != storage)
+    return emitOpError() << "takes its input, weight and logits in one type; "
+                            "got "
+                         << getInput().getType() << ", "
+                         << getWeight().getType() << " and "
+                         << getLogits().getType();
   int64_t rows = getRows(), k = getK(), classes = getClasses();
   int64_t chunk = getChunkRows();
   if (!ShapedType::isDynamic(chunk) &&

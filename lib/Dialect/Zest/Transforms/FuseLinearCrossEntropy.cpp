@@ -53,8 +53,7 @@ std::optional<HeadProduct> matchHeadProduct(Value logits) {
   }
   auto product = logits.getDefiningOp<linalg::LinalgOp>();
   if (!product || !product.hasPureTensorSemantics() ||
-      product->getNumResults() != 1 ||
-      !isZeroFill(product.getDpsInits()[0]))
+      product->getNumResults() != 1 || !isZeroFill(product.getDpsInits()[0]))
     return std::nullopt;
   std::optional<GemmLayout> layout = getMatrixProductLayout(product);
   if (!layout || layout->transA)
@@ -72,11 +71,14 @@ struct HeadGradients {
   bool transposeGradWeight = false;
 };
 
-/// Records a `zest.linear_backward` of the head that reads `g`.
+/// True if `value`'s elements are f32: what the fused op's gradients are.
+bool isF32(Value value) { return getElementTypeOrSelf(value).isF32(); }
+
+/// Records a `zest.linear_backward` of the head that reads `g` (f32: the
+/// fused op's gradients are f32).
 LogicalResult addLinearBackward(LinearBackwardOp backward, Value g,
-                                const HeadProduct &head,
-                                HeadGradients &grads) {
-  if (backward.getGradOutput() != g ||
+                                const HeadProduct &head, HeadGradients &grads) {
+  if (backward.getGradOutput() != g || !isF32(backward->getResult(0)) ||
       backward.getActivation() != Activation::None || backward.getGradBias() ||
       (backward.getWeight() &&
        (backward.getWeight() != head.weight ||
@@ -104,6 +106,7 @@ LogicalResult addProduct(linalg::LinalgOp product, unsigned index,
                          const HeadProduct &head, HeadGradients &grads) {
   std::optional<GemmLayout> layout = getMatrixProductLayout(product);
   if (!layout || !product.hasPureTensorSemantics() ||
+      product->getNumResults() != 1 || !isF32(product->getResult(0)) ||
       !isZeroFill(product.getDpsInits()[0]))
     return failure();
   Value other = product.getDpsInputs()[1 - index];
@@ -144,9 +147,6 @@ FailureOr<HeadGradients> matchHeadGradients(Value g, const HeadProduct &head) {
   return grads;
 }
 
-/// True if `value` is an f32 matrix (or, `rank` 0/1, f32 tensor).
-bool isF32(Value value) { return getElementTypeOrSelf(value).isF32(); }
-
 /// `value` where `anchor` runs: itself, or a clone of the constant that
 /// defines it; null if neither.
 Value getAvailable(Value value, Operation *anchor, PatternRewriter &rewriter) {
@@ -162,7 +162,7 @@ Value getAvailable(Value value, Operation *anchor, PatternRewriter &rewriter) {
 /// wrote into `init`: `init` (moved up to `anchor`) where that is possible,
 /// else a fresh tensor of `result`'s type.
 Value getDestination(Value init, Value result, Operation *anchor,
-                             PatternRewriter &rewriter) {
+                     PatternRewriter &rewriter) {
   if (init && succeeded(getDestinationAt(init, anchor, /*rewriter=*/nullptr)))
     return *getDestinationAt(init, anchor, &rewriter);
   return createEmpty(rewriter, anchor->getLoc(), result.getType());
@@ -182,13 +182,15 @@ struct FuseHeadIntoLoss : public OpRewritePattern<CrossEntropyOp> {
   LogicalResult matchAndRewrite(CrossEntropyOp ce,
                                 PatternRewriter &rewriter) const override {
     Value logits = ce.getLogits();
-    if (ce.getReduction() == LossReduction::None || !ce.hasPureTensorSemantics() ||
-        !isLinearMatrix(logits) || !isF32(logits))
-      return rewriter.notifyMatchFailure(ce, "not an f32 loss with a mean or sum");
+    if (ce.getReduction() == LossReduction::None ||
+        !ce.hasPureTensorSemantics() || !isLinearMatrix(logits))
+      return rewriter.notifyMatchFailure(ce, "not a loss with a mean or sum");
     std::optional<HeadProduct> head = matchHeadProduct(logits);
-    if (!head || !isF32(head->input) || !isF32(head->weight) ||
+    if (!head || !isLinearMatrix(head->input) ||
+        !isLinearMatrix(head->weight) ||
+        !haveOneElementType({logits, head->input, head->weight}) ||
         !isAvailableAt(head->input, ce) || !isAvailableAt(head->weight, ce))
-      return rewriter.notifyMatchFailure(ce, "logits of no plain f32 head");
+      return rewriter.notifyMatchFailure(ce, "logits of no plain head");
     CrossEntropyBackwardOp backward = getOnlyBackward(ce);
     if (!backward)
       return rewriter.notifyMatchFailure(
@@ -239,36 +241,36 @@ private:
                Value gradLoss, PatternRewriter &rewriter) const {
     Location loc = ce.getLoc();
     auto logitsType = cast<RankedTensorType>(ce.getLogits().getType());
-    int64_t rows = logitsType.getDimSize(0),
-            classes = logitsType.getDimSize(1),
+    int64_t rows = logitsType.getDimSize(0), classes = logitsType.getDimSize(1),
             k = cast<RankedTensorType>(head.input.getType()).getDimSize(1);
-    int64_t chunk = std::max<int64_t>(
-        1, std::min(rows, chunkRows > 0 ? chunkRows : k));
+    int64_t chunk =
+        std::max<int64_t>(1, std::min(rows, chunkRows > 0 ? chunkRows : k));
     Type f32 = rewriter.getF32Type();
-    Value loss = getDestination(ce.getLoss(), ce->getResult(0), ce,
-                                        rewriter);
-    Value workspace = tensor::EmptyOp::create(
-        rewriter, loc, ArrayRef<int64_t>{chunk, classes}, f32);
+    Value loss = getDestination(ce.getLoss(), ce->getResult(0), ce, rewriter);
+    Value workspace = tensor::EmptyOp::create(rewriter, loc,
+                                              ArrayRef<int64_t>{chunk, classes},
+                                              logitsType.getElementType());
     Value lse =
         tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{rows}, f32);
     Value gradInput, gradWeight;
     SmallVector<Type> results = {loss.getType(), workspace.getType(),
                                  lse.getType()};
     if (grads.gradInput) {
-      gradInput = getDestination(grads.gradInputInit, grads.gradInput,
-                                         ce, rewriter);
+      gradInput =
+          getDestination(grads.gradInputInit, grads.gradInput, ce, rewriter);
       results.push_back(grads.gradInput.getType());
     }
     if (grads.gradWeight) {
-      gradWeight = getDestination(
-          grads.gradWeightInit, grads.gradWeight, ce, rewriter);
+      gradWeight =
+          getDestination(grads.gradWeightInit, grads.gradWeight, ce, rewriter);
       results.push_back(grads.gradWeight.getType());
     }
     auto fused = LinearCrossEntropyOp::create(
         rewriter, loc, results, ce.getReductionAttr(), ce.getIgnoreIndexAttr(),
         ce.getLabelSmoothingAttr(), unitIf(rewriter, head.transposeWeight),
-        unitIf(rewriter, grads.transposeGradWeight), gradLoss, head.input, head.weight,
-        ce.getTarget(), loss, workspace, lse, gradInput, gradWeight);
+        unitIf(rewriter, grads.transposeGradWeight), gradLoss, head.input,
+        head.weight, ce.getTarget(), loss, workspace, lse, gradInput,
+        gradWeight);
     unsigned next = 3;
     if (grads.gradInput)
       rewriter.replaceAllUsesWith(grads.gradInput, fused->getResult(next++));

@@ -50,15 +50,15 @@ Value mlir::zest::getZeroFillDestination(Value init) {
   return init.getDefiningOp<linalg::FillOp>().getDpsInits()[0];
 }
 
-Value mlir::zest::createEmpty(PatternRewriter &rewriter, Location loc, Type type) {
+Value mlir::zest::createEmpty(PatternRewriter &rewriter, Location loc,
+                              Type type) {
   auto tensor = cast<RankedTensorType>(type);
   return tensor::EmptyOp::create(rewriter, loc, tensor.getShape(),
                                  tensor.getElementType());
 }
 
-FailureOr<Value>
-mlir::zest::getDestinationAt(Value init, Operation *anchor,
-                             PatternRewriter *rewriter) {
+FailureOr<Value> mlir::zest::getDestinationAt(Value init, Operation *anchor,
+                                              PatternRewriter *rewriter) {
   if (isAvailableAt(init, anchor))
     return init;
   Location loc = anchor->getLoc();

@@ -1017,7 +1017,7 @@ def Zest_CrossEntropyBackwardOp : Zest_Op<"cross_entropy_backward", [
   }];
 }
 
-// f32 matrices for the fused head and loss (its kernels' products are f32).
+// The fused head and loss's f32 gradients and 0-D f32 loss.
 def Zest_F32Matrix
     : AnyTypeOf<[2DTensorOf<[F32]>, MemRefRankOf<[F32], [2]>],
                 "2-D f32 tensor or memref">;
@@ -1033,7 +1033,9 @@ def Zest_LinearCrossEntropyOp : Zest_Op<"linear_cross_entropy", [
                 "chunks of rows";
   let description = [{
     The loss of `zest.cross_entropy` (reduction `mean` or `sum`) over the
-    logits `input * W` of a linear head without bias, with `W` the
+    logits `input * W` (f32, bf16 or f16: one storage type for the input,
+    the weight and the logits, the product accumulated in f32 and rounded
+    to it) of a linear head without bias, with `W` the
     `weight` transposed (`[classes, in]`, torch.nn.Linear's layout) when
     `transpose_weight` is set or `weight` itself (`[in, classes]`), and,
     given the loss's gradient `grad_loss`, the gradients the head's
@@ -1043,6 +1045,11 @@ def Zest_LinearCrossEntropyOp : Zest_Op<"linear_cross_entropy", [
     * `grad_weight = g^T * input` (`[classes, in]`) when
       `transpose_grad_weight` is set, else `input^T * g` (`[in, classes]`),
       optional.
+
+    `g` is stored in the logits' type; both gradients are f32, the products
+    accumulated in f32 and not rounded, as autocast's widened products of
+    16-bit operands compute them (the rounding that follows them, if any,
+    stays in the IR).
 
     The rows are taken in chunks of the `logits` destination's rows, a
     workspace the op writes and reads: each chunk's logits are computed,
@@ -1076,13 +1083,13 @@ def Zest_LinearCrossEntropyOp : Zest_Op<"linear_cross_entropy", [
                        DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
                        UnitAttr:$transpose_weight,
                        UnitAttr:$transpose_grad_weight,
-                       Zest_LossScalar:$grad_loss, Zest_F32Matrix:$input,
-                       Zest_F32Matrix:$weight, Zest_ClassTargets:$target,
-                       Zest_LossScalar:$loss, Zest_F32Matrix:$logits,
+                       Zest_LossScalar:$grad_loss, Zest_LinearMatrix:$input,
+                       Zest_LinearMatrix:$weight, Zest_ClassTargets:$target,
+                       Zest_LossScalar:$loss, Zest_LinearMatrix:$logits,
                        Zest_RowValues:$logsumexp,
                        Optional<Zest_F32Matrix>:$grad_input,
                        Optional<Zest_F32Matrix>:$grad_weight);
-  let results = (outs Variadic<RankedTensorOf<[F32]>>:$results);
+  let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
   let assemblyFormat = [{
     $reduction `ignore_index` `(` $ignore_index `)`
     (`label_smoothing` `(` $label_smoothing^ `)`)?

@@ -1003,16 +1003,20 @@ def FuseLinearCrossEntropyPass
     exists, in a workspace the memory plan counts; neither the whole
     logits nor their gradient is ever formed.
 
-    Matched on f32 linalg-on-tensors after `zest-fuse-linear`: the forward
-    product is a linalg matrix product from zeros or a `zest.linear`
-    without bias or activation; the gradients are linalg products from
-    zeros or a `zest.linear_backward` without activation or bias gradient,
-    reading the forward's own `x` and `W`. Either gradient may be absent (a
-    frozen head, an input that needs none). The loss's reduction is mean or
-    sum, and its gradient must be available where the forward loss is
-    computed (the step's constant seed is). The fused op goes where the
-    forward loss was. Anything else (16-bit heads, a loss per row, logits
-    also returned or read elsewhere) keeps the unfused ops.
+    Matched on linalg-on-tensors after `zest-fuse-linear` and
+    `zest-narrow-loss-casts`: the forward product is a linalg matrix
+    product from zeros or a `zest.linear` without bias or activation, its
+    input, weight and logits in one type (f32, or autocast's bf16 / f16);
+    the gradients are f32 linalg products from zeros (autocast's widened
+    products of the 16-bit gradient, whose rounding stays after the fused
+    op) or an f32 `zest.linear_backward` without activation or bias
+    gradient, reading the forward's own `x` and `W`. Either gradient may be
+    absent (a frozen head, an input that needs none). The loss's reduction
+    is mean or sum, and its gradient must be available where the forward
+    loss is computed (the step's constant seed is). The fused op goes where
+    the forward loss was. Anything else (a loss per row, logits also
+    returned or read elsewhere, 16-bit gradients rounded inside a fused
+    layer) keeps the unfused ops.
 
     The chunk is `chunk-rows` rows, or by default the head's input
     features (at most the rows): the workspace is then no larger than the
