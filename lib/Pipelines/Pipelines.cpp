@@ -186,7 +186,8 @@ static void addTensorPasses(OpPassManager &pm,
     pm.addPass(createFuseLinearPass());
     // The head's product joins the loss, in chunks of rows, once the head's
     // gradients are in the form fuse-linear leaves them.
-    pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass());
+    if (options.fuseLoss)
+      pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass());
   }
   // After the linear layers (which want their activations apart) and before
   // the optimizer is lowered (its in-place update stays one op).

@@ -96,6 +96,13 @@ static cl::opt<bool> fuseLinear(
         "backward) into BLAS calls (oneDNN or OpenBLAS) with fused epilogues "
         "(default true; --fuse-linear=false keeps them apart)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> fuseLoss(
+    "fuse-loss",
+    cl::desc("Fuse the LM head's product, its cross-entropy and both their "
+             "backwards into one op over chunks of rows, so that the [tokens, "
+             "vocabulary] logits never exist whole (default true, with "
+             "--fuse-linear; --fuse-loss=false keeps them apart)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> fuseElementwise(
     "fuse-elementwise",
     cl::desc("Fuse elementwise ops into the loop nests that read them "
@@ -410,6 +417,7 @@ static LogicalResult setLowerOptions(LowerPipelineOptions &lower) {
   lower.cudaFormat = cudaFormat;
   lower.cudaPath = cudaPath;
   lower.fuseLinear = fuseLinear;
+  lower.fuseLoss = fuseLoss;
   lower.fuseElementwise = fuseElementwise;
   lower.vectorize = vectorize;
   lower.outlineRegions = outlineRegions;

@@ -211,6 +211,11 @@ struct LowerPipelineOptions : public PassPipelineOptions<LowerPipelineOptions> {
       *this, "fuse-linear",
       llvm::cl::desc("Rewrite linear layers into fused linear ops"),
       llvm::cl::init(true)};
+  Option<bool> fuseLoss{
+      *this, "fuse-loss",
+      llvm::cl::desc("Fuse the LM head's product into its cross-entropy, in "
+                     "chunks of rows (with fuse-linear)"),
+      llvm::cl::init(true)};
   Option<bool> fuseElementwise{
       *this, "fuse-elementwise",
       llvm::cl::desc("Fuse elementwise producers into their consumers"),

@@ -160,9 +160,18 @@ Value getAvailable(Value value, Operation *anchor, PatternRewriter &rewriter) {
 
 /// A destination where the fused op can write what an op after `anchor`
 /// wrote into `init`: `init` (moved up to `anchor`) where that is possible,
-/// else a fresh tensor of `result`'s type.
+/// else a fresh tensor of `result`'s type. An empty tensor defined later
+/// moves up itself: what else writes into it (the sum of a tied weight's
+/// two gradients) then still shares its buffer, as before the fusion.
 Value getDestination(Value init, Value result, Operation *anchor,
                      PatternRewriter &rewriter) {
+  auto empty = init ? init.getDefiningOp<tensor::EmptyOp>() : nullptr;
+  if (empty && empty->getBlock() == anchor->getBlock() &&
+      empty.getDynamicSizes().empty()) {
+    if (anchor->isBeforeInBlock(empty))
+      rewriter.moveOpBefore(empty, anchor);
+    return init;
+  }
   if (init && succeeded(getDestinationAt(init, anchor, /*rewriter=*/nullptr)))
     return *getDestinationAt(init, anchor, &rewriter);
   return createEmpty(rewriter, anchor->getLoc(), result.getType());
