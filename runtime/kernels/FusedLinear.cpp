@@ -228,9 +228,9 @@ extern "C" void zest_linear_forward(ZEST_linear_forward_PARAMS(float)) {
   // no epilogue and runs as one call (blocks would repack the weight each
   // time: a head over 50257 classes would take 41 rows at a time).
   bool plain = !bias && activation == ZEST_ACTIVATION_NONE && product == y;
-  int64_t rows = plain ? std::max<int64_t>(1, m)
-                       : std::max<int64_t>(
-                             1, kBlockElements / std::max<int64_t>(1, n));
+  int64_t rows =
+      plain ? std::max<int64_t>(1, m)
+            : std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, n));
   for (int64_t row = 0; row < m; row += rows) {
     int64_t count = std::min(rows, m - row);
     float *block = product + row * ldproduct;
