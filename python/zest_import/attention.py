@@ -21,6 +21,7 @@ inputs, inputs whose batch dimensions broadcast rather than agree, and
 """
 
 import math
+import os
 
 import torch
 
@@ -31,6 +32,13 @@ from . import functions
 MODE = "fused"
 
 
+# transformers' switch that passes grouped-query key/value heads to SDPA as
+# they are (enable_gqa) even with a mask, instead of repeating them per
+# query head (repeat_kv): CUDA's SDPA kernels need the repeat, the op does
+# not.
+_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
+
+
 class SdpaInsteadOfEager:
     """While active (with MODE "fused"): the Hugging Face models in `model`
     configured with transformers' eager attention (their own matmul,
@@ -38,15 +46,21 @@ class SdpaInsteadOfEager:
     which the importer routes to the op. Models that cannot (no SDPA
     support, attention weights asked for) keep eager attention: its math
     path. The original setting comes back on exit. (A model's submodules
-    share its config: switching the outermost switches them.)"""
+    share its config: switching the outermost switches them.) transformers
+    also hands SDPA grouped-query key/value heads unrepeated where a mask
+    is given (`_FORCE_GQA`), so the op reads each key/value head for its
+    query heads instead of a copy per query head."""
 
     def __init__(self, model):
         self.model = model
         self.switched = []
+        self.force_gqa = None
 
     def __enter__(self):
         if MODE != "fused":
             return self
+        self.force_gqa = os.environ.get(_FORCE_GQA, "")
+        os.environ[_FORCE_GQA] = "1"
         for module in self.model.modules():
             config = getattr(module, "config", None)
             if (
@@ -62,6 +76,8 @@ class SdpaInsteadOfEager:
     def __exit__(self, *exc):
         for module in self.switched:
             module.set_attn_implementation("eager")
+        if self.force_gqa is not None:
+            os.environ[_FORCE_GQA] = self.force_gqa
         return False
 
 
@@ -239,6 +255,37 @@ def _autocast_dtype(query):
     return None
 
 
+def _repeat_heads(x, groups):
+    """`x` [..., kv_heads, rows, features] with each head repeated `groups`
+    times in place, as transformers' repeat_kv repeats key/value heads."""
+    *lead, kv_heads, rows, features = x.shape
+    x = x.unsqueeze(-3).expand(*lead, kv_heads, groups, rows, features)
+    return x.reshape(*lead, kv_heads * groups, rows, features)
+
+
+def _math_path(
+    original, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+):
+    """PyTorch's own SDPA (`original`), grouped-query key/value heads
+    repeated first: what transformers hands over unrepeated under
+    `_FORCE_GQA` takes the path it took with repeat_kv."""
+    heads = query.shape[-3] if query.dim() > 3 else 1
+    kv_heads = key.shape[-3] if key.dim() > 3 else 1
+    if enable_gqa and kv_heads not in (0, heads) and heads % kv_heads == 0:
+        key, value = (_repeat_heads(x, heads // kv_heads) for x in (key, value))
+        enable_gqa = False
+    return original(
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale=scale,
+        enable_gqa=enable_gqa,
+    )
+
+
 def scaled_dot_product_attention(
     query,
     key,
@@ -258,15 +305,16 @@ def scaled_dot_product_attention(
     if kv_heads != heads and not enable_gqa:
         fusable = False  # PyTorch's own error
     if not fusable or kv_heads == 0 or heads % kv_heads != 0:
-        return original(
+        return _math_path(
+            original,
             query,
             key,
             value,
             attn_mask,
             dropout_p,
             is_causal,
-            scale=scale,
-            enable_gqa=enable_gqa,
+            scale,
+            enable_gqa,
         )
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
