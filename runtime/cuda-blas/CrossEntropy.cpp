@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/LinearHead.h"
 #include "../cuda-nccl/Device.h"
 #include "EpilogueKernels.cuh"
 #include "zest_runtime.h"
@@ -294,56 +295,13 @@ void backward(const LossShape &s, const T *logits, const void *target,
   scratch.release();
 }
 
-/// The head of zest_cuda_linear_cross_entropy in storage C (float, or the
-/// bits of bf16 / f16), device pointers: its input, weight and f32
-/// gradients (dx, dw null when not wanted), and the runtime's products for
-/// C on cuBLASLt: the logits rounded to C (zest_cuda_linear_forward*), the
-/// gradients accumulated in f32 (zest_cuda_sgemm,
-/// zest_cuda_widening_gemm*).
-template <typename C> struct Head {
-  using Forward = void (*)(ZEST_linear_forward_PARAMS(C));
-  using Gemm = void (*)(ZEST_widening_gemm_PARAMS(C));
-  Forward forward;
-  Gemm gemm;
-  int64_t k;
-  const C *x;
-  int64_t ldx;
-  const C *w;
-  int64_t ldw;
-  int32_t wTransposed;
-  float *dx;
-  int64_t lddx;
-  float *dw;
-  int64_t lddw;
-  int32_t dwTransposed;
-
-  /// The chunk's logits (n rows from `begin`) before the loss.
-  void logitsOf(const LossShape &s, int64_t begin, int64_t n, C *logits) const {
-    forward(n, s.classes, k, x + begin * ldx, ldx, w, ldw, wTransposed, nullptr,
-            ZEST_ACTIVATION_NONE, nullptr, 0, logits, s.ld);
-  }
-
-  /// The chunk's share of both gradients from its logits' gradient g.
-  void addGradients(const LossShape &s, int64_t begin, int64_t n,
-                    const C *g) const {
-    const C *xc = x + begin * ldx;
-    if (dx)
-      gemm(0, !wTransposed, n, k, s.classes, g, s.ld, w, ldw, dx + begin * lddx,
-           lddx, 0);
-    if (dw && dwTransposed)
-      gemm(1, 0, s.classes, k, n, g, s.ld, xc, ldx, dw, lddw, begin > 0);
-    else if (dw)
-      gemm(1, 0, k, s.classes, n, xc, ldx, g, s.ld, dw, lddw, begin > 0);
-  }
-};
-
 /// zest_cuda_linear_cross_entropy: the scale of the gradient over all rows
 /// first, then per chunk its logits, their losses (kept for the reduction)
 /// and log-sum-exps, their gradient over them, and the head's gradients;
 /// the loss last. One pool block holds both scratches. T is the kernels'
 /// view of storage C.
 template <typename T, typename C>
-void linearCrossEntropy(const LossShape &all, const Head<C> &head,
+void linearCrossEntropy(const LossShape &all, const LinearHead<C> &head,
                         const void *target, const float *gradLoss,
                         int64_t chunkRows, C *logits, float *lse, float *loss) {
   if (all.rows == 0)
@@ -362,13 +320,13 @@ void linearCrossEntropy(const LossShape &all, const Head<C> &head,
     part.rows = chunkRows < all.rows - begin ? chunkRows : all.rows - begin;
     const void *partTarget =
         static_cast<const char *>(target) + begin * (all.targetBits / 8);
-    head.logitsOf(part, begin, part.rows, logits);
+    head.logitsOf(begin, part.rows, logits, all.ld);
     launchRows(part, static_cast<const T *>(chunk), partTarget,
                forward.rowLoss + begin, lse + begin);
     launchGradient(part, static_cast<const T *>(chunk), partTarget, gradLoss,
                    lse + begin, static_cast<const float *>(backward.scale),
                    chunk);
-    head.addGradients(part, begin, part.rows, logits);
+    head.addGradients(begin, part.rows, logits, all.ld);
   }
   reduceRows(all, target, forward, loss);
   zest_pool_free(base);
@@ -407,9 +365,7 @@ LossShape makeShape(int64_t rows, int64_t classes, int64_t ld, int64_t ldGrad,
       ZEST_linear_cross_entropy_PARAMS(C)) {                                   \
     int32_t kind =                                                             \
         reduction == ZEST_LOSS_MEAN ? ZEST_LOSS_MEAN : ZEST_LOSS_SUM;          \
-    Head<C> head = {                                                           \
-        FORWARD, GEMM, k,  x,    ldx,          w, ldw, w_transposed,           \
-        dx,      lddx, dw, lddw, dw_transposed};                               \
+    LinearHead<C> head = ZEST_LINEAR_HEAD(C, FORWARD, GEMM);                   \
     linearCrossEntropy<T>(makeShape(rows, classes, ld_logits, ld_logits,       \
                                     target_bits, ignore_index,                 \
                                     label_smoothing, kind),                    \

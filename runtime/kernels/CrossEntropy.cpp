@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../common/HalfFloat.h"
+#include "../common/LinearHead.h"
 #include "zest_runtime.h"
 
 #include <algorithm>
@@ -23,6 +24,8 @@
 #include <cstdlib>
 #include <limits>
 #include <vector>
+
+using zest::rt::LinearHead;
 
 namespace {
 
@@ -150,47 +153,6 @@ void backward(const Loss &l, const T *logits, const float *gradLoss,
   }
 }
 
-/// The head of zest_linear_cross_entropy in storage C (float, or the bits
-/// of bf16 / f16): its input, weight and f32 gradients (dx, dw null when
-/// not wanted), and the runtime's products for C: the logits rounded to C
-/// (zest_linear_forward*), the gradients accumulated in f32 (zest_sgemm,
-/// zest_widening_gemm*).
-template <typename C> struct Head {
-  using Forward = void (*)(ZEST_linear_forward_PARAMS(C));
-  using Gemm = void (*)(ZEST_widening_gemm_PARAMS(C));
-  Forward forward;
-  Gemm gemm;
-  int64_t classes, k;
-  const C *x;
-  int64_t ldx;
-  const C *w;
-  int64_t ldw;
-  int32_t wTransposed;
-  float *dx;
-  int64_t lddx;
-  float *dw;
-  int64_t lddw;
-  int32_t dwTransposed;
-
-  /// logits[n, classes] = x[begin:begin+n] op(W).
-  void logitsOf(int64_t begin, int64_t n, C *logits, int64_t ld) const {
-    forward(n, classes, k, x + begin * ldx, ldx, w, ldw, wTransposed, nullptr,
-            ZEST_ACTIVATION_NONE, nullptr, 0, logits, ld);
-  }
-
-  /// The chunk's share of both gradients from its logits' gradient g.
-  void addGradients(int64_t begin, int64_t n, const C *g, int64_t ld) const {
-    const C *xc = x + begin * ldx;
-    if (dx)
-      gemm(0, !wTransposed, n, k, classes, g, ld, w, ldw, dx + begin * lddx,
-           lddx, 0);
-    if (dw && dwTransposed)
-      gemm(1, 0, classes, k, n, g, ld, xc, ldx, dw, lddw, begin > 0);
-    else if (dw)
-      gemm(1, 0, k, classes, n, xc, ldx, g, ld, dw, lddw, begin > 0);
-  }
-};
-
 /// The rows [begin, begin + n) of `all`, their logits `ld` apart.
 Loss chunkOf(const Loss &all, int64_t begin, int64_t n, int64_t ld) {
   Loss part = all;
@@ -205,7 +167,7 @@ Loss chunkOf(const Loss &all, int64_t begin, int64_t n, int64_t ld) {
 /// log-sum-exps, their gradient over them, and the head's gradients (T the
 /// kernels' view of storage C).
 template <typename T, typename C>
-void linearCrossEntropy(const Loss &all, const Head<C> &head,
+void linearCrossEntropy(const Loss &all, const LinearHead<C> &head,
                         const float *gradLoss, int64_t chunkRows, C *logits,
                         int64_t ld, float *lse, float *loss) {
   int64_t kept = all.countKept();
@@ -272,9 +234,7 @@ Loss makeLoss(int64_t rows, int64_t classes, int64_t ld, const void *target,
   void zest_linear_cross_entropy##SUFFIX(                                      \
       ZEST_linear_cross_entropy_PARAMS(C)) {                                   \
     zest_progress();                                                           \
-    Head<C> head = {                                                           \
-        FORWARD, GEMM,         classes, k,    x,  ldx,  w,                     \
-        ldw,     w_transposed, dx,      lddx, dw, lddw, dw_transposed};        \
+    LinearHead<C> head = ZEST_LINEAR_HEAD(C, FORWARD, GEMM);                   \
     linearCrossEntropy<T>(makeLoss(rows, classes, ld_logits, target,           \
                                    target_bits, ignore_index, label_smoothing, \
                                    reduction),                                 \
