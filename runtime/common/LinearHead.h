@@ -1,4 +1,5 @@
-//===- LinearHead.h - The head of the fused linear cross-entropy -*- C++ -*-===//
+//===- LinearHead.h - The head of the fused linear cross-entropy -*- C++
+//-*-===//
 //
 // What zest_linear_cross_entropy (CPU) and zest_cuda_linear_cross_entropy
 // (GPU, emulated device) ask of the head around the loss, chunk by chunk of

@@ -14,13 +14,13 @@
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest_runtime.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::zest;
@@ -235,6 +235,15 @@ std::optional<double> getKernelCallUs(func::CallOp call,
   auto sized = [&](double products) {
     return gemm(operand("m"), operand("n"), operand("k"), products);
   };
+  // The gradient products a backward computes: dx and dw are optional (null
+  // pointers).
+  auto gradientProducts = [&] {
+    double products = 0;
+    for (StringRef name : {"dx", "dw"})
+      if (!isNull(call.getOperand(product->getParamIndex(name))))
+        ++products;
+    return products;
+  };
   switch (product->kind) {
   case ProductKind::sgemm:
   case ProductKind::widening_gemm:
@@ -244,14 +253,8 @@ std::optional<double> getKernelCallUs(func::CallOp call,
     return sized(operand("batch"));
   case ProductKind::linear_forward:
     return sized(1) + epilogue(operand("m"), operand("n"));
-  case ProductKind::linear_backward: {
-    // dx and dw are optional (null pointers).
-    double products = 0;
-    for (StringRef name : {"dx", "dw"})
-      if (!isNull(call.getOperand(product->getParamIndex(name))))
-        ++products;
-    return sized(products) + epilogue(operand("m"), operand("n"));
-  }
+  case ProductKind::linear_backward:
+    return sized(gradientProducts()) + epilogue(operand("m"), operand("n"));
   case ProductKind::attention_forward:
   case ProductKind::attention_backward:
     return getAttentionCallUs(*product, operand, gemm);
@@ -270,11 +273,7 @@ std::optional<double> getKernelCallUs(func::CallOp call,
     // optional), and the loss's three passes over the chunk's logits.
     double rows = operand("rows"), classes = operand("classes"),
            chunks = std::ceil(rows / std::max(1.0, operand("chunk_rows")));
-    double products = 1;
-    for (StringRef name : {"dx", "dw"})
-      if (!isNull(call.getOperand(product->getParamIndex(name))))
-        ++products;
-    return gemm(rows, classes, operand("k"), products) +
+    return gemm(rows, classes, operand("k"), 1 + gradientProducts()) +
            (chunks * 4 - 1) * machine.kernelOverheadUs +
            3 * rows * classes * 4 / machine.memoryBytesPerUs;
   }

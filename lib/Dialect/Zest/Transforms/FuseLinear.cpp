@@ -494,24 +494,22 @@ BackwardUses classifyUses(Value g) {
         linalgOp ? getMatrixProductLayout(linalgOp) : std::nullopt;
     bool zeroInit = linalgOp && linalgOp.getNumDpsInits() == 1 &&
                     getZeroFillDestination(linalgOp.getDpsInits()[0]);
-    auto operandIs = [&](unsigned i) {
-      return use.getOperandNumber() == i && linalgOp.getDpsInputs()[1 - i] != g;
-    };
-    if (layout && zeroInit && linalgOp.hasPureTensorSemantics() &&
+    std::optional<LinearGradient> gradient =
+        layout ? getLinearGradient(*layout, use.getOperandNumber())
+               : std::nullopt;
+    if (gradient && zeroInit && linalgOp.hasPureTensorSemantics() &&
         isLinearMatrix(user->getResult(0))) {
-      // grad_input = g * op(B): B is the weight, [out, in] when plain.
-      if (!layout->transA && operandIs(0) && !uses.gradInput) {
+      Value other = linalgOp.getDpsInputs()[1 - use.getOperandNumber()];
+      if (other != g && gradient->ofInput && !uses.gradInput) {
         uses.gradInput = linalgOp;
-        uses.weight = linalgOp.getDpsInputs()[1];
-        uses.transposeWeight = !layout->transB;
+        uses.weight = other;
+        uses.transposeWeight = gradient->transposed;
         continue;
       }
-      // grad_weight = g^T * x ([out, in]) or x^T * g ([in, out]).
-      if (layout->transA && !layout->transB && !uses.gradWeight &&
-          (operandIs(0) || operandIs(1))) {
+      if (other != g && !gradient->ofInput && !uses.gradWeight) {
         uses.gradWeight = linalgOp;
-        uses.transposeGradWeight = use.getOperandNumber() == 0;
-        uses.input = linalgOp.getDpsInputs()[uses.transposeGradWeight];
+        uses.transposeGradWeight = gradient->transposed;
+        uses.input = other;
         continue;
       }
     }

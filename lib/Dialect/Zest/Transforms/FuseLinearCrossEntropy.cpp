@@ -105,22 +105,22 @@ LogicalResult addLinearBackward(LinearBackwardOp backward, Value g,
 LogicalResult addProduct(linalg::LinalgOp product, unsigned index,
                          const HeadProduct &head, HeadGradients &grads) {
   std::optional<GemmLayout> layout = getMatrixProductLayout(product);
-  if (!layout || !product.hasPureTensorSemantics() ||
+  std::optional<LinearGradient> gradient =
+      layout ? getLinearGradient(*layout, index) : std::nullopt;
+  if (!gradient || !product.hasPureTensorSemantics() ||
       product->getNumResults() != 1 || !isF32(product->getResult(0)) ||
       !isZeroFill(product.getDpsInits()[0]))
     return failure();
   Value other = product.getDpsInputs()[1 - index];
   Value init = getZeroFillDestination(product.getDpsInits()[0]);
-  // grad_input: op(W) transposed back, so B is read the other way.
-  if (index == 0 && !layout->transA && other == head.weight &&
-      layout->transB != head.transposeWeight && !grads.gradInput) {
+  if (gradient->ofInput && other == head.weight &&
+      gradient->transposed == head.transposeWeight && !grads.gradInput) {
     grads.gradInput = product->getResult(0);
     grads.gradInputInit = init;
-  } else if (layout->transA && !layout->transB && other == head.input &&
-             !grads.gradWeight) {
+  } else if (!gradient->ofInput && other == head.input && !grads.gradWeight) {
     grads.gradWeight = product->getResult(0);
     grads.gradWeightInit = init;
-    grads.transposeGradWeight = index == 0;
+    grads.transposeGradWeight = gradient->transposed;
   } else {
     return failure();
   }

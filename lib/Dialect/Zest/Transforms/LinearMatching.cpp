@@ -8,6 +8,7 @@
 #include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
+using namespace mlir::zest;
 
 bool mlir::zest::isStaticLinearType(Value value, int64_t rank) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -37,6 +38,15 @@ bool mlir::zest::isAvailableAt(Value value, Operation *op) {
     return false;
   Operation *def = value.getDefiningOp();
   return !def || def->isBeforeInBlock(ancestor);
+}
+
+std::optional<LinearGradient> mlir::zest::getLinearGradient(GemmLayout layout,
+                                                            unsigned gIndex) {
+  if (gIndex == 0 && !layout.transA)
+    return LinearGradient{/*ofInput=*/true, /*transposed=*/!layout.transB};
+  if (gIndex <= 1 && layout.transA && !layout.transB)
+    return LinearGradient{/*ofInput=*/false, /*transposed=*/gIndex == 0};
+  return std::nullopt;
 }
 
 bool mlir::zest::isZeroFill(Value init) {

@@ -10,7 +10,11 @@
 #ifndef ZEST_DIALECT_ZEST_TRANSFORMS_LINEARMATCHING_H
 #define ZEST_DIALECT_ZEST_TRANSFORMS_LINEARMATCHING_H
 
+#include "zest/Dialect/Zest/Transforms/Contraction.h"
+
 #include "mlir/IR/PatternMatch.h"
+
+#include <optional>
 
 namespace mlir::zest {
 
@@ -27,6 +31,17 @@ bool haveOneElementType(ValueRange values);
 /// True if `value` is available where `op` runs: defined in an enclosing
 /// block before `op` (or its ancestor there), or a block argument of one.
 bool isAvailableAt(Value value, Operation *op);
+
+/// The gradient of a linear layer that a matrix product with `layout`
+/// computes from the layer's output gradient `g`, read as its operand
+/// `gIndex`: the input's, `g * op(W)` (the other operand is W, `[out, in]`
+/// when `transposed`), or the weight's, `g^T * x` (`transposed`: `[out,
+/// in]`, `g` first) or `x^T * g` (the other operand is x).
+struct LinearGradient {
+  bool ofInput, transposed;
+};
+std::optional<LinearGradient> getLinearGradient(GemmLayout layout,
+                                                unsigned gIndex);
 
 /// True if `init` is a `linalg.fill` of 0.0 (however many ops read it).
 bool isZeroFill(Value init);
