@@ -17,7 +17,7 @@ import site
 import sys
 import sysconfig
 
-from . import attention
+from . import attention, experts
 from .annotate import annotate, entry_name, merge_forward
 from .errors import ZestImportError, located, run_command
 from .trace import trace_forward, trace_step
@@ -227,7 +227,7 @@ def import_model(model, loss_fn, batch, name=None, forward=False):
         raise ZestImportError("the entry point cannot be named 'main'")
     model.train()
     check_supported(model)
-    with attention.SdpaInsteadOfEager(model):
+    with attention.SdpaInsteadOfEager(model), experts.ExpertsAsGroupedProducts(model):
         mlir, names, trained, random = trace_step(model, loss_fn, batch, name)
         text = annotate(mlir, model, names, trained, len(batch), name, random)
         if forward:

@@ -16,6 +16,24 @@ loop over a materialized [tokens, vocab] buffer, filled every step. Here the
 one-hot is a comparison of the class index with the target, an elementwise
 op that Zest fuses into the log-softmax backward that reads it: no buffer,
 no fill, the same values.
+
+topk: torch-mlir lowers it to ``tm_tensor.topk``. For the small k of a
+mixture-of-experts router (top-2 of 8 experts, top-8 of 128) it is k rounds
+of a maximum, the first position holding it among those not yet taken, and
+the gather of the value: 3k passes over each row, linalg reductions. Larger
+k keeps torch-mlir's path (and is refused there).
+
+scatter (src): topk's backward scatters the values' gradient into zeros of
+the input's shape along the last dimension (dim -1, on which torch-mlir's
+lowering crashes). Where the index covers the input but along `dim` has at
+most TOPK_ROUNDS entries, it is that many elementwise selections (no loop
+over the updates); otherwise the dimension is made non-negative and
+torch-mlir lowers it.
+
+histc: torch-mlir has no lowering. Each element's bin is computed
+elementwise and the bins counted by comparison with every bin index, a
+reduction over the elements: O(elements x bins), for the few bins of an
+expert histogram.
 """
 
 import torch
@@ -66,9 +84,75 @@ def nll_loss_backward(
     return grad_input * grad_output
 
 
+# The largest k topk is decomposed for: a router's top-k of its experts.
+TOPK_ROUNDS = 16
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    if k > TOPK_ROUNDS or x.dim() == 0 or x.dtype == torch.bool:
+        return NotImplemented
+    dim = dim % x.dim()
+    work = x if largest else -x
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    low = (
+        float("-inf")
+        if x.dtype.is_floating_point
+        else torch.iinfo(x.dtype).min
+    )
+    taken = torch.zeros_like(x, dtype=torch.bool)
+    values, indices = [], []
+    for _ in range(k):
+        best = torch.where(taken, low, work).amax(dim, keepdim=True)
+        candidate = torch.logical_and(work == best, torch.logical_not(taken))
+        index = torch.where(candidate, positions, x.shape[dim]).amin(dim, keepdim=True)
+        values.append(x.gather(dim, index))
+        indices.append(index)
+        taken = torch.logical_or(taken, positions == index)
+    return torch.cat(values, dim), torch.cat(indices, dim)
+
+
+def scatter_src(x, dim, index, src):
+    normal = dim % x.dim() if x.dim() else 0
+    covers = index.dim() == x.dim() and all(
+        index.shape[d] == x.shape[d] == src.shape[d]
+        for d in range(x.dim())
+        if d != dim
+    )
+    if not covers or index.shape[normal] > TOPK_ROUNDS:
+        # Decomposed again with the dimension non-negative: then PyTorch's.
+        return NotImplemented if normal == dim else aten.scatter.src(x, normal, index, src)
+    dim = normal
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    for r in range(index.shape[dim]):
+        at = index.narrow(dim, r, 1)
+        x = torch.where(positions == at, src.narrow(dim, r, 1).to(x.dtype), x)
+    return x
+
+
+def histc(x, bins=100, min=0, max=0):
+    if min == max:
+        return NotImplemented  # the range comes from the data: not static
+    low, high = float(min), float(max)
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    bin_of = ((wide - low) * (bins / (high - low))).floor().to(torch.int64)
+    # The upper bound belongs to the last bin; values outside are not counted.
+    bin_of = torch.where(wide == high, bins - 1, bin_of)
+    inside = torch.logical_and(wide >= low, wide <= high)
+    bin_of = torch.where(inside, bin_of, -1).reshape(-1, 1)
+    counts = (bin_of == torch.arange(bins, device=x.device)).sum(0)
+    return counts.to(x.dtype)
+
+
 def table():
     """{ATen overload: decomposition} added to torch-mlir's table."""
     return {
         aten.cumsum.default: cumsum,
         aten.nll_loss_backward.default: nll_loss_backward,
+        aten.topk.default: topk,
+        aten.histc.default: histc,
+        aten.scatter.src: scatter_src,
     }

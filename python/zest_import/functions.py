@@ -9,6 +9,9 @@ forward's ops.
 
 loss.py: cross_entropy as the zest::cross_entropy custom op, likewise: the
 backward keeps each row's log-sum-exp, not its log-probabilities.
+
+experts.py: grouped_mm (rows grouped by run-time offsets) as the
+zest::grouped_matmul custom op, its backward two of them.
 """
 
 import torch
@@ -41,11 +44,13 @@ REGISTERED = _register_functionalize_rule()
 
 
 def _routes():
-    from . import attention, loss
+    from . import attention, experts, loss
 
     F = torch.nn.functional
     aten = torch.ops.aten
     return {
+        F.grouped_mm: experts.grouped_mm,
+        torch._grouped_mm: experts.grouped_mm,
         F.scaled_dot_product_attention: attention.scaled_dot_product_attention,
         aten.scaled_dot_product_attention.default: attention.scaled_dot_product_attention,
         F.cross_entropy: loss.cross_entropy,

@@ -45,7 +45,20 @@ OPS = {
         "scalars": ("reduction", "ignore_index", "label_smoothing"),
         "zest": "zest.cross_entropy_backward",
     },
+    "grouped_matmul": {
+        "tensors": ("input", "weight", "offsets"),
+        "scalars": ("transpose_weight",),
+        "zest": "zest.grouped_matmul",
+    },
+    "grouped_matmul_weight_grad": {
+        "tensors": ("input", "grad_output", "offsets"),
+        "scalars": ("transpose_weight",),
+        "zest": "zest.grouped_matmul_weight_grad",
+    },
 }
+
+# Scalars that are flags: a unit attribute when true, absent when false.
+_FLAGS = ("causal", "transpose_weight")
 
 _CONTRACT_CHECK = "torch-verify-linalg-on-tensors-backend-contract"
 
@@ -79,7 +92,7 @@ def _scalar_attribute(value, name):
     from torch_mlir import ir
 
     owner = value.owner
-    if name == "causal":
+    if name in _FLAGS:
         return (
             ir.UnitAttr.get() if ir.BoolAttr(owner.attributes["value"]).value else None
         )

@@ -326,6 +326,7 @@ def check_dialects(mlir):
         "cf.assert",
         "zest.attention",
         "zest.cross_entropy",
+        "zest.grouped_matmul",
     )
     found = []
 

@@ -1,0 +1,66 @@
+# Mixture-of-experts causal LMs from transformers as a user has them: tiny
+# configs (4 experts, top-2), random weights, the loss from the model's own
+# `labels` path, the experts in transformers' default implementation.
+import torch
+import transformers
+
+transformers.logging.set_verbosity_error()
+
+VOCAB, SEQ, BATCH = 64, 8, 2
+COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=SEQ,
+    attn_implementation="sdpa",
+)
+
+
+def _causal_lm(model):
+    def loss_fn(model, ids):
+        return model(input_ids=ids, labels=ids).loss
+
+    torch.manual_seed(1)
+    return model, loss_fn, (torch.randint(0, VOCAB, (BATCH, SEQ)),)
+
+
+def mixtral(**overrides):
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    config = MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2, **overrides)
+    return _causal_lm(MixtralForCausalLM(config))
+
+
+def qwen2_moe(**overrides):
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2MoeConfig(
+        **COMMON,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        shared_expert_intermediate_size=40,
+        **overrides,
+    )
+    return _causal_lm(Qwen2MoeForCausalLM(config))
+
+
+def qwen3_moe(**overrides):
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3MoeConfig(**COMMON, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, **overrides)
+    return _causal_lm(Qwen3MoeForCausalLM(config))
+
+
+def olmoe(**overrides):
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+
+    torch.manual_seed(0)
+    config = OlmoeConfig(**COMMON, num_experts=4, num_experts_per_tok=2, **overrides)
+    return _causal_lm(OlmoeForCausalLM(config))
