@@ -494,6 +494,30 @@ typedef enum {
       ignore_index, label_smoothing, reduction, grad_loss, chunk_rows, logits, \
       ld_logits, lse, loss, dx, lddx, dw, lddw, dw_transposed
 
+/* zest_grouped_matmul: rows grouped by run-time offsets, each group times
+ * its matrix. x [rows, k], y [rows, n] and w are contiguous row-major; w is
+ * [groups, k, n], or [groups, n, k] when w_transposed (a mixture-of-experts
+ * layer's [experts, out, in]). offsets [groups] (offset_bits 32 or 64) are
+ * the groups' cumulative ends: rows [offsets[g-1], offsets[g]) (from 0)
+ * get y = x w[g] (or x w[g]^T); rows past the last end get 0. An end below
+ * the previous one counts as an empty group, one past `rows` as `rows`.
+ * Products accumulate in f32; _bf16 / _f16 round y once. */
+#define ZEST_grouped_matmul_PARAMS(T)                                          \
+  int64_t rows, int64_t n, int64_t k, int64_t groups, const T *x, const T *w,  \
+      int32_t w_transposed, const void *offsets, int32_t offset_bits, T *y
+#define ZEST_grouped_matmul_ARGS                                               \
+  rows, n, k, groups, x, w, w_transposed, offsets, offset_bits, y
+
+/* zest_grouped_matmul_weight_grad: each group's weight gradient of
+ * zest_grouped_matmul, x[rows of g]^T dy[rows of g] ([k, n]; [n, k] when
+ * dw_transposed) into dw[g] (overwritten; 0 for an empty group). x [rows,
+ * k], dy [rows, n], dw [groups, ...] contiguous; offsets as above. */
+#define ZEST_grouped_matmul_weight_grad_PARAMS(T)                              \
+  int64_t rows, int64_t n, int64_t k, int64_t groups, const T *x, const T *dy, \
+      const void *offsets, int32_t offset_bits, T *dw, int32_t dw_transposed
+#define ZEST_grouped_matmul_weight_grad_ARGS                                   \
+  rows, n, k, groups, x, dy, offsets, offset_bits, dw, dw_transposed
+
 /* The CPU runtime's products (OpenBLAS). The layers with bf16 (_bf16) or f16
  * (_f16) storage, uint16_t bit patterns for every matrix and vector,
  * accumulate their products in f32 and run the epilogues in f32; each stored

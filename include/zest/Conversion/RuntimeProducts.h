@@ -39,17 +39,22 @@ enum class ProductKind {
   attention_backward,
   cross_entropy_forward,
   cross_entropy_backward,
-  linear_cross_entropy
+  linear_cross_entropy,
+  grouped_matmul,
+  grouped_matmul_weight_grad
 };
 
 /// Whether the CUDA runtime computes `kind` on cuBLASLt (and so takes its
-/// workspace); attention and the cross-entropy are kernels of its own (the
-/// fused head and loss runs its products on cuBLASLt).
+/// workspace); attention, the cross-entropy and the grouped products are
+/// kernels of its own (the fused head and loss runs its products on
+/// cuBLASLt).
 inline bool isCublasLtProduct(ProductKind kind) {
   return kind != ProductKind::attention_forward &&
          kind != ProductKind::attention_backward &&
          kind != ProductKind::cross_entropy_forward &&
-         kind != ProductKind::cross_entropy_backward;
+         kind != ProductKind::cross_entropy_backward &&
+         kind != ProductKind::grouped_matmul &&
+         kind != ProductKind::grouped_matmul_weight_grad;
 }
 
 /// How a C parameter is passed: the MLIR type a call gives it.

@@ -21,6 +21,11 @@ void populateAttentionToRuntimePatterns(RewritePatternSet &patterns, bool cuda);
 void populateCrossEntropyToRuntimePatterns(RewritePatternSet &patterns,
                                            bool cuda);
 
+/// zest.grouped_matmul and zest.grouped_matmul_weight_grad to the
+/// runtime's zest_grouped_matmul / _weight_grad (zest_cuda_* when `cuda`).
+void populateGroupedMatmulToRuntimePatterns(RewritePatternSet &patterns,
+                                            bool cuda);
+
 } // namespace mlir::zest
 
 #endif // ZEST_LIB_CONVERSION_LINALGTORUNTIME_FUSEDOPSTORUNTIME_H

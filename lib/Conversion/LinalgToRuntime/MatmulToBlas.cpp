@@ -353,6 +353,8 @@ struct MatmulToBlasPass
         &getContext(), /*cuda=*/target == "cuda");
     populateAttentionToRuntimePatterns(patterns, /*cuda=*/target == "cuda");
     populateCrossEntropyToRuntimePatterns(patterns, /*cuda=*/target == "cuda");
+    populateGroupedMatmulToRuntimePatterns(patterns,
+                                           /*cuda=*/target == "cuda");
     // Each op is rewritten once into calls no pattern matches: one walk,
     // linear in the size of the step, instead of the greedy driver's
     // iterations over the whole (one huge block) entry point.

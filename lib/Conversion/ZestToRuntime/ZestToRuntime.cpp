@@ -59,9 +59,8 @@ struct ConvertZestToRuntimePass
     // after bufferization; barriers go with bufferization.
     WalkResult result = module.walk([](Operation *op) {
       if (isa<ZestDialect>(op->getDialect()) &&
-          !isa<UnitOp, BucketOp, LinearOp, LinearBackwardOp, AttentionOp,
-               AttentionBackwardOp, CrossEntropyOp, CrossEntropyBackwardOp,
-               LinearCrossEntropyOp, OptimizationBarrierOp>(op)) {
+          !isComputeOp(op) &&
+          !isa<UnitOp, BucketOp, OptimizationBarrierOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "
                           << "i64";

@@ -1176,3 +1176,88 @@ LogicalResult LinearCrossEntropyOp::verify() {
       succeeded(checkShape(*this, getGradInput(), "grad_input", {rows, k})) &&
       succeeded(checkShape(*this, getGradWeight(), "grad_weight", gradWeight)));
 }
+
+//===----------------------------------------------------------------------===//
+// Grouped products
+//===----------------------------------------------------------------------===//
+
+/// Checks what both grouped ops share: one element type for the matrices,
+/// `groups` offsets and a `[rows, ...]` second matrix.
+static LogicalResult verifyGroupedOperands(Operation *op, Value input,
+                                           Value rowsOperand, StringRef what,
+                                           Value offsets, Value grouped) {
+  Type type = getElementTypeOrSelf(input.getType());
+  for (Value operand : {rowsOperand, grouped})
+    if (getElementTypeOrSelf(operand.getType()) != type)
+      return op->emitOpError()
+             << "mixes element types " << type << " and "
+             << getElementTypeOrSelf(operand.getType())
+             << "; the input, the matrices and the result share one type";
+  if (failed(checkShape(op, rowsOperand, what,
+                        {getDim(input, 0), ShapedType::kDynamic})))
+    return failure();
+  return checkShape(op, offsets, "offsets", {getDim(grouped, 0)});
+}
+
+MutableOperandRange GroupedMatmulOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getOutput()});
+}
+
+int64_t GroupedMatmulOp::getRows() { return getDim(getInput(), 0); }
+int64_t GroupedMatmulOp::getK() { return getDim(getInput(), 1); }
+int64_t GroupedMatmulOp::getN() { return getDim(getOutput(), 1); }
+int64_t GroupedMatmulOp::getGroups() { return getDim(getWeight(), 0); }
+
+void GroupedMatmulOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifyGroupedOperands(*this, getInput(), getOutput(), "output",
+                                   getOffsets(), getWeight())))
+    return failure();
+  SmallVector<int64_t> weight = {getGroups(), getK(), getN()};
+  if (getTransposeWeight())
+    std::swap(weight[1], weight[2]);
+  return checkShape(*this, getWeight(),
+                    getTransposeWeight() ? "weight ([groups, N, K])"
+                                         : "weight ([groups, K, N])",
+                    weight);
+}
+
+MutableOperandRange GroupedMatmulWeightGradOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getGradWeight()});
+}
+
+int64_t GroupedMatmulWeightGradOp::getRows() { return getDim(getInput(), 0); }
+int64_t GroupedMatmulWeightGradOp::getK() { return getDim(getInput(), 1); }
+int64_t GroupedMatmulWeightGradOp::getN() {
+  return getDim(getGradOutput(), 1);
+}
+int64_t GroupedMatmulWeightGradOp::getGroups() {
+  return getDim(getGradWeight(), 0);
+}
+
+void GroupedMatmulWeightGradOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDestinationStyleEffects(*this, effects);
+}
+
+LogicalResult GroupedMatmulWeightGradOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifyGroupedOperands(*this, getInput(), getGradOutput(),
+                                   "grad_output", getOffsets(),
+                                   getGradWeight())))
+    return failure();
+  SmallVector<int64_t> grad = {getGroups(), getK(), getN()};
+  if (getTransposeWeight())
+    std::swap(grad[1], grad[2]);
+  return checkShape(*this, getGradWeight(),
+                    getTransposeWeight() ? "grad_weight ([groups, N, K])"
+                                         : "grad_weight ([groups, K, N])",
+                    grad);
+}

@@ -117,6 +117,10 @@ void mlir::zest::registerBufferizableOpInterfaceExternalModels(
         WriteOnlyDestinationModel<CrossEntropyBackwardOp>>(*ctx);
     LinearCrossEntropyOp::attachInterface<
         WriteOnlyDestinationModel<LinearCrossEntropyOp>>(*ctx);
+    GroupedMatmulOp::attachInterface<
+        WriteOnlyDestinationModel<GroupedMatmulOp>>(*ctx);
+    GroupedMatmulWeightGradOp::attachInterface<
+        WriteOnlyDestinationModel<GroupedMatmulWeightGradOp>>(*ctx);
     OptimizationBarrierOp::attachInterface<OptimizationBarrierModel>(*ctx);
   });
 }

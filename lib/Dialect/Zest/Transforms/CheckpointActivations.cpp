@@ -52,11 +52,11 @@ StringAttr getParamUnit(Value value) {
 }
 
 /// Whether `op` is computation a recomputation can repeat: no zest op (a
-/// collective, a view of a gathered buffer) but attention and the loss,
-/// which compute on tensors alone, no memory effects.
+/// collective, a view of a gathered buffer) but attention, the loss and
+/// grouped products, which compute on tensors alone, no memory effects.
 bool isRecomputable(Operation *op) {
   return (!isa_and_nonnull<ZestDialect>(op->getDialect()) ||
-          isa<AttentionOp, CrossEntropyOp>(op)) &&
+          isa<AttentionOp, CrossEntropyOp, GroupedMatmulOp>(op)) &&
          isMemoryEffectFree(op) && !op->hasTrait<OpTrait::ConstantLike>() &&
          !isa<tensor::EmptyOp>(op);
 }
@@ -67,11 +67,11 @@ bool isConstantOrEmpty(Operation *op) {
          (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op));
 }
 
-/// A product (matrix or batched product, convolution, attention): what the
-/// selective policy keeps rather than recomputes, as PyTorch's selective
-/// checkpointing saves matmul and attention outputs.
+/// A product (matrix, batched or grouped product, convolution, attention):
+/// what the selective policy keeps rather than recomputes, as PyTorch's
+/// selective checkpointing saves matmul and attention outputs.
 bool isProduct(Operation *op) {
-  if (isa<AttentionOp>(op))
+  if (isa<AttentionOp, GroupedMatmulOp>(op))
     return true;
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && (linalg::isaContractionOpInterface(linalgOp) ||

@@ -277,6 +277,11 @@ std::optional<double> getKernelCallUs(func::CallOp call,
            (chunks * 4 - 1) * machine.kernelOverheadUs +
            3 * rows * classes * 4 / machine.memoryBytesPerUs;
   }
+  case ProductKind::grouped_matmul:
+  case ProductKind::grouped_matmul_weight_grad:
+    // Each row is in one group at most: one product's work over all rows
+    // (the weights' gradient reduces over them), whatever the routing.
+    return gemm(operand("rows"), operand("n"), operand("k"), 1);
   }
   return std::nullopt;
 }

@@ -53,15 +53,13 @@ bool isValueType(Type type) {
 bool isTensorComputeUncached(Operation *op) {
   WalkResult result = op->walk([](Operation *nested) {
     Dialect *dialect = nested->getDialect();
-    // Of Zest's ops only the fused linear layers, attention and the loss
-    // (and the barriers of a recomputation) compute on tensors alone.
+    // Of Zest's ops only the compute ops (and the barriers of a
+    // recomputation) compute on tensors alone.
     if (!dialect ||
         !(isa<linalg::LinalgDialect, tensor::TensorDialect, arith::ArithDialect,
               math::MathDialect, scf::SCFDialect>(dialect) ||
-          isa<zest::LinearOp, zest::LinearBackwardOp, zest::AttentionOp,
-              zest::AttentionBackwardOp, zest::CrossEntropyOp,
-              zest::CrossEntropyBackwardOp, zest::LinearCrossEntropyOp,
-              zest::OptimizationBarrierOp>(nested)))
+          zest::isComputeOp(nested) ||
+          isa<zest::OptimizationBarrierOp>(nested)))
       return WalkResult::interrupt();
     if (!llvm::all_of(nested->getOperandTypes(), isValueType) ||
         !llvm::all_of(nested->getResultTypes(), isValueType))

@@ -62,6 +62,15 @@ std::string getDTypeName(Type type);
 /// module's own line holds its whole `zest.module_classes` dictionary,
 /// which the diagnostic would print in full.
 Location getModelDiagnosticLoc(ModuleOp module);
+
+/// Whether `op` is one of Zest's compute ops (fused linear layers,
+/// attention, losses, grouped products): destination-style ops on tensors,
+/// then memrefs, that zest-matmul-to-blas lowers to runtime calls.
+inline bool isComputeOp(Operation *op) {
+  return isa<LinearOp, LinearBackwardOp, AttentionOp, AttentionBackwardOp,
+             CrossEntropyOp, CrossEntropyBackwardOp, LinearCrossEntropyOp,
+             GroupedMatmulOp, GroupedMatmulWeightGradOp>(op);
+}
 } // namespace mlir::zest
 
 #endif // ZEST_DIALECT_ZEST_IR_ZESTOPS_H

@@ -1114,6 +1114,109 @@ def Zest_LinearCrossEntropyOp : Zest_Op<"linear_cross_entropy", [
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Grouped products (mixture-of-experts layers)
+//===----------------------------------------------------------------------===//
+
+def Zest_GroupedMatrices
+    : AnyTypeOf<[3DTensorOf<[F32, BF16, F16]>,
+                 MemRefRankOf<[F32, BF16, F16], [3]>],
+                "3-D f32, bf16 or f16 tensor or memref">;
+def Zest_GroupOffsets
+    : AnyTypeOf<[1DTensorOf<[I32, I64]>, MemRefRankOf<[I32, I64], [1]>],
+                "1-D i32 or i64 tensor or memref">;
+
+def Zest_GroupedMatmulOp : Zest_Op<"grouped_matmul", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "rows grouped by run-time offsets, each group times its matrix";
+  let description = [{
+    The rows of `input` (`[rows, K]`) come in consecutive groups whose ends
+    `offsets` (`[groups]`, cumulative, known at run time only) gives: rows
+    `[offsets[g-1], offsets[g])` (from 0 for the first group) are
+    multiplied by group `g`'s matrix, `weight[g]` (`[groups, K, N]`), or
+    its transpose when `transpose_weight` is set (`weight` `[groups, N,
+    K]`, a mixture-of-experts layer's `[experts, out, in]`). Rows past the
+    last end get 0; an empty group reads nothing. `output` is `[rows, N]`.
+    The number of rows is static whatever the grouping, so the memory
+    plan holds for every routing. Products accumulate in f32; the output
+    is stored in the operands' type. The input's gradient is this op on
+    the output's gradient with `transpose_weight` flipped; the weights'
+    is `zest.grouped_matmul_weight_grad`.
+
+    `zest-import` creates it for transformers' experts and for
+    `torch.nn.functional.grouped_mm`; `zest-matmul-to-blas` lowers it to
+    `zest_grouped_matmul` (a product per non-empty group).
+
+    ```mlir
+    %y = zest.grouped_matmul transpose_weight
+        ins(%x, %w, %ends : tensor<512x768xf32>, tensor<8x4096x768xf32>,
+            tensor<8xi32>)
+        outs(%e : tensor<512x4096xf32>) -> tensor<512x4096xf32>
+    ```
+  }];
+  let arguments = (ins UnitAttr:$transpose_weight,
+                       Zest_LinearMatrix:$input,
+                       Zest_GroupedMatrices:$weight,
+                       Zest_GroupOffsets:$offsets,
+                       Zest_LinearMatrix:$output);
+  let results = (outs Variadic<2DTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    (`transpose_weight` $transpose_weight^)?
+    `ins` `(` $input `,` $weight `,` $offsets `:` type($input) `,`
+      type($weight) `,` type($offsets) `)`
+    `outs` `(` $output `:` type($output) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+    /// Rows, the reduced dimension, output columns and groups.
+    int64_t getRows(), getK(), getN(), getGroups();
+  }];
+}
+
+def Zest_GroupedMatmulWeightGradOp
+    : Zest_Op<"grouped_matmul_weight_grad", [
+        DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+        DestinationStyleOpInterface]> {
+  let summary = "the weights' gradient of zest.grouped_matmul";
+  let description = [{
+    For each group `g` of rows (`offsets` as in `zest.grouped_matmul`),
+    `input[rows of g]^T * grad_output[rows of g]` (`[K, N]`), or its
+    transpose (`[N, K]`) when `transpose_weight` is set, written into
+    `grad_weight[g]`; an empty group's slice is 0. Each group's gradient
+    is computed into its slice of the buffer directly, accumulated in f32
+    and stored in the operands' type.
+
+    ```mlir
+    %dw = zest.grouped_matmul_weight_grad transpose_weight
+        ins(%x, %dy, %ends : tensor<512x768xf32>, tensor<512x4096xf32>,
+            tensor<8xi32>)
+        outs(%e : tensor<8x4096x768xf32>) -> tensor<8x4096x768xf32>
+    ```
+  }];
+  let arguments = (ins UnitAttr:$transpose_weight,
+                       Zest_LinearMatrix:$input,
+                       Zest_LinearMatrix:$grad_output,
+                       Zest_GroupOffsets:$offsets,
+                       Zest_GroupedMatrices:$grad_weight);
+  let results = (outs Variadic<3DTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    (`transpose_weight` $transpose_weight^)?
+    `ins` `(` $input `,` $grad_output `,` $offsets `:` type($input) `,`
+      type($grad_output) `,` type($offsets) `)`
+    `outs` `(` $grad_weight `:` type($grad_weight) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+    /// Rows, the input's columns, the output gradient's and groups.
+    int64_t getRows(), getK(), getN(), getGroups();
+  }];
+}
+
 def Zest_RankOp : Zest_Op<"rank", [Pure]> {
   let summary = "the index of the shard this process holds";
   let description = [{
