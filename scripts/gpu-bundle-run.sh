@@ -177,6 +177,8 @@ fi
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
 [ $MICRO = 1 ] && check cross-entropy " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-cross-entropy-test$SUFFIX"
+[ $MICRO = 1 ] && check grouped-matmul " 0 failures" env ZEST_BACKEND=nccl \
+  $MPIRUN 1 "$HERE/bin/zest-cuda-grouped-matmul-test$SUFFIX"
 
 # Training against the CPU twins, and the exact memory plan.
 # (The lists are read on descriptor 3: mpirun would read standard input.)

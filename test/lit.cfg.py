@@ -36,6 +36,7 @@ tools = [
     "zest-kernel-test",
     "zest-attention-test",
     "zest-cross-entropy-test",
+    "zest-grouped-matmul-test",
     "zest-heap-pages-test",
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
@@ -107,6 +108,8 @@ if getattr(config, "zest_enable_cuda", False):
             "zest-cuda-attention-test-emulated",
             "zest-cuda-cross-entropy-test",
             "zest-cuda-cross-entropy-test-emulated",
+            "zest-cuda-grouped-matmul-test",
+            "zest-cuda-grouped-matmul-test-emulated",
             "zest-emulated-device-test",
         ],
         tool_dirs,

@@ -96,11 +96,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     shape = [1] * x.dim()
     shape[dim] = x.shape[dim]
     positions = torch.arange(x.shape[dim], device=x.device).view(shape)
-    low = (
-        float("-inf")
-        if x.dtype.is_floating_point
-        else torch.iinfo(x.dtype).min
-    )
+    low = float("-inf") if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
     taken = torch.zeros_like(x, dtype=torch.bool)
     values, indices = [], []
     for _ in range(k):
@@ -116,13 +112,13 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
 def scatter_src(x, dim, index, src):
     normal = dim % x.dim() if x.dim() else 0
     covers = index.dim() == x.dim() and all(
-        index.shape[d] == x.shape[d] == src.shape[d]
-        for d in range(x.dim())
-        if d != dim
+        index.shape[d] == x.shape[d] == src.shape[d] for d in range(x.dim()) if d != dim
     )
     if not covers or index.shape[normal] > TOPK_ROUNDS:
         # Decomposed again with the dimension non-negative: then PyTorch's.
-        return NotImplemented if normal == dim else aten.scatter.src(x, normal, index, src)
+        return (
+            NotImplemented if normal == dim else aten.scatter.src(x, normal, index, src)
+        )
     dim = normal
     shape = [1] * x.dim()
     shape[dim] = x.shape[dim]

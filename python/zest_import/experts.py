@@ -84,9 +84,7 @@ def _(input, weight, offsets, transpose_weight):
     return input.new_empty((input.shape[0], n))
 
 
-@torch.library.impl(
-    _LIBRARY, "grouped_matmul_weight_grad", "CompositeExplicitAutograd"
-)
+@torch.library.impl(_LIBRARY, "grouped_matmul_weight_grad", "CompositeExplicitAutograd")
 def grouped_matmul_weight_grad(input, grad_output, offsets, transpose_weight):
     """Each group's weight gradient, input[rows of g]^T grad_output[rows of
     g] (transposed for a transposed weight); 0 for an empty group."""
@@ -182,7 +180,9 @@ def _projection(module, x, name, expert_ids, ends):
     `down_proj`), stored [experts, out, in] or, `is_transposed`, [experts,
     in, out]; plus the rows' experts' biases."""
     weight = getattr(module, name)
-    out = GroupedMatmul.apply(x.to(weight.dtype), weight, ends, not module.is_transposed)
+    out = GroupedMatmul.apply(
+        x.to(weight.dtype), weight, ends, not module.is_transposed
+    )
     if module.has_bias:
         out = out + getattr(module, name + "_bias")[expert_ids]
     return out

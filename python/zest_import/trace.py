@@ -282,6 +282,7 @@ def trace_forward(model, loss_fn, batch, name):
     """The loss alone, in eval mode (dropout off), as a torch-mlir module
     whose function `name` takes the parameters and the batch."""
     import torch
+    from torch.func import functionalize
 
     params = dict(model.named_parameters())
     names = list(params)
@@ -293,8 +294,10 @@ def trace_forward(model, loss_fn, batch, name):
     model.eval()
     try:
         with torch.no_grad():
+            # In-place ops (a router's `weights /= sum`) removed, as in
+            # the step.
             graph = make_fx_step(
-                forward,
+                functionalize(forward, remove="mutations"),
                 [p.detach() for p in params.values()] + list(batch),
                 model,
                 None,

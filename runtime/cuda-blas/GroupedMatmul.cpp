@@ -59,7 +59,8 @@ __global__ void groupedMatmulKernel(GroupShape s, const T *x, const T *w,
   if (g < s.groups) {
     const T *a = x + row * s.k, *b = w + g * s.k * s.n;
     for (int64_t i = 0; i < s.k; ++i)
-      sum += load(a[i]) * load(wTransposed ? b[col * s.k + i] : b[i * s.n + col]);
+      sum +=
+          load(a[i]) * load(wTransposed ? b[col * s.k + i] : b[i * s.n + col]);
   }
   y[index] = store<T>(sum);
 }

@@ -34,9 +34,7 @@ struct Groups {
 
 /// f32 storage: operands are read in place.
 struct F32 {
-  static const float *widen(const float *src, int64_t, unsigned) {
-    return src;
-  }
+  static const float *widen(const float *src, int64_t, unsigned) { return src; }
   static float *result(float *dst, int64_t, unsigned) { return dst; }
   static void store(const float *, float *, int64_t) {}
 };

@@ -400,3 +400,26 @@ func.func @cross_entropy(%x: memref<6x50xf32, strided<[512, 1]>>, %t: memref<6xi
   zest.cross_entropy_backward mean ignore_index(-100) label_smoothing(0.1) grad_loss(%loss : memref<f32>) ins(%x, %t, %lse : memref<6x50xf32, strided<[512, 1]>>, memref<6xi64>, memref<6xf32>) outs(%dx : memref<6x50xf32>)
   return
 }
+
+// -----
+
+// Grouped products: one call each, shapes (rows, n, k, groups), the
+// weights' layout, the offsets with their width (32), contiguous arrays.
+// CHECK-LABEL: func.func @grouped_matmul(
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 32 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 24 : i64
+// CHECK-DAG: %[[K:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[GROUPS:.*]] = arith.constant 4 : i64
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[BITS:.*]] = arith.constant 32 : i32
+// CHECK: call @zest_grouped_matmul(%[[ROWS]], %[[N]], %[[K]], %[[GROUPS]], %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %[[BITS]], %{{.*}}) : (i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, i32, !llvm.ptr, i32, !llvm.ptr) -> ()
+// CHECK: call @zest_grouped_matmul_weight_grad(%[[ROWS]], %[[N]], %[[K]], %[[GROUPS]], %{{.*}}, %{{.*}}, %{{.*}}, %[[BITS]], %{{.*}}, %[[ONE]]) : (i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, !llvm.ptr, i32) -> ()
+// CHECK-NOT: zest.grouped
+// CUDA-LABEL: func.func @grouped_matmul(
+// CUDA: call @zest_cuda_grouped_matmul(
+// CUDA: call @zest_cuda_grouped_matmul_weight_grad(
+func.func @grouped_matmul(%x: memref<32x16xf32>, %w: memref<4x24x16xf32>, %ends: memref<4xi32>, %y: memref<32x24xf32>, %dw: memref<4x24x16xf32>) {
+  zest.grouped_matmul transpose_weight ins(%x, %w, %ends : memref<32x16xf32>, memref<4x24x16xf32>, memref<4xi32>) outs(%y : memref<32x24xf32>)
+  zest.grouped_matmul_weight_grad transpose_weight ins(%x, %y, %ends : memref<32x16xf32>, memref<32x24xf32>, memref<4xi32>) outs(%dw : memref<4x24x16xf32>)
+  return
+}

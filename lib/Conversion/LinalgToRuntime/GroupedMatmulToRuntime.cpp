@@ -20,9 +20,8 @@ using namespace mlir::zest;
 namespace {
 
 /// The shape arguments both kernels start with: rows, n, k, groups.
-SmallVector<Value> getGroupShape(OpBuilder &builder, Location loc,
-                                 int64_t rows, int64_t n, int64_t k,
-                                 int64_t groups) {
+SmallVector<Value> getGroupShape(OpBuilder &builder, Location loc, int64_t rows,
+                                 int64_t n, int64_t k, int64_t groups) {
   SmallVector<Value> args;
   for (int64_t size : {rows, n, k, groups})
     args.push_back(arith::ConstantIntOp::create(builder, loc, size, 64));
@@ -33,8 +32,9 @@ SmallVector<Value> getGroupShape(OpBuilder &builder, Location loc,
 void appendOffsets(OpBuilder &builder, Location loc, KernelOperands &operands,
                    Value offsets, SmallVectorImpl<Value> &args) {
   args.push_back(operands.input(offsets).pointer);
-  args.push_back(getFlag(
-      builder, loc, getElementTypeOrSelf(offsets.getType()).getIntOrFloatBitWidth()));
+  args.push_back(
+      getFlag(builder, loc,
+              getElementTypeOrSelf(offsets.getType()).getIntOrFloatBitWidth()));
 }
 
 /// zest.grouped_matmul on memrefs -> zest_grouped_matmul (_bf16, _f16).
@@ -49,8 +49,9 @@ struct LowerGroupedMatmulOp : public KernelCallPattern<GroupedMatmulOp> {
         ProductKind::grouped_matmul,
         getElementTypeOrSelf(op.getInput().getType()),
         [&](KernelOperands &operands) {
-          SmallVector<Value> args = getGroupShape(
-              rewriter, loc, op.getRows(), op.getN(), op.getK(), op.getGroups());
+          SmallVector<Value> args =
+              getGroupShape(rewriter, loc, op.getRows(), op.getN(), op.getK(),
+                            op.getGroups());
           args.push_back(operands.input(op.getInput()).pointer);
           args.push_back(operands.input(op.getWeight()).pointer);
           args.push_back(getFlag(rewriter, loc, op.getTransposeWeight()));
@@ -75,8 +76,9 @@ struct LowerGroupedMatmulWeightGradOp
         ProductKind::grouped_matmul_weight_grad,
         getElementTypeOrSelf(op.getInput().getType()),
         [&](KernelOperands &operands) {
-          SmallVector<Value> args = getGroupShape(
-              rewriter, loc, op.getRows(), op.getN(), op.getK(), op.getGroups());
+          SmallVector<Value> args =
+              getGroupShape(rewriter, loc, op.getRows(), op.getN(), op.getK(),
+                            op.getGroups());
           args.push_back(operands.input(op.getInput()).pointer);
           args.push_back(operands.input(op.getGradOutput()).pointer);
           appendOffsets(rewriter, loc, operands, op.getOffsets(), args);

@@ -58,8 +58,7 @@ struct ConvertZestToRuntimePass
     // Fused linear, attention and cross-entropy ops are compute, lowered
     // after bufferization; barriers go with bufferization.
     WalkResult result = module.walk([](Operation *op) {
-      if (isa<ZestDialect>(op->getDialect()) &&
-          !isComputeOp(op) &&
+      if (isa<ZestDialect>(op->getDialect()) && !isComputeOp(op) &&
           !isa<UnitOp, BucketOp, OptimizationBarrierOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "

@@ -31,7 +31,9 @@ def mixtral(**overrides):
     from transformers import MixtralConfig, MixtralForCausalLM
 
     torch.manual_seed(0)
-    config = MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2, **overrides)
+    config = MixtralConfig(
+        **COMMON, num_local_experts=4, num_experts_per_tok=2, **overrides
+    )
     return _causal_lm(MixtralForCausalLM(config))
 
 
@@ -54,7 +56,13 @@ def qwen3_moe(**overrides):
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen3MoeConfig(**COMMON, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, **overrides)
+    config = Qwen3MoeConfig(
+        **COMMON,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        **overrides,
+    )
     return _causal_lm(Qwen3MoeForCausalLM(config))
 
 

@@ -1234,9 +1234,7 @@ MutableOperandRange GroupedMatmulWeightGradOp::getDpsInitsMutable() {
 
 int64_t GroupedMatmulWeightGradOp::getRows() { return getDim(getInput(), 0); }
 int64_t GroupedMatmulWeightGradOp::getK() { return getDim(getInput(), 1); }
-int64_t GroupedMatmulWeightGradOp::getN() {
-  return getDim(getGradOutput(), 1);
-}
+int64_t GroupedMatmulWeightGradOp::getN() { return getDim(getGradOutput(), 1); }
 int64_t GroupedMatmulWeightGradOp::getGroups() {
   return getDim(getGradWeight(), 0);
 }
