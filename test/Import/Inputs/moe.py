@@ -72,3 +72,25 @@ def olmoe(**overrides):
     torch.manual_seed(0)
     config = OlmoeConfig(**COMMON, num_experts=4, num_experts_per_tok=2, **overrides)
     return _causal_lm(OlmoeForCausalLM(config))
+
+
+def mixtral_aux():
+    """Mixtral with its router's load-balancing loss added to the loss
+    (output_router_logits)."""
+    return mixtral(output_router_logits=True, router_aux_loss_coef=0.1)
+
+
+def mixtral_eager_experts():
+    """Mixtral configured with transformers' eager experts (a loop over the
+    experts a batch hits, shapes that depend on the routing)."""
+    model, loss_fn, batch = mixtral()
+    model.set_experts_implementation("eager")
+    return model, loss_fn, batch
+
+
+def qwen3_batched_experts():
+    """Qwen3-MoE with transformers' batched_mm experts (each row gathers
+    its expert's weights)."""
+    model, loss_fn, batch = qwen3_moe()
+    model.set_experts_implementation("batched_mm")
+    return model, loss_fn, batch
