@@ -346,7 +346,7 @@ def check_dialects(mlir):
         where = "" if location == "loc(unknown)" else f" at {location}"
         hint = {
             "tm_tensor.scan": " (torch.cumsum)",
-            "tm_tensor.sort": " (torch.sort, topk)",
+            "tm_tensor.sort": " (torch.sort, argsort, topk with k > 16)",
         }.get(name, "")
         raise ZestImportError(
             f"the step contains '{name}'{hint}{where}, which "

@@ -110,3 +110,17 @@ def integer_loss():
 def all_frozen():
     model = nn.Linear(4, 4).requires_grad_(False)
     return model, lambda m, x: m(x).pow(2).mean(), (torch.randn(8, 4),)
+
+
+def topk_large():
+    """topk beyond the k the importer decomposes (16): torch-mlir's sort."""
+
+    class Largest(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 40)
+
+        def forward(self, x):
+            return torch.topk(self.fc(x), 20).values[:, :4]
+
+    return Largest(), mse, (torch.randn(8, 4), torch.randn(8, 4))
