@@ -14,76 +14,61 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace mlir::zest;
 
 namespace {
 
-/// The shape arguments both kernels start with: rows, n, k, groups.
-SmallVector<Value> getGroupShape(OpBuilder &builder, Location loc, int64_t rows,
-                                 int64_t n, int64_t k, int64_t groups) {
-  SmallVector<Value> args;
-  for (int64_t size : {rows, n, k, groups})
-    args.push_back(arith::ConstantIntOp::create(builder, loc, size, 64));
-  return args;
+/// The operand each op multiplies its rows with (the weights, or the
+/// output's gradient) and its destination.
+Value getSecondInput(GroupedMatmulOp op) { return op.getWeight(); }
+Value getSecondInput(GroupedMatmulWeightGradOp op) {
+  return op.getGradOutput();
+}
+Value getDestination(GroupedMatmulOp op) { return op.getOutput(); }
+Value getDestination(GroupedMatmulWeightGradOp op) {
+  return op.getGradWeight();
 }
 
-/// The offsets' pointer and bit width.
-void appendOffsets(OpBuilder &builder, Location loc, KernelOperands &operands,
-                   Value offsets, SmallVectorImpl<Value> &args) {
-  args.push_back(operands.input(offsets).pointer);
-  args.push_back(
-      getFlag(builder, loc,
+/// zest.grouped_matmul (_weight_grad) on memrefs -> zest_grouped_matmul
+/// (_weight_grad), _bf16 or _f16 for 16-bit storage: (rows, n, k, groups,
+/// the input, the second input, the offsets and their width, the
+/// destination), the layout flag after the weights (forward) or after the
+/// weights' gradient.
+template <typename OpTy>
+struct LowerGroupedOp : public KernelCallPattern<OpTy> {
+  using KernelCallPattern<OpTy>::KernelCallPattern;
+
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    constexpr bool forward = std::is_same_v<OpTy, GroupedMatmulOp>;
+    Location loc = op.getLoc();
+    return replaceWithKernelCall(
+        op, rewriter, this->cuda, KernelOperands::Layout::Contiguous,
+        forward ? ProductKind::grouped_matmul
+                : ProductKind::grouped_matmul_weight_grad,
+        getElementTypeOrSelf(op.getInput().getType()),
+        [&](KernelOperands &operands) {
+          SmallVector<Value> args;
+          for (int64_t size :
+               {op.getRows(), op.getN(), op.getK(), op.getGroups()})
+            args.push_back(
+                arith::ConstantIntOp::create(rewriter, loc, size, 64));
+          Value layout = getFlag(rewriter, loc, op.getTransposeWeight());
+          Value offsets = op.getOffsets();
+          args.push_back(operands.input(op.getInput()).pointer);
+          args.push_back(operands.input(getSecondInput(op)).pointer);
+          if (forward)
+            args.push_back(layout);
+          args.push_back(operands.input(offsets).pointer);
+          args.push_back(getFlag(
+              rewriter, loc,
               getElementTypeOrSelf(offsets.getType()).getIntOrFloatBitWidth()));
-}
-
-/// zest.grouped_matmul on memrefs -> zest_grouped_matmul (_bf16, _f16).
-struct LowerGroupedMatmulOp : public KernelCallPattern<GroupedMatmulOp> {
-  using KernelCallPattern::KernelCallPattern;
-
-  LogicalResult matchAndRewrite(GroupedMatmulOp op,
-                                PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    return replaceWithKernelCall(
-        op, rewriter, cuda, KernelOperands::Layout::Contiguous,
-        ProductKind::grouped_matmul,
-        getElementTypeOrSelf(op.getInput().getType()),
-        [&](KernelOperands &operands) {
-          SmallVector<Value> args =
-              getGroupShape(rewriter, loc, op.getRows(), op.getN(), op.getK(),
-                            op.getGroups());
-          args.push_back(operands.input(op.getInput()).pointer);
-          args.push_back(operands.input(op.getWeight()).pointer);
-          args.push_back(getFlag(rewriter, loc, op.getTransposeWeight()));
-          appendOffsets(rewriter, loc, operands, op.getOffsets(), args);
-          args.push_back(operands.output(op.getOutput()).pointer);
-          return args;
-        });
-  }
-};
-
-/// zest.grouped_matmul_weight_grad on memrefs ->
-/// zest_grouped_matmul_weight_grad (_bf16, _f16).
-struct LowerGroupedMatmulWeightGradOp
-    : public KernelCallPattern<GroupedMatmulWeightGradOp> {
-  using KernelCallPattern::KernelCallPattern;
-
-  LogicalResult matchAndRewrite(GroupedMatmulWeightGradOp op,
-                                PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    return replaceWithKernelCall(
-        op, rewriter, cuda, KernelOperands::Layout::Contiguous,
-        ProductKind::grouped_matmul_weight_grad,
-        getElementTypeOrSelf(op.getInput().getType()),
-        [&](KernelOperands &operands) {
-          SmallVector<Value> args =
-              getGroupShape(rewriter, loc, op.getRows(), op.getN(), op.getK(),
-                            op.getGroups());
-          args.push_back(operands.input(op.getInput()).pointer);
-          args.push_back(operands.input(op.getGradOutput()).pointer);
-          appendOffsets(rewriter, loc, operands, op.getOffsets(), args);
-          args.push_back(operands.output(op.getGradWeight()).pointer);
-          args.push_back(getFlag(rewriter, loc, op.getTransposeWeight()));
+          args.push_back(operands.output(getDestination(op)).pointer);
+          if (!forward)
+            args.push_back(layout);
           return args;
         });
   }
@@ -93,6 +78,7 @@ struct LowerGroupedMatmulWeightGradOp
 
 void mlir::zest::populateGroupedMatmulToRuntimePatterns(
     RewritePatternSet &patterns, bool cuda) {
-  patterns.add<LowerGroupedMatmulOp, LowerGroupedMatmulWeightGradOp>(
-      patterns.getContext(), cuda);
+  patterns.add<LowerGroupedOp<GroupedMatmulOp>,
+               LowerGroupedOp<GroupedMatmulWeightGradOp>>(patterns.getContext(),
+                                                          cuda);
 }
