@@ -16,6 +16,11 @@ model, loss and micro-batch.
             12 heads, parallel residual, rotary on a quarter of each head,
             vocab 50304
 
+  mixtral350m MixtralForCausalLM, 364M parameters (issue 44's benchmark):
+            8 layers, D=768, GQA 12/4 heads, 8 experts of SwiGLU 2048,
+            top-2, vocab 32000, the experts in transformers' default
+            implementation (bench/vs-pytorch/moe.sh runs it at 256 tokens)
+
 and, for the toolchain's scale (import and compile by hand, docs/Performance.md):
 
   llama1b   LlamaForCausalLM, 1.2B: 16 layers, D=2048, GQA 32/8 heads,
@@ -183,3 +188,23 @@ def llama1b():
         num_attention_heads=32,
         num_key_value_heads=8,
     )
+
+
+def mixtral350m():
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    config = MixtralConfig(
+        vocab_size=32000,
+        hidden_size=768,
+        intermediate_size=2048,
+        num_hidden_layers=8,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        max_position_embeddings=max(2048, SEQ),
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _factory(MixtralForCausalLM(config))
