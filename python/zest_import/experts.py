@@ -153,7 +153,10 @@ def grouped_mm(mat_a, mat_b, *args, offs=None, original=None, **kwargs):
     """torch.nn.functional.grouped_mm's 2-D x 3-D form (rows grouped by
     `offs`) as the op: `mat_b` [groups, K, N], possibly a transposed view of
     [groups, N, K] weights, which the op then reads in place."""
-    if args or kwargs or offs is None or not _fusable(mat_a, mat_b, offs):
+    # A bias or an output type (set, not just passed as None) takes
+    # PyTorch's path.
+    extra = args or any(value is not None for value in kwargs.values())
+    if extra or offs is None or not _fusable(mat_a, mat_b, offs):
         return original(mat_a, mat_b, *args, offs=offs, **kwargs)
     transposed = mat_b.stride(-2) == 1 and mat_b.stride(-1) != 1
     weight = mat_b.transpose(-2, -1) if transposed else mat_b

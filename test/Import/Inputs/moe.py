@@ -94,3 +94,23 @@ def qwen3_batched_experts():
     model, loss_fn, batch = qwen3_moe()
     model.set_experts_implementation("batched_mm")
     return model, loss_fn, batch
+
+
+class _OwnGroupedProduct(torch.nn.Module):
+    """A model's own grouped product (torch.nn.functional.grouped_mm):
+    rows 0-3 times expert 0, none for expert 1, rows 4-9 expert 2."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 8, 8) * 0.3)
+        self.register_buffer("ends", torch.tensor([4, 4, 10], dtype=torch.int32))
+
+    def forward(self, x):
+        return torch.nn.functional.grouped_mm(x, self.weight, offs=self.ends)
+
+
+def own_grouped_mm():
+    torch.manual_seed(0)
+    model = _OwnGroupedProduct()
+    loss_fn = lambda m, x, y: ((m(x) - y) ** 2).mean()
+    return model, loss_fn, (torch.randn(10, 8), torch.randn(10, 8))
