@@ -20,6 +20,11 @@ model, loss and micro-batch.
             8 layers, D=768, GQA 12/4 heads, 8 experts of SwiGLU 2048,
             top-2, vocab 32000, the experts in transformers' default
             implementation (bench/vs-pytorch/moe.sh runs it at 256 tokens)
+  mixtral8x7b, qwen3_30b_a3b  Mixtral 8x7B's shape (46.7B parameters, 8
+            experts, top-2) and Qwen3-30B-A3B's (30.5B, 128 experts,
+            top-8), computing in bfloat16, on the meta device: for
+            zest-import --shapes-only and zestc --plan-only
+            (bench/plan/run.sh build mixtral8x7b 4096 8)
 
 and, for the toolchain's scale (import and compile by hand, docs/Performance.md):
 
@@ -208,3 +213,51 @@ def mixtral350m():
         loss_type="ForCausalLM",
     )
     return _factory(MixtralForCausalLM(config))
+
+
+def _autocast_meta(model_class, config):
+    with torch.device("meta"):
+        return _factory(model_class(config), autocast=True)
+
+
+def mixtral8x7b():
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(
+        vocab_size=32000,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        rope_theta=1e6,
+        max_position_embeddings=max(32768, SEQ),
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _autocast_meta(MixtralForCausalLM, config)
+
+
+def qwen3_30b_a3b():
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    config = Qwen3MoeConfig(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=6144,
+        moe_intermediate_size=768,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=128,
+        num_experts=128,
+        num_experts_per_tok=8,
+        norm_topk_prob=True,
+        rope_theta=1e6,
+        max_position_embeddings=max(40960, SEQ),
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    return _autocast_meta(Qwen3MoeForCausalLM, config)
