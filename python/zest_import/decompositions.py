@@ -23,12 +23,19 @@ of a maximum, the first position holding it among those not yet taken, and
 the gather of the value: 3k passes over each row, linalg reductions. Larger
 k keeps torch-mlir's path (and is refused there).
 
-scatter (src): topk's backward scatters the values' gradient into zeros of
-the input's shape along the last dimension (dim -1, on which torch-mlir's
-lowering crashes). Where the index covers the input but along `dim` has at
-most TOPK_ROUNDS entries, it is that many elementwise selections (no loop
-over the updates); otherwise the dimension is made non-negative and
-torch-mlir lowers it.
+scatter and scatter_add: the backward of topk and of gather (a router's
+weights of its chosen experts) scatters into zeros of the input's shape
+along the last dimension (dim -1, on which torch-mlir's lowering crashes).
+Where the index covers the input but along `dim` has at most TOPK_ROUNDS
+entries, it is that many elementwise selections or additions (no loop over
+the updates); otherwise the dimension is made non-negative and torch-mlir
+lowers it.
+
+as_strided_scatter: functionalization writes an in-place update of a view
+(DeepSeek's attention assigns into the rotary half of its query) as an
+as_strided_scatter into the base, which torch-mlir does not lower. Where
+the view is a box of the contiguous base (the base's strides, an offset
+inside it), it is a slice_scatter per dimension.
 
 histc: torch-mlir has no lowering. Each element's bin is computed
 elementwise and the bins counted by comparison with every bin index, a
@@ -109,24 +116,75 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     return torch.cat(values, dim), torch.cat(indices, dim)
 
 
-def scatter_src(x, dim, index, src):
-    normal = dim % x.dim() if x.dim() else 0
+def _scatter(x, dim, index, src, accumulate):
+    """scatter (accumulate False) or scatter_add into `x` as selections (or
+    additions) per index entry along `dim`, where `index` covers `x` but
+    along `dim` holds at most TOPK_ROUNDS entries; None where it does not
+    (the caller takes PyTorch's op, its dimension made non-negative)."""
     covers = index.dim() == x.dim() and all(
         index.shape[d] == x.shape[d] == src.shape[d] for d in range(x.dim()) if d != dim
     )
-    if not covers or index.shape[normal] > TOPK_ROUNDS:
-        # Decomposed again with the dimension non-negative: then PyTorch's.
-        return (
-            NotImplemented if normal == dim else aten.scatter.src(x, normal, index, src)
-        )
-    dim = normal
+    if not covers or index.shape[dim] > TOPK_ROUNDS:
+        return None
     shape = [1] * x.dim()
     shape[dim] = x.shape[dim]
     positions = torch.arange(x.shape[dim], device=x.device).view(shape)
     for r in range(index.shape[dim]):
-        at = index.narrow(dim, r, 1)
-        x = torch.where(positions == at, src.narrow(dim, r, 1).to(x.dtype), x)
+        at = positions == index.narrow(dim, r, 1)
+        value = src.narrow(dim, r, 1).to(x.dtype)
+        x = torch.where(at, x + value, x) if accumulate else torch.where(at, value, x)
     return x
+
+
+def scatter_src(x, dim, index, src):
+    normal = dim % x.dim() if x.dim() else 0
+    result = _scatter(x, normal, index, src, accumulate=False)
+    if result is not None:
+        return result
+    # Decomposed again with the dimension non-negative: then PyTorch's.
+    return NotImplemented if normal == dim else aten.scatter.src(x, normal, index, src)
+
+
+def scatter_add(x, dim, index, src):
+    normal = dim % x.dim() if x.dim() else 0
+    result = _scatter(x, normal, index, src, accumulate=True)
+    if result is not None:
+        return result
+    return NotImplemented if normal == dim else aten.scatter_add(x, normal, index, src)
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.insert(0, step)
+        step *= size
+    return strides
+
+
+def as_strided_scatter(x, src, size, stride, storage_offset=None):
+    offset = storage_offset or 0
+    base = _contiguous_strides(x.shape)
+    if len(size) != x.dim() or list(stride) != base:
+        return NotImplemented
+    starts = [(offset // base[d]) % x.shape[d] for d in range(x.dim())]
+    if sum(st * bs for st, bs in zip(starts, base)) != offset or any(
+        st + sz > n for st, sz, n in zip(starts, size, x.shape)
+    ):
+        return NotImplemented
+
+    def scatter(into, value, dim):
+        if dim == into.dim():
+            return value
+        part = into.narrow(dim, starts[dim], size[dim])
+        return torch.slice_scatter(
+            into,
+            scatter(part, value, dim + 1),
+            dim,
+            starts[dim],
+            starts[dim] + size[dim],
+        )
+
+    return scatter(x, src.to(x.dtype), 0)
 
 
 def histc(x, bins=100, min=0, max=0):
@@ -151,4 +209,6 @@ def table():
         aten.topk.default: topk,
         aten.histc.default: histc,
         aten.scatter.src: scatter_src,
+        aten.scatter_add.default: scatter_add,
+        aten.as_strided_scatter.default: as_strided_scatter,
     }

@@ -114,3 +114,48 @@ def own_grouped_mm():
     model = _OwnGroupedProduct()
     loss_fn = lambda m, x, y: ((m(x) - y) ** 2).mean()
     return model, loss_fn, (torch.randn(10, 8), torch.randn(10, 8))
+
+
+def deepseek_v3():
+    """DeepSeek-V3's routing (sigmoid scores with a correction bias, the
+    top groups of experts first, a shared expert) and its multi-head latent
+    attention, whose in-place rotary update of a view becomes an
+    as_strided_scatter."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    torch.manual_seed(0)
+    config = DeepseekV3Config(
+        **{**COMMON, "intermediate_size": 48},
+        moe_intermediate_size=24,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        n_shared_experts=1,
+        first_k_dense_replace=0,
+        kv_lora_rank=16,
+        q_lora_rank=16,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=4,
+        v_head_dim=8,
+        head_dim=4,
+    )
+    return _causal_lm(DeepseekV3ForCausalLM(config))
+
+
+def gpt_oss():
+    """GPT-OSS: experts with biases stored [experts, in, out], a clamped
+    gate, attention sinks (transformers' eager attention) and a sliding
+    window on every other layer."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    torch.manual_seed(0)
+    config = GptOssConfig(
+        **{**COMMON, "attn_implementation": "eager"},
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        head_dim=8,
+        sliding_window=4,
+        layer_types=["full_attention", "sliding_attention"],
+    )
+    return _causal_lm(GptOssForCausalLM(config))
