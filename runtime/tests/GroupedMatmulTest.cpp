@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -256,7 +257,15 @@ std::vector<std::vector<int64_t>> groupings(int64_t rows, int64_t groups) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+#ifdef ZEST_GROUPED_MATMUL_TEST_CUDA
+  // The products' cuBLASLt workspace comes from the runtime's pool.
+  zest_init(&argc, &argv);
+  if (!zest_cuda_compute_stream()) {
+    std::printf("run with ZEST_BACKEND=nccl or staged\n");
+    return 2;
+  }
+#endif
   const int64_t shapes[][3] = {{1, 1, 1}, {7, 3, 5}, {33, 17, 16}, {64, 8, 40}};
   for (auto [rows, n, k] : shapes)
     for (int64_t groups : {1, 3, 8})
@@ -265,5 +274,9 @@ int main() {
           for (bool transposed : {false, true})
             for (int bits : {32, 64})
               runCase({rows, n, k, offsets, bits, transposed, storage});
-  return checks.report("grouped-matmul");
+  int status = checks.report("grouped-matmul");
+#ifdef ZEST_GROUPED_MATMUL_TEST_CUDA
+  zest_finalize();
+#endif
+  return status;
 }

@@ -248,10 +248,13 @@ def main():
         world = report["world_size"]
         # With no-sync, all micro-batches but the last run the step's
         # accumulate entry point.
-        per_call = {
-            f["accumulate_for"] is not None: f["sent_bytes_per_rank"]
-            for f in report["functions"]
-        }
+        # A forward-only entry (zest-import --forward) follows the step in
+        # the module: the first of each kind is the one the driver runs.
+        per_call = {}
+        for f in report["functions"]:
+            per_call.setdefault(
+                f["accumulate_for"] is not None, f["sent_bytes_per_rank"]
+            )
         step = per_call[False]
         predicted = (
             step + (accum - 1) * per_call.get(True, step) + 2 * 8 * (world - 1) // world

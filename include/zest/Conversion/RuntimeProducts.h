@@ -45,16 +45,13 @@ enum class ProductKind {
 };
 
 /// Whether the CUDA runtime computes `kind` on cuBLASLt (and so takes its
-/// workspace); attention, the cross-entropy and the grouped products are
-/// kernels of its own (the fused head and loss runs its products on
-/// cuBLASLt).
+/// workspace); attention and the cross-entropy are kernels of its own (the
+/// fused head and loss, and the grouped products, run theirs on cuBLASLt).
 inline bool isCublasLtProduct(ProductKind kind) {
   return kind != ProductKind::attention_forward &&
          kind != ProductKind::attention_backward &&
          kind != ProductKind::cross_entropy_forward &&
-         kind != ProductKind::cross_entropy_backward &&
-         kind != ProductKind::grouped_matmul &&
-         kind != ProductKind::grouped_matmul_weight_grad;
+         kind != ProductKind::cross_entropy_backward;
 }
 
 /// How a C parameter is passed: the MLIR type a call gives it.

@@ -159,3 +159,16 @@ def gpt_oss():
         layer_types=["full_attention", "sliding_attention"],
     )
     return _causal_lm(GptOssForCausalLM(config))
+
+
+def mixtral_autocast():
+    """mixtral computing under torch.autocast(bfloat16) from float32
+    parameters (the experts' products stay float32, as transformers casts
+    their input to the weights' type)."""
+    model, loss_fn, batch = mixtral()
+
+    def autocast_loss(model, ids):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return loss_fn(model, ids)
+
+    return model, autocast_loss, batch
