@@ -63,8 +63,8 @@ template <typename C, typename Clear> struct GroupedProducts {
       end = last;
       if (first < last)
         forward(last - first, n, k, x + first * k, k, w + g * matrix,
-                wTransposed ? k : n, wTransposed, nullptr,
-                ZEST_ACTIVATION_NONE, nullptr, 0, y + first * n, n);
+                wTransposed ? k : n, wTransposed, nullptr, ZEST_ACTIVATION_NONE,
+                nullptr, 0, y + first * n, n);
     }
     if (end < rows)
       clear(y + end * n, (rows - end) * n * sizeof(C));
