@@ -1,5 +1,4 @@
-//===- GroupedProducts.h - Grouped products as one product per group -*- C++
-//-*-===//
+//===- GroupedProducts.h - One product per group ---------------*- C++ -*-===//
 //
 // What zest_grouped_matmul and its weights' gradient compute, on the CPU
 // and on CUDA alike: the group ends read on the host, then each non-empty
