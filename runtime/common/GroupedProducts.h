@@ -44,9 +44,10 @@ getGroupBounds(const void *ends, int32_t offsetBits, int64_t groups,
 /// A grouped product in storage C with the runtime's linear products for
 /// C and `clear(pointer, bytes)`, which zeroes memory where the products
 /// write it.
-template <typename C, typename Clear> struct GroupedProducts {
+template <typename C> struct GroupedProducts {
   using Forward = void (*)(ZEST_linear_forward_PARAMS(C));
   using Backward = void (*)(ZEST_linear_backward_PARAMS(C));
+  using Clear = void (*)(void *, size_t);
   Forward forward;
   Backward backward;
   Clear clear;
@@ -98,5 +99,32 @@ private:
 };
 
 } // namespace zest::rt
+
+/// The C API's zest<RUNTIME>grouped_matmul<SUFFIX> and its weights'
+/// gradient for storage C, on that runtime's zest<RUNTIME>linear_forward /
+/// _backward<SUFFIX>, with `bounds(offsets, offset_bits, groups, rows)` the
+/// groups' bounds read on the host and `clear` the runtime's memset.
+#define ZEST_GROUPED_PRODUCT_ENTRIES(RUNTIME, SUFFIX, C, bounds, clear)        \
+  void zest##RUNTIME##grouped_matmul##SUFFIX(ZEST_grouped_matmul_PARAMS(C)) {  \
+    zest::rt::GroupedProducts<C>{zest##RUNTIME##linear_forward##SUFFIX,        \
+                                 zest##RUNTIME##linear_backward##SUFFIX,       \
+                                 clear,                                        \
+                                 rows,                                         \
+                                 n,                                            \
+                                 k,                                            \
+                                 bounds(offsets, offset_bits, groups, rows)}   \
+        .matmul(x, w, w_transposed, y);                                        \
+  }                                                                            \
+  void zest##RUNTIME##grouped_matmul_weight_grad##SUFFIX(                      \
+      ZEST_grouped_matmul_weight_grad_PARAMS(C)) {                             \
+    zest::rt::GroupedProducts<C>{zest##RUNTIME##linear_forward##SUFFIX,        \
+                                 zest##RUNTIME##linear_backward##SUFFIX,       \
+                                 clear,                                        \
+                                 rows,                                         \
+                                 n,                                            \
+                                 k,                                            \
+                                 bounds(offsets, offset_bits, groups, rows)}   \
+        .weightGrad(x, dy, dw, dw_transposed);                                 \
+  }
 
 #endif // ZEST_RUNTIME_COMMON_GROUPEDPRODUCTS_H

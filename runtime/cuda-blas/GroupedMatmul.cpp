@@ -46,40 +46,10 @@ std::vector<std::pair<int64_t, int64_t>> readGroupBounds(const void *offsets,
   return getGroupBounds(ends.data(), offsetBits, groups, rows);
 }
 
-template <typename C>
-GroupedProducts<C, void (*)(void *, size_t)>
-makeProducts(void (*forward)(ZEST_linear_forward_PARAMS(C)),
-             void (*backward)(ZEST_linear_backward_PARAMS(C)), int64_t rows,
-             int64_t n, int64_t k, int64_t groups, const void *offsets,
-             int32_t offsetBits) {
-  return {forward,
-          backward,
-          clear,
-          rows,
-          n,
-          k,
-          readGroupBounds(offsets, offsetBits, groups, rows)};
-}
-
 } // namespace
 
-#define ZEST_CUDA_GROUPED_MATMUL_ENTRIES(SUFFIX, C)                            \
-  void zest_cuda_grouped_matmul##SUFFIX(ZEST_grouped_matmul_PARAMS(C)) {       \
-    makeProducts<C>(zest_cuda_linear_forward##SUFFIX,                          \
-                    zest_cuda_linear_backward##SUFFIX, rows, n, k, groups,     \
-                    offsets, offset_bits)                                      \
-        .matmul(x, w, w_transposed, y);                                        \
-  }                                                                            \
-  void zest_cuda_grouped_matmul_weight_grad##SUFFIX(                           \
-      ZEST_grouped_matmul_weight_grad_PARAMS(C)) {                             \
-    makeProducts<C>(zest_cuda_linear_forward##SUFFIX,                          \
-                    zest_cuda_linear_backward##SUFFIX, rows, n, k, groups,     \
-                    offsets, offset_bits)                                      \
-        .weightGrad(x, dy, dw, dw_transposed);                                 \
-  }
-
 extern "C" {
-ZEST_CUDA_GROUPED_MATMUL_ENTRIES(, float)
-ZEST_CUDA_GROUPED_MATMUL_ENTRIES(_bf16, uint16_t)
-ZEST_CUDA_GROUPED_MATMUL_ENTRIES(_f16, uint16_t)
+ZEST_GROUPED_PRODUCT_ENTRIES(_cuda_, , float, readGroupBounds, clear)
+ZEST_GROUPED_PRODUCT_ENTRIES(_cuda_, _bf16, uint16_t, readGroupBounds, clear)
+ZEST_GROUPED_PRODUCT_ENTRIES(_cuda_, _f16, uint16_t, readGroupBounds, clear)
 }
