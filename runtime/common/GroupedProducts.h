@@ -57,15 +57,15 @@ template <typename C> struct GroupedProducts {
   /// y = x w[g] (w [groups, k, n]) or x w[g]^T (w [groups, n, k],
   /// wTransposed) on each group's rows; rows past the last end 0.
   void matmul(const C *x, const C *w, int32_t wTransposed, C *y) const {
-    int64_t matrix = k * n, end = 0;
-    for (auto [g, range] : enumerate()) {
-      auto [first, last] = range;
-      end = last;
+    int64_t matrix = k * n;
+    for (size_t g = 0; g < bounds.size(); ++g) {
+      auto [first, last] = bounds[g];
       if (first < last)
         forward(last - first, n, k, x + first * k, k, w + g * matrix,
                 wTransposed ? k : n, wTransposed, nullptr, ZEST_ACTIVATION_NONE,
                 nullptr, 0, y + first * n, n);
     }
+    int64_t end = bounds.empty() ? 0 : bounds.back().second;
     if (end < rows)
       clear(y + end * n, (rows - end) * n * sizeof(C));
   }
@@ -74,8 +74,8 @@ template <typename C> struct GroupedProducts {
   /// ([n, k], dwTransposed); 0 for an empty group.
   void weightGrad(const C *x, const C *dy, C *dw, int32_t dwTransposed) const {
     int64_t matrix = k * n;
-    for (auto [g, range] : enumerate()) {
-      auto [first, last] = range;
+    for (size_t g = 0; g < bounds.size(); ++g) {
+      auto [first, last] = bounds[g];
       if (first == last) {
         clear(dw + g * matrix, matrix * sizeof(C));
         continue;
@@ -87,43 +87,31 @@ template <typename C> struct GroupedProducts {
                0, dw + g * matrix, dwTransposed ? k : n, dwTransposed, nullptr);
     }
   }
-
-private:
-  std::vector<std::pair<int64_t, std::pair<int64_t, int64_t>>>
-  enumerate() const {
-    std::vector<std::pair<int64_t, std::pair<int64_t, int64_t>>> groups;
-    for (size_t g = 0; g < bounds.size(); ++g)
-      groups.push_back({int64_t(g), bounds[g]});
-    return groups;
-  }
 };
 
 } // namespace zest::rt
 
+/// Inside an entry point of the C API (ZEST_grouped_matmul*_PARAMS): the
+/// GroupedProducts of storage C on that runtime's zest<RUNTIME>
+/// linear_forward / _backward<SUFFIX>, with `bounds(offsets, offset_bits,
+/// groups, rows)` the groups' bounds read on the host and `clear` the
+/// runtime's memset.
+#define ZEST_GROUPED_PRODUCTS(RUNTIME, SUFFIX, C, bounds, clear)               \
+  zest::rt::GroupedProducts<C> {                                               \
+    zest##RUNTIME##linear_forward##SUFFIX,                                     \
+        zest##RUNTIME##linear_backward##SUFFIX, clear, rows, n, k,             \
+        bounds(offsets, offset_bits, groups, rows)                             \
+  }
 /// The C API's zest<RUNTIME>grouped_matmul<SUFFIX> and its weights'
-/// gradient for storage C, on that runtime's zest<RUNTIME>linear_forward /
-/// _backward<SUFFIX>, with `bounds(offsets, offset_bits, groups, rows)` the
-/// groups' bounds read on the host and `clear` the runtime's memset.
+/// gradient.
 #define ZEST_GROUPED_PRODUCT_ENTRIES(RUNTIME, SUFFIX, C, bounds, clear)        \
   void zest##RUNTIME##grouped_matmul##SUFFIX(ZEST_grouped_matmul_PARAMS(C)) {  \
-    zest::rt::GroupedProducts<C>{zest##RUNTIME##linear_forward##SUFFIX,        \
-                                 zest##RUNTIME##linear_backward##SUFFIX,       \
-                                 clear,                                        \
-                                 rows,                                         \
-                                 n,                                            \
-                                 k,                                            \
-                                 bounds(offsets, offset_bits, groups, rows)}   \
+    ZEST_GROUPED_PRODUCTS(RUNTIME, SUFFIX, C, bounds, clear)                   \
         .matmul(x, w, w_transposed, y);                                        \
   }                                                                            \
   void zest##RUNTIME##grouped_matmul_weight_grad##SUFFIX(                      \
       ZEST_grouped_matmul_weight_grad_PARAMS(C)) {                             \
-    zest::rt::GroupedProducts<C>{zest##RUNTIME##linear_forward##SUFFIX,        \
-                                 zest##RUNTIME##linear_backward##SUFFIX,       \
-                                 clear,                                        \
-                                 rows,                                         \
-                                 n,                                            \
-                                 k,                                            \
-                                 bounds(offsets, offset_bits, groups, rows)}   \
+    ZEST_GROUPED_PRODUCTS(RUNTIME, SUFFIX, C, bounds, clear)                   \
         .weightGrad(x, dy, dw, dw_transposed);                                 \
   }
 
