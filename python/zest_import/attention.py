@@ -263,14 +263,18 @@ def _repeat_heads(x, groups):
     return x.reshape(*lead, kv_heads * groups, rows, features)
 
 
+def _head_counts(query, key):
+    """The query's and the key's heads (1 without a head dimension)."""
+    return (x.shape[-3] if x.dim() > 3 else 1 for x in (query, key))
+
+
 def _math_path(
     original, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
 ):
     """PyTorch's own SDPA (`original`), grouped-query key/value heads
     repeated first: what transformers hands over unrepeated under
     `_FORCE_GQA` takes the path it took with repeat_kv."""
-    heads = query.shape[-3] if query.dim() > 3 else 1
-    kv_heads = key.shape[-3] if key.dim() > 3 else 1
+    heads, kv_heads = _head_counts(query, key)
     if enable_gqa and kv_heads not in (0, heads) and heads % kv_heads == 0:
         key, value = (_repeat_heads(x, heads // kv_heads) for x in (key, value))
         enable_gqa = False
@@ -299,8 +303,7 @@ def scaled_dot_product_attention(
 ):
     """torch.nn.functional.scaled_dot_product_attention's semantics as the
     zest::attention op; `original` computes what the op does not take."""
-    heads = query.shape[-3] if query.dim() > 3 else 1
-    kv_heads = key.shape[-3] if key.dim() > 3 else 1
+    heads, kv_heads = _head_counts(query, key)
     fusable = _fusable(query, key, value, attn_mask, dropout_p, is_causal)
     if kv_heads != heads and not enable_gqa:
         fusable = False  # PyTorch's own error

@@ -95,14 +95,19 @@ def nll_loss_backward(
 TOPK_ROUNDS = 16
 
 
+def _positions(x, dim):
+    """Each index along `dim`, shaped to broadcast against `x`."""
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    return torch.arange(x.shape[dim], device=x.device).view(shape)
+
+
 def topk(x, k, dim=-1, largest=True, sorted=True):
     if k > TOPK_ROUNDS or x.dim() == 0 or x.dtype == torch.bool:
         return NotImplemented
     dim = dim % x.dim()
     work = x if largest else -x
-    shape = [1] * x.dim()
-    shape[dim] = x.shape[dim]
-    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    positions = _positions(x, dim)
     low = float("-inf") if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
     taken = torch.zeros_like(x, dtype=torch.bool)
     values, indices = [], []
@@ -126,9 +131,7 @@ def _scatter(x, dim, index, src, accumulate):
     )
     if not covers or index.shape[dim] > TOPK_ROUNDS:
         return None
-    shape = [1] * x.dim()
-    shape[dim] = x.shape[dim]
-    positions = torch.arange(x.shape[dim], device=x.device).view(shape)
+    positions = _positions(x, dim)
     for r in range(index.shape[dim]):
         at = positions == index.narrow(dim, r, 1)
         value = src.narrow(dim, r, 1).to(x.dtype)
@@ -136,21 +139,23 @@ def _scatter(x, dim, index, src, accumulate):
     return x
 
 
-def scatter_src(x, dim, index, src):
-    normal = dim % x.dim() if x.dim() else 0
-    result = _scatter(x, normal, index, src, accumulate=False)
-    if result is not None:
-        return result
-    # Decomposed again with the dimension non-negative: then PyTorch's.
-    return NotImplemented if normal == dim else aten.scatter.src(x, normal, index, src)
+def _scatter_decomposition(op, accumulate):
+    """The decomposition of scatter `op` (scatter.src, or scatter_add with
+    `accumulate`)."""
+
+    def decomposition(x, dim, index, src):
+        normal = dim % x.dim() if x.dim() else 0
+        result = _scatter(x, normal, index, src, accumulate)
+        if result is not None:
+            return result
+        # Decomposed again with the dimension non-negative: then PyTorch's.
+        return NotImplemented if normal == dim else op(x, normal, index, src)
+
+    return decomposition
 
 
-def scatter_add(x, dim, index, src):
-    normal = dim % x.dim() if x.dim() else 0
-    result = _scatter(x, normal, index, src, accumulate=True)
-    if result is not None:
-        return result
-    return NotImplemented if normal == dim else aten.scatter_add(x, normal, index, src)
+scatter_src = _scatter_decomposition(aten.scatter.src, accumulate=False)
+scatter_add = _scatter_decomposition(aten.scatter_add.default, accumulate=True)
 
 
 def _contiguous_strides(shape):

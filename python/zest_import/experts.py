@@ -63,13 +63,22 @@ def _matrix(weight, group, transpose_weight):
     return w.transpose(0, 1) if transpose_weight else w
 
 
+def _output_columns(weight, transpose_weight):
+    return weight.shape[1 if transpose_weight else 2]
+
+
+def _weight_grad_shape(input, grad_output, offsets, transpose_weight):
+    k, n = input.shape[1], grad_output.shape[1]
+    return (offsets.shape[0],) + ((n, k) if transpose_weight else (k, n))
+
+
 @torch.library.impl(_LIBRARY, "grouped_matmul", "CompositeExplicitAutograd")
 def grouped_matmul(input, weight, offsets, transpose_weight):
     """Rows [ends[g-1], ends[g]) of `input` [rows, K] times group g's
     matrix (`weight` [groups, K, N], or [groups, N, K] transposed); rows
     past the last end are 0. Products accumulate in float32 at least."""
     wide = torch.promote_types(input.dtype, torch.float32)
-    n = weight.shape[1 if transpose_weight else 2]
+    n = _output_columns(weight, transpose_weight)
     out = input.new_zeros((input.shape[0], n), dtype=wide)
     for group, start, end in _group_bounds(offsets, input.shape[0]):
         if start < end:
@@ -80,8 +89,7 @@ def grouped_matmul(input, weight, offsets, transpose_weight):
 
 @torch.library.register_fake("zest::grouped_matmul", lib=_LIBRARY)
 def _(input, weight, offsets, transpose_weight):
-    n = weight.shape[1 if transpose_weight else 2]
-    return input.new_empty((input.shape[0], n))
+    return input.new_empty((input.shape[0], _output_columns(weight, transpose_weight)))
 
 
 @torch.library.impl(_LIBRARY, "grouped_matmul_weight_grad", "CompositeExplicitAutograd")
@@ -89,8 +97,7 @@ def grouped_matmul_weight_grad(input, grad_output, offsets, transpose_weight):
     """Each group's weight gradient, input[rows of g]^T grad_output[rows of
     g] (transposed for a transposed weight); 0 for an empty group."""
     wide = torch.promote_types(input.dtype, torch.float32)
-    k, n = input.shape[1], grad_output.shape[1]
-    shape = (offsets.shape[0],) + ((n, k) if transpose_weight else (k, n))
+    shape = _weight_grad_shape(input, grad_output, offsets, transpose_weight)
     grad = input.new_zeros(shape, dtype=wide)
     for group, start, end in _group_bounds(offsets, input.shape[0]):
         g = input[start:end].to(wide).T @ grad_output[start:end].to(wide)
@@ -100,9 +107,9 @@ def grouped_matmul_weight_grad(input, grad_output, offsets, transpose_weight):
 
 @torch.library.register_fake("zest::grouped_matmul_weight_grad", lib=_LIBRARY)
 def _(input, grad_output, offsets, transpose_weight):
-    k, n = input.shape[1], grad_output.shape[1]
-    shape = (offsets.shape[0],) + ((n, k) if transpose_weight else (k, n))
-    return input.new_empty(shape)
+    return input.new_empty(
+        _weight_grad_shape(input, grad_output, offsets, transpose_weight)
+    )
 
 
 class GroupedMatmul(torch.autograd.Function):
@@ -181,7 +188,8 @@ def _rows_by_expert(expert_ids, num_experts):
 def _projection(module, x, name, expert_ids, ends):
     """x times the experts' `name` matrices (`gate_up_proj`, `up_proj`,
     `down_proj`), stored [experts, out, in] or, `is_transposed`, [experts,
-    in, out]; plus the rows' experts' biases."""
+    in, out]; plus the rows' experts' biases (`expert_ids`, None for
+    experts without bias)."""
     weight = getattr(module, name)
     out = GroupedMatmul.apply(
         x.to(weight.dtype), weight, ends, not module.is_transposed
@@ -202,7 +210,7 @@ def experts_forward(module, hidden_states, top_k_index, top_k_weights):
     num_tokens, top_k = top_k_index.shape[0], top_k_index.shape[-1]
     expert_ids = top_k_index.reshape(-1)
     ends, perm, place = _rows_by_expert(expert_ids, module.num_experts)
-    grouped_ids = expert_ids[perm]
+    grouped_ids = expert_ids[perm] if module.has_bias else None
     x = hidden_states[perm // top_k]
     first = "gate_up_proj" if module.has_gate else "up_proj"
     x = _projection(module, x, first, grouped_ids, ends)
