@@ -55,11 +55,13 @@ class SdpaInsteadOfEager:
         self.model = model
         self.switched = []
         self.force_gqa = None
+        self.forced = False
 
     def __enter__(self):
         if MODE != "fused":
             return self
-        self.force_gqa = os.environ.get(_FORCE_GQA, "")
+        self.force_gqa = os.environ.get(_FORCE_GQA)
+        self.forced = True
         os.environ[_FORCE_GQA] = "1"
         for module in self.model.modules():
             config = getattr(module, "config", None)
@@ -76,8 +78,12 @@ class SdpaInsteadOfEager:
     def __exit__(self, *exc):
         for module in self.switched:
             module.set_attn_implementation("eager")
-        if self.force_gqa is not None:
-            os.environ[_FORCE_GQA] = self.force_gqa
+        if self.forced:
+            # As it was: set to its old value, or unset.
+            if self.force_gqa is None:
+                os.environ.pop(_FORCE_GQA, None)
+            else:
+                os.environ[_FORCE_GQA] = self.force_gqa
         return False
 
 
