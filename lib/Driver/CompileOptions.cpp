@@ -116,8 +116,34 @@ static LogicalResult verifyTarget(const CompileOptions &options) {
   return success();
 }
 
+/// --expert-parallel=N: groups of N ranks that split the experts.
+static LogicalResult verifyExpertParallel(const CompileOptions &options) {
+  int64_t groupSize = options.front.expertParallel;
+  std::string flag = "--expert-parallel=" + std::to_string(groupSize);
+  if (groupSize < 1)
+    return fail(flag + ": expected a number of ranks, at least 1");
+  if (groupSize == 1)
+    return success();
+  if (options.front.worldSize % groupSize != 0)
+    return fail(flag + " must divide --world-size=" +
+                std::to_string(options.front.worldSize));
+  if (groupSize != options.front.worldSize)
+    return fail(
+        flag + " with --world-size=" + std::to_string(options.front.worldSize) +
+        ": expert groups smaller than the world are not supported "
+        "yet; use --expert-parallel=" +
+        std::to_string(options.front.worldSize));
+  if (options.front.strategy == ShardingStrategy::HybridShard)
+    return fail(flag + " cannot be combined with --strategy=hybrid-shard yet");
+  if (isDeviceTarget(options.lower.target))
+    return fail(flag + " runs on --target=cpu only for now: the CUDA "
+                       "backends cannot exchange rows between ranks yet");
+  return success();
+}
+
 LogicalResult CompileOptions::verify() const {
-  if (failed(verifyOptimizer(front)) || failed(verifyTarget(*this)))
+  if (failed(verifyOptimizer(front)) || failed(verifyTarget(*this)) ||
+      failed(verifyExpertParallel(*this)))
     return failure();
   if (!lower.machine.empty()) {
     std::string error;

@@ -85,6 +85,9 @@ getGroupUnitsOptions(const ShardPipelineOptions &options) {
 void mlir::zest::buildShardPipeline(OpPassManager &pm,
                                     const ShardPipelineOptions &options) {
   pm.addPass(createVerifyContractPass());
+  ExpertParallelPassOptions experts;
+  experts.groupSize = options.expertParallel;
+  pm.addPass(createExpertParallelPass(experts));
   pm.addPass(createGroupUnitsPass(getGroupUnitsOptions(options)));
   pm.addPass(createShardParamsPass());
   if (!options.manifest.empty()) {

@@ -72,6 +72,92 @@ def _weight_grad_shape(input, grad_output, offsets, transpose_weight):
     return (offsets.shape[0],) + ((n, k) if transpose_weight else (k, n))
 
 
+_LIBRARY.define("expert_routing(Tensor ends, int group_size) -> (Tensor, Tensor)")
+_LIBRARY.define(
+    "expert_dispatch(Tensor input, Tensor ends, Tensor routing, "
+    "int group_size) -> Tensor"
+)
+_LIBRARY.define(
+    "expert_combine(Tensor input, Tensor ends, Tensor routing, "
+    "int group_size) -> Tensor"
+)
+
+
+def _single_rank(group_size):
+    if group_size != 1:
+        raise ZestImportError(
+            "the expert exchanges run over one rank while importing "
+            "(zestc --expert-parallel sets the expert groups)"
+        )
+
+
+@torch.library.impl(_LIBRARY, "expert_routing", "CompositeExplicitAutograd")
+def expert_routing(ends, group_size):
+    """The row counts each rank of an expert group sends this rank's
+    experts, and the ends of the rows it receives: in a group of one rank,
+    this rank's own counts and ends (zest.expert_routing)."""
+    _single_rank(group_size)
+    counts = torch.diff(ends.to(torch.int64), prepend=ends.new_zeros(1))
+    return counts, ends.clone()
+
+
+@torch.library.register_fake("zest::expert_routing", lib=_LIBRARY)
+def _(ends, group_size):
+    return ends.new_empty(ends.shape, dtype=torch.int64), ends.new_empty(ends.shape)
+
+
+def _exchange_rows(input, ends, routing, group_size):
+    _single_rank(group_size)
+    return input.clone()
+
+
+def _fake_exchange(input, ends, routing, group_size):
+    return input.new_empty(input.shape)
+
+
+for _name in ("expert_dispatch", "expert_combine"):
+    torch.library.impl(_LIBRARY, _name, "CompositeExplicitAutograd")(_exchange_rows)
+    torch.library.register_fake(f"zest::{_name}", lib=_LIBRARY)(_fake_exchange)
+
+
+class ExpertDispatch(torch.autograd.Function):
+    """zest::expert_dispatch: rows grouped by expert to their experts'
+    ranks; the gradient comes back by zest::expert_combine."""
+
+    @staticmethod
+    def forward(input, ends, routing):
+        return torch.ops.zest.expert_dispatch(input, ends, routing, 1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1], inputs[2])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ends, routing = ctx.saved_tensors
+        grad = torch.ops.zest.expert_combine(grad_output, ends, routing, 1)
+        return grad, None, None
+
+
+class ExpertCombine(torch.autograd.Function):
+    """zest::expert_combine: the experts' rows back to where they came
+    from; the gradient goes out by zest::expert_dispatch."""
+
+    @staticmethod
+    def forward(input, ends, routing):
+        return torch.ops.zest.expert_combine(input, ends, routing, 1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1], inputs[2])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ends, routing = ctx.saved_tensors
+        grad = torch.ops.zest.expert_dispatch(grad_output, ends, routing, 1)
+        return grad, None, None
+
+
 @torch.library.impl(_LIBRARY, "grouped_matmul", "CompositeExplicitAutograd")
 def grouped_matmul(input, weight, offsets, transpose_weight):
     """Rows [ends[g-1], ends[g]) of `input` [rows, K] times group g's
@@ -212,10 +298,15 @@ def experts_forward(module, hidden_states, top_k_index, top_k_weights):
     ends, perm, place = _rows_by_expert(expert_ids, module.num_experts)
     grouped_ids = expert_ids[perm] if module.has_bias else None
     x = hidden_states[perm // top_k]
+    # The rows travel to their experts' ranks and back (zestc
+    # --expert-parallel; over one rank, as here, nothing moves).
+    routing, local_ends = torch.ops.zest.expert_routing(ends, 1)
+    x = ExpertDispatch.apply(x, ends, routing)
     first = "gate_up_proj" if module.has_gate else "up_proj"
-    x = _projection(module, x, first, grouped_ids, ends)
+    x = _projection(module, x, first, grouped_ids, local_ends)
     x = module._apply_gate(x) if module.has_gate else module.act_fn(x)
-    x = _projection(module, x, "down_proj", grouped_ids, ends)
+    x = _projection(module, x, "down_proj", grouped_ids, local_ends)
+    x = ExpertCombine.apply(x, ends, routing)
     if module.has_post_expert_norm:
         x = module.post_expert_norm(x)
     x = x * top_k_weights.reshape(-1)[perm].unsqueeze(-1)

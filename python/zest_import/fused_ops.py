@@ -55,6 +55,21 @@ OPS = {
         "scalars": ("transpose_weight",),
         "zest": "zest.grouped_matmul_weight_grad",
     },
+    "expert_routing": {
+        "tensors": ("ends",),
+        "scalars": ("group_size",),
+        "zest": "zest.expert_routing",
+    },
+    "expert_dispatch": {
+        "tensors": ("input", "ends", "routing"),
+        "scalars": ("group_size",),
+        "zest": "zest.expert_dispatch",
+    },
+    "expert_combine": {
+        "tensors": ("input", "ends", "routing"),
+        "scalars": ("group_size",),
+        "zest": "zest.expert_combine",
+    },
 }
 
 # Scalars that are flags: a unit attribute when true, absent when false.
@@ -96,7 +111,7 @@ def _scalar_attribute(value, name):
         return (
             ir.UnitAttr.get() if ir.BoolAttr(owner.attributes["value"]).value else None
         )
-    if name in ("reduction", "ignore_index"):
+    if name in ("reduction", "ignore_index", "group_size"):
         number = ir.IntegerAttr(owner.attributes["value"]).value
         bits = 32 if name == "reduction" else 64
         return ir.IntegerAttr.get(ir.IntegerType.get_signless(bits), number)

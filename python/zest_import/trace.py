@@ -330,6 +330,7 @@ def check_dialects(mlir):
         "zest.attention",
         "zest.cross_entropy",
         "zest.grouped_matmul",
+        "zest.expert_",
     )
     found = []
 

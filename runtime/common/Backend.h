@@ -29,6 +29,9 @@ public:
   virtual bool test() = 0;
 };
 
+/// Reports a fatal error on this rank and aborts the job with `code`.
+[[noreturn]] void fatal(const std::string &message, int code = 1);
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -56,6 +59,25 @@ public:
   virtual std::unique_ptr<PendingOp>
   broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root) = 0;
   virtual std::unique_ptr<PendingOp> barrier() = 0;
+
+  /// One block of an exchange: `bytes` at `data`, to or from group rank
+  /// `peer`.
+  struct Transfer {
+    int peer;
+    void *data;
+    int64_t bytes;
+  };
+  /// Point-to-point sends and receives within `group`, all in flight at
+  /// once (an all-to-all with run-time sizes: expert parallelism). Blocks
+  /// between two ranks match in the order each side lists them; both sides
+  /// list the same sizes. Backends without point-to-point transfers refuse.
+  virtual std::unique_ptr<PendingOp>
+  exchange(const std::vector<Transfer> &sends,
+           const std::vector<Transfer> &recvs, zest_group_t group) {
+    fatal(std::string("the ") + name() +
+          " backend cannot exchange rows between ranks (expert "
+          "parallelism); compile without --expert-parallel");
+  }
 
   /// Records that this rank has started `started` collectives (for the
   /// diagnosis below); a no-op where the backend cannot share it.
@@ -137,9 +159,6 @@ createCudaBackend(const std::string &kind, int *argc, char ***argv);
 /// Seconds a wait may block before the job is aborted (ZEST_TIMEOUT_S,
 /// --timeout).
 double timeoutSeconds();
-
-/// Reports a fatal error on this rank and aborts the job with `code`.
-[[noreturn]] void fatal(const std::string &message, int code = 1);
 
 } // namespace zest::rt
 

@@ -85,6 +85,22 @@ ModeledLink zest::rt::parseLink(const char *name) {
   return link;
 }
 
+zest_request_t
+zest::rt::startExchange(const std::vector<Backend::Transfer> &sends,
+                        const std::vector<Backend::Transfer> &recvs,
+                        zest_group_t group, const char *kind, bool onHost) {
+  int64_t bytesSent = 0, bytes = 0;
+  for (const Backend::Transfer &send : sends)
+    bytesSent += send.bytes;
+  for (const Backend::Transfer &recv : recvs)
+    bytes += recv.bytes;
+  return enqueue(
+      [&](Backend &b) {
+        return (onHost ? b.host() : b).exchange(sends, recvs, group);
+      },
+      kind, nullptr, bytes + bytesSent, bytesSent, group);
+}
+
 extern "C" {
 
 /// Bytes one rank sends in a ring collective over `ranks` ranks: a gather or

@@ -124,6 +124,13 @@ ModeledLink parseLink(const char *name);
 /// Records the pool's counters in the trace, when tracing.
 void traceCounters();
 
+/// Starts the backend's exchange() as a request (counted, traced, timed out
+/// like a collective) on the backend's memory, or on host memory through
+/// its host backend; `kind` names it in traces and errors.
+zest_request_t startExchange(const std::vector<Backend::Transfer> &sends,
+                             const std::vector<Backend::Transfer> &recvs,
+                             zest_group_t group, const char *kind, bool onHost);
+
 } // namespace zest::rt
 
 #endif // ZEST_RUNTIME_COMMON_RUNTIMESTATE_H

@@ -74,6 +74,25 @@ private:
   bool done = false;
 };
 
+/// Several point-to-point requests completing together.
+class MpiRequests : public PendingOp {
+public:
+  MpiRequests(MpiBackend &backend, std::string what)
+      : backend(backend), what(std::move(what)) {}
+  MPI_Request &add() { return requests.emplace_back(MPI_REQUEST_NULL); }
+  bool test() override;
+
+  std::string what;
+
+private:
+  MpiBackend &backend;
+  std::vector<MPI_Request> requests;
+};
+
+/// The tag of exchange() messages: collectives have their own matching,
+/// and nothing else sends point to point on the groups.
+constexpr int kExchangeTag = 7;
+
 /// Staging buffers kept for reuse: a buffer is touched once, when first
 /// allocated, so a collective that reuses it faults no page.
 class ScratchBuffers {
@@ -308,6 +327,25 @@ public:
     return std::make_unique<MpiOp>(*this, request, what);
   }
 
+  std::unique_ptr<PendingOp> exchange(const std::vector<Transfer> &sends,
+                                      const std::vector<Transfer> &recvs,
+                                      zest_group_t group) override {
+    auto op = std::make_unique<MpiRequests>(*this, "row exchange");
+    MPI_Comm within = communicator(group);
+    // Empty blocks are skipped on both sides, which list the same sizes.
+    for (const Transfer &recv : recvs)
+      if (recv.bytes > 0)
+        check(MPI_Irecv(recv.data, toInt(recv.bytes, op->what), MPI_BYTE,
+                        recv.peer, kExchangeTag, within, &op->add()),
+              op->what);
+    for (const Transfer &send : sends)
+      if (send.bytes > 0)
+        check(MPI_Isend(send.data, toInt(send.bytes, op->what), MPI_BYTE,
+                        send.peer, kExchangeTag, within, &op->add()),
+              op->what);
+    return op;
+  }
+
   std::unique_ptr<PendingOp> barrier() override {
     MPI_Request request;
     check(MPI_Ibarrier(comm, &request), "barrier");
@@ -433,6 +471,14 @@ bool MpiOp::test() {
     divide();
   done = true;
   return true;
+}
+
+bool MpiRequests::test() {
+  int flag = 0;
+  backend.check(MPI_Testall(int(requests.size()), requests.data(), &flag,
+                            MPI_STATUSES_IGNORE),
+                what);
+  return flag != 0;
 }
 
 template <typename T> void divideAll(void *data, int64_t count, T divisor) {

@@ -183,6 +183,37 @@ void zest_wait(zest_request_t request);
  * layers call it, so a prefetched gather moves between them. */
 void zest_progress(void);
 
+/*--- Expert parallelism ----------------------------------------------------*/
+/* The ranks of the SHARD group (an expert group; the world without a mesh)
+ * hold `experts / group size` consecutive experts each: group rank j holds
+ * experts [j * local, (j + 1) * local). `ends` ([experts], int32 or int64 as
+ * `ends_bits` says) are the cumulative row ends of this rank's rows grouped
+ * by expert. Blocking; every rank of the group calls them in the same
+ * order, and each rank of a group lists the same experts.
+ *
+ * zest_expert_routing exchanges the row counts: routing[j * local + l]
+ * (int64, [experts]) is the number of rows group rank j sends this rank for
+ * its local expert l; local_ends ([local], `ends_bits` wide) the cumulative
+ * ends of what this rank receives, expert-major (all of its first expert's
+ * rows, from rank 0 first, then its second's). */
+void zest_expert_routing(const void *ends, int64_t ends_bits, int64_t experts,
+                         int64_t *routing, void *local_ends);
+/* Sends each expert's rows of `rows` ([ends[experts-1]] rows of `cols`
+ * elements of `dtype`) to the rank holding the expert and receives this
+ * rank's experts' rows into `out` ([capacity, cols]) in zest_expert_routing's
+ * order; rows past the last are zeroed. Aborts the job when they exceed
+ * `capacity` rows (the compiled plan's worst case). */
+void zest_expert_dispatch(const void *rows, int64_t cols, zest_dtype_t dtype,
+                          const void *ends, int64_t ends_bits, int64_t experts,
+                          const int64_t *routing, void *out, int64_t capacity);
+/* The inverse of zest_expert_dispatch: `rows` ([capacity, cols], laid out as
+ * dispatch receives) go back to the ranks they came from, each into its
+ * place among that rank's rows `out` ([out_rows, cols], grouped by `ends`);
+ * rows of `out` past ends[experts-1] are zeroed. */
+void zest_expert_combine(const void *rows, int64_t cols, zest_dtype_t dtype,
+                         const void *ends, int64_t ends_bits, int64_t experts,
+                         const int64_t *routing, void *out, int64_t out_rows);
+
 void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root);
 void zest_barrier(void);
 

@@ -146,6 +146,13 @@ static cl::opt<std::string> reduceDtype(
     cl::desc("Mixed precision (reduce_dtype): bf16 or f16 reduces f32 "
              "units' gradients in that type (f32 by default)"),
     cl::init(""), cl::cat(category));
+static cl::opt<int64_t> expertParallel(
+    "expert-parallel",
+    cl::desc("Expert parallelism: each of N ranks holds 1/N of every "
+             "mixture-of-experts layer's experts, and tokens travel to "
+             "their experts' ranks and back (1: every rank computes every "
+             "expert, sharded like any parameter)"),
+    cl::value_desc("N"), cl::init(1), cl::cat(category));
 static cl::opt<std::string>
     mesh("mesh",
          cl::desc("hybrid-shard: RxS arranges R * S ranks as R replica "
@@ -368,6 +375,7 @@ static LogicalResult parseChoice(StringRef name, StringRef text,
 /// zestc's flags into the options of the front phase.
 static LogicalResult setFrontOptions(FrontPipelineOptions &front) {
   front.worldSize = worldSize;
+  front.expertParallel = expertParallel;
   front.leafModules = toVector(leafModules);
   front.leafClasses = toVector(leafClasses);
   front.minUnitNumel = minUnitNumel;

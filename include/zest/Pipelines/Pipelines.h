@@ -107,6 +107,11 @@ struct ShardPipelineOptions : public PassPipelineOptions<ShardPipelineOptions> {
       llvm::cl::desc("hybrid-shard: replica groups the world-size ranks form "
                      "(shards within each)"),
       llvm::cl::init(1)};
+  Option<int64_t> expertParallel{
+      *this, "expert-parallel",
+      llvm::cl::desc("Ranks of an expert group: each holds 1/N of every "
+                     "mixture-of-experts layer's experts (1: none)"),
+      llvm::cl::init(1)};
   Option<WireType> paramDtype{
       *this, "param-dtype",
       llvm::cl::desc("Mixed precision: the gathers' type (f32 master shards)"),

@@ -26,6 +26,10 @@ void populateCrossEntropyToRuntimePatterns(RewritePatternSet &patterns,
 void populateGroupedMatmulToRuntimePatterns(RewritePatternSet &patterns,
                                             bool cuda);
 
+/// zest.expert_routing, zest.expert_dispatch and zest.expert_combine to
+/// the runtime's blocking zest_expert_* exchanges.
+void populateExpertExchangeToRuntimePatterns(RewritePatternSet &patterns);
+
 } // namespace mlir::zest
 
 #endif // ZEST_LIB_CONVERSION_LINALGTORUNTIME_FUSEDOPSTORUNTIME_H

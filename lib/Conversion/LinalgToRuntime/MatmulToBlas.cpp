@@ -355,6 +355,7 @@ struct MatmulToBlasPass
     populateCrossEntropyToRuntimePatterns(patterns, /*cuda=*/target == "cuda");
     populateGroupedMatmulToRuntimePatterns(patterns,
                                            /*cuda=*/target == "cuda");
+    populateExpertExchangeToRuntimePatterns(patterns);
     // Each op is rewritten once into calls no pattern matches: one walk,
     // linear in the size of the step, instead of the greedy driver's
     // iterations over the whole (one huge block) entry point.

@@ -56,10 +56,12 @@ struct ConvertZestToRuntimePass
       return signalPassFailure();
     // Anything left (an element type the runtime cannot move) is an error.
     // Fused linear, attention and cross-entropy ops are compute, lowered
-    // after bufferization; barriers go with bufferization.
+    // after bufferization like the expert exchanges; barriers go with
+    // bufferization.
     WalkResult result = module.walk([](Operation *op) {
       if (isa<ZestDialect>(op->getDialect()) && !isComputeOp(op) &&
-          !isa<UnitOp, BucketOp, OptimizationBarrierOp>(op)) {
+          !isa<UnitOp, BucketOp, OptimizationBarrierOp, ExpertRoutingOp,
+               ExpertDispatchOp, ExpertCombineOp>(op)) {
         op->emitOpError() << "cannot be lowered to the runtime: element "
                           << "types must be f32, f64, f16, bf16, i8, i32 or "
                           << "i64";

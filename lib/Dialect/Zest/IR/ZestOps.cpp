@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
@@ -278,6 +279,14 @@ RankedTensorType UnitOp::getShardType() {
   return RankedTensorType::get({getShardSize()}, getElementType());
 }
 
+RankedTensorType UnitOp::getLocalExpertsType() {
+  RankedTensorType type =
+      (*getParams().getAsRange<ParamAttr>().begin()).getValueType();
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] /= getWorldSize();
+  return type.clone(shape);
+}
+
 LogicalResult UnitOp::verify() {
   Type elementType = getElementType();
   if (!elementType.isIntOrFloat())
@@ -297,6 +306,17 @@ LogicalResult UnitOp::verify() {
     return emitOpError() << "padded_size (" << getPaddedSize()
                          << ") must equal shard_size (" << getShardSize()
                          << ") times world_size (" << getWorldSize() << ")";
+  if (getExperts()) {
+    auto params = getParams().getAsRange<ParamAttr>();
+    int64_t experts = llvm::range_size(params) == 1
+                          ? (*params.begin()).getValueType().getDimSize(0)
+                          : 0;
+    if (!isSharded() || experts == 0 || experts % getWorldSize() != 0 ||
+        getPaddedSize() != getNumElements())
+      return emitOpError()
+             << "experts: must be a sharded unit of one parameter whose "
+                "first dimension (the experts) world_size divides, unpadded";
+  }
   if (!isSharded() && getPaddedSize() != getShardSize())
     return emitOpError() << "replicated unit must have shard_size ("
                          << getShardSize() << ") equal to padded_size ("
@@ -1258,4 +1278,150 @@ LogicalResult GroupedMatmulWeightGradOp::verify() {
                     getTransposeWeight() ? "grad_weight ([groups, N, K])"
                                          : "grad_weight ([groups, K, N])",
                     grad);
+}
+
+//===----------------------------------------------------------------------===//
+// Expert parallelism
+//===----------------------------------------------------------------------===//
+
+/// Communication (never reordered against other collectives, never erased
+/// on tensors) plus the reads and writes of the buffers.
+template <typename OpTy>
+static void getExchangeEffects(
+    OpTy op, SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+                 &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), CommResource::get());
+  effects.emplace_back(MemoryEffects::Write::get(), CommResource::get());
+  getDestinationStyleEffects(op, effects);
+}
+
+/// `experts` experts split over `groupSize` ranks.
+static LogicalResult verifyExpertSplit(Operation *op, int64_t experts,
+                                       int64_t groupSize) {
+  if (experts % groupSize != 0)
+    return op->emitOpError()
+           << "splits " << experts << " experts over expert groups of "
+           << groupSize << " ranks; the group size must divide the experts";
+  return success();
+}
+
+MutableOperandRange ExpertRoutingOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getRouting(), getLocalEnds()});
+}
+
+int64_t ExpertRoutingOp::getExperts() { return getDim(getEnds(), 0); }
+int64_t ExpertRoutingOp::getLocalExperts() { return getDim(getLocalEnds(), 0); }
+
+void ExpertRoutingOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getExchangeEffects(*this, effects);
+}
+
+LogicalResult ExpertRoutingOp::verify() {
+  if (failed(verifyTensorsOrBuffers(*this, getDpsInits())) ||
+      failed(verifyExpertSplit(*this, getExperts(), getGroupSize())))
+    return failure();
+  if (getElementTypeOrSelf(getLocalEnds().getType()) !=
+      getElementTypeOrSelf(getEnds().getType()))
+    return emitOpError() << "writes local_ends of another type than ends ("
+                         << getEnds().getType() << ")";
+  return success(
+      succeeded(checkShape(*this, getRouting(), "routing", {getExperts()})) &&
+      succeeded(checkShape(*this, getLocalEnds(), "local_ends",
+                           {getExperts() / getGroupSize()})));
+}
+
+namespace {
+/// In a group of one rank the local ends are the ends, and an unused
+/// routing needs no exchange.
+struct FoldSingleRankRouting : public OpRewritePattern<ExpertRoutingOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ExpertRoutingOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getGroupSize() != 1 || op.getResults().size() != 2 ||
+        !op.getResult(0).use_empty())
+      return failure();
+    rewriter.replaceAllUsesWith(op.getResult(1), op.getEnds());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+} // namespace
+
+void ExpertRoutingOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                  MLIRContext *context) {
+  results.add<FoldSingleRankRouting>(context);
+}
+
+/// Checks a dispatch's or combine's operands: one row type, `[experts]`
+/// ends and routing, and the rows it sends (`sent`, `[rows, D]`) against
+/// those it receives (`received`, `[capacity, D]`): the same in a group of
+/// one rank.
+template <typename OpTy>
+static LogicalResult verifyRowExchange(OpTy op, Value sent, Value received) {
+  if (failed(verifyTensorsOrBuffers(op, op.getDpsInits())))
+    return failure();
+  Type type = getElementTypeOrSelf(op.getInput().getType());
+  if (getElementTypeOrSelf(op.getOutput().getType()) != type)
+    return op.emitOpError()
+           << "moves rows of " << type << " into " << op.getOutput().getType();
+  int64_t experts = getDim(op.getEnds(), 0), rows = getDim(sent, 0);
+  if (failed(verifyExpertSplit(op, experts, op.getGroupSize())) ||
+      failed(checkShape(op, op.getRouting(), "routing", {experts})) ||
+      failed(checkShape(op, received, "the received rows",
+                        {op.getGroupSize() == 1 ? rows : ShapedType::kDynamic,
+                         getDim(sent, 1)})))
+    return failure();
+  return success();
+}
+
+/// A group of one rank moves nothing: the rows are the result.
+template <typename OpTy>
+static LogicalResult
+foldSingleRankExchange(OpTy op, SmallVectorImpl<OpFoldResult> &out) {
+  if (op.getGroupSize() != 1 || op.getResults().empty() ||
+      op.getInput().getType() != op.getResults()[0].getType())
+    return failure();
+  out.push_back(op.getInput());
+  return success();
+}
+
+MutableOperandRange ExpertDispatchOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getOutput()});
+}
+
+void ExpertDispatchOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getExchangeEffects(*this, effects);
+}
+
+LogicalResult ExpertDispatchOp::verify() {
+  return verifyRowExchange(*this, getInput(), getOutput());
+}
+
+LogicalResult ExpertDispatchOp::fold(FoldAdaptor,
+                                     SmallVectorImpl<OpFoldResult> &results) {
+  return foldSingleRankExchange(*this, results);
+}
+
+MutableOperandRange ExpertCombineOp::getDpsInitsMutable() {
+  return getTrailingInits(*this, {getOutput()});
+}
+
+void ExpertCombineOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getExchangeEffects(*this, effects);
+}
+
+LogicalResult ExpertCombineOp::verify() {
+  return verifyRowExchange(*this, getOutput(), getInput());
+}
+
+LogicalResult ExpertCombineOp::fold(FoldAdaptor,
+                                    SmallVectorImpl<OpFoldResult> &results) {
+  return foldSingleRankExchange(*this, results);
 }

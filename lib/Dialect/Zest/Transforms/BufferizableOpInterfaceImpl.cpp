@@ -121,6 +121,12 @@ void mlir::zest::registerBufferizableOpInterfaceExternalModels(
         WriteOnlyDestinationModel<GroupedMatmulOp>>(*ctx);
     GroupedMatmulWeightGradOp::attachInterface<
         WriteOnlyDestinationModel<GroupedMatmulWeightGradOp>>(*ctx);
+    ExpertRoutingOp::attachInterface<
+        WriteOnlyDestinationModel<ExpertRoutingOp>>(*ctx);
+    ExpertDispatchOp::attachInterface<
+        WriteOnlyDestinationModel<ExpertDispatchOp>>(*ctx);
+    ExpertCombineOp::attachInterface<
+        WriteOnlyDestinationModel<ExpertCombineOp>>(*ctx);
     OptimizationBarrierOp::attachInterface<OptimizationBarrierModel>(*ctx);
   });
 }

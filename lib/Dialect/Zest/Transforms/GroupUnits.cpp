@@ -36,6 +36,9 @@ struct UnitPlan {
   std::string name;
   UnitKind kind;
   SmallVector<unsigned> params;
+  /// Expert parallelism: the ranks of an expert group its only parameter
+  /// (split by zest-expert-parallel) is sharded over; 0 for other units.
+  int64_t expertGroup = 0;
 };
 
 /// A user-given glob and whether it matched anything yet.
@@ -68,6 +71,11 @@ private:
   int64_t autoWrap(unsigned node);
   LogicalResult checkLeafConflicts(ModuleOp module);
   void declareUnits(ModuleOp module);
+  /// One unit per parameter zest-expert-parallel split, sharded over its
+  /// expert group.
+  void claimExpertParams();
+  void declareExpertUnit(OpBuilder &builder, const UnitPlan &plan,
+                         llvm::StringSet<> &taken);
 
   unsigned addUnit(StringRef name, UnitKind kind) {
     // no-shard (DDP): every unit keeps its whole buffer on every rank.
@@ -382,6 +390,48 @@ static std::string uniqueName(StringRef base, llvm::StringSet<> &taken) {
   return name;
 }
 
+void GroupUnitsPass::claimExpertParams() {
+  for (ModelFunction &function : contract.functions)
+    for (auto [argIndex, fqn] : function.params) {
+      auto group = function.func.getArgAttrOfType<IntegerAttr>(
+          argIndex, ZestDialect::kExpertParallelAttrName);
+      unsigned param = contract.params.find(fqn) - contract.params.begin();
+      if (!group || unitOf[param] >= 0)
+        continue;
+      plans.push_back({fqn.str(), UnitKind::Sharded, {}, group.getInt()});
+      unitOf[param] = plans.size() - 1;
+    }
+}
+
+/// The experts' parameter `local` is this rank's part of: `groupSize`
+/// times its first dimension.
+static RankedTensorType getAllExpertsType(RankedTensorType local,
+                                          int64_t groupSize) {
+  SmallVector<int64_t> shape(local.getShape());
+  shape[0] *= groupSize;
+  return local.clone(shape);
+}
+
+void GroupUnitsPass::declareExpertUnit(OpBuilder &builder, const UnitPlan &plan,
+                                       llvm::StringSet<> &taken) {
+  const ModelParam &info = contract.params.begin()[plan.params.front()].second;
+  RankedTensorType type = getAllExpertsType(info.type, plan.expertGroup);
+  int64_t numel = type.getNumElements();
+  int64_t replicaGroups = worldSize / plan.expertGroup;
+  Type elementType = type.getElementType();
+  auto unit = UnitOp::create(
+      builder, info.loc, uniqueName(plan.name, taken), UnitKind::Sharded,
+      elementType, plan.expertGroup,
+      replicaGroups > 1 ? builder.getI64IntegerAttr(replicaGroups)
+                        : IntegerAttr(),
+      numel, numel / plan.expertGroup,
+      builder.getArrayAttr(
+          {ParamAttr::get(builder.getContext(), info.fqn.getValue(), type, 0)}),
+      communicationType(paramType, elementType),
+      communicationType(reduceType, elementType));
+  unit.setExperts(true);
+}
+
 void GroupUnitsPass::declareUnits(ModuleOp module) {
   // Units in order of their first parameter; parameters in contract order.
   for (UnitPlan &plan : plans)
@@ -400,6 +450,10 @@ void GroupUnitsPass::declareUnits(ModuleOp module) {
   MLIRContext *ctx = module.getContext();
   OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
   for (const UnitPlan &plan : plans) {
+    if (plan.expertGroup) {
+      declareExpertUnit(builder, plan, taken);
+      continue;
+    }
     // One element type per unit: split mixed units by type, in order of
     // first appearance.
     llvm::MapVector<Type, SmallVector<unsigned>> byType;
@@ -450,6 +504,7 @@ void GroupUnitsPass::runOnOperation() {
   unitOf.assign(numParams, -1);
   ignored.assign(numParams, false);
 
+  claimExpertParams();
   FailureOr<SmallVector<UserGlob>> ignoreGlobs =
       compile(module, "ignore", ignore);
   if (failed(ignoreGlobs))
@@ -460,6 +515,14 @@ void GroupUnitsPass::runOnOperation() {
       if (!pattern.glob.match(entry.first.getValue()))
         continue;
       pattern.matched = true;
+      if (unitOf[index] >= 0) {
+        emitError(entry.second.loc)
+            << "'" << entry.first.getValue() << "' matches ignore '"
+            << pattern.text
+            << "' but is split by expert parallelism: it cannot be "
+               "replicated";
+        return signalPassFailure();
+      }
       if (!ignoredUnit)
         ignoredUnit = addUnit("ignored", UnitKind::Replicated);
       ignored[index] = true;

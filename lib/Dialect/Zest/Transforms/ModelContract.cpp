@@ -69,7 +69,8 @@ static bool isWellFormedFqn(StringRef fqn) {
 static bool isKnownArgAttr(StringRef name) {
   return name == ZestDialect::kParamAttrName ||
          name == ZestDialect::kRngAttrName ||
-         name == ZestDialect::kUnitArgAttrName;
+         name == ZestDialect::kUnitArgAttrName ||
+         name == ZestDialect::kExpertParallelAttrName;
 }
 static bool isKnownResultAttr(StringRef name) {
   return name == ZestDialect::kGradAttrName ||

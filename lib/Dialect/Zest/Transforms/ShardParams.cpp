@@ -10,6 +10,9 @@
 #include "zest/Dialect/Zest/Transforms/ModelContract.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -22,6 +25,10 @@ using namespace mlir;
 using namespace mlir::zest;
 
 namespace {
+
+/// Sharded units are gathered before their uses, except expert-parallel
+/// ones: a rank computes with its own experts.
+bool isGathered(UnitOp unit) { return unit.isSharded() && !unit.getExperts(); }
 
 /// A maximal run of top-level operations that use a sharded unit without a
 /// use of another sharded unit in between: one gather serves all of it.
@@ -52,6 +59,11 @@ private:
   /// Adds one argument per unit the function uses, in unit order.
   void addUnitArguments();
   void rewriteReplicatedUses(UnitOp unit, ArrayRef<BlockArgument> params);
+  /// An expert-parallel unit's parameter is a view of this rank's shard.
+  void rewriteExpertUses(UnitOp unit, ArrayRef<BlockArgument> params);
+  /// An expert-parallel unit's gradient shard, made the mean over all ranks.
+  Operation *reduceExpertGradient(OpBuilder &builder, Location loc, UnitOp unit,
+                                  Value grad);
   /// The sharded units each top-level op uses through a parameter, and
   /// (given `derivations`) through a value derived from parameters.
   UnitUses collectUses(const ParameterDerivations *derivations = nullptr);
@@ -127,12 +139,59 @@ void FunctionSharder::rewriteReplicatedUses(UnitOp unit,
   }
 }
 
+void FunctionSharder::rewriteExpertUses(UnitOp unit,
+                                        ArrayRef<BlockArgument> params) {
+  OpBuilder builder = OpBuilder::atBlockBegin(&func.front());
+  for (BlockArgument param : params) {
+    if (param.use_empty())
+      continue;
+    auto type = cast<RankedTensorType>(param.getType());
+    SmallVector<ReassociationIndices> all = {
+        llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()))};
+    Value view = tensor::ExpandShapeOp::create(builder, param.getLoc(), type,
+                                               unitArg.lookup(unit), all);
+    param.replaceAllUsesWith(view);
+  }
+}
+
+Operation *FunctionSharder::reduceExpertGradient(OpBuilder &builder,
+                                                 Location loc, UnitOp unit,
+                                                 Value grad) {
+  auto type = cast<RankedTensorType>(grad.getType());
+  SmallVector<ReassociationIndices> all = {
+      llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()))};
+  Value flat = tensor::CollapseShapeOp::create(builder, loc, grad, all);
+  // The rank's experts saw the rows of its whole group: their gradient is
+  // the sum of the group's ranks' gradients, of which the step takes the
+  // mean, as for every other unit.
+  auto shardType = cast<RankedTensorType>(flat.getType());
+  Value scale = arith::ConstantOp::create(
+      builder, loc,
+      builder.getFloatAttr(shardType.getElementType(),
+                           1.0 / double(unit.getWorldSize())));
+  Value empty = tensor::EmptyOp::create(builder, loc, shardType.getShape(),
+                                        shardType.getElementType());
+  AffineMap identity = builder.getMultiDimIdentityMap(1);
+  Operation *reduced = linalg::GenericOp::create(
+      builder, loc, shardType, flat, empty, {identity, identity},
+      {utils::IteratorType::parallel},
+      [&](OpBuilder &b, Location at, ValueRange args) {
+        linalg::YieldOp::create(
+            b, at, ValueRange{arith::MulFOp::create(b, at, args[0], scale)});
+      });
+  if (unit.getNumReplicas() > 1)
+    reduced = AllReduceOp::create(builder, loc, unit.getShardType(),
+                                  Reduction::Avg, reduced->getResult(0),
+                                  unit.getSymName(), /*across_replicas=*/true);
+  return reduced;
+}
+
 UnitUses FunctionSharder::collectUses(const ParameterDerivations *derivations) {
   Block &body = func.front();
   UnitUses uses;
   for (auto &[unitOp, params] : paramArgs) {
     auto unit = cast<UnitOp>(unitOp);
-    if (!unit.isSharded())
+    if (!isGathered(unit))
       continue;
     for (BlockArgument param : params)
       for (Operation *user : param.getUsers())
@@ -180,7 +239,7 @@ void FunctionSharder::rederiveAcrossIntervals() {
   Block &body = func.front();
   DenseMap<BlockArgument, Operation *> unitOfArg;
   for (auto &[unitOp, params] : paramArgs)
-    if (cast<UnitOp>(unitOp).isSharded())
+    if (isGathered(cast<UnitOp>(unitOp)))
       for (BlockArgument param : params)
         unitOfArg[param] = unitOp;
   ParameterDerivations derivations = findParameterDerivations(
@@ -234,7 +293,7 @@ void FunctionSharder::rewriteShardedUses() {
   }
   for (auto &[unitOp, params] : paramArgs) {
     auto unit = cast<UnitOp>(unitOp);
-    if (!unit.isSharded())
+    if (!isGathered(unit))
       continue;
     for (BlockArgument param : params) {
       for (OpOperand &use : llvm::make_early_inc_range(param.getUses())) {
@@ -254,6 +313,14 @@ void FunctionSharder::rewriteShardedUses() {
       }
     }
   }
+}
+
+/// The attributes of the result holding `unit`'s gradient.
+static DictionaryAttr getUnitGradAttrs(UnitOp unit) {
+  MLIRContext *ctx = unit.getContext();
+  return DictionaryAttr::get(
+      ctx, {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUnitGradAttrName),
+                           FlatSymbolRefAttr::get(unit.getSymNameAttr()))});
 }
 
 void FunctionSharder::reduceGradients() {
@@ -307,6 +374,13 @@ void FunctionSharder::reduceGradients() {
     else
       builder.setInsertionPointToStart(&body);
     Location loc = lastDef ? lastDef->getLoc() : func.getLoc();
+    if (unit.getExperts()) {
+      anchor = reduceExpertGradient(builder, loc, unit, grads.front());
+      results.push_back(anchor->getResult(0));
+      resultTypes.push_back(anchor->getResult(0).getType());
+      resultAttrs.push_back(getUnitGradAttrs(unit));
+      continue;
+    }
     Value flat =
         FlattenOp::create(builder, loc, unit.getFlatType(), unit.getSymName(),
                           builder.getArrayAttr(names), grads);
@@ -327,10 +401,7 @@ void FunctionSharder::reduceGradients() {
     anchor = reduced;
     results.push_back(reduced->getResult(0));
     resultTypes.push_back(reduced->getResult(0).getType());
-    resultAttrs.push_back(DictionaryAttr::get(
-        ctx,
-        {NamedAttribute(StringAttr::get(ctx, ZestDialect::kUnitGradAttrName),
-                        FlatSymbolRefAttr::get(unit.getSymNameAttr()))}));
+    resultAttrs.push_back(getUnitGradAttrs(unit));
   }
 
   returnOp->setOperands(results);
@@ -342,7 +413,9 @@ void FunctionSharder::run() {
   addUnitArguments();
   for (auto &[unitOp, params] : paramArgs) {
     auto unit = cast<UnitOp>(unitOp);
-    if (!unit.isSharded())
+    if (unit.getExperts())
+      rewriteExpertUses(unit, params);
+    else if (!unit.isSharded())
       rewriteReplicatedUses(unit, params);
   }
   rederiveAcrossIntervals();
@@ -396,11 +469,12 @@ void ShardParamsPass::runOnOperation() {
       }
       ParamAttr param = unit.lookupParam(fqn.getValue());
       Type argType = info.func.getArgument(argIndex).getType();
-      if (param.getValueType() != argType) {
+      Type declared =
+          unit.getExperts() ? unit.getLocalExpertsType() : param.getValueType();
+      if (declared != argType) {
         emitError(info.func.getArgument(argIndex).getLoc())
             << "parameter '" << fqn.getValue() << "' has type " << argType
-            << " but unit @" << unit.getSymName() << " declares "
-            << param.getValueType();
+            << " but unit @" << unit.getSymName() << " declares " << declared;
         failedAny = true;
       }
     }

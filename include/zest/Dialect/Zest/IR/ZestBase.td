@@ -66,6 +66,11 @@ def Zest_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradAttrName = "zest.grad";
     static constexpr ::llvm::StringLiteral kLossAttrName = "zest.loss";
     static constexpr ::llvm::StringLiteral kRngAttrName = "zest.rng";
+    // On a parameter argument, from zest-expert-parallel: the argument (and
+    // its gradient) holds this rank's experts, 1 / N of the parameter's
+    // first dimension, for expert groups of N ranks.
+    static constexpr ::llvm::StringLiteral kExpertParallelAttrName =
+        "zest.expert_parallel";
     static constexpr ::llvm::StringLiteral kModuleClassesAttrName =
         "zest.module_classes";
     // On the module, from zest-group-units: how the units were chosen, in

@@ -56,6 +56,14 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     gradient reductions. The shards (the optimizer's master copy) and the
     computation stay in `element_type`, which must then be f32.
 
+    Expert parallelism (`experts`, from `zest-group-units` for parameters
+    `zest-expert-parallel` split): a sharded unit of one experts'
+    parameter `[E, ...]` over the `world_size` ranks of an expert group,
+    each shard whole experts. It is never gathered: rank `r` computes with
+    its shard (`r` its rank in the group), and its gradient shard, computed
+    from every row the group routed to its experts, is divided by the
+    group's size and then averaged across the `replicas` groups.
+
     ```mlir
     zest.unit @layers.0 sharded : f32, world_size = 4,
         padded_size = 528, shard_size = 132 [
@@ -74,7 +82,8 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
                        ConfinedAttr<I64Attr, [IntMinValue<0>]>:$shard_size,
                        Zest_ParamArrayAttr:$params,
                        OptionalAttr<TypeAttr>:$gather_type,
-                       OptionalAttr<TypeAttr>:$reduce_type);
+                       OptionalAttr<TypeAttr>:$reduce_type,
+                       UnitAttr:$experts);
   let assemblyFormat = [{
     $sym_name $kind `:` $element_type `,` `world_size` `=` $world_size `,`
     (`replicas` `=` $replicas^ `,`)? `padded_size` `=` $padded_size `,` `shard_size` `=` $shard_size
@@ -95,6 +104,9 @@ def Zest_UnitOp : Zest_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     int64_t getNumReplicas() { return getReplicas().value_or(1); }
     /// Ranks the job runs on: world_size ranks per replica.
     int64_t getNumRanks() { return getWorldSize() * getNumReplicas(); }
+    /// This rank's part of the unit's only parameter, `[E / world_size,
+    /// ...]`, for an expert-parallel unit.
+    ::mlir::RankedTensorType getLocalExpertsType();
   }];
 }
 
@@ -1214,6 +1226,142 @@ def Zest_GroupedMatmulWeightGradOp
     ::mlir::MutableOperandRange getDpsInitsMutable();
     /// Rows, the input's columns, the output gradient's and groups.
     int64_t getRows(), getK(), getN(), getGroups();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Expert parallelism: rows to their experts' ranks and back
+//===----------------------------------------------------------------------===//
+
+def Zest_ExpertRouting
+    : AnyTypeOf<[1DTensorOf<[I64]>, MemRefRankOf<[I64], [1]>],
+                "1-D i64 tensor or memref">;
+def Zest_ExpertRows
+    : AnyTypeOf<[2DTensorOf<[F32, BF16, F16]>,
+                 MemRefRankOf<[F32, BF16, F16], [2]>],
+                "2-D f32, bf16 or f16 tensor or memref">;
+
+class Zest_ExpertExchangeOp<string mnemonic, list<Trait> traits = []>
+    : Zest_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+        DestinationStyleOpInterface])> {
+  let hasVerifier = 1;
+}
+
+def Zest_ExpertRoutingOp : Zest_ExpertExchangeOp<"expert_routing"> {
+  let summary = "exchanges the row counts of an expert-parallel layer";
+  let description = [{
+    Expert parallelism: the ranks form expert groups of `group_size`
+    consecutive ranks (the mesh's shard groups); group rank `j` holds
+    experts `[j * L, (j + 1) * L)` of the `E` experts, `L = E /
+    group_size`. `ends` (`[E]`) are the cumulative ends of this rank's rows
+    grouped by expert. Each rank tells every rank of its group how many
+    rows it will send it: `routing[j * L + l]` is the count group rank `j`
+    sends this rank for its local expert `l`; `local_ends` (`[L]`) the
+    cumulative ends of the rows this rank receives, expert-major (its first
+    expert's rows from every rank, in rank order, then the second's).
+    `zest.expert_dispatch` and `zest.expert_combine` move the rows.
+
+    In a group of one rank nothing moves (`local_ends` is `ends`): that is
+    what `zest-import` writes, and `zest-expert-parallel` sets the group.
+
+    ```mlir
+    %routing, %local = zest.expert_routing group_size = 2
+        ins(%ends : tensor<8xi32>)
+        outs(%r, %l : tensor<8xi64>, tensor<4xi32>)
+        -> tensor<8xi64>, tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntMinValue<1>]>:$group_size,
+                       Zest_GroupOffsets:$ends,
+                       Zest_ExpertRouting:$routing,
+                       Zest_GroupOffsets:$local_ends);
+  let results = (outs Variadic<1DTensorOf<[I32, I64]>>:$results);
+  let assemblyFormat = [{
+    `group_size` `=` $group_size
+    `ins` `(` $ends `:` type($ends) `)`
+    `outs` `(` $routing `,` $local_ends `:` type($routing) `,`
+      type($local_ends) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+    /// Experts of the layer and of each rank.
+    int64_t getExperts(), getLocalExperts();
+  }];
+}
+
+def Zest_ExpertDispatchOp : Zest_ExpertExchangeOp<"expert_dispatch"> {
+  let summary = "sends rows grouped by expert to their experts' ranks";
+  let description = [{
+    Sends the rows of `input` (`[rows, D]`, grouped by expert as `ends`
+    says) of expert `e` to the rank of the group holding it, and receives
+    into `output` (`[capacity, D]`) the rows the group sends this rank's
+    experts, laid out as `zest.expert_routing` (whose `routing` it takes)
+    describes; rows past the last are 0. `capacity` is the plan's worst
+    case: every row of the group's ranks that can reach this rank (each
+    token reaches an expert at most once), so no routing overflows it. Its
+    gradient is `zest.expert_combine` of the output's gradient.
+
+    ```mlir
+    %recv = zest.expert_dispatch group_size = 2
+        ins(%x, %ends, %routing : tensor<64x32xf32>, tensor<8xi32>,
+            tensor<8xi64>)
+        outs(%e : tensor<128x32xf32>) -> tensor<128x32xf32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntMinValue<1>]>:$group_size,
+                       Zest_ExpertRows:$input,
+                       Zest_GroupOffsets:$ends,
+                       Zest_ExpertRouting:$routing,
+                       Zest_ExpertRows:$output);
+  let results = (outs Variadic<2DTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    `group_size` `=` $group_size
+    `ins` `(` $input `,` $ends `,` $routing `:` type($input) `,`
+      type($ends) `,` type($routing) `)`
+    `outs` `(` $output `:` type($output) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+  }];
+}
+
+def Zest_ExpertCombineOp : Zest_ExpertExchangeOp<"expert_combine"> {
+  let summary = "returns rows from their experts' ranks to where they came from";
+  let description = [{
+    The inverse of `zest.expert_dispatch` (same `ends` and `routing`): the
+    rows of `input` (`[capacity, D]`, laid out as dispatch receives them)
+    go back to the ranks they came from, each into its place in `output`
+    (`[rows, D]`, grouped by expert as `ends` says). Its gradient is
+    `zest.expert_dispatch` of the output's gradient.
+
+    ```mlir
+    %y = zest.expert_combine group_size = 2
+        ins(%yr, %ends, %routing : tensor<128x32xf32>, tensor<8xi32>,
+            tensor<8xi64>)
+        outs(%e : tensor<64x32xf32>) -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntMinValue<1>]>:$group_size,
+                       Zest_ExpertRows:$input,
+                       Zest_GroupOffsets:$ends,
+                       Zest_ExpertRouting:$routing,
+                       Zest_ExpertRows:$output);
+  let results = (outs Variadic<2DTensorOf<[F32, BF16, F16]>>:$results);
+  let assemblyFormat = [{
+    `group_size` `=` $group_size
+    `ins` `(` $input `,` $ends `,` $routing `:` type($input) `,`
+      type($ends) `,` type($routing) `)`
+    `outs` `(` $output `:` type($output) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable();
   }];
 }
 

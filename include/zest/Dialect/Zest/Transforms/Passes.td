@@ -28,6 +28,39 @@ def VerifyContractPass : Pass<"zest-verify-contract", "::mlir::ModuleOp"> {
   }];
 }
 
+def ExpertParallelPass : Pass<"zest-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Splits mixture-of-experts layers' experts over expert groups";
+  let description = [{
+    Sets the expert groups of the module's expert exchanges
+    (`zest.expert_routing`, `zest.expert_dispatch`, `zest.expert_combine`,
+    which `zest-import` writes around every experts computation).
+
+    With `group-size=1` (no expert parallelism) the exchanges move nothing
+    and fold away.
+
+    With `group-size=N` each rank of a group of `N` consecutive ranks holds
+    whole experts, `L = E / N` of each layer's `E`:
+
+    * the experts' parameters (the grouped products' weights) become this
+      rank's `L` experts (`[L, ...]` arguments and gradients, tagged
+      `zest.expert_parallel = N` for `zest-group-units`);
+    * the rows between a dispatch and its combine (forward and backward)
+      are resized to the received rows' worst case, `N x rows`: every row
+      of the group may be routed to this rank's experts; the grouped
+      products' ends become the received rows' (`local_ends`).
+
+    Errors: a group size that does not divide a layer's experts; an
+    experts' parameter used other than as a grouped product's weights
+    (per-expert biases); an operation between dispatch and combine that
+    cannot be resized (only elementwise ops, slices and concatenations of
+    columns and the grouped products can).
+  }];
+  let options = [
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"1",
+           "Ranks of an expert group (1: no expert parallelism)">,
+  ];
+}
+
 def GroupUnitsPass : Pass<"zest-group-units", "::mlir::ModuleOp"> {
   let summary = "Groups parameters into units and declares their flat layout";
   let description = [{
