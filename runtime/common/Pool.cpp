@@ -204,6 +204,7 @@ void zest_reset_counters(void) {
   c.gathered_peak_bytes = c.gathered_bytes;
   c.pool_held_peak_bytes = c.pool_held_bytes;
   c.bytes_sent = 0;
+  c.exchange_bytes = 0;
   c.collectives = 0;
   c.wait_us = 0;
 }

@@ -46,7 +46,8 @@ std::string describeStragglers(const Request &request) {
 /// Starts a backend operation under the communication lock and records it.
 template <typename Start>
 zest_request_t enqueue(Start start, const char *kind, const char *tag,
-                       int64_t bytes, int64_t bytesSent, zest_group_t group) {
+                       int64_t bytes, int64_t bytesSent, zest_group_t group,
+                       bool exchange = false) {
   Runtime &rt = get();
   std::lock_guard<std::mutex> lock(rt.comm);
   std::unique_ptr<PendingOp> op = start(*rt.backend);
@@ -62,7 +63,8 @@ zest_request_t enqueue(Start start, const char *kind, const char *tag,
   rt.requests[id] = {std::move(op), kind,         tag ? tag : "", bytes,
                      now,           modeledEndUs, linkBeginUs,    rt.started};
   rt.inFlight.store(rt.requests.size(), std::memory_order_relaxed);
-  rt.pool.counters.bytes_sent += bytesSent;
+  (exchange ? rt.pool.counters.exchange_bytes : rt.pool.counters.bytes_sent) +=
+      bytesSent;
   rt.pool.counters.collectives += 1;
   return id;
 }
@@ -98,7 +100,7 @@ zest::rt::startExchange(const std::vector<Backend::Transfer> &sends,
       [&](Backend &b) {
         return (onHost ? b.host() : b).exchange(sends, recvs, group);
       },
-      kind, nullptr, bytes + bytesSent, bytesSent, group);
+      kind, nullptr, bytes + bytesSent, bytesSent, group, /*exchange=*/true);
 }
 
 extern "C" {

@@ -300,6 +300,9 @@ typedef struct zest_counters {
                                    highest live buffer, kept buffers, and the
                                    free lists' buffers, live or not */
   int64_t pool_held_peak_bytes; /* high-water mark of pool_held_bytes */
+  int64_t exchange_bytes;       /* bytes this rank sent in expert
+                                   parallelism's row exchanges (not in
+                                   bytes_sent: they depend on the routing) */
 } zest_counters_t;
 
 void zest_get_counters(zest_counters_t *counters);

@@ -451,6 +451,14 @@ void Run::printSummary(int64_t baseRss) {
               static_cast<long long>(peakResidentBytes() - baseRss),
               options.steps ? counters.wait_us / 1000.0 / options.steps : 0.0,
               static_cast<long long>(lastStepFaults));
+  // Expert parallelism's exchanges move what the routing sends (the report
+  // gives their worst case).
+  if (counters.exchange_bytes > 0)
+    std::printf("expert parallelism: all-to-all bytes sent per step per rank "
+                "%lld (rank 0)\n",
+                static_cast<long long>(options.steps ? counters.exchange_bytes /
+                                                           options.steps
+                                                     : 0));
   // Where the step's arguments live (the plan's argument bytes).
   if (zest_buffers_on_device())
     std::printf("device memory: argument bytes per rank %lld on the device, "

@@ -102,9 +102,9 @@ def check_schema(report):
         sys.exit("checkplan: the mesh does not cover the world")
     for unit in report["units"]:
         check_object(unit, UNIT, "unit")
-        if unit["kind"] not in ("sharded", "replicated"):
+        if unit["kind"] not in ("sharded", "replicated", "experts"):
             sys.exit(f"checkplan: unit kind {unit['kind']}")
-        if unit["decision"] not in ("keep", "re-gather", "replicated"):
+        if unit["decision"] not in ("keep", "re-gather", "replicated", "local"):
             sys.exit(f"checkplan: unit decision {unit['decision']}")
         if unit["checkpoint"] not in (None, "full", "selective"):
             sys.exit(f"checkplan: unit checkpoint {unit['checkpoint']}")

@@ -507,9 +507,19 @@ std::string describe(Operation *op, Operation *call = nullptr) {
   return text;
 }
 
+/// The report's kind column: expert-parallel units are sharded over their
+/// expert group.
+StringRef getKindName(UnitOp unit) {
+  if (unit.getExperts())
+    return "experts";
+  return unit.isSharded() ? "sharded" : "replicated";
+}
+
 StringRef getDecision(UnitOp unit) {
   if (!unit.isSharded())
     return "replicated";
+  if (unit.getExperts())
+    return "local";
   return unit->hasAttr(ZestDialect::kKeepAttrName) ? "keep" : "re-gather";
 }
 
@@ -538,6 +548,8 @@ std::string describeDecision(UnitOp unit) {
 }
 
 std::optional<int64_t> getPrefetch(UnitOp unit) {
+  if (unit.getExperts())
+    return std::nullopt; // never gathered
   if (auto depth =
           unit->getAttrOfType<IntegerAttr>(ZestDialect::kPrefetchAttrName))
     return depth.getInt();
@@ -575,7 +587,7 @@ llvm::json::Array describeUnits(ModuleOp module) {
     StringAttr offload = getOffload(unit);
     units.push_back(llvm::json::Object{
         {"name", unit.getSymName()},
-        {"kind", unit.isSharded() ? "sharded" : "replicated"},
+        {"kind", getKindName(unit)},
         {"dtype", dtype},
         {"parameters", std::move(params)},
         {"numel", unit.getNumElements()},
@@ -612,9 +624,9 @@ void printUnits(ModuleOp module, llvm::raw_ostream &os) {
     std::optional<int64_t> prefetch = getPrefetch(unit);
     os << llvm::formatv(
         "{0,-24} {1,-10} {2,6} {3,12} {4,12} {5,8}  {6}\n", unit.getSymName(),
-        unit.isSharded() ? "sharded" : "replicated", unit.getParams().size(),
-        getUnitBytes(unit), getShardBytes(unit),
-        prefetch ? std::to_string(*prefetch) : "-", describeDecision(unit));
+        getKindName(unit), unit.getParams().size(), getUnitBytes(unit),
+        getShardBytes(unit), prefetch ? std::to_string(*prefetch) : "-",
+        describeDecision(unit));
   }
   for (BucketOp bucket : module.getOps<BucketOp>()) {
     os << "bucket " << bucket.getSymName() << ":";
