@@ -47,6 +47,13 @@ for m in "${MODELS[@]}"; do
   echo "zestc W=2: $(timed "$dir/zestc2.time" "$ZESTC" "$dir/model.mlir" \
     -o "$dir/w2" --world-size=2 --prefetch=1 --report)"
   grep '^units:' "$dir/zestc2.time.out"
+  # ZEST_BENCH_EP=N: also Zest W=N with expert parallelism (each rank
+  # whole experts; its seeded initial weights are the checkpoint's).
+  if [[ -n "${ZEST_BENCH_EP:-}" ]]; then
+    echo "zestc W=$ZEST_BENCH_EP --expert-parallel: $(timed "$dir/zestcep.time" \
+      "$ZESTC" "$dir/model.mlir" -o "$dir/wep" --world-size="$ZEST_BENCH_EP" \
+      --expert-parallel="$ZEST_BENCH_EP" --prefetch=1)"
+  fi
   "$PY" -m zest_import.reference data "$FACTORIES:$m" -o "$dir/tokens.bin" \
     --samples 64 --int-bound "${HF_VOCAB[$m]}"
   rm -rf "$dir/ck0" "$dir/ck0-2"
@@ -66,6 +73,10 @@ for m in "${MODELS[@]}"; do
       >"$dir/fsdp2.$r.log" 2>"$dir/fsdp2.$r.err" ||
       true # gloo may abort while tearing down after the summary
     grep -q summary "$dir/fsdp2.$r.log" || { cat "$dir/fsdp2.$r.err"; exit 1; }
+    if [[ -n "${ZEST_BENCH_EP:-}" ]]; then
+      mpirun --oversubscribe -np "$ZEST_BENCH_EP" "$dir/wep" "${zest[@]}" \
+        >"$dir/zestep.$r.log"
+    fi
   done
   med() { median_of_runs "$dir" "$@"; }
   z1=$(med zest1 "step time"); e1=$(med eager "step time")
@@ -82,6 +93,14 @@ for m in "${MODELS[@]}"; do
   printf "%-8s %10.1f %10.1f %7.2f %10.0f %10.0f %7.2f\n" "W=2/FSDP2" \
     "$z2" "$f2" "$(bc -l <<<"$z2 / $f2")" "$(mb "$z2mb")" "$(mb "$f2mb")" \
     "$(bc -l <<<"$z2mb / $f2mb")"
+  if [[ -n "${ZEST_BENCH_EP:-}" ]]; then
+    zep=$(med zestep "step time"); zepmb=$(med zestep "$rss")
+    printf "%-8s %10.1f %10.1f %7.2f %10.0f %10.0f %7.2f\n" "W=2 EP/FSDP2" \
+      "$zep" "$f2" "$(bc -l <<<"$zep / $f2")" "$(mb "$zepmb")" \
+      "$(mb "$f2mb")" "$(bc -l <<<"$zepmb / $f2mb")"
+    echo "  expert parallelism: losses $(losses "$dir/zestep.1.log");" \
+      "$(grep 'all-to-all' "$dir/zestep.1.log")"
+  fi
   # Every run's page faults, not their median: a rare late fault is what
   # the zero-fault target is about.
   faults() {

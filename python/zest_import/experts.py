@@ -120,42 +120,43 @@ for _name in ("expert_dispatch", "expert_combine"):
     torch.library.register_fake(f"zest::{_name}", lib=_LIBRARY)(_fake_exchange)
 
 
-class ExpertDispatch(torch.autograd.Function):
-    """zest::expert_dispatch: rows grouped by expert to their experts'
-    ranks; the gradient comes back by zest::expert_combine."""
+def _row_exchange(name, gradient, doc):
+    """The autograd Function of the exchange zest::`name` over one rank,
+    whose gradient is the exchange zest::`gradient` (dispatch and combine
+    are each other's transpose)."""
 
-    @staticmethod
-    def forward(input, ends, routing):
-        return torch.ops.zest.expert_dispatch(input, ends, routing, 1)
+    class RowExchange(torch.autograd.Function):
+        @staticmethod
+        def forward(input, ends, routing):
+            return getattr(torch.ops.zest, name)(input, ends, routing, 1)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[1], inputs[2])
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[1], inputs[2])
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        ends, routing = ctx.saved_tensors
-        grad = torch.ops.zest.expert_combine(grad_output, ends, routing, 1)
-        return grad, None, None
+        @staticmethod
+        def backward(ctx, grad_output):
+            ends, routing = ctx.saved_tensors
+            grad = getattr(torch.ops.zest, gradient)(grad_output, ends, routing, 1)
+            return grad, None, None
+
+    RowExchange.__name__ = RowExchange.__qualname__ = (
+        "Expert" + name.split("_")[1].capitalize()
+    )
+    RowExchange.__doc__ = doc
+    return RowExchange
 
 
-class ExpertCombine(torch.autograd.Function):
-    """zest::expert_combine: the experts' rows back to where they came
-    from; the gradient goes out by zest::expert_dispatch."""
-
-    @staticmethod
-    def forward(input, ends, routing):
-        return torch.ops.zest.expert_combine(input, ends, routing, 1)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[1], inputs[2])
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        ends, routing = ctx.saved_tensors
-        grad = torch.ops.zest.expert_dispatch(grad_output, ends, routing, 1)
-        return grad, None, None
+ExpertDispatch = _row_exchange(
+    "expert_dispatch",
+    "expert_combine",
+    "zest::expert_dispatch: rows grouped by expert to their experts' ranks.",
+)
+ExpertCombine = _row_exchange(
+    "expert_combine",
+    "expert_dispatch",
+    "zest::expert_combine: the experts' rows back to where they came from.",
+)
 
 
 @torch.library.impl(_LIBRARY, "grouped_matmul", "CompositeExplicitAutograd")

@@ -121,17 +121,27 @@ void zero(void *data, int64_t bytes) {
   backend.copyToDevice(data, zeros.data(), bytes);
 }
 
+void checkBits(int64_t bits) {
+  if (bits != 32 && bits != 64)
+    fatal("expert row ends must be 32- or 64-bit integers, not " +
+          std::to_string(bits) + "-bit");
+}
+
+/// The layout a dispatch or combine moves rows by: the ends, and the
+/// routing zest_expert_routing wrote.
+ExpertLayout readLayout(const void *ends, int64_t bits, int64_t experts,
+                        const int64_t *routing) {
+  checkBits(bits);
+  ExpertLayout layout(ends, bits, experts);
+  layout.readRouting(routing);
+  return layout;
+}
+
 void runExchange(const std::vector<Backend::Transfer> &sends,
                  const std::vector<Backend::Transfer> &recvs,
                  const char *kind) {
   zest_wait(startExchange(sends, recvs, ZEST_GROUP_SHARD, kind,
                           /*onHost=*/false));
-}
-
-void checkBits(int64_t bits) {
-  if (bits != 32 && bits != 64)
-    fatal("expert row ends must be 32- or 64-bit integers, not " +
-          std::to_string(bits) + "-bit");
 }
 
 } // namespace
@@ -166,9 +176,7 @@ void zest_expert_routing(const void *ends, int64_t ends_bits, int64_t experts,
 void zest_expert_dispatch(const void *rows, int64_t cols, zest_dtype_t dtype,
                           const void *ends, int64_t ends_bits, int64_t experts,
                           const int64_t *routing, void *out, int64_t capacity) {
-  checkBits(ends_bits);
-  ExpertLayout layout(ends, ends_bits, experts);
-  layout.readRouting(routing);
+  ExpertLayout layout = readLayout(ends, ends_bits, experts, routing);
   if (layout.totalReceived() > capacity)
     fatal("this rank's experts receive " +
           std::to_string(layout.totalReceived()) + " rows, more than the " +
@@ -188,9 +196,7 @@ void zest_expert_dispatch(const void *rows, int64_t cols, zest_dtype_t dtype,
 void zest_expert_combine(const void *rows, int64_t cols, zest_dtype_t dtype,
                          const void *ends, int64_t ends_bits, int64_t experts,
                          const int64_t *routing, void *out, int64_t out_rows) {
-  checkBits(ends_bits);
-  ExpertLayout layout(ends, ends_bits, experts);
-  layout.readRouting(routing);
+  ExpertLayout layout = readLayout(ends, ends_bits, experts, routing);
   int64_t rowBytes = cols * zest_dtype_size(dtype);
   std::vector<Backend::Transfer> sends, recvs;
   layout.blocks(static_cast<char *>(out),
