@@ -127,12 +127,6 @@ static LogicalResult verifyExpertParallel(const CompileOptions &options) {
   if (options.front.worldSize % groupSize != 0)
     return fail(flag + " must divide --world-size=" +
                 std::to_string(options.front.worldSize));
-  if (groupSize != options.front.worldSize)
-    return fail(
-        flag + " with --world-size=" + std::to_string(options.front.worldSize) +
-        ": expert groups smaller than the world are not supported "
-        "yet; use --expert-parallel=" +
-        std::to_string(options.front.worldSize));
   if (options.front.strategy == ShardingStrategy::HybridShard)
     return fail(flag + " cannot be combined with --strategy=hybrid-shard yet");
   if (isDeviceTarget(options.lower.target))

@@ -42,6 +42,12 @@ public:
   /// Arranges the ranks as a `replicas x shards` mesh (see zest_set_mesh);
   /// collective: every rank calls it with the same values.
   virtual void setMesh(int replicas, int shards) = 0;
+  /// Arranges the ranks in expert groups of `size` (zest_set_expert_groups);
+  /// collective. Backends without row exchanges refuse.
+  virtual void setExpertGroups(int size) {
+    fatal(std::string("the ") + name() +
+          " backend has no expert groups (expert parallelism)");
+  }
   virtual int groupRank(zest_group_t group) const = 0;
   virtual int groupSize(zest_group_t group) const = 0;
 

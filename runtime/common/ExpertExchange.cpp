@@ -1,6 +1,7 @@
 //===- ExpertExchange.cpp - Rows to their experts' ranks and back ---------===//
 //
-// Expert parallelism's all-to-all with run-time sizes: each rank's rows,
+// Expert parallelism's all-to-all with run-time sizes within an expert group
+// (ZEST_GROUP_EXPERT): each rank's rows,
 // grouped by expert, go to the ranks of its expert group that hold those
 // experts (zest_expert_dispatch) and come back (zest_expert_combine). The
 // sizes are exchanged first (zest_expert_routing). Every (rank, expert)
@@ -22,8 +23,8 @@ namespace {
 class ExpertLayout {
 public:
   ExpertLayout(const void *ends, int64_t bits, int64_t experts)
-      : experts(experts), ranks(get().backend->groupSize(ZEST_GROUP_SHARD)),
-        me(get().backend->groupRank(ZEST_GROUP_SHARD)),
+      : experts(experts), ranks(get().backend->groupSize(ZEST_GROUP_EXPERT)),
+        me(get().backend->groupRank(ZEST_GROUP_EXPERT)),
         ends(readInts(ends, experts, bits)) {
     if (experts % ranks != 0)
       fatal(std::to_string(experts) + " experts cannot be split over the " +
@@ -140,7 +141,7 @@ ExpertLayout readLayout(const void *ends, int64_t bits, int64_t experts,
 void runExchange(const std::vector<Backend::Transfer> &sends,
                  const std::vector<Backend::Transfer> &recvs,
                  const char *kind) {
-  zest_wait(startExchange(sends, recvs, ZEST_GROUP_SHARD, kind,
+  zest_wait(startExchange(sends, recvs, ZEST_GROUP_EXPERT, kind,
                           /*onHost=*/false));
 }
 
@@ -162,7 +163,7 @@ void zest_expert_routing(const void *ends, int64_t ends_bits, int64_t experts,
     sends.push_back({peer, &counts[peer * layout.local], blockBytes});
     recvs.push_back({peer, &received[peer * layout.local], blockBytes});
   }
-  zest_wait(startExchange(sends, recvs, ZEST_GROUP_SHARD, "expert_counts",
+  zest_wait(startExchange(sends, recvs, ZEST_GROUP_EXPERT, "expert_counts",
                           /*onHost=*/true));
   layout.routing = received;
   std::vector<int64_t> localEnds(layout.local);

@@ -139,6 +139,15 @@ void zest_set_mesh(int replicas, int shards) {
   rt.backend->setMesh(replicas, shards);
 }
 
+void zest_set_expert_groups(int size) {
+  Runtime &rt = get();
+  std::lock_guard<std::mutex> lock(rt.comm);
+  if (!rt.requests.empty())
+    fatal("zest_set_expert_groups while " + std::to_string(rt.requests.size()) +
+          " collectives are in flight");
+  rt.backend->setExpertGroups(size);
+}
+
 int zest_group_rank(zest_group_t group) {
   return get().backend->groupRank(group);
 }

@@ -206,6 +206,12 @@ public:
     groups[ZEST_GROUP_SHARD] = comm;
     MPI_Comm_dup(MPI_COMM_SELF, &groups[ZEST_GROUP_REPLICA]);
     MPI_Comm_set_errhandler(groups[ZEST_GROUP_REPLICA], MPI_ERRORS_RETURN);
+    // Until expert groups are set: one group of the world, each rank its
+    // experts' only holder.
+    groups[ZEST_GROUP_EXPERT] = comm;
+    MPI_Comm_dup(MPI_COMM_SELF, &groups[ZEST_GROUP_EXPERT_REPLICA]);
+    MPI_Comm_set_errhandler(groups[ZEST_GROUP_EXPERT_REPLICA],
+                            MPI_ERRORS_RETURN);
     MPI_Op_create(&sum16<bf16ToFloat, floatToBf16>, /*commute=*/1, &bf16Sum);
     MPI_Op_create(&sum16<f16ToFloat, floatToF16>, /*commute=*/1, &f16Sum);
     openArrivalBoard();
@@ -259,6 +265,23 @@ public:
                          &groups[ZEST_GROUP_REPLICA]),
           "creating the replica groups");
     for (zest_group_t group : {ZEST_GROUP_SHARD, ZEST_GROUP_REPLICA})
+      MPI_Comm_set_errhandler(groups[group], MPI_ERRORS_RETURN);
+  }
+
+  void setExpertGroups(int groupSize) override {
+    if (groupSize < 1 || size % groupSize != 0)
+      fatal("expert groups of " + std::to_string(groupSize) +
+            " ranks do not divide the world of " + std::to_string(size) +
+            " ranks");
+    freeExpertGroups();
+    // Expert groups are consecutive ranks, like shard groups.
+    check(MPI_Comm_split(comm, rankId / groupSize, rankId,
+                         &groups[ZEST_GROUP_EXPERT]),
+          "creating the expert groups");
+    check(MPI_Comm_split(comm, rankId % groupSize, rankId,
+                         &groups[ZEST_GROUP_EXPERT_REPLICA]),
+          "creating the expert replica groups");
+    for (zest_group_t group : {ZEST_GROUP_EXPERT, ZEST_GROUP_EXPERT_REPLICA})
       MPI_Comm_set_errhandler(groups[group], MPI_ERRORS_RETURN);
   }
 
@@ -363,6 +386,7 @@ public:
       MPI_Win_free(&board);
     }
     freeGroups();
+    freeExpertGroups();
     MPI_Op_free(&bf16Sum);
     MPI_Op_free(&f16Sum);
     MPI_Finalize();
@@ -436,7 +460,7 @@ private:
   }
 
   MPI_Comm communicator(zest_group_t group) const {
-    if (group < ZEST_GROUP_WORLD || group > ZEST_GROUP_REPLICA)
+    if (group < ZEST_GROUP_WORLD || group > ZEST_GROUP_EXPERT_REPLICA)
       fatal("unknown communication group " + std::to_string(int(group)));
     return groups[group];
   }
@@ -451,8 +475,18 @@ private:
       MPI_Comm_free(&groups[ZEST_GROUP_REPLICA]);
   }
 
+  /// Frees the expert groups' sub-communicators.
+  void freeExpertGroups() {
+    if (groups[ZEST_GROUP_EXPERT] != comm)
+      MPI_Comm_free(&groups[ZEST_GROUP_EXPERT]);
+    groups[ZEST_GROUP_EXPERT] = comm;
+    if (groups[ZEST_GROUP_EXPERT_REPLICA] != MPI_COMM_NULL)
+      MPI_Comm_free(&groups[ZEST_GROUP_EXPERT_REPLICA]);
+  }
+
   MPI_Comm comm;
-  MPI_Comm groups[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  MPI_Comm groups[5] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL,
+                        MPI_COMM_NULL, MPI_COMM_NULL};
   int rankId = 0, size = 1;
   bool serialized = false;
   MPI_Win board = MPI_WIN_NULL;

@@ -117,14 +117,20 @@ public:
                                                      : nullptr;
     groups[ZEST_GROUP_REPLICA] = replicas > 1 ? split(r % shards, r) : nullptr;
   }
+  // No expert groups here (expert parallelism runs on the CPU for now):
+  // their ranks are the world's, each alone.
   int groupRank(zest_group_t group) const override {
     int value = 0;
+    if (group > ZEST_GROUP_REPLICA)
+      return group == ZEST_GROUP_EXPERT ? rank() : 0;
     if (groups[group])
       ncclCommUserRank(groups[group], &value);
     return value;
   }
   int groupSize(zest_group_t group) const override {
     int value = 1;
+    if (group > ZEST_GROUP_REPLICA)
+      return group == ZEST_GROUP_EXPERT ? worldSize() : 1;
     if (groups[group])
       ncclCommCount(groups[group], &value);
     return value;

@@ -8,6 +8,7 @@
  *   zest-model 1
  *   world_size <W>
  *   mesh <replicas> <shards>                         (hybrid sharding only)
+ *   expert_groups <ranks>                        (expert parallelism only)
  *   unit <name> <sharded|replicated> <dtype> <numel> <padded> <shard> <n>
  *   param <fqn> <dtype> <offset> <rank> <dim>...           (n per unit)
  *   function <name> <num_args> <num_results>
@@ -37,6 +38,7 @@
 /* Records (the first field of a line). */
 #define ZEST_RECORD_WORLD_SIZE "world_size"
 #define ZEST_RECORD_MESH "mesh"
+#define ZEST_RECORD_EXPERT_GROUPS "expert_groups"
 #define ZEST_RECORD_UNIT "unit"
 #define ZEST_RECORD_PARAM "param"
 #define ZEST_RECORD_FUNCTION "function"

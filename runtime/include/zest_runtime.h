@@ -42,9 +42,15 @@ typedef enum zest_reduction { ZEST_SUM = 0, ZEST_AVG = 1 } zest_reduction_t;
  * on a multi-GPU node they share the fast link) and its gradient shard is
  * all-reduced over its REPLICA group (the ranks holding the same shard). */
 typedef enum zest_group {
-  ZEST_GROUP_WORLD = 0,  /* every rank */
-  ZEST_GROUP_SHARD = 1,  /* the ranks of this rank's replica */
-  ZEST_GROUP_REPLICA = 2 /* the ranks holding this rank's shard */
+  ZEST_GROUP_WORLD = 0,   /* every rank */
+  ZEST_GROUP_SHARD = 1,   /* the ranks of this rank's replica */
+  ZEST_GROUP_REPLICA = 2, /* the ranks holding this rank's shard */
+  /* Expert parallelism (zest_set_expert_groups; the world and each rank
+   * alone by default): */
+  ZEST_GROUP_EXPERT = 3,        /* this rank's expert group: consecutive
+                                   ranks that split the experts */
+  ZEST_GROUP_EXPERT_REPLICA = 4 /* the ranks holding this rank's experts,
+                                   one per expert group */
 } zest_group_t;
 
 /* Whether a collective over `group` crosses the replica groups of a mesh of
@@ -127,6 +133,11 @@ int zest_world_size(void);
  * none is in flight. Aborts the job unless replicas * shards equals the
  * world size. */
 void zest_set_mesh(int replicas, int shards);
+/* Arranges the ranks in expert groups of `size` consecutive ranks (expert
+ * parallelism) and creates the EXPERT and EXPERT_REPLICA
+ * sub-communicators; collective like zest_set_mesh, independent of the
+ * mesh. Aborts the job unless `size` divides the world size. */
+void zest_set_expert_groups(int size);
 /* This rank's index in, and the number of ranks of, `group`. */
 int zest_group_rank(zest_group_t group);
 int zest_group_size(zest_group_t group);

@@ -179,6 +179,11 @@ static bool readRecord(std::istringstream &in, ModelInfo &model) {
     if (model.replicas < 1 || model.replicas * shards != model.worldSize)
       zest_fatal(1, "this executable's model descriptor has a mesh that "
                     "does not cover its world; recompile it");
+  } else if (record == ZEST_RECORD_EXPERT_GROUPS) {
+    in >> model.expertGroup;
+    if (model.expertGroup < 1 || model.worldSize % model.expertGroup != 0)
+      zest_fatal(1, "this executable's model descriptor has expert groups "
+                    "that do not divide its world; recompile it");
   } else if (record == ZEST_RECORD_UNIT) {
     model.units.push_back(readUnit(in));
   } else if (record == ZEST_RECORD_PARAM) {

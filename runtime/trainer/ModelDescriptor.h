@@ -43,8 +43,12 @@ struct UnitInfo {
   DType dtype;
   int64_t numel, padded, shard;
   std::vector<ParamInfo> params;
-  /// Elements of the flat buffer this rank holds: [begin, begin + shard).
-  int64_t localBegin(int rank) const { return sharded ? rank * shard : 0; }
+  /// Elements of the flat buffer shard `rank` holds: [begin, begin +
+  /// shard). An expert-parallel unit has fewer shards than ranks (one per
+  /// rank of an expert group): rank r holds shard r % its shards.
+  int64_t localBegin(int rank) const {
+    return sharded && shard > 0 ? rank % (padded / shard) * shard : 0;
+  }
 };
 
 struct ArgInfo {
@@ -91,6 +95,8 @@ struct ModelInfo {
   int replicas = 1;
   int shards() const { return worldSize / replicas; }
   int shardOf(int rank) const { return rank % shards(); }
+  /// Expert parallelism: the ranks of an expert group (1 without).
+  int expertGroup = 1;
   std::vector<UnitInfo> units;
   std::vector<FunctionInfo> functions;
   /// A hash of the parameter layout (names, dtypes, shapes, offsets), the

@@ -195,6 +195,8 @@ ModelInfo readModel(int world) {
     usageError("the model has no entry point");
   if (model.replicas > 1)
     zest_set_mesh(model.replicas, model.shards());
+  if (model.expertGroup > 1)
+    zest_set_expert_groups(model.expertGroup);
   return model;
 }
 

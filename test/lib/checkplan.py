@@ -120,7 +120,12 @@ def check_schema(report):
             check_object(collective, COLLECTIVE, "collective")
             if collective["kind"] not in ("all_gather", "reduce_scatter", "all_reduce"):
                 sys.exit(f"checkplan: collective kind {collective['kind']}")
-            if collective["group"] not in ("world", "shard", "replica"):
+            if collective["group"] not in (
+                "world",
+                "shard",
+                "replica",
+                "expert replica",
+            ):
                 sys.exit(f"checkplan: collective group {collective['group']}")
             names = {unit["name"] for unit in report["units"]}
             if not set(collective["units"]) <= names:

@@ -96,8 +96,10 @@ FullState loadCheckpointDir(const std::string &root) {
         std::vector<float> &flat = state.flat[unit.name + suffix];
         if (rank == 0)
           flat.assign(unit.padded, 0.0f);
-        // A replicated unit is whole on every rank: take rank 0's copy.
-        if (!unit.sharded() && rank > 0)
+        // A replicated unit is whole on every rank: take rank 0's copy; an
+        // expert-parallel unit has a shard per rank of an expert group,
+        // which the next groups' ranks repeat.
+        if (rank > 0 && (!unit.sharded() || rank * unit.shard >= unit.padded))
           continue;
         std::memcpy(flat.data() + (unit.sharded() ? rank * unit.shard : 0),
                     tensor->data.data(), tensor->data.size());

@@ -201,16 +201,18 @@ CollectiveInfo zest_to_runtime::getInfo(Operation *op) {
           })
           .Case<AllReduceOp, AllReduceStartOp>([&](auto reduce) {
             bool acrossReplicas = reduce.getAcrossReplicas();
-            return CollectiveInfo{
-                "all_reduce",
-                reduce.getInput(),
-                result,
-                reduce.getUnit(),
-                result.getNumElements(),
-                reduce.getReduction(),
-                /*gathers=*/false,
-                acrossReplicas ? ZEST_GROUP_REPLICA : ZEST_GROUP_WORLD,
-                acrossReplicas ? layout.replicas : layout.getNumRanks()};
+            return CollectiveInfo{"all_reduce",
+                                  reduce.getInput(),
+                                  result,
+                                  reduce.getUnit(),
+                                  result.getNumElements(),
+                                  reduce.getReduction(),
+                                  /*gathers=*/false,
+                                  !acrossReplicas  ? ZEST_GROUP_WORLD
+                                  : layout.experts ? ZEST_GROUP_EXPERT_REPLICA
+                                                   : ZEST_GROUP_REPLICA,
+                                  acrossReplicas ? layout.replicas
+                                                 : layout.getNumRanks()};
           });
   info.wireType = info.gathers ? layout.gatherType : layout.reduceType;
   return info;

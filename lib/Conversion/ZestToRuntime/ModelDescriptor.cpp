@@ -109,6 +109,8 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   os << ZEST_RECORD_WORLD_SIZE " " << mesh.getWorldSize() << "\n";
   if (mesh.replicas > 1)
     os << ZEST_RECORD_MESH " " << mesh.replicas << " " << mesh.shards << "\n";
+  if (mesh.expertGroup > 1)
+    os << ZEST_RECORD_EXPERT_GROUPS " " << mesh.expertGroup << "\n";
   for (UnitOp unit : units) {
     os << ZEST_RECORD_UNIT " " << unit.getSymName() << " "
        << (unit.isSharded() ? ZEST_UNIT_SHARDED : ZEST_UNIT_REPLICATED) << " "

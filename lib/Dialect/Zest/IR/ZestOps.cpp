@@ -85,6 +85,7 @@ static CollectiveLayout getUnitLayout(UnitOp unit) {
   CollectiveLayout layout;
   layout.name = unit.getSymName();
   layout.sharded = unit.isSharded();
+  layout.experts = unit.getExperts();
   layout.worldSize = unit.getWorldSize();
   layout.replicas = unit.getNumReplicas();
   layout.shardType = unit.getShardType();
@@ -117,7 +118,7 @@ static LogicalResult checkUnitType(Operation *op, UnitOp unit, StringRef what,
 }
 
 bool mlir::zest::haveSameLayout(UnitOp a, UnitOp b) {
-  return a.getKind() == b.getKind() &&
+  return a.getKind() == b.getKind() && a.getExperts() == b.getExperts() &&
          a.getElementType() == b.getElementType() &&
          a.getWorldSize() == b.getWorldSize() &&
          a.getNumReplicas() == b.getNumReplicas() &&

@@ -33,16 +33,30 @@ int64_t DeviceMesh::getGroupSize(int64_t group) const {
     return shards;
   case ZEST_GROUP_REPLICA:
     return replicas;
+  case ZEST_GROUP_EXPERT:
+    return expertGroup;
+  case ZEST_GROUP_EXPERT_REPLICA:
+    return getWorldSize() / expertGroup;
   }
   return 0;
 }
 
 DeviceMesh mlir::zest::getModuleMesh(ModuleOp module) {
-  auto units = module.getOps<UnitOp>();
-  if (units.empty())
-    return {};
-  UnitOp unit = *units.begin();
-  return {unit.getNumReplicas(), unit.getWorldSize()};
+  DeviceMesh mesh;
+  bool found = false;
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    // Expert-parallel units are laid out for their expert groups.
+    if (unit.getExperts()) {
+      mesh.expertGroup = unit.getWorldSize();
+    } else if (!found) {
+      mesh.replicas = unit.getNumReplicas();
+      mesh.shards = unit.getWorldSize();
+      found = true;
+    }
+  }
+  if (!found && mesh.expertGroup > 1)
+    mesh.shards = mesh.expertGroup; // experts alone: the groups' world
+  return mesh;
 }
 
 int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
@@ -50,9 +64,18 @@ int64_t mlir::zest::getModuleWorldSize(ModuleOp module) {
 }
 
 StringRef mlir::zest::getGroupName(zest_group_t group) {
-  return group == ZEST_GROUP_SHARD     ? "shard"
-         : group == ZEST_GROUP_REPLICA ? "replica"
-                                       : "world";
+  switch (group) {
+  case ZEST_GROUP_SHARD:
+    return "shard";
+  case ZEST_GROUP_REPLICA:
+    return "replica";
+  case ZEST_GROUP_EXPERT:
+    return "expert";
+  case ZEST_GROUP_EXPERT_REPLICA:
+    return "expert replica";
+  default:
+    return "world";
+  }
 }
 
 std::optional<Collective> mlir::zest::matchCollective(func::CallOp call,

@@ -29,6 +29,8 @@ struct CollectiveLayout {
   /// The unit's or the bucket's name.
   StringRef name;
   bool sharded = false;
+  /// Expert-parallel units: `replicas` are the copies of the expert groups.
+  bool experts = false;
   int64_t worldSize = 1, replicas = 1;
   RankedTensorType shardType, flatType;
   /// Mixed precision: the element types gathers and gradient reductions

@@ -23,6 +23,8 @@ namespace mlir::zest {
 /// replica otherwise), as the runtime's zest_set_mesh arranges them.
 struct DeviceMesh {
   int64_t replicas = 1, shards = 1;
+  /// Expert parallelism: the ranks of an expert group (1 without).
+  int64_t expertGroup = 1;
   int64_t getWorldSize() const { return replicas * shards; }
   /// The ranks of a runtime group (`zest_group_t`); 0 for an unknown one.
   int64_t getGroupSize(int64_t group) const;
