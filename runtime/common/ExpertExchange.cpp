@@ -57,6 +57,16 @@ public:
           row += received(q, before);
     return row;
   }
+  /// Stops the job when `rows` rows (moved this way: `what`) exceed the
+  /// `capacity` of the buffer the plan gave them.
+  void checkRows(int64_t capacity, int64_t rows, const char *what) const {
+    if (rows > capacity)
+      fatal(std::string("this rank's experts ") + what + " " +
+            std::to_string(rows) + " rows, more than the " +
+            std::to_string(capacity) +
+            " its buffer holds (the plan's worst case: every token of the "
+            "expert group routed to this rank's experts, each at most once)");
+  }
   int64_t totalReceived() const {
     int64_t total = 0;
     for (int64_t count : routing)
@@ -174,16 +184,13 @@ void zest_expert_routing(const void *ends, int64_t ends_bits, int64_t experts,
   writeInts(local_ends, localEnds, ends_bits);
 }
 
-void zest_expert_dispatch(const void *rows, int64_t cols, zest_dtype_t dtype,
-                          const void *ends, int64_t ends_bits, int64_t experts,
-                          const int64_t *routing, void *out, int64_t capacity) {
+void zest_expert_dispatch(const void *rows, int64_t in_rows, int64_t cols,
+                          zest_dtype_t dtype, const void *ends,
+                          int64_t ends_bits, int64_t experts,
+                          const int64_t *routing, void *out, int64_t out_rows) {
   ExpertLayout layout = readLayout(ends, ends_bits, experts, routing);
-  if (layout.totalReceived() > capacity)
-    fatal("this rank's experts receive " +
-          std::to_string(layout.totalReceived()) + " rows, more than the " +
-          std::to_string(capacity) +
-          " its buffers hold (the plan's worst case: every token of the "
-          "expert group routed to this rank's experts, each at most once)");
+  layout.checkRows(in_rows, layout.ends[experts - 1], "sends");
+  layout.checkRows(out_rows, layout.totalReceived(), "receive");
   int64_t rowBytes = cols * zest_dtype_size(dtype);
   std::vector<Backend::Transfer> sends, recvs;
   layout.blocks(const_cast<char *>(static_cast<const char *>(rows)),
@@ -191,13 +198,16 @@ void zest_expert_dispatch(const void *rows, int64_t cols, zest_dtype_t dtype,
   runExchange(sends, recvs, "expert_dispatch");
   int64_t filled = layout.totalReceived();
   zero(static_cast<char *>(out) + filled * rowBytes,
-       (capacity - filled) * rowBytes);
+       (out_rows - filled) * rowBytes);
 }
 
-void zest_expert_combine(const void *rows, int64_t cols, zest_dtype_t dtype,
-                         const void *ends, int64_t ends_bits, int64_t experts,
+void zest_expert_combine(const void *rows, int64_t in_rows, int64_t cols,
+                         zest_dtype_t dtype, const void *ends,
+                         int64_t ends_bits, int64_t experts,
                          const int64_t *routing, void *out, int64_t out_rows) {
   ExpertLayout layout = readLayout(ends, ends_bits, experts, routing);
+  layout.checkRows(in_rows, layout.totalReceived(), "send back");
+  layout.checkRows(out_rows, layout.ends[experts - 1], "receive back");
   int64_t rowBytes = cols * zest_dtype_size(dtype);
   std::vector<Backend::Transfer> sends, recvs;
   layout.blocks(static_cast<char *>(out),

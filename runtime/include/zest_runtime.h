@@ -209,20 +209,23 @@ void zest_progress(void);
  * rows, from rank 0 first, then its second's). */
 void zest_expert_routing(const void *ends, int64_t ends_bits, int64_t experts,
                          int64_t *routing, void *local_ends);
-/* Sends each expert's rows of `rows` ([ends[experts-1]] rows of `cols`
- * elements of `dtype`) to the rank holding the expert and receives this
- * rank's experts' rows into `out` ([capacity, cols]) in zest_expert_routing's
- * order; rows past the last are zeroed. Aborts the job when they exceed
- * `capacity` rows (the compiled plan's worst case). */
-void zest_expert_dispatch(const void *rows, int64_t cols, zest_dtype_t dtype,
-                          const void *ends, int64_t ends_bits, int64_t experts,
-                          const int64_t *routing, void *out, int64_t capacity);
-/* The inverse of zest_expert_dispatch: `rows` ([capacity, cols], laid out as
+/* Sends each expert's rows of `rows` ([in_rows, cols] elements of `dtype`,
+ * grouped by `ends`, ends[experts-1] <= in_rows) to the rank holding the
+ * expert and receives this rank's experts' rows into `out` ([out_rows,
+ * cols]) in zest_expert_routing's order; rows past the last are zeroed.
+ * Aborts the job when they exceed `out_rows` (the compiled plan's worst
+ * case). */
+void zest_expert_dispatch(const void *rows, int64_t in_rows, int64_t cols,
+                          zest_dtype_t dtype, const void *ends,
+                          int64_t ends_bits, int64_t experts,
+                          const int64_t *routing, void *out, int64_t out_rows);
+/* The inverse of zest_expert_dispatch: `rows` ([in_rows, cols], laid out as
  * dispatch receives) go back to the ranks they came from, each into its
  * place among that rank's rows `out` ([out_rows, cols], grouped by `ends`);
  * rows of `out` past ends[experts-1] are zeroed. */
-void zest_expert_combine(const void *rows, int64_t cols, zest_dtype_t dtype,
-                         const void *ends, int64_t ends_bits, int64_t experts,
+void zest_expert_combine(const void *rows, int64_t in_rows, int64_t cols,
+                         zest_dtype_t dtype, const void *ends,
+                         int64_t ends_bits, int64_t experts,
                          const int64_t *routing, void *out, int64_t out_rows);
 
 void zest_broadcast(void *buffer, int64_t count, zest_dtype_t dtype, int root);

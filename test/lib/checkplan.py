@@ -271,6 +271,27 @@ def main():
                 f"but {sent} measured"
             )
         print(f"bytes sent per step per rank {predicted} == measured")
+        check_exchanges(report, log, accum)
+
+
+def check_exchanges(report, log, accum):
+    """Expert parallelism: rank 0's all-to-all bytes per step within the
+    report's bounds (the rows sent back depend on the routing)."""
+    bounds = next(
+        (
+            f["exchange_sent_bytes_per_rank"]
+            for f in report["functions"]
+            if f["accumulate_for"] is None
+        ),
+        None,
+    )
+    if bounds is None:
+        return
+    low, high = accum * bounds["at_least"], accum * bounds["at_most"]
+    sent = measured(log, "all-to-all bytes sent per step per rank")
+    if not low <= sent <= high:
+        sys.exit(f"checkplan: {sent} all-to-all bytes sent, not in [{low}, {high}]")
+    print(f"all-to-all bytes sent per step {sent} in [{low}, {high}]")
 
 
 if __name__ == "__main__":

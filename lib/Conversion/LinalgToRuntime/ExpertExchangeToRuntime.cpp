@@ -67,7 +67,7 @@ struct LowerRouting : public OpRewritePattern<ExpertRoutingOp> {
 };
 
 /// zest.expert_dispatch / _combine -> zest_expert_dispatch / _combine(rows,
-/// cols, dtype, ends, bits, experts, routing, out, out rows).
+/// in rows, cols, dtype, ends, bits, experts, routing, out, out rows).
 template <typename OpTy>
 struct LowerRowExchange : public OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
@@ -79,8 +79,10 @@ struct LowerRowExchange : public OpRewritePattern<OpTy> {
     constexpr bool dispatch = std::is_same_v<OpTy, ExpertDispatchOp>;
     Location loc = op.getLoc();
     KernelOperands operands(rewriter, loc, KernelOperands::Layout::Contiguous);
+    auto inType = cast<MemRefType>(op.getInput().getType());
     auto outType = cast<MemRefType>(op.getOutput().getType());
     SmallVector<Value> args = {operands.input(op.getInput()).pointer,
+                               getI64(rewriter, loc, inType.getDimSize(0)),
                                getI64(rewriter, loc, outType.getDimSize(1)),
                                getFlag(rewriter, loc, getRowDType(outType))};
     args.append(getEndsArgs(rewriter, loc, operands, op.getEnds()));

@@ -666,6 +666,44 @@ llvm::json::Array describeCollectives(ModuleOp module,
   return list;
 }
 
+/// Expert parallelism's exchanges of a step (zest_expert_* calls) and the
+/// bytes one call sends per rank: at least the rows dispatched and the row
+/// counts, at most those plus every row its experts can send back (the
+/// received rows' worst case), as the runtime counts them.
+struct ExchangeBytes {
+  int64_t calls = 0, atLeast = 0, atMost = 0;
+};
+
+/// The constant integer operand `index` of `call` (0 if not constant).
+int64_t getIntOperand(func::CallOp call, unsigned index) {
+  return getConstantIntValue(call.getOperand(index)).value_or(0);
+}
+
+ExchangeBytes getExchangeBytes(func::FuncOp func) {
+  ExchangeBytes bytes;
+  func.walk([&](func::CallOp call) {
+    StringRef callee = call.getCallee();
+    if (!callee.starts_with("zest_expert_"))
+      return;
+    ++bytes.calls;
+    if (callee == "zest_expert_routing") {
+      // (ends, bits, experts, ...): a count per expert.
+      int64_t counts = getIntOperand(call, 2) * int64_t(sizeof(int64_t));
+      bytes.atLeast += counts;
+      bytes.atMost += counts;
+      return;
+    }
+    // (rows, in rows, cols, dtype, ...): a dispatch sends all its rows, a
+    // combine what its experts received.
+    int64_t rows = getIntOperand(call, 1) * getIntOperand(call, 2) *
+                   zest_dtype_bytes(zest_dtype_t(getIntOperand(call, 3)));
+    if (callee == "zest_expert_dispatch")
+      bytes.atLeast += rows;
+    bytes.atMost += rows;
+  });
+  return bytes;
+}
+
 int64_t getSentBytes(ArrayRef<StartedCollective> collectives) {
   int64_t sent = 0;
   for (const StartedCollective &collective : collectives)
@@ -786,7 +824,8 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
 
   static void printPlan(StringRef name, const std::optional<MemoryPlan> &plan,
                         int64_t argumentBytes, int64_t hostArgumentBytes,
-                        ArrayRef<StartedCollective> collectives) {
+                        ArrayRef<StartedCollective> collectives,
+                        const ExchangeBytes &exchanges) {
     llvm::raw_ostream &os = llvm::outs();
     os << "memory plan: " << name << ": ";
     if (!plan) {
@@ -815,6 +854,11 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
       if (counts.lookup(kind))
         os << ", " << kind << " " << counts.lookup(kind);
     os << "\n";
+    if (exchanges.calls)
+      os << "expert exchanges: " << name << ": " << exchanges.calls
+         << " per call, all-to-all bytes sent per rank " << exchanges.atLeast
+         << " to " << exchanges.atMost
+         << " (the rows sent back depend on the routing)\n";
   }
 
   /// Fails (reported where it happens) if an entry point's predicted peak
@@ -906,13 +950,20 @@ struct PlanMemoryPass : public zest::impl::PlanMemoryPassBase<PlanMemoryPass> {
                                  const DeviceMesh &mesh) {
     ModuleOp module = getOperation();
     SmallVector<StartedCollective> collectives = getCollectives(func, mesh);
+    ExchangeBytes exchanges = getExchangeBytes(func);
     if (reportText)
       printPlan(func.getSymName(), plan, getArgumentBytes(func),
-                getArgumentBytes(func, /*onHost=*/true), collectives);
+                getArgumentBytes(func, /*onHost=*/true), collectives,
+                exchanges);
     llvm::json::Object entry{
         {"name", func.getSymName()},
         {"collectives", describeCollectives(module, collectives)},
         {"sent_bytes_per_rank", getSentBytes(collectives)},
+        {"exchange_sent_bytes_per_rank",
+         exchanges.calls ? llvm::json::Value(llvm::json::Object{
+                               {"at_least", exchanges.atLeast},
+                               {"at_most", exchanges.atMost}})
+                         : llvm::json::Value(nullptr)},
         {"argument_bytes", getArgumentBytes(func)},
         {"host_argument_bytes", getArgumentBytes(func, /*onHost=*/true)},
         {"accumulate_for", accumulateFor(func)}};
