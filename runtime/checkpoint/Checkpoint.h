@@ -36,6 +36,13 @@ struct ManifestUnit {
   int64_t numel, padded, shard;
   std::vector<ManifestParam> params;
   bool sharded() const { return kind == "sharded"; }
+  /// Shards of the flat buffer: one per rank, or for an expert-parallel
+  /// unit one per rank of an expert group (the next groups repeat them).
+  int64_t shards() const { return sharded() && shard > 0 ? padded / shard : 1; }
+  /// Where rank `rank`'s part of the flat buffer begins.
+  int64_t shardBegin(int64_t rank) const {
+    return sharded() ? rank % shards() * shard : 0;
+  }
 };
 
 struct Manifest {

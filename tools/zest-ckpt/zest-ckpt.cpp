@@ -99,10 +99,10 @@ FullState loadCheckpointDir(const std::string &root) {
         // A replicated unit is whole on every rank: take rank 0's copy; an
         // expert-parallel unit has a shard per rank of an expert group,
         // which the next groups' ranks repeat.
-        if (rank > 0 && (!unit.sharded() || rank * unit.shard >= unit.padded))
+        if (rank >= unit.shards())
           continue;
-        std::memcpy(flat.data() + (unit.sharded() ? rank * unit.shard : 0),
-                    tensor->data.data(), tensor->data.size());
+        std::memcpy(flat.data() + unit.shardBegin(rank), tensor->data.data(),
+                    tensor->data.size());
       }
     }
   }
@@ -176,9 +176,8 @@ void split(const safetensors::File &full, const Manifest &layout,
       for (int64_t rank = 0; rank < world; ++rank)
         ranks[rank].tensors.push_back(
             {unit.name + suffix,
-             safetensors::f32Tensor(
-                 {unit.shard},
-                 flat.data() + (unit.sharded() ? rank * unit.shard : 0))});
+             safetensors::f32Tensor({unit.shard},
+                                    flat.data() + unit.shardBegin(rank))});
     }
   }
   for (int64_t rank = 0; rank < world; ++rank)
