@@ -257,15 +257,7 @@ public:
       fatal("mesh " + std::to_string(replicas) + "x" + std::to_string(shards) +
             " does not cover the world of " + std::to_string(size) + " ranks");
     freeGroups();
-    // Shard groups are consecutive ranks; replica groups are strided.
-    check(MPI_Comm_split(comm, rankId / shards, rankId,
-                         &groups[ZEST_GROUP_SHARD]),
-          "creating the shard groups");
-    check(MPI_Comm_split(comm, rankId % shards, rankId,
-                         &groups[ZEST_GROUP_REPLICA]),
-          "creating the replica groups");
-    for (zest_group_t group : {ZEST_GROUP_SHARD, ZEST_GROUP_REPLICA})
-      MPI_Comm_set_errhandler(groups[group], MPI_ERRORS_RETURN);
+    splitConsecutive(shards, ZEST_GROUP_SHARD, ZEST_GROUP_REPLICA, "shard");
   }
 
   void setExpertGroups(int groupSize) override {
@@ -274,14 +266,20 @@ public:
             " ranks do not divide the world of " + std::to_string(size) +
             " ranks");
     freeExpertGroups();
-    // Expert groups are consecutive ranks, like shard groups.
-    check(MPI_Comm_split(comm, rankId / groupSize, rankId,
-                         &groups[ZEST_GROUP_EXPERT]),
-          "creating the expert groups");
-    check(MPI_Comm_split(comm, rankId % groupSize, rankId,
-                         &groups[ZEST_GROUP_EXPERT_REPLICA]),
-          "creating the expert replica groups");
-    for (zest_group_t group : {ZEST_GROUP_EXPERT, ZEST_GROUP_EXPERT_REPLICA})
+    splitConsecutive(groupSize, ZEST_GROUP_EXPERT, ZEST_GROUP_EXPERT_REPLICA,
+                     "expert");
+  }
+
+  /// Splits the world into groups of `groupSize` consecutive ranks (`inner`:
+  /// on a multi-GPU node they share the fast link) and the strided groups
+  /// of the ranks at the same place in each (`across`).
+  void splitConsecutive(int groupSize, zest_group_t inner, zest_group_t across,
+                        const std::string &what) {
+    check(MPI_Comm_split(comm, rankId / groupSize, rankId, &groups[inner]),
+          "creating the " + what + " groups");
+    check(MPI_Comm_split(comm, rankId % groupSize, rankId, &groups[across]),
+          "creating the " + what + " replica groups");
+    for (zest_group_t group : {inner, across})
       MPI_Comm_set_errhandler(groups[group], MPI_ERRORS_RETURN);
   }
 
