@@ -38,7 +38,16 @@ public:
 
   /// Reads the routing zest_expert_routing wrote.
   void readRouting(const int64_t *routing) {
-    this->routing = readInts(routing, experts, 64);
+    setRouting(readInts(routing, experts, 64));
+  }
+  /// Takes what each group rank sends this rank's experts, and where each
+  /// block lands: prefix sums in expert-major, then rank, order.
+  void setRouting(std::vector<int64_t> counts) {
+    routing = std::move(counts);
+    landings.assign(1, 0);
+    for (int64_t l = 0; l < local; ++l)
+      for (int q = 0; q < ranks; ++q)
+        landings.push_back(landings.back() + received(q, l));
   }
 
   /// Rows this rank sends to expert `e`, and where they start.
@@ -50,13 +59,10 @@ public:
     return routing[peer * local + l];
   }
   int64_t landing(int peer, int64_t l) const {
-    int64_t row = 0;
-    for (int64_t before = 0; before <= l; ++before)
-      for (int q = 0; q < ranks; ++q)
-        if (before < l || q < peer)
-          row += received(q, before);
-    return row;
+    return landings[l * ranks + peer];
   }
+  /// The end of the rows received for local expert `l`.
+  int64_t localEnd(int64_t l) const { return landings[(l + 1) * ranks]; }
   /// Stops the job when `rows` rows (moved this way: `what`) exceed the
   /// `capacity` of the buffer the plan gave them.
   void checkRows(int64_t capacity, int64_t rows, const char *what) const {
@@ -67,12 +73,7 @@ public:
             " its buffer holds (the plan's worst case: every token of the "
             "expert group routed to this rank's experts, each at most once)");
   }
-  int64_t totalReceived() const {
-    int64_t total = 0;
-    for (int64_t count : routing)
-      total += count;
-    return total;
-  }
+  int64_t totalReceived() const { return landings.back(); }
 
   /// The blocks this rank sends (its rows, by expert) and receives (its
   /// experts' rows, by rank) in a dispatch; a combine swaps the two.
@@ -90,7 +91,7 @@ public:
 
   int64_t experts, local = 1;
   int ranks, me;
-  std::vector<int64_t> ends, routing;
+  std::vector<int64_t> ends, routing, landings;
 
 private:
   /// `count` integers of `bits` bits from compiled-code memory.
@@ -175,11 +176,10 @@ void zest_expert_routing(const void *ends, int64_t ends_bits, int64_t experts,
   }
   zest_wait(startExchange(sends, recvs, ZEST_GROUP_EXPERT, "expert_counts",
                           /*onHost=*/true));
-  layout.routing = received;
+  layout.setRouting(received);
   std::vector<int64_t> localEnds(layout.local);
   for (int64_t l = 0; l < layout.local; ++l)
-    localEnds[l] = layout.landing(layout.ranks - 1, l) +
-                   layout.received(layout.ranks - 1, l);
+    localEnds[l] = layout.localEnd(l);
   writeInts(routing, received, 64);
   writeInts(local_ends, localEnds, ends_bits);
 }

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -39,19 +40,19 @@ RankedTensorType withDim(Type type, unsigned dim, int64_t size) {
   return tensor.clone(shape);
 }
 
-/// Over one rank the exchanges move nothing: each is replaced by its rows,
-/// the routing's local ends by the ends.
-void foldSingleRankExchanges(func::FuncOp func) {
-  func.walk([](Operation *op) {
-    if (isa<ExpertDispatchOp, ExpertCombineOp>(op)) {
-      op->getResult(0).replaceAllUsesWith(op->getOperand(0));
-      op->erase();
-    }
+/// Over one rank the exchanges move nothing: the ops' own folders and
+/// canonicalization remove them.
+LogicalResult foldSingleRankExchanges(func::FuncOp func) {
+  SmallVector<Operation *> exchanges;
+  func.walk([&](Operation *op) {
+    if (isa<ExpertRoutingOp, ExpertDispatchOp, ExpertCombineOp>(op))
+      exchanges.push_back(op);
   });
-  func.walk([](ExpertRoutingOp op) {
-    op.getResult(1).replaceAllUsesWith(op.getEnds());
-    op.erase();
-  });
+  if (exchanges.empty())
+    return success();
+  RewritePatternSet patterns(func.getContext());
+  ExpertRoutingOp::getCanonicalizationPatterns(patterns, func.getContext());
+  return applyOpPatternsGreedily(exchanges, std::move(patterns));
 }
 
 /// Splits one function's experts over groups of `groupSize` ranks.
@@ -79,6 +80,10 @@ private:
     resized.insert(result);
   }
   bool isResized(Value value) const { return resized.contains(value); }
+  /// The rows a resized value has: the group's worst case.
+  static int64_t getRows(Value value) {
+    return cast<ShapedType>(value.getType()).getDimSize(0);
+  }
   LogicalResult cannotResize(Operation *op) {
     return op->emitOpError()
            << "cannot run on an expert group's received rows (--expert-"
@@ -92,8 +97,6 @@ private:
   OpBuilder builder;
   /// Values whose rows are the received rows.
   DenseSet<Value> resized;
-  /// The rows each resized value has (the group's worst case).
-  DenseMap<Value, int64_t> capacityOf;
   /// Parameters that are experts' weights, and this rank's share of them.
   llvm::SetVector<BlockArgument> expertParams;
 };
@@ -140,10 +143,9 @@ LogicalResult ExpertSplitter::resizeGroupedProduct(GroupedMatmulOp op) {
            << "multiplies received rows with weights that are not a "
               "parameter; expert parallelism splits the experts' parameters";
   expertParams.insert(param);
-  int64_t rows = capacityOf.lookup(op.getInput());
+  int64_t rows = getRows(op.getInput());
   op.getOutputMutable().assign(resizeInit(op, op.getOutput(), 0, rows));
   markResized(op.getResult(0), rows);
-  capacityOf[op.getResult(0)] = rows;
   return success();
 }
 
@@ -169,7 +171,7 @@ LogicalResult ExpertSplitter::resizeGeneric(linalg::GenericOp op) {
     if (!dim || (rowLoop && *rowLoop != dim.getPosition()))
       return cannotResize(op);
     rowLoop = dim.getPosition();
-    rows = capacityOf.lookup(input->get());
+    rows = getRows(input->get());
   }
   if (!rowLoop)
     return cannotResize(op);
@@ -189,17 +191,15 @@ LogicalResult ExpertSplitter::resizeGeneric(linalg::GenericOp op) {
     result.setType(init->get().getType());
     AffineMap map = op.getMatchingIndexingMap(init);
     if (map.getNumResults() > 0 &&
-        map.getResult(0) == getAffineDimExpr(*rowLoop, op.getContext())) {
+        map.getResult(0) == getAffineDimExpr(*rowLoop, op.getContext()))
       resized.insert(result);
-      capacityOf[result] = rows;
-    }
   }
   return success();
 }
 
 LogicalResult ExpertSplitter::resizeSlice(tensor::ExtractSliceOp op) {
   // All of the rows the op had before the source was resized.
-  int64_t rows = capacityOf.lookup(op.getSource());
+  int64_t rows = getRows(op.getSource());
   if (op.getStaticOffsets()[0] != 0 || op.getStaticStrides()[0] != 1 ||
       op.getStaticSizes()[0] * groupSize != rows ||
       op.getResultType().getRank() != op.getSourceType().getRank())
@@ -208,7 +208,6 @@ LogicalResult ExpertSplitter::resizeSlice(tensor::ExtractSliceOp op) {
   sizes[0] = rows;
   op.setStaticSizes(sizes);
   markResized(op.getResult(), rows);
-  capacityOf[op.getResult()] = rows;
   return success();
 }
 
@@ -222,7 +221,6 @@ LogicalResult ExpertSplitter::resize(Operation *op) {
         dispatch.getOutputMutable().assign(
             resizeInit(dispatch, dispatch.getOutput(), 0, rows));
         markResized(dispatch.getResult(0), rows);
-        capacityOf[dispatch.getResult(0)] = rows;
         return success();
       })
       .Case<ExpertCombineOp>([&](ExpertCombineOp combine) {
@@ -246,9 +244,8 @@ LogicalResult ExpertSplitter::resize(Operation *op) {
             !llvm::all_of(concat.getInputs(),
                           [&](Value input) { return isResized(input); }))
           return cannotResize(concat);
-        int64_t rows = capacityOf.lookup(concat.getInputs()[0]);
+        int64_t rows = getRows(concat.getInputs()[0]);
         markResized(concat.getResult(), rows);
-        capacityOf[concat.getResult()] = rows;
         return success();
       })
       .Default([&](Operation *other) { return cannotResize(other); });
@@ -318,7 +315,8 @@ struct ExpertParallelPass
       if (func.isExternal())
         continue;
       if (groupSize == 1) {
-        foldSingleRankExchanges(func);
+        if (failed(foldSingleRankExchanges(func)))
+          return signalPassFailure();
         continue;
       }
       if (failed(ExpertSplitter(func, groupSize).run()))
