@@ -179,6 +179,12 @@ fi
   $MPIRUN 1 "$HERE/bin/zest-cuda-cross-entropy-test$SUFFIX"
 [ $MICRO = 1 ] && check grouped-matmul " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-grouped-matmul-test$SUFFIX"
+# CUDA graphs: a capture over two streams replayed, and entry points
+# captured with their collectives.
+[ $MICRO = 1 ] && check graphs-replay "launch 3: ok" env ZEST_BACKEND=nccl \
+  $MPIRUN 1 "$HERE/bin/zest-cuda-graphs-test$SUFFIX" replay
+[ $MICRO = 1 ] && check graphs-entries "sum call 4: sum ok, page-locked copy ok" \
+  env ZEST_BACKEND=nccl $MPIRUN 1 "$HERE/bin/zest-cuda-graphs-test$SUFFIX" entries
 
 # Training against the CPU twins, and the exact memory plan.
 # (The lists are read on descriptor 3: mpirun would read standard input.)

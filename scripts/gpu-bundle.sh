@@ -34,10 +34,10 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 ZESTC=$BUILD/bin/zestc
 for program in zest-cuda-backend-test zest-cuda-linear-test \
   zest-cuda-attention-test zest-cuda-cross-entropy-test \
-  zest-cuda-grouped-matmul-test \
+  zest-cuda-grouped-matmul-test zest-cuda-graphs-test \
   zest-cuda-backend-test-emulated zest-cuda-linear-test-emulated \
   zest-cuda-attention-test-emulated zest-cuda-cross-entropy-test-emulated \
-  zest-cuda-grouped-matmul-test-emulated; do
+  zest-cuda-grouped-matmul-test-emulated zest-cuda-graphs-test-emulated; do
   if [ ! -x "$BUILD/bin/$program" ]; then
     echo "error: $BUILD/bin/$program is missing: the bundle needs a build" \
       "with the CUDA runtime (ZEST_ENABLE_CUDA=ON, the CUDA toolkit)" >&2
@@ -131,7 +131,7 @@ if [ "$HF" = --hf ]; then
   cp "$SRC"/bench/vs-pytorch/{hf_models.py,hf_torch.py} "$B/tools/"
 fi
 
-cp "$BUILD"/bin/zest-cuda-{backend,linear,attention,cross-entropy,grouped-matmul}-test{,-emulated} \
+cp "$BUILD"/bin/zest-cuda-{backend,linear,attention,cross-entropy,grouped-matmul,graphs}-test{,-emulated} \
   "$BUILD"/bin/zest-bench-cuda-{linear,collectives,attention} \
   "$BUILD/bin/zest-ckpt" "$B/bin/"
 cp "$SRC"/test/lib/{compare.py,checkplan.py} "$SRC/bench/vs-pytorch/model.py" \

@@ -110,6 +110,8 @@ if getattr(config, "zest_enable_cuda", False):
             "zest-cuda-cross-entropy-test-emulated",
             "zest-cuda-grouped-matmul-test",
             "zest-cuda-grouped-matmul-test-emulated",
+            "zest-cuda-graphs-test",
+            "zest-cuda-graphs-test-emulated",
             "zest-emulated-device-test",
         ],
         tool_dirs,

@@ -97,7 +97,8 @@ static FailureOr<HostInterface> getHostInterface(ModuleOp module) {
 /// that unpacks the memref descriptor pointers into its C interface.
 static LogicalResult addHostInterface(llvm::Module &module,
                                       ArrayRef<std::string> entries,
-                                      StringRef descriptor, StringRef target) {
+                                      StringRef descriptor, StringRef target,
+                                      bool cudaGraphs) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
   auto *packedType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr},
@@ -137,6 +138,13 @@ static LogicalResult addHostInterface(llvm::Module &module,
   new llvm::GlobalVariable(module, where->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, where,
                            "zest_model_target");
+  // Whether the driver runs the entry points as CUDA graphs (zestc
+  // --cuda-graphs; GPU targets only).
+  auto *i32 = llvm::Type::getInt32Ty(ctx);
+  new llvm::GlobalVariable(module, i32, /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(i32, cudaGraphs ? 1 : 0),
+                           "zest_model_cuda_graphs");
   return success();
 }
 
@@ -357,8 +365,11 @@ translateToLLVMIR(ModuleOp module, const CompileOptions &options,
     emitError(module.getLoc()) << "translation to LLVM IR failed";
     return nullptr;
   }
+  bool cudaGraphs =
+      isDeviceTarget(options.lower.target) && options.lower.cudaGraphs;
   if (failed(addHostInterface(*llvmModule, host->entries, host->descriptor,
-                              stringifyTarget(options.lower.target)))) {
+                              stringifyTarget(options.lower.target),
+                              cudaGraphs))) {
     emitError(module.getLoc()) << "an entry point lost its C interface";
     return nullptr;
   }

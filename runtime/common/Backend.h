@@ -140,6 +140,29 @@ public:
   }
   virtual void copyWait(const void *host) {}
 
+  /// An entry point's device work, captured once and launched again at
+  /// every later call (a CUDA graph).
+  class CapturedWork {
+  public:
+    virtual ~CapturedWork() = default;
+    virtual void launch() = 0;
+  };
+  /// Why this backend cannot capture entry points (EntryGraphs.cpp); none
+  /// where it can.
+  virtual std::optional<std::string> whyNoCapture() const {
+    return std::string("the ") + name() + " backend computes on the host";
+  }
+  /// Captures the work enqueued from beginCapture to endCapture instead of
+  /// running it; endCapture returns it, ready to launch.
+  virtual void beginCapture() { fatal("this backend cannot capture work"); }
+  virtual std::unique_ptr<CapturedWork> endCapture() {
+    fatal("this backend cannot capture work");
+  }
+  /// What the host first waited for on the device since the last call (the
+  /// wait's description), or none: work with a host wait cannot be
+  /// captured, as the wait would not happen on replay.
+  virtual std::optional<std::string> takeHostWait() { return std::nullopt; }
+
   /// True if backend calls may come from a second thread (serialized by the
   /// runtime), as a progress thread needs.
   virtual bool supportsProgressThread() const = 0;

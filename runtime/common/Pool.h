@@ -34,6 +34,8 @@ public:
                Backend &source);
   /// Takes new memory from `source` (the backend's kind of memory).
   void *allocate(int64_t bytes, Backend &source);
+  /// The arena's memory now: replayed work (a CUDA graph) addresses it.
+  const void *arenaBase() const { return arena; }
   /// A buffer outside the arena, kept until releaseUnused.
   void *allocateKept(int64_t bytes, Backend &source);
   void release(void *ptr);

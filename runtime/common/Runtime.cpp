@@ -101,6 +101,7 @@ void zest_finalize(void) {
   if (!runtime->requests.empty())
     fatal(std::to_string(runtime->requests.size()) +
           " collectives were started but never waited on");
+  finishEntryGraphs();
   runtime->pool.releaseUnused(*runtime->backend);
   for (auto &[host, copy] : runtime->constants)
     runtime->backend->freePinned(copy.first);

@@ -124,6 +124,10 @@ ModeledLink parseLink(const char *name);
 /// Records the pool's counters in the trace, when tracing.
 void traceCounters();
 
+/// Destroys the entry points' captured graphs, after rank 0 says how often
+/// each was replayed (zest_finalize, before the backend finalizes).
+void finishEntryGraphs();
+
 /// Starts the backend's exchange() as a request (counted, traced, timed out
 /// like a collective) on the backend's memory, or on host memory through
 /// its host backend; `kind` names it in traces and errors.

@@ -41,8 +41,10 @@ std::vector<std::pair<int64_t, int64_t>> readGroupBounds(const void *offsets,
                                   cudaMemcpyDeviceToHost,
                                   cuda::streams.compute),
                   "reading a grouped product's offsets");
-  cuda::checkCuda(cudaStreamSynchronize(cuda::streams.compute),
-                  "reading a grouped product's offsets");
+  // A host wait (so no CUDA graph captures the step): the products' sizes
+  // come from the routing.
+  cuda::synchronize(cuda::streams.compute, "reading a grouped product's "
+                                           "offsets");
   return getGroupBounds(ends.data(), offsetBits, groups, rows);
 }
 

@@ -4,12 +4,14 @@
 // streams, events, memory, copies), implemented on the host: device memory
 // is DeviceMemory.h's region, streams and events are Streams.h's. Every call
 // checks its pointers' kinds and its stream, and names itself when one is
-// wrong. Kernels are in Kernels.cpp.
+// wrong. Kernels are in Kernels.cpp, stream capture and graphs in Graphs.cpp:
+// here, the calls a capture forbids (allocations, synchronizing calls,
+// pageable copies, queries of captured work) return CUDA's capture errors.
 //
 //===----------------------------------------------------------------------===//
 
 #include "DeviceMemory.h"
-#include "Streams.h"
+#include "StreamObjects.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -21,17 +23,6 @@
 #include <vector>
 
 using namespace zest::emulated;
-
-struct CUstream_st {
-  std::deque<std::shared_ptr<StreamOp>> queue;
-};
-
-struct CUevent_st {
-  std::shared_ptr<StreamOp> last; // null: complete
-  /// When it was recorded on an idle stream (or never: created complete).
-  std::chrono::steady_clock::time_point recordedAt =
-      std::chrono::steady_clock::now();
-};
 
 namespace {
 
@@ -45,23 +36,6 @@ struct Objects {
 Objects &objects() {
   static Objects *o = new Objects; // alive for exit-time calls
   return *o;
-}
-
-CUstream_st &getStream(cudaStream_t stream, const std::string &what) {
-  Objects &o = objects();
-  if (!stream)
-    return o.legacy;
-  if (!o.streams.count(stream))
-    deviceError(what + " is given a stream that was never created or was "
-                       "destroyed");
-  return *stream;
-}
-
-CUevent_st &getEvent(cudaEvent_t event, const std::string &what) {
-  if (!objects().events.count(event))
-    deviceError(what + " is given an event that was never created or was "
-                       "destroyed");
-  return *event;
 }
 
 /// Host work in stream order.
@@ -156,6 +130,13 @@ cudaError_t copy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
     return cudaErrorInvalidPitchValue;
   kind = checkCopy(dst, (height - 1) * dpitch + width, src,
                    (height - 1) * spitch + width, kind, what);
+  bool pageable = (kind == cudaMemcpyHostToDevice && !isPinned(src)) ||
+                  (kind == cudaMemcpyDeviceToHost && !isPinned(dst));
+  if (pageable && getStream(stream, what).capture)
+    return captureViolation(cudaErrorStreamCaptureUnsupported,
+                            what + " copies pageable host memory on a stream "
+                                   "that is being captured: a graph copies "
+                                   "page-locked memory (cudaMallocHost) only");
   std::shared_ptr<std::vector<char>> staged;
   if (kind == cudaMemcpyHostToDevice && !isPinned(src)) {
     // CUDA synchronizes the stream before a copy from pageable memory.
@@ -179,20 +160,82 @@ cudaError_t copy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
   return cudaSuccess;
 }
 
+/// The capture error of a call that would wait for `stream`'s work, which a
+/// captured stream never runs; success otherwise.
+cudaError_t checkNotCaptured(const CUstream_st &stream,
+                             const std::string &what) {
+  if (!stream.capture)
+    return cudaSuccess;
+  return captureViolation(cudaErrorStreamCaptureUnsupported,
+                          what + " waits for a stream that is being captured "
+                                 "(its work runs only when the graph is "
+                                 "launched)");
+}
+
+/// The capture error of `what` on an event recorded in a capture.
+cudaError_t checkNotCaptured(const CUevent_st &event, const std::string &what) {
+  if (!event.capture)
+    return cudaSuccess;
+  return captureViolation(cudaErrorCapturedEvent,
+                          what + " is given an event recorded in a stream "
+                                 "capture, whose work has not run");
+}
+
+/// The capture error of an allocation or a free while a stream is captured.
+cudaError_t checkNoCapture(const std::string &what) {
+  if (!capturing())
+    return cudaSuccess;
+  return captureViolation(cudaErrorStreamCaptureUnsupported,
+                          what + " while a stream is being captured: "
+                                 "allocate before the capture, and replay "
+                                 "the graph on the same memory");
+}
+
 } // namespace
 
-void zest::emulated::enqueue(cudaStream_t stream, std::shared_ptr<StreamOp> op,
-                             const std::string &what) {
-  getStream(stream, what).queue.push_back(std::move(op));
+CUstream_st &zest::emulated::getStream(cudaStream_t stream,
+                                       const std::string &what) {
+  Objects &o = objects();
+  if (!stream)
+    return o.legacy;
+  if (!o.streams.count(stream))
+    deviceError(what + " is given a stream that was never created or was "
+                       "destroyed");
+  return *stream;
+}
+
+CUevent_st &zest::emulated::getEvent(cudaEvent_t event,
+                                     const std::string &what) {
+  if (!objects().events.count(event))
+    deviceError(what + " is given an event that was never created or was "
+                       "destroyed");
+  return *event;
+}
+
+std::shared_ptr<StreamOp> zest::emulated::enqueue(cudaStream_t stream,
+                                                  OpFactory make,
+                                                  const std::string &what) {
+  CUstream_st &s = getStream(stream, what);
+  if (s.capture) {
+    s.capture->nodes.push_back({std::move(make), s.tail});
+    s.tail = {s.capture->nodes.size() - 1};
+    return nullptr;
+  }
+  if (!stream && capturing())
+    deviceError(what + " on the legacy default stream while a stream is "
+                       "captured (cudaErrorStreamCaptureImplicit on a GPU)");
+  std::shared_ptr<StreamOp> op = make();
+  s.queue.push_back(op);
   progress();
+  return op;
 }
 
 std::shared_ptr<StreamOp>
 zest::emulated::enqueueWork(cudaStream_t stream, std::function<void()> work,
                             const std::string &what) {
-  auto op = std::make_shared<Work>(std::move(work));
-  enqueue(stream, op, what);
-  return op;
+  return enqueue(
+      stream, [work = std::move(work)] { return std::make_shared<Work>(work); },
+      what);
 }
 
 void zest::emulated::progress() {
@@ -215,6 +258,8 @@ void zest::emulated::waitFor(const std::shared_ptr<StreamOp> &op) {
 extern "C" {
 
 const char *cudaGetErrorString(cudaError_t error) {
+  if (const char *message = captureViolationMessage(error))
+    return message;
   switch (error) {
   case cudaSuccess:
     return "no error (emulated device)";
@@ -249,6 +294,10 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  if (capturing())
+    return captureViolation(cudaErrorStreamCaptureUnsupported,
+                            "cudaDeviceSynchronize while a stream is being "
+                            "captured");
   Objects &o = objects();
   waitUntil([&] {
     bool idle = o.legacy.queue.empty();
@@ -271,6 +320,8 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   CUstream_st &s = getStream(stream, "cudaStreamDestroy");
+  if (cudaError_t status = checkNotCaptured(s, "cudaStreamDestroy"))
+    return status;
   // As CUDA: the stream's work completes first.
   waitUntil([&] { return s.queue.empty(); });
   objects().streams.erase(stream);
@@ -280,12 +331,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CUstream_st &s = getStream(stream, "cudaStreamSynchronize");
+  if (cudaError_t status = checkNotCaptured(s, "cudaStreamSynchronize"))
+    return status;
   waitUntil([&] { return s.queue.empty(); });
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CUstream_st &s = getStream(stream, "cudaStreamQuery");
+  if (cudaError_t status = checkNotCaptured(s, "cudaStreamQuery"))
+    return status;
   progress();
   return s.queue.empty() ? cudaSuccess : cudaErrorNotReady;
 }
@@ -293,7 +348,13 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned int) {
   CUevent_st &e = getEvent(event, "cudaStreamWaitEvent");
-  enqueue(stream, std::make_shared<WaitEvent>(e.last), "cudaStreamWaitEvent");
+  CUstream_st &s = getStream(stream, "cudaStreamWaitEvent");
+  if (e.capture || s.capture)
+    return joinCapture(stream, e);
+  std::shared_ptr<StreamOp> last = e.last;
+  enqueue(
+      stream, [last] { return std::make_shared<WaitEvent>(last); },
+      "cudaStreamWaitEvent");
   return cudaSuccess;
 }
 
@@ -317,7 +378,10 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   CUevent_st &e = getEvent(event, "cudaEventRecord");
   CUstream_st &s = getStream(stream, "cudaEventRecord");
-  e.last = s.queue.empty() ? nullptr : s.queue.back();
+  // Recorded in a capture, it stands for the stream's last node there.
+  e.capture = s.capture;
+  e.nodes = s.tail;
+  e.last = s.queue.empty() || s.capture ? nullptr : s.queue.back();
   e.recordedAt = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
@@ -333,8 +397,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
       return std::nullopt;
     return e.last->doneAt;
   };
-  auto first = completedAt(getEvent(start, "cudaEventElapsedTime"));
-  auto second = completedAt(getEvent(end, "cudaEventElapsedTime"));
+  CUevent_st &startEvent = getEvent(start, "cudaEventElapsedTime");
+  CUevent_st &endEvent = getEvent(end, "cudaEventElapsedTime");
+  for (CUevent_st *e : {&startEvent, &endEvent})
+    if (cudaError_t status = checkNotCaptured(*e, "cudaEventElapsedTime"))
+      return status;
+  auto first = completedAt(startEvent);
+  auto second = completedAt(endEvent);
   if (!first || !second)
     return cudaErrorNotReady;
   *ms = std::chrono::duration<float, std::milli>(*second - *first).count();
@@ -343,30 +412,42 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   CUevent_st &e = getEvent(event, "cudaEventQuery");
+  if (cudaError_t status = checkNotCaptured(e, "cudaEventQuery"))
+    return status;
   progress();
   return !e.last || e.last->done ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   CUevent_st &e = getEvent(event, "cudaEventSynchronize");
+  if (cudaError_t status = checkNotCaptured(e, "cudaEventSynchronize"))
+    return status;
   std::shared_ptr<StreamOp> last = e.last;
   waitUntil([&] { return !last || last->done; });
   return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  if (cudaError_t status = checkNoCapture("cudaMalloc"))
+    return status;
   *ptr = allocateDevice(bytes);
   return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
   getStream(stream, "cudaMallocAsync");
+  // Stricter than a GPU, where a capture makes it a graph's allocation: the
+  // runtime's pool allocates before any capture and keeps its memory.
+  if (cudaError_t status = checkNoCapture("cudaMallocAsync"))
+    return status;
   return cudaMalloc(ptr, bytes); // usable by the stream's later work
 }
 
 cudaError_t cudaFree(void *ptr) {
   if (!ptr)
     return cudaSuccess;
+  if (cudaError_t status = checkNoCapture("cudaFree"))
+    return status;
   if (!isDevice(ptr))
     deviceError("cudaFree is given " + describePointer(ptr) +
                 ", which cudaMalloc did not return");
@@ -376,6 +457,8 @@ cudaError_t cudaFree(void *ptr) {
 }
 
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+  if (cudaError_t status = checkNoCapture("cudaFreeAsync"))
+    return status;
   if (ptr && !isDevice(ptr))
     deviceError("cudaFreeAsync is given " + describePointer(ptr) +
                 ", which cudaMalloc did not return");
@@ -385,6 +468,8 @@ cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+  if (cudaError_t status = checkNoCapture("cudaMallocHost"))
+    return status;
   *ptr = allocatePinned(bytes);
   return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -394,6 +479,8 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int) {
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+  if (cudaError_t status = checkNoCapture("cudaFreeHost"))
+    return status;
   if (ptr && !freePinned(ptr))
     deviceError("cudaFreeHost is given " + describePointer(ptr) +
                 ", which cudaMallocHost did not return");
@@ -423,6 +510,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
                        cudaMemcpyKind kind) {
+  if (capturing())
+    return captureViolation(cudaErrorStreamCaptureUnsupported,
+                            "cudaMemcpy (synchronous) while a stream is being "
+                            "captured");
   cudaError_t status =
       copy2D(dst, bytes, src, bytes, bytes, 1, kind, nullptr, "cudaMemcpy");
   cudaStreamSynchronize(nullptr);

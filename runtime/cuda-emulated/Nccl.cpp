@@ -173,10 +173,16 @@ ncclResult_t enqueueCollective(const char *what, ncclComm_t comm,
                                           "2 GiB per collective");
   requireDevice(send, sendBytes, std::string(what) + "'s send buffer");
   requireDevice(recv, recvBytes, std::string(what) + "'s receive buffer");
-  auto collective = std::make_shared<Collective>();
-  collective->start = std::move(start);
-  collective->finish = std::move(finish);
-  enqueue(stream, collective, what);
+  // Made anew at every launch of a graph that captured it.
+  enqueue(
+      stream,
+      [start = std::move(start), finish = std::move(finish)] {
+        auto collective = std::make_shared<Collective>();
+        collective->start = start;
+        collective->finish = finish;
+        return collective;
+      },
+      what);
   return ncclSuccess;
 }
 

@@ -8,7 +8,8 @@
 // collective that a stalled rank never joins is queued, and only a
 // synchronizing call (cudaStreamSynchronize, a copy to pageable memory, an
 // event's synchronize) waits, and waits forever, as on a GPU. Events mark a
-// stream's last operation when recorded.
+// stream's last operation when recorded. A captured stream (Graphs.cpp)
+// records its operations into a graph instead of running them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,12 +37,18 @@ public:
   std::chrono::steady_clock::time_point doneAt;
 };
 
+/// Makes a stream's operation: once when it is enqueued, or at every launch
+/// of the graph that captured it.
+using OpFactory = std::function<std::shared_ptr<StreamOp>()>;
+
 /// Checks `stream` for `what` (the legacy default stream, or one created and
-/// not destroyed), queues `op` on it and runs whatever can run.
-void enqueue(cudaStream_t stream, std::shared_ptr<StreamOp> op,
-             const std::string &what);
+/// not destroyed) and queues the operation `make` makes on it, running
+/// whatever can run; returns it. On a captured stream the operation becomes
+/// a node of the capture's graph instead, and null is returned.
+std::shared_ptr<StreamOp> enqueue(cudaStream_t stream, OpFactory make,
+                                  const std::string &what);
 /// Queues host work that runs, in stream order, with device memory
-/// accessible (a kernel, a copy, a product).
+/// accessible (a kernel, a copy, a product); null on a captured stream.
 std::shared_ptr<StreamOp> enqueueWork(cudaStream_t stream,
                                       std::function<void()> work,
                                       const std::string &what);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 using namespace zest::rt;
 
@@ -64,7 +65,12 @@ void cuda::synchronize(cudaStream_t stream, const std::string &what) {
   checkCuda(cudaEventDestroy(done), what);
 }
 
+/// The first host wait since DeviceBackend::takeHostWait last asked.
+static std::optional<std::string> firstHostWait;
+
 void cuda::waitForEvent(cudaEvent_t done, const std::string &what) {
+  if (!firstHostWait)
+    firstHostWait = what;
   auto start = std::chrono::steady_clock::now();
   for (int polls = 0;; ++polls) {
     cudaError_t status = cudaEventQuery(done);
@@ -106,6 +112,8 @@ cuda::DeviceBackend::DeviceBackend(std::unique_ptr<Backend> mpi)
 }
 
 void *cuda::DeviceBackend::allocateMemory(size_t bytes, size_t alignment) {
+  refuseWhileCapturing("allocating " + std::to_string(bytes) +
+                       " bytes of device memory");
   if (alignment > 256)
     fatal("device memory is 256-byte aligned; " + std::to_string(alignment) +
           " was asked for");
@@ -166,6 +174,8 @@ void cuda::DeviceBackend::copyToHost(void *host, const void *device,
 }
 
 void *cuda::DeviceBackend::allocatePinned(size_t bytes) {
+  refuseWhileCapturing("allocating " + std::to_string(bytes) +
+                       " bytes of pinned memory");
   void *ptr = nullptr;
   checkCuda(cudaMallocHost(&ptr, bytes),
             "allocating " + std::to_string(bytes) + " bytes of pinned memory");
@@ -223,6 +233,63 @@ std::unique_ptr<PendingOp> cuda::DeviceBackend::barrier() {
 void cuda::DeviceBackend::abort(int code) {
   mpi->abort(code);
   std::_Exit(code); // not reached: the MPI backend aborts the job
+}
+
+void cuda::DeviceBackend::refuseWhileCapturing(const std::string &what) const {
+  if (capturing)
+    fatal(what + " while an entry point was being captured as a CUDA graph: "
+                 "its first call should have allocated it; recompile with "
+                 "--cuda-graphs=false and report this");
+}
+
+namespace {
+/// An instantiated CUDA graph, launched on the compute stream.
+class CudaGraph : public Backend::CapturedWork {
+public:
+  explicit CudaGraph(cudaGraphExec_t exec) : exec(exec) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec); }
+  void launch() override {
+    cuda::checkCuda(cudaGraphLaunch(exec, cuda::streams.compute),
+                    "launching an entry point's CUDA graph");
+  }
+
+private:
+  cudaGraphExec_t exec;
+};
+} // namespace
+
+std::optional<std::string> cuda::DeviceBackend::whyNoCapture() const {
+  if (kernelTimesEnabled())
+    return std::string("ZEST_KERNEL_TIMES times every launch apart");
+  return std::nullopt;
+}
+
+void cuda::DeviceBackend::beginCapture() {
+  const char *what = "capturing an entry point as a CUDA graph";
+  checkCuda(
+      cudaStreamBeginCapture(streams.compute, cudaStreamCaptureModeThreadLocal),
+      what);
+  // Collectives run on the communication stream: forked into the capture
+  // here, joined back in endCapture, whether or not the entry has any.
+  streamWaits(streams.communication, streams.compute, what);
+  capturing = true;
+}
+
+std::unique_ptr<Backend::CapturedWork> cuda::DeviceBackend::endCapture() {
+  const char *what = "capturing an entry point as a CUDA graph";
+  capturing = false;
+  streamWaits(streams.compute, streams.communication, what);
+  cudaGraph_t graph = nullptr;
+  checkCuda(cudaStreamEndCapture(streams.compute, &graph), what);
+  cudaGraphExec_t exec = nullptr;
+  checkCuda(cudaGraphInstantiate(&exec, graph, 0),
+            "instantiating an entry point's CUDA graph");
+  checkCuda(cudaGraphDestroy(graph), what);
+  return std::make_unique<CudaGraph>(exec);
+}
+
+std::optional<std::string> cuda::DeviceBackend::takeHostWait() {
+  return std::exchange(firstHostWait, std::nullopt);
 }
 
 void cuda::DeviceBackend::endStep() { endKernelTimesStep(); }

@@ -81,6 +81,13 @@ public:
   /// Waits for the compute stream, then for every rank.
   std::unique_ptr<PendingOp> barrier() override;
   [[noreturn]] void abort(int code) override;
+  /// Entry points as CUDA graphs: the compute stream is captured, the
+  /// communication stream forked into the capture and joined back.
+  std::optional<std::string> whyNoCapture() const override;
+  void beginCapture() override;
+  std::unique_ptr<CapturedWork> endCapture() override;
+  /// Every wait goes through waitForEvent, which notes the first one.
+  std::optional<std::string> takeHostWait() override;
   /// ZEST_KERNEL_TIMES: the step's GPU times are summed.
   void endStep() override;
   /// Waits for both streams, prints ZEST_KERNEL_TIMES' table, then
@@ -101,6 +108,10 @@ private:
   /// events free for the next ones.
   std::unordered_map<const void *, cudaEvent_t> pendingCopies;
   std::vector<cudaEvent_t> idleCopyEvents;
+  /// Between beginCapture and endCapture: an allocation then is a bug (the
+  /// graph would address memory of the capture's own).
+  bool capturing = false;
+  void refuseWhileCapturing(const std::string &what) const;
 };
 
 /// NCCL communicators bootstrapped over `mpi` (one GPU per rank).

@@ -43,6 +43,10 @@ public:
   using DeviceBackend::DeviceBackend;
 
   const char *name() const override { return "cuda-staged"; }
+  std::optional<std::string> whyNoCapture() const override {
+    return std::string("the staged backend's collectives go through host "
+                       "memory");
+  }
   void setMesh(int replicas, int shards) override {
     mpi->setMesh(replicas, shards);
   }

@@ -323,6 +323,24 @@ void zest_get_counters(zest_counters_t *counters);
 /* Resets the peaks to the current values and the traffic counters to 0. */
 void zest_reset_counters(void);
 
+/*--- Entry points as CUDA graphs ----------------------------------------*/
+
+/* With graphs on (zestc --cuda-graphs, the default for CUDA targets) and a
+ * backend that can capture them (cuda-nccl), zest_call_entry(key, name,
+ * entry, args) runs entry(args) as is at its first call for `key` (kernels
+ * load, products are planned, the pool fills), captures its device work as
+ * a CUDA graph at the second, and launches the graph then and at every later
+ * call instead of running the entry's host code: the arguments must be the
+ * same buffers at every call (their contents may change). An entry whose
+ * first call waited on the host for the device (an offload copy, a
+ * collective through host memory, a grouped product's offsets) is never
+ * captured, and rank 0 says why once. Off, or on the CPU, it calls
+ * entry(args). */
+typedef void (*zest_entry_fn_t)(void **args);
+void zest_set_cuda_graphs(int enabled);
+void zest_call_entry(int64_t key, const char *name, zest_entry_fn_t entry,
+                     void **args);
+
 /*--- Trace ---------------------------------------------------------------*/
 
 /* Microseconds since zest_init. */

@@ -40,6 +40,8 @@ extern void (*const zest_model_entries[])(void **);
 /// "cpu", "cuda" or "cuda-emulated": where zestc compiled the step to
 /// compute (--target).
 extern const char zest_model_target[];
+/// Nonzero: the entry points run as CUDA graphs (zestc --cuda-graphs).
+extern const int zest_model_cuda_graphs;
 }
 
 using namespace zest;
@@ -118,12 +120,14 @@ struct EntryCall {
 
   /// Runs the entry point on this call's arguments (uploaded first where
   /// the step computes on a device). On a device the call only queues the
-  /// work: the host arguments may be refilled at once, and the results are
-  /// on the host after finish().
+  /// work (from the second call on, one CUDA graph: zest_call_entry): the
+  /// host arguments may be refilled at once, and the results are on the
+  /// host after finish().
   void start() {
     for (size_t arg : uploads)
       mirrors->upload(args[arg]);
-    zest_model_entries[index](pointers.data());
+    zest_call_entry(int64_t(index), function->name.c_str(),
+                    zest_model_entries[index], pointers.data());
   }
   void finish() {
     for (Buffer &result : results)
@@ -180,6 +184,11 @@ void startRuntime(int *argc, char ***argv) {
         zest_model_target +
         ": run it with ZEST_BACKEND=nccl (one GPU per rank, the default) or "
         "ZEST_BACKEND=staged (ranks sharing a GPU)");
+  // As compiled (zestc --cuda-graphs), unless ZEST_CUDA_GRAPHS says.
+  const char *graphs = std::getenv("ZEST_CUDA_GRAPHS");
+  bool wanted = graphs && *graphs ? std::strcmp(graphs, "0") != 0
+                                  : zest_model_cuda_graphs != 0;
+  zest_set_cuda_graphs(cudaTarget && wanted);
 }
 
 /// The embedded model, checked against the ranks it runs on.

@@ -266,6 +266,13 @@ static cl::opt<std::string>
              cl::desc("--target=cuda: the CUDA toolkit with ptxas (default "
                       "/usr/local/cuda)"),
              cl::init("/usr/local/cuda"), cl::cat(category));
+static cl::opt<bool> cudaGraphs(
+    "cuda-graphs",
+    cl::desc("GPU targets: each entry point's work is captured as a CUDA "
+             "graph at its second call and replayed with one launch at the "
+             "next ones (default true; false: every call enqueues its "
+             "kernels from the host)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> printPipelineFlag("print-pipeline",
                                        cl::desc("Print the passes zestc runs"),
                                        cl::cat(category));
@@ -424,6 +431,7 @@ static LogicalResult setLowerOptions(LowerPipelineOptions &lower) {
   lower.cudaFeatures = cudaFeatures;
   lower.cudaFormat = cudaFormat;
   lower.cudaPath = cudaPath;
+  lower.cudaGraphs = cudaGraphs;
   lower.fuseLinear = fuseLinear;
   lower.fuseLoss = fuseLoss;
   lower.fuseElementwise = fuseElementwise;

@@ -266,6 +266,11 @@ struct LowerPipelineOptions : public PassPipelineOptions<LowerPipelineOptions> {
   Option<std::string> cudaPath{
       *this, "cuda-path", llvm::cl::desc("cuda: the toolkit holding ptxas"),
       llvm::cl::init("/usr/local/cuda")};
+  Option<bool> cudaGraphs{
+      *this, "cuda-graphs",
+      llvm::cl::desc("GPU targets: entry points run as CUDA graphs from "
+                     "their second call"),
+      llvm::cl::init(true)};
 };
 
 /// Phase "front" without the optimizer and the schedule: contract, units,
