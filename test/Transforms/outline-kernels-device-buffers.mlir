@@ -8,10 +8,10 @@
 // CHECK-SAME:      %[[HYPER:.*]]: memref<10xf32>, %[[P:.*]]: memref<64xf32>, %[[G:.*]]: memref<64xf32>, %[[C:.*]]: memref<64xf32>)
 // CHECK-NOT:     memref.load
 // CHECK:         %[[HC:.*]] = memref.cast %[[HYPER]] : memref<10xf32> to memref<10xf32, strided<[1], offset: ?>>
-// CHECK:         call @zest_kernel_0(%[[HC]], %{{.*}}, %{{.*}})
+// CHECK:         call @zest_kernel_0_guarded_map_mul_sub_f32(%[[HC]], %{{.*}}, %{{.*}})
 // CHECK-NOT:     memref.copy
-// CHECK:         call @zest_kernel_1(
-// CHECK:       func.func private @zest_kernel_0(%[[KH:.*]]: memref<10xf32, strided<[1], offset: ?>>, %[[KP:.*]]: memref<64xf32, strided<[1], offset: ?>>, %[[KG:.*]]: memref<64xf32, strided<[1], offset: ?>>)
+// CHECK:         call @zest_kernel_1_copy_f32(
+// CHECK:       func.func private @zest_kernel_0_guarded_map_mul_sub_f32(%[[KH:.*]]: memref<10xf32, strided<[1], offset: ?>>, %[[KP:.*]]: memref<64xf32, strided<[1], offset: ?>>, %[[KG:.*]]: memref<64xf32, strided<[1], offset: ?>>)
 // CHECK-SAME:      zest.kernel
 // CHECK:         %[[FLAG:.*]] = memref.load %[[KH]][%{{.*}}]
 // CHECK:         %[[APPLY:.*]] = arith.cmpf une, %[[FLAG]], %{{.*}} : f32
@@ -19,7 +19,7 @@
 // CHECK:         scf.if %[[APPLY]] {
 // CHECK:           linalg.generic
 // CHECK:             arith.mulf %[[LR]]
-// CHECK:       func.func private @zest_kernel_1(
+// CHECK:       func.func private @zest_kernel_1_copy_f32(
 // CHECK:         linalg.copy
 #map = affine_map<(d0) -> (d0)>
 func.func @step(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>, %c: memref<64xf32>) {
@@ -47,8 +47,8 @@ func.func @step(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>, 
 // reduced norm) is stored by a kernel that reads the norm itself.
 // CHECK-LABEL: func.func @scale(
 // CHECK-NOT:     memref.load
-// CHECK:         call @zest_kernel_0(
-// CHECK:       func.func private @zest_kernel_0(%[[N:.*]]: memref<f32, strided<[], offset: ?>>, %[[S:.*]]: memref<f32, strided<[], offset: ?>>)
+// CHECK:         call @zest_kernel_0_store(
+// CHECK:       func.func private @zest_kernel_0_store(%[[N:.*]]: memref<f32, strided<[], offset: ?>>, %[[S:.*]]: memref<f32, strided<[], offset: ?>>)
 // CHECK:         %[[NORM:.*]] = memref.load %[[N]][]
 // CHECK:         %[[Q:.*]] = arith.divf %{{.*}}, %[[NORM]] : f32
 // CHECK:         memref.store %[[Q]], %[[S]][]
@@ -75,8 +75,8 @@ func.func @scale(%norm: memref<f32>, %scale: memref<f32>) {
 // CHECK-DAG:     %[[IC:.*]] = memref.cast %[[IDS]]
 // CHECK-DAG:     %[[GC:.*]] = memref.cast %[[GRAD]]
 // CHECK-DAG:     %[[SC:.*]] = memref.cast %[[SRC]]
-// CHECK:         call @zest_kernel_0(%[[IC]], %[[GC]], %[[SC]])
-// CHECK:       func.func private @zest_kernel_0(%[[KIDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[KGRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[KSRC:[^:]*]]: memref<8x32xf32, strided<[32, 1], offset: ?>>)
+// CHECK:         call @zest_kernel_0_rows_add_f32(%[[IC]], %[[GC]], %[[SC]])
+// CHECK:       func.func private @zest_kernel_0_rows_add_f32(%[[KIDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[KGRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[KSRC:[^:]*]]: memref<8x32xf32, strided<[32, 1], offset: ?>>)
 // CHECK:         scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:           %[[ID:.*]] = memref.load %[[KIDS]][%[[I]]]
 // CHECK:           %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
@@ -107,7 +107,7 @@ func.func @scatter_rows(%ids: memref<8xi64>, %src: memref<8x32xf32>, %grad: memr
 // CHECK-LABEL: func.func @half_rows(
 // CHECK:         scf.for %[[I:.*]] =
 // CHECK-NOT:       memref.load
-// CHECK:           call @zest_kernel_0({{.*}}%[[I]]
+// CHECK:           call @zest_kernel_0_add_f32({{.*}}%[[I]]
 // CHECK-LABEL: func.func @row_and_column(
 // CHECK:         scf.for
 // CHECK:           call @zest_kernel_

@@ -8,14 +8,14 @@
 // CHECK-SAME:      %[[FLAT:.*]]: memref<16xf32>, %[[X:.*]]: memref<4xf32>, %[[S:.*]]: f32)
 // CHECK:         %[[A:.*]] = memref.alloc() : memref<4xf32>
 // CHECK:         %[[AC:.*]] = memref.cast %[[A]] : memref<4xf32> to memref<4xf32, strided<[1], offset: ?>>
-// CHECK:         call @zest_kernel_0(%{{.*}}, %[[AC]], %[[S]])
+// CHECK:         call @zest_kernel_0_map_mul_add_f32(%{{.*}}, %[[AC]], %[[S]])
 // CHECK:         %[[V:.*]] = memref.subview %[[FLAT]][8] [4] [1]
 // CHECK:         %[[VC:.*]] = memref.cast %[[V]] : memref<4xf32, strided<[1], offset: 8>> to memref<4xf32, strided<[1], offset: ?>>
-// CHECK:         call @zest_kernel_0(%{{.*}}, %[[VC]], %[[S]])
-// CHECK:         call @zest_kernel_1(
+// CHECK:         call @zest_kernel_0_map_mul_add_f32(%{{.*}}, %[[VC]], %[[S]])
+// CHECK:         call @zest_kernel_1_map_mul_add_f32(
 // CHECK-NOT:     linalg.
 // CHECK:         return
-// CHECK:       func.func private @zest_kernel_0(
+// CHECK:       func.func private @zest_kernel_0_map_mul_add_f32(
 // CHECK-SAME:      %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %{{.*}}: memref<4xf32, strided<[1], offset: ?>>, %[[SK:.*]]: f32)
 // CHECK-SAME:      attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"], zest.kernel, zest.noalias_pointers = array<i64: 1, 6>}
 // CHECK:         %[[TWO:.*]] = arith.constant 2.0
@@ -24,7 +24,7 @@
 // CHECK:           arith.addf %{{.*}}, %[[SK]]
 // CHECK:         return
 // The same body with another constant is another kernel.
-// CHECK:       func.func private @zest_kernel_1(
+// CHECK:       func.func private @zest_kernel_1_map_mul_add_f32(
 // CHECK:         arith.constant 3.0
 // CHECK-NOT:   func.func private @zest_kernel_2
 #id = affine_map<(i) -> (i)>
@@ -68,13 +68,13 @@ func.func @step(%flat: memref<16xf32>, %x: memref<4xf32>, %s: f32) {
 // CHECK-LABEL: func.func @nested(
 // CHECK-SAME:      %[[C:[^:]*]]: i1, %[[M:[^:]*]]: memref<4xf32>
 // CHECK:         %[[MC:.*]] = memref.cast %[[M]]
-// CHECK-NEXT:    call @zest_kernel_0(%[[C]], %[[MC]]) : (i1, memref<4xf32, strided<[1], offset: ?>>) -> ()
+// CHECK-NEXT:    call @zest_kernel_0_guarded_fill_f32(%[[C]], %[[MC]]) : (i1, memref<4xf32, strided<[1], offset: ?>>) -> ()
 // CHECK-NEXT:    scf.if %[[C]] {
 // CHECK-NEXT:      func.call @effect()
 // CHECK-NEXT:      memref.cast
-// CHECK-NEXT:      func.call @zest_kernel_1(
+// CHECK-NEXT:      func.call @zest_kernel_1_fill_f32(
 // CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<4xf32>)
-// CHECK:       func.func private @zest_kernel_0(%[[KC:.*]]: i1, %[[KM:.*]]: memref<4xf32, strided<[1], offset: ?>>)
+// CHECK:       func.func private @zest_kernel_0_guarded_fill_f32(%[[KC:.*]]: i1, %[[KM:.*]]: memref<4xf32, strided<[1], offset: ?>>)
 // CHECK:         scf.if %[[KC]] {
 // CHECK-NEXT:      linalg.fill ins(%{{.*}} : f32) outs(%[[KM]] :
 func.func @nested(%c: i1, %m: memref<4xf32>, %t: tensor<4xf32>) -> tensor<4xf32> {
@@ -97,11 +97,11 @@ func.func private @effect()
 // ranges) get a kernel without the no-alias mark; disjoint views of one
 // buffer and an in-place update (the same buffer read and written) keep it.
 // CHECK-LABEL: func.func @aliasing(
-// CHECK:         call @zest_kernel_0(
-// CHECK:         call @zest_kernel_1(
-// CHECK:         call @zest_kernel_0(
-// CHECK:       func.func private @zest_kernel_0({{.*}}) attributes {{{.*}}zest.noalias_pointers = array<i64: 1, 6>}
-// CHECK:       func.func private @zest_kernel_1(
+// CHECK:         call @zest_kernel_0_copy_f32(
+// CHECK:         call @zest_kernel_1_copy_f32(
+// CHECK:         call @zest_kernel_0_copy_f32(
+// CHECK:       func.func private @zest_kernel_0_copy_f32({{.*}}) attributes {{{.*}}zest.noalias_pointers = array<i64: 1, 6>}
+// CHECK:       func.func private @zest_kernel_1_copy_f32(
 // CHECK-NOT:     zest.noalias_pointers
 // CHECK-SAME:    {
 #id = affine_map<(i) -> (i)>
@@ -119,7 +119,7 @@ func.func @aliasing(%flat: memref<16xf32>) {
 
 // Arguments of a private function may alias each other: no mark.
 // CHECK-LABEL: func.func private @helper(
-// CHECK:       func.func private @zest_kernel_0(
+// CHECK:       func.func private @zest_kernel_0_copy_f32(
 // CHECK-NOT:     zest.noalias_pointers
 // CHECK-SAME:    {
 func.func private @helper(%a: memref<4xf32>, %b: memref<4xf32>) {
@@ -135,10 +135,10 @@ func.func private @helper(%a: memref<4xf32>, %b: memref<4xf32>) {
 // CHECK-LABEL: func.func @copies(
 // CHECK-SAME:      %[[SRC:.*]]: memref<4x8xf32>, %[[DST:.*]]: memref<4x24xf32>, %[[FLAT:.*]]: memref<64xf32>)
 // CHECK:         %[[COLS:.*]] = memref.subview %[[DST]][0, 8] [4, 8] [1, 1]
-// CHECK:         call @zest_kernel_0(%{{.*}}, %{{.*}})
+// CHECK:         call @zest_kernel_0_copy_f32(%{{.*}}, %{{.*}})
 // CHECK:         %[[ROWS:.*]] = memref.subview %[[FLAT]][32] [32] [1]
 // CHECK:         memref.copy %{{.*}}, %[[ROWS]]
-// CHECK:       func.func private @zest_kernel_0(
+// CHECK:       func.func private @zest_kernel_0_copy_f32(
 // CHECK:         linalg.copy
 func.func @copies(%src: memref<4x8xf32>, %dst: memref<4x24xf32>, %flat: memref<64xf32>) {
   %cols = memref.subview %dst[0, 8] [4, 8] [1, 1] : memref<4x24xf32> to memref<4x8xf32, strided<[24, 1], offset: 8>>
@@ -146,5 +146,42 @@ func.func @copies(%src: memref<4x8xf32>, %dst: memref<4x24xf32>, %flat: memref<6
   %rows = memref.subview %flat[32] [32] [1] : memref<64xf32> to memref<32xf32, strided<[1], offset: 32>>
   %v = memref.collapse_shape %src [[0, 1]] : memref<4x8xf32> into memref<32xf32>
   memref.copy %v, %rows : memref<32xf32> to memref<32xf32, strided<[1], offset: 32>>
+  return
+}
+
+// -----
+
+// A kernel's name says what it computes: its kind (a reduction, an
+// elementwise map, a move of elements), its body's arithmetic in order and
+// the element type it writes.
+// CHECK-LABEL: func.func @names(
+// CHECK:         call @zest_kernel_0_reduce_max_f32(
+// CHECK:         call @zest_kernel_1_move_bf16(
+// CHECK:         call @zest_kernel_2_map_sub_exp_div_more_f32(
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#t = affine_map<(i, j) -> (j, i)>
+func.func @names(%x: memref<4x8xf32>, %m: memref<4xf32>, %h: memref<4x8xbf16>,
+                 %ht: memref<8x4xbf16>, %y: memref<4x8xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%m : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %in, %acc : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#rows, #t], iterator_types = ["parallel", "parallel"]}
+      ins(%h : memref<4x8xbf16>) outs(%ht : memref<8x4xbf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    linalg.yield %in : bf16
+  }
+  linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : memref<4x8xf32>, memref<4xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%in: f32, %max: f32, %out: f32):
+    %d = arith.subf %in, %max : f32
+    %e = math.exp %d : f32
+    %q = arith.divf %e, %max : f32
+    %n = arith.negf %q : f32
+    linalg.yield %n : f32
+  }
   return
 }

@@ -277,6 +277,79 @@ static FailureOr<bool> runsOnHost(Operation *target, ArrayRef<Value> args) {
   return *onHost;
 }
 
+/// The short name of a body op for a kernel's name ("add" for arith.addf,
+/// "max" for arith.maximumf); empty for what computes nothing.
+static std::string getBodyOpName(Operation &op) {
+  if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp,
+          arith::IndexCastOp>(op))
+    return "";
+  StringRef name = op.getName().stripDialect();
+  static const llvm::StringMap<StringRef> shortNames = {
+      {"addf", "add"},    {"addi", "add"},     {"subf", "sub"},
+      {"subi", "sub"},    {"mulf", "mul"},     {"muli", "mul"},
+      {"divf", "div"},    {"divsi", "div"},    {"maximumf", "max"},
+      {"maxnumf", "max"}, {"minimumf", "min"}, {"minnumf", "min"},
+      {"cmpf", "cmp"},    {"cmpi", "cmp"},     {"negf", "neg"},
+      {"extf", "ext"},    {"truncf", "trunc"}, {"sitofp", "cvt"},
+      {"uitofp", "cvt"},  {"fptosi", "cvt"},   {"absf", "abs"},
+      {"powf", "pow"},    {"remf", "rem"},     {"extui", "ext"},
+      {"extsi", "ext"},   {"trunci", "trunc"}, {"bitcast", "cast"}};
+  auto it = shortNames.find(name);
+  return (it != shortNames.end() ? it->second : name).str();
+}
+
+/// What a kernel computes, for its name (a GPU profile lists kernels by
+/// it): the op's kind, its body's arithmetic in order (three at most) and
+/// the element type it writes, e.g. `reduce_max_f32`, `map_sub_exp_f32`,
+/// `fill_bf16`; `guarded_` or `rows_` before what a branch or a per-position
+/// loop runs.
+static std::string describeKernel(Operation *op) {
+  if (isa<scf::IfOp, scf::ForOp>(op)) {
+    std::string inner = "ops";
+    op->walk([&](linalg::LinalgOp nested) {
+      inner = describeKernel(nested);
+      return WalkResult::interrupt();
+    });
+    return (isa<scf::IfOp>(op) ? "guarded_" : "rows_") + inner;
+  }
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp)
+    return op->getName().stripDialect().str();
+  // A named op's name says what its body does (linalg.add: "add"), except
+  // for map and reduce, whose bodies are the user's.
+  SmallVector<std::string> ops;
+  Block *body = isa<linalg::GenericOp, linalg::MapOp, linalg::ReduceOp>(op)
+                    ? linalgOp.getBlock()
+                    : nullptr;
+  if (body)
+    for (Operation &nested : body->without_terminator()) {
+      std::string name = getBodyOpName(nested);
+      if (!name.empty() && !llvm::is_contained(ops, name))
+        ops.push_back(name);
+    }
+  std::string kind = op->getName().stripDialect().str();
+  if (isa<linalg::GenericOp>(op))
+    kind = linalgOp.getNumReductionLoops() > 0 ? "reduce"
+           : !ops.empty()                      ? "map"
+                                               : "move";
+  std::string name = kind;
+  for (const std::string &body : ArrayRef(ops).take_front(3))
+    name += "_" + body;
+  if (ops.size() > 3)
+    name += "_more";
+  if (linalgOp.getNumDpsInits() > 0) {
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    os << getElementTypeOrSelf(linalgOp.getDpsInits().front().getType());
+    name += "_" + type;
+  }
+  // A symbol a profile can print as is.
+  for (char &c : name)
+    if (!llvm::isAlnum(c))
+      c = '_';
+  return name;
+}
+
 namespace {
 class KernelOutliner {
 public:
@@ -371,7 +444,7 @@ public:
     func::ReturnOp::create(builder, target->getLoc());
     refreshReshapeTypes(kernel);
 
-    func::FuncOp unique = deduplicate(kernel);
+    func::FuncOp unique = deduplicate(kernel, describeKernel(target));
     OpBuilder callBuilder(target);
     SmallVector<Value> callArgs;
     for (auto [arg, type] : llvm::zip(args, argTypes))
@@ -389,8 +462,8 @@ public:
 
 private:
   /// The kernel already emitted with `kernel`'s body, or `kernel` itself,
-  /// now named and in the module.
-  func::FuncOp deduplicate(func::FuncOp kernel) {
+  /// now named after its number and `description` and in the module.
+  func::FuncOp deduplicate(func::FuncOp kernel, StringRef description) {
     std::string key;
     llvm::raw_string_ostream os(key);
     kernel->print(os, OpPrintingFlags().assumeVerified());
@@ -399,7 +472,8 @@ private:
       kernel.erase();
       return it->second;
     }
-    kernel.setSymName(("zest_kernel_" + Twine(kernels.size() - 1)).str());
+    kernel.setSymName(
+        ("zest_kernel_" + Twine(kernels.size() - 1) + "_" + description).str());
     symbols.insert(kernel);
     return kernel;
   }

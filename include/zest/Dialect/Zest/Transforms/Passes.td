@@ -583,6 +583,9 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     dynamic offset, so a slice of a flat buffer and a fresh allocation of
     the same shape share a kernel. Kernels get internal linkage and LLVM's
     `noinline`: LLVM would otherwise inline them back and undo the saving.
+    A kernel is named `zest_kernel_<N>_<what>`, `<what>` saying what it
+    computes (its kind, its body's arithmetic, the element type it writes:
+    `zest_kernel_3_reduce_add_f32`), so GPU profiles read without the IR.
 
     A static `memref.copy` between views that are not both contiguous (a
     gradient copied into a column slice of a concatenation) becomes a
