@@ -4,6 +4,7 @@
 #include "zest/Conversion/ModelDescriptor.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -73,7 +74,42 @@ void mlir::zest::printPipeline(const CompileOptions &options,
 struct HostInterface {
   std::string descriptor;
   SmallVector<std::string> entries;
+  /// GPU targets: the profile's table (getKernelProfileTable); else empty.
+  std::string kernelProfile;
 };
+
+/// What ZEST_KERNEL_TIMES prints beside each kernel's time: a line
+/// `machine <name> <rates per us...>` (the cost model's machine: --machine,
+/// else h100-nvlink), then `kernel <name> <bytes read> <bytes written>
+/// <operations> <predicted us>` per kernel of zest-outline-kernels, the
+/// prediction the cost model's.
+static std::string getKernelProfileTable(ModuleOp module,
+                                         StringRef machineName) {
+  std::optional<MachineModel> machine =
+      lookupMachine(machineName.empty() ? "h100-nvlink" : machineName);
+  auto work =
+      module->getAttrOfType<DictionaryAttr>(ZestDialect::kKernelWorkAttrName);
+  if (!machine || !work)
+    return "";
+  std::string table;
+  llvm::raw_string_ostream os(table);
+  os << "machine " << machine->name << " " << machine->vectorFlopsPerUs << " "
+     << machine->gemmFlopsPerUs << " " << machine->halfGemmFlopsPerUs << " "
+     << machine->memoryBytesPerUs << " " << machine->kernelOverheadUs << " "
+     << machine->peakMemoryBytesPerUs << " " << machine->peakVectorFlopsPerUs
+     << " " << machine->peakGemmFlopsPerUs << " "
+     << machine->peakHalfGemmFlopsPerUs << "\n";
+  for (NamedAttribute kernel : work) {
+    auto counts = dyn_cast<DenseI64ArrayAttr>(kernel.getValue());
+    if (!counts || counts.size() != 3)
+      continue;
+    KernelWork work{counts[0], counts[1], counts[2]};
+    os << "kernel " << kernel.getName().getValue() << " " << work.bytesRead
+       << " " << work.bytesWritten << " " << work.flops << " "
+       << getKernelUs(work, *machine) << "\n";
+  }
+  return table;
+}
 
 static FailureOr<HostInterface> getHostInterface(ModuleOp module) {
   auto descriptor =
@@ -96,9 +132,10 @@ static FailureOr<HostInterface> getHostInterface(ModuleOp module) {
 /// `zest_model_entries`, one `void (*)(void **descriptors)` per entry point
 /// that unpacks the memref descriptor pointers into its C interface.
 static LogicalResult addHostInterface(llvm::Module &module,
-                                      ArrayRef<std::string> entries,
-                                      StringRef descriptor, StringRef target,
-                                      bool cudaGraphs) {
+                                      const HostInterface &host,
+                                      StringRef target, bool cudaGraphs) {
+  ArrayRef<std::string> entries = host.entries;
+  StringRef descriptor = host.descriptor;
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
   auto *packedType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr},
@@ -145,6 +182,12 @@ static LogicalResult addHostInterface(llvm::Module &module,
                            llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantInt::get(i32, cudaGraphs ? 1 : 0),
                            "zest_model_cuda_graphs");
+  // Read by ZEST_KERNEL_TIMES (runtime/cuda-nccl/KernelTimes.cpp).
+  llvm::Constant *profile = llvm::ConstantDataArray::getString(
+      ctx, host.kernelProfile, /*AddNull=*/true);
+  new llvm::GlobalVariable(module, profile->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, profile,
+                           "zest_model_kernel_profile");
   return success();
 }
 
@@ -367,7 +410,9 @@ translateToLLVMIR(ModuleOp module, const CompileOptions &options,
   }
   bool cudaGraphs =
       isDeviceTarget(options.lower.target) && options.lower.cudaGraphs;
-  if (failed(addHostInterface(*llvmModule, host->entries, host->descriptor,
+  if (isDeviceTarget(options.lower.target))
+    host->kernelProfile = getKernelProfileTable(module, options.lower.machine);
+  if (failed(addHostInterface(*llvmModule, *host,
                               stringifyTarget(options.lower.target),
                               cudaGraphs))) {
     emitError(module.getLoc()) << "an entry point lost its C interface";

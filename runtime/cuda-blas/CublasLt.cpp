@@ -99,6 +99,21 @@ static std::string describe(const Product &p) {
   return name;
 }
 
+/// `p`'s work for ZEST_KERNEL_TIMES: 2 M N K operations per product, its
+/// operands read once and its output written (and read, accumulating).
+static cuda::Work getWork(const Product &p) {
+  auto size = [](cudaDataType type) { return type == CUDA_R_32F ? 4.0 : 2.0; };
+  double batch = double(p.batch), m = double(p.m), n = double(p.n),
+         k = double(p.k);
+  cuda::Work work;
+  work.flops = 2 * batch * m * n * k;
+  work.bytes = batch * ((m * k + k * n) * size(p.type) +
+                        m * n * size(p.getOutType()) * (p.accumulate ? 2 : 1));
+  work.tensorCores = true;
+  work.halfPrecision = p.type != CUDA_R_32F;
+  return work;
+}
+
 void Lt::run(const Product &p) {
   if (p.m == 0 || p.n == 0)
     return;
@@ -109,7 +124,13 @@ void Lt::run(const Product &p) {
   Plan &plan = it->second;
   setEpiloguePointers(plan.desc, p);
   float alpha = 1, beta = p.accumulate ? 1 : 0;
-  cuda::TimedScope timed([&] { return describe(p); }, cuda::streams.compute);
+  cuda::TimedScope timed(
+      [&] {
+        std::string name = describe(p);
+        cuda::noteWork(name, getWork(p));
+        return name;
+      },
+      cuda::streams.compute);
   // K = 0: the product is zero, the epilogue still applies.
   checkLt(cublasLtMatmul(handle, plan.desc, &alpha, p.b, plan.first, p.a,
                          plan.second, &beta, p.d, plan.out, p.d, plan.out,

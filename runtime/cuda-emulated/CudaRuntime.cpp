@@ -12,6 +12,7 @@
 
 #include "DeviceMemory.h"
 #include "StreamObjects.h"
+#include "zest_runtime_emulated.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -256,6 +257,8 @@ void zest::emulated::waitFor(const std::shared_ptr<StreamOp> &op) {
 }
 
 extern "C" {
+
+int zest_emulated_device(void) { return 1; }
 
 const char *cudaGetErrorString(cudaError_t error) {
   if (const char *message = captureViolationMessage(error))

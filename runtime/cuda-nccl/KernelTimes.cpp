@@ -3,6 +3,7 @@
 #include "KernelTimes.h"
 
 #include "Device.h"
+#include "KernelProfile.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -30,7 +31,8 @@ struct Total {
 
 struct KernelTimes {
   std::mutex mutex;
-  std::map<std::string, Total> totals; // also interns the names
+  std::map<std::string, Total> totals;     // also interns the names
+  std::map<std::string, cuda::Work> works; // noted by products
   std::vector<Record> records;
   std::vector<cudaEvent_t> spare;
   long steps = 0; // ended, the first included
@@ -107,6 +109,12 @@ cuda::TimedScope::~TimedScope() {
             "ZEST_KERNEL_TIMES");
 }
 
+void cuda::noteWork(const std::string &name, const Work &work) {
+  KernelTimes &t = times();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.works.try_emplace(name, work);
+}
+
 void cuda::endKernelTimesStep() {
   if (!kernelTimesEnabled())
     return;
@@ -125,43 +133,17 @@ void cuda::reportKernelTimes(int rank) {
   long timed = t.steps - 1;
   if (timed < 1 || rank != 0)
     return;
-  std::vector<std::pair<std::string, Total>> rows;
-  double all = 0;
-  long launches = 0;
-  for (const auto &[name, total] : t.totals)
-    if (total.launches) {
-      rows.push_back({name, total});
-      all += total.ms;
-      launches += total.launches;
-    }
-  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
-    return a.second.ms > b.second.ms;
-  });
-  std::fprintf(stderr,
-               "zest: rank %d: kernel times over %ld steps after the first "
-               "(ZEST_KERNEL_TIMES): %.3f ms of GPU work per step in %.0f "
-               "launches (their sum: the streams overlap)\n",
-               rank, timed, all / timed, double(launches) / timed);
-  std::fprintf(stderr, "zest: rank %d: %10s %10s %6s  %s\n", rank, "ms/step",
-               "launches", "share", "name");
-  // The largest, then the rest in one line.
-  constexpr size_t kShown = 40;
-  Total rest;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto &[name, total] = rows[i];
-    if (i < kShown) {
-      std::fprintf(stderr, "zest: rank %d: %10.3f %10.1f %5.1f%%  %s\n", rank,
-                   total.ms / timed, double(total.launches) / timed,
-                   100 * total.ms / all, name.c_str());
+  std::vector<ProfileRow> rows;
+  for (const auto &[name, total] : t.totals) {
+    if (!total.launches)
       continue;
-    }
-    rest.ms += total.ms;
-    rest.launches += total.launches;
+    auto work = t.works.find(name);
+    cuda::ProfileRow row{name, total.ms, total.launches, std::nullopt};
+    if (work != t.works.end())
+      row.work = work->second;
+    rows.push_back(row);
   }
-  if (rows.size() > kShown)
-    std::fprintf(stderr, "zest: rank %d: %10.3f %10.1f %5.1f%%  (%zu more)\n",
-                 rank, rest.ms / timed, double(rest.launches) / timed,
-                 100 * rest.ms / all, rows.size() - kShown);
+  printKernelProfile(rank, std::move(rows), timed);
   for (cudaEvent_t event : t.spare)
     cudaEventDestroy(event);
   t.spare.clear();

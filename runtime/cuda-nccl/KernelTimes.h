@@ -7,6 +7,10 @@
 // time per name over the steps after the first (the warm-up): what Nsight
 // Compute's per-kernel replay would tell, in seconds instead of minutes
 // for a step of thousands of launches. Off, it costs one branch a launch.
+// Beside each time: the bytes and operations of one run (compiled kernels
+// from zestc's table, products from their sizes), the cost model's
+// prediction, the fraction of the GPU's peak reached and the time lost
+// against it (KernelProfile.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +50,18 @@ private:
   int record = -1; // its index among the step's records; -1: not timed
   cudaStream_t stream = nullptr;
 };
+
+/// What one run of a timed piece of work moves and computes, for the
+/// profile's bytes, operations, prediction and fraction of the peak.
+struct Work {
+  double bytes = 0, flops = 0;
+  /// On tensor cores (a product), with 16-bit operands.
+  bool tensorCores = false, halfPrecision = false;
+};
+/// Records the work of each run named `name` (a product: its sizes are
+/// known only at run time). Compiled kernels' work comes from the
+/// executable's table (zestc: `zest_model_kernel_profile`).
+void noteWork(const std::string &name, const Work &work);
 
 /// A training step ended: the first step's records are dropped, later ones
 /// summed per name.

@@ -39,6 +39,10 @@ void zest_emulated_register_kernel(const char *module, const char *name,
  * holds a barrier; ends the job naming the kernel. */
 void zest_emulated_divergent_barrier(void);
 
+/* Defined (returning 1) only by the emulated device's runtime: the device
+ * runtime's host code asks whether its times are a GPU's. */
+int zest_emulated_device(void);
+
 /* The image zestc embeds for a GPU module of emulated kernels (what
  * cudaLibraryLoadData receives): this prefix, then the module's name. */
 #define ZEST_EMULATED_IMAGE_PREFIX "zest-emulated-kernels:"

@@ -3,7 +3,11 @@
 // With buffers on a device (zestc --target=cuda) the host cannot read the
 // optimizer's hyperparameters: the kernel takes the hyperparameter buffer
 // and computes the learning rate and the apply flag itself. A contiguous
-// copy becomes a kernel too.
+// copy becomes a kernel too. The module records each kernel's bytes read,
+// bytes written and operations per launch for the GPU profile
+// (ZEST_KERNEL_TIMES): the update reads the gradient and the parameter,
+// writes the parameter, two operations per element.
+// CHECK:       module attributes {zest.kernel_work = {zest_kernel_0_guarded_map_mul_sub_f32 = array<i64: 512, 256, 128>, zest_kernel_1_copy_f32 = array<i64: 256, 256, 64>}}
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME:      %[[HYPER:.*]]: memref<10xf32>, %[[P:.*]]: memref<64xf32>, %[[G:.*]]: memref<64xf32>, %[[C:.*]]: memref<64xf32>)
 // CHECK-NOT:     memref.load
@@ -68,6 +72,8 @@ func.func @scale(%norm: memref<f32>, %scale: memref<f32>) {
 // kernel, marked to run a thread per position of the rows: its iterations
 // touch each position in one thread only (whole rows of distinct buffers;
 // the ids are not written).
+// Its work is the row's times the loop's 8 trips.
+// CHECK:       module attributes {zest.kernel_work = {zest_kernel_0_rows_add_f32 = array<i64: 2048, 1024, 256>}}
 // CHECK-LABEL: func.func @scatter_rows(
 // CHECK-SAME:      %[[IDS:[^:]*]]: memref<8xi64>, %[[SRC:[^:]*]]: memref<8x32xf32>, %[[GRAD:[^:]*]]: memref<64x32xf32>)
 // CHECK-NOT:     scf.for

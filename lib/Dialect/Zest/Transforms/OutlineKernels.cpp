@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
@@ -350,6 +351,26 @@ static std::string describeKernel(Operation *op) {
   return name;
 }
 
+/// What one launch of the kernel made of `op` moves and computes: its
+/// linalg ops' work, times the trips of a per-position loop.
+static zest::KernelWork getTargetWork(Operation *op) {
+  zest::KernelWork work;
+  op->walk([&](linalg::LinalgOp nested) {
+    if (std::optional<zest::KernelWork> nestedWork =
+            zest::getLinalgWork(nested))
+      work += *nestedWork;
+  });
+  auto loop = dyn_cast<scf::ForOp>(op);
+  std::optional<APInt> trips = loop ? loop.getStaticTripCount() : std::nullopt;
+  if (trips) {
+    int64_t n = trips->getSExtValue();
+    work.bytesRead *= n;
+    work.bytesWritten *= n;
+    work.flops *= n;
+  }
+  return work;
+}
+
 namespace {
 class KernelOutliner {
 public:
@@ -444,7 +465,8 @@ public:
     func::ReturnOp::create(builder, target->getLoc());
     refreshReshapeTypes(kernel);
 
-    func::FuncOp unique = deduplicate(kernel, describeKernel(target));
+    func::FuncOp unique =
+        deduplicate(kernel, describeKernel(target), getTargetWork(target));
     OpBuilder callBuilder(target);
     SmallVector<Value> callArgs;
     for (auto [arg, type] : llvm::zip(args, argTypes))
@@ -463,7 +485,8 @@ public:
 private:
   /// The kernel already emitted with `kernel`'s body, or `kernel` itself,
   /// now named after its number and `description` and in the module.
-  func::FuncOp deduplicate(func::FuncOp kernel, StringRef description) {
+  func::FuncOp deduplicate(func::FuncOp kernel, StringRef description,
+                           const zest::KernelWork &work) {
     std::string key;
     llvm::raw_string_ostream os(key);
     kernel->print(os, OpPrintingFlags().assumeVerified());
@@ -475,14 +498,27 @@ private:
     kernel.setSymName(
         ("zest_kernel_" + Twine(kernels.size() - 1) + "_" + description).str());
     symbols.insert(kernel);
+    works.push_back(
+        NamedAttribute(kernel.getSymNameAttr(),
+                       DenseI64ArrayAttr::get(
+                           kernel.getContext(),
+                           {work.bytesRead, work.bytesWritten, work.flops})));
     return kernel;
   }
 
+public:
+  /// Each kernel's work, by name (the module's zest.kernel_work).
+  DictionaryAttr getWork() {
+    return DictionaryAttr::get(module.getContext(), works);
+  }
+
+private:
   ModuleOp module;
   SymbolTable symbols;
   bool deviceBuffers;
   DistinctArgFunctions distinctArgs;
   llvm::StringMap<func::FuncOp> kernels;
+  SmallVector<NamedAttribute> works;
 };
 
 /// Whether `op` is a result-less `scf.if` (the optimizer's apply and
@@ -567,6 +603,7 @@ struct OutlineKernelsPass
         return signalPassFailure();
     if (!deviceBuffers)
       return;
+    module->setAttr(zest::ZestDialect::kKernelWorkAttrName, outliner.getWork());
     // The glue's loads of scalars the kernels now compute themselves.
     SmallVector<Operation *> glue;
     for (auto func : module.getOps<func::FuncOp>())

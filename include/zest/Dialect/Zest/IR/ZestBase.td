@@ -133,6 +133,11 @@ def Zest_Dialect : Dialect {
     // buffer descriptors) that no other argument aliases.
     static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =
         "zest.noalias_pointers";
+    // On the module, from zest-outline-kernels (device buffers) to the
+    // executable's profile table: each kernel's bytes read, bytes written
+    // and operations per launch, by name.
+    static constexpr ::llvm::StringLiteral kKernelWorkAttrName =
+        "zest.kernel_work";
     // On the module, from zest-describe-model to the translation: the model
     // descriptor the host driver reads (docs/Runtime.md), and the entry
     // points in its order, each with the argument count of its C interface.

@@ -11,6 +11,7 @@
 #define ZEST_DIALECT_ZEST_TRANSFORMS_COSTMODEL_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "zest_runtime.h"
 
@@ -83,7 +84,33 @@ struct MachineModel {
   /// about twice the f32 (TF32) rate. 0: gemmFlopsPerUs (the CPU widens
   /// them and runs sgemm).
   double halfGemmFlopsPerUs = 0;
+  /// The hardware's peaks, against which a GPU profile says how close each
+  /// kernel came (the rates above are what kernels reach in practice). 0:
+  /// the rate above.
+  double peakMemoryBytesPerUs = 0;
+  double peakVectorFlopsPerUs = 0;
+  double peakGemmFlopsPerUs = 0;
+  double peakHalfGemmFlopsPerUs = 0;
 };
+
+/// What one run of a kernel moves and computes.
+struct KernelWork {
+  int64_t bytesRead = 0, bytesWritten = 0, flops = 0;
+  KernelWork &operator+=(const KernelWork &other) {
+    bytesRead += other.bytesRead;
+    bytesWritten += other.bytesWritten;
+    flops += other.flops;
+    return *this;
+  }
+};
+
+/// The work of a linalg op on buffers: the bytes of its operands (an init
+/// its body reads counts as read and written), its iterations times the ops
+/// of its body; nothing for dynamic shapes.
+std::optional<KernelWork> getLinalgWork(linalg::LinalgOp op);
+/// The roofline time of `work` on `machine`'s elementwise rates, launch
+/// included: what the cost model predicts for a kernel.
+double getKernelUs(const KernelWork &work, const MachineModel &machine);
 
 /// The preset `name`, nothing if there is none.
 std::optional<MachineModel> lookupMachine(llvm::StringRef name);

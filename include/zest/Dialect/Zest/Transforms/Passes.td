@@ -586,6 +586,9 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     A kernel is named `zest_kernel_<N>_<what>`, `<what>` saying what it
     computes (its kind, its body's arithmetic, the element type it writes:
     `zest_kernel_3_reduce_add_f32`), so GPU profiles read without the IR.
+    With `device-buffers` the module also records each kernel's bytes read,
+    bytes written and operations per launch (`zest.kernel_work`), which
+    zestc embeds for the GPU profile (`ZEST_KERNEL_TIMES`).
 
     A static `memref.copy` between views that are not both contiguous (a
     gradient copied into a column slice of a concatenation) becomes a
