@@ -129,9 +129,6 @@ static LogicalResult verifyExpertParallel(const CompileOptions &options) {
                 std::to_string(options.front.worldSize));
   if (options.front.strategy == ShardingStrategy::HybridShard)
     return fail(flag + " cannot be combined with --strategy=hybrid-shard yet");
-  if (isDeviceTarget(options.lower.target))
-    return fail(flag + " runs on --target=cpu only for now: the CUDA "
-                       "backends cannot exchange rows between ranks yet");
   return success();
 }
 

@@ -8,7 +8,9 @@
 // and only then is its result copied into the device buffer. So a
 // collective's result is visible exactly where a GPU's stream order makes
 // it visible, and a rank that never arrives leaves its peers' queries
-// "not ready", as NCCL's kernels would spin.
+// "not ready", as NCCL's kernels would spin. ncclSend and ncclRecv (expert
+// parallelism's row exchanges) are MPI's nonblocking point-to-point
+// transfers, those of one ncclGroupStart/End started together.
 //
 //===----------------------------------------------------------------------===//
 
@@ -205,9 +207,137 @@ Reduction getReduction(ncclRedOp_t op, ncclComm_t comm, void *recv,
           }};
 }
 
+/// Point-to-point transfers (ncclSend, ncclRecv) fused by ncclGroupStart
+/// and ncclGroupEnd: one operation of their stream that starts every
+/// transfer at once (two ranks that both receive before they send must not
+/// wait on each other, as NCCL's fused kernel does not) and completes when
+/// all have; what is received reaches device memory then. Transfers between
+/// two ranks match in the order each lists them (one MPI tag).
+class PointToPoint : public StreamOp {
+public:
+  struct Transfer {
+    bool send;
+    void *device;
+    size_t bytes;
+    int peer;
+    MPI_Comm comm;
+  };
+  explicit PointToPoint(std::vector<Transfer> transfers)
+      : transfers(std::move(transfers)) {}
+
+  bool advance() override {
+    if (requests.empty())
+      start();
+    int done = 0;
+    MPI_Testall(int(requests.size()), requests.data(), &done,
+                MPI_STATUSES_IGNORE);
+    if (!done)
+      return false;
+    AccessScope scope;
+    for (size_t i = 0; i < transfers.size(); ++i)
+      if (!transfers[i].send)
+        std::memcpy(transfers[i].device, staged[i].data(), transfers[i].bytes);
+    return true;
+  }
+
+private:
+  static constexpr int kTag = 7;
+  void start() {
+    staged.resize(transfers.size());
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const Transfer &t = transfers[i];
+      requests.push_back(MPI_REQUEST_NULL);
+      if (t.send) {
+        staged[i] = stageIn(t.device, t.bytes, ncclUint8, false);
+        MPI_Isend(staged[i].data(), int(t.bytes), MPI_BYTE, t.peer, kTag,
+                  t.comm, &requests.back());
+      } else {
+        staged[i].resize(t.bytes);
+        MPI_Irecv(staged[i].data(), int(t.bytes), MPI_BYTE, t.peer, kTag,
+                  t.comm, &requests.back());
+      }
+    }
+  }
+
+  std::vector<Transfer> transfers;
+  std::vector<std::vector<char>> staged;
+  std::vector<MPI_Request> requests;
+};
+
+/// The point-to-point transfers of the open ncclGroupStart, and the stream
+/// they go to.
+struct Group {
+  int depth = 0;
+  cudaStream_t stream = nullptr;
+  std::vector<PointToPoint::Transfer> transfers;
+} group;
+
+void enqueuePointToPoint(cudaStream_t stream,
+                         std::vector<PointToPoint::Transfer> transfers) {
+  enqueue(
+      stream, [transfers] { return std::make_shared<PointToPoint>(transfers); },
+      "ncclSend/ncclRecv");
+}
+
+/// Checks one transfer and queues it, or adds it to the open group.
+ncclResult_t pointToPoint(const char *what, bool send, const void *buffer,
+                          size_t count, ncclDataType_t type, int peer,
+                          ncclComm_t comm, cudaStream_t stream) {
+  if (!comm)
+    return failWith(ncclInvalidArgument, std::string(what) + ": no comm");
+  if (peer < 0 || peer >= comm->size)
+    return failWith(ncclInvalidArgument,
+                    std::string(what) + ": peer " + std::to_string(peer) +
+                        " is not a rank of the communicator");
+  size_t bytes = count * typeBytes(type);
+  if (bytes > size_t(INT32_MAX))
+    return failWith(ncclInvalidUsage, std::string(what) +
+                                          ": the emulated NCCL moves at most "
+                                          "2 GiB per transfer");
+  requireDevice(buffer, bytes, std::string(what) + "'s buffer");
+  PointToPoint::Transfer transfer{send, const_cast<void *>(buffer), bytes, peer,
+                                  comm->mpi};
+  if (group.depth == 0) {
+    enqueuePointToPoint(stream, {transfer});
+    return ncclSuccess;
+  }
+  if (!group.transfers.empty() && group.stream != stream)
+    return failWith(ncclInvalidUsage, std::string(what) +
+                                          ": the transfers of one group go to "
+                                          "different streams");
+  group.stream = stream;
+  group.transfers.push_back(transfer);
+  return ncclSuccess;
+}
+
 } // namespace
 
 extern "C" {
+
+ncclResult_t ncclGroupStart() {
+  ++group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group.depth == 0)
+    return failWith(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--group.depth == 0 && !group.transfers.empty()) {
+    enqueuePointToPoint(group.stream, std::move(group.transfers));
+    group.transfers.clear();
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type,
+                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  return pointToPoint("ncclSend", true, send, count, type, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return pointToPoint("ncclRecv", false, recv, count, type, peer, comm, stream);
+}
 
 const char *ncclGetErrorString(ncclResult_t result) {
   return result == ncclSuccess ? "no error (emulated NCCL)"

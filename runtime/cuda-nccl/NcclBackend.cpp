@@ -6,7 +6,9 @@
 // enqueues the NCCL call and records a completion event; its wait makes the
 // compute stream wait on that event: no host synchronization. Communicators
 // are bootstrapped over MPI (rank 0 makes the unique id, MPI broadcasts it);
-// the mesh's shard and replica groups are ncclCommSplit sub-communicators.
+// the mesh's shard and replica groups and the expert groups are
+// ncclCommSplit sub-communicators. Expert parallelism's row exchanges are
+// ncclSend/ncclRecv fused in one ncclGroupStart/End.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,8 +100,11 @@ public:
     world = initCommunicator(mpi.get());
     groups[ZEST_GROUP_WORLD] = groups[ZEST_GROUP_SHARD] = world;
     // Until a mesh is set (1 x world) each rank is its own replica group:
-    // no communicator (see local()).
+    // no communicator (see local()); likewise the expert groups (one of
+    // all ranks, each rank its own replica) until they are set.
     groups[ZEST_GROUP_REPLICA] = nullptr;
+    groups[ZEST_GROUP_EXPERT] = world;
+    groups[ZEST_GROUP_EXPERT_REPLICA] = nullptr;
     streams.checkAsyncErrors = [this] { checkAsyncErrors(); };
   }
 
@@ -107,33 +112,49 @@ public:
 
   void setMesh(int replicas, int shards) override {
     mpi->setMesh(replicas, shards); // checks the shape
-    freeGroups();
-    int r = rank();
-    // Shard groups are consecutive ranks; replica groups are strided. A
-    // group of one rank needs no communicator, one of all ranks is the
-    // world's.
-    groups[ZEST_GROUP_SHARD] = shards == worldSize() ? world
-                               : shards > 1          ? split(r / shards, r)
-                                                     : nullptr;
-    groups[ZEST_GROUP_REPLICA] = replicas > 1 ? split(r % shards, r) : nullptr;
+    splitConsecutive(shards, ZEST_GROUP_SHARD, ZEST_GROUP_REPLICA, owned);
   }
-  // No expert groups here (expert parallelism runs on the CPU for now):
-  // their ranks are the world's, each alone.
+
+  void setExpertGroups(int size) override {
+    mpi->setExpertGroups(size); // checks the size; the routing's counts
+    splitConsecutive(size, ZEST_GROUP_EXPERT, ZEST_GROUP_EXPERT_REPLICA,
+                     ownedExpert);
+  }
+
   int groupRank(zest_group_t group) const override {
     int value = 0;
-    if (group > ZEST_GROUP_REPLICA)
-      return group == ZEST_GROUP_EXPERT ? rank() : 0;
     if (groups[group])
       ncclCommUserRank(groups[group], &value);
     return value;
   }
+
   int groupSize(zest_group_t group) const override {
     int value = 1;
-    if (group > ZEST_GROUP_REPLICA)
-      return group == ZEST_GROUP_EXPERT ? worldSize() : 1;
     if (groups[group])
       ncclCommCount(groups[group], &value);
     return value;
+  }
+
+  std::unique_ptr<PendingOp> exchange(const std::vector<Transfer> &sends,
+                                      const std::vector<Transfer> &recvs,
+                                      zest_group_t group) override {
+    ncclComm_t comm = groups[group];
+    if (!comm) // a group of one rank: its blocks to itself, in order
+      return localExchange(sends, recvs);
+    return enqueue("exchange", [&](cudaStream_t stream) {
+      ncclResult_t status = ncclGroupStart();
+      // Empty blocks are skipped on both sides, which list the same sizes.
+      for (const Transfer &recv : recvs)
+        if (recv.bytes > 0 && status == ncclSuccess)
+          status = ncclRecv(recv.data, size_t(recv.bytes), ncclUint8, recv.peer,
+                            comm, stream);
+      for (const Transfer &send : sends)
+        if (send.bytes > 0 && status == ncclSuccess)
+          status = ncclSend(send.data, size_t(send.bytes), ncclUint8, send.peer,
+                            comm, stream);
+      ncclResult_t ended = ncclGroupEnd();
+      return status == ncclSuccess ? ended : status;
+    });
   }
 
   std::unique_ptr<PendingOp> allGather(const void *send, void *recv,
@@ -176,14 +197,17 @@ public:
     });
   }
   [[noreturn]] void abort(int code) override {
-    for (ncclComm_t comm : owned)
-      ncclCommAbort(comm);
-    owned.clear();
+    for (std::vector<ncclComm_t> *split : {&owned, &ownedExpert}) {
+      for (ncclComm_t comm : *split)
+        ncclCommAbort(comm);
+      split->clear();
+    }
     DeviceBackend::abort(code);
   }
   void finalize() override {
     synchronize(streams.communication, "the end");
-    freeGroups();
+    freeGroups(owned);
+    freeGroups(ownedExpert);
     ncclCommDestroy(world);
     DeviceBackend::finalize();
   }
@@ -196,8 +220,7 @@ private:
   /// NCCL reports a failed peer or network asynchronously, per
   /// communicator: every rank that sees one aborts the job.
   void checkAsyncErrors() {
-    for (ncclComm_t comm :
-         {world, groups[ZEST_GROUP_SHARD], groups[ZEST_GROUP_REPLICA]}) {
+    for (ncclComm_t comm : groups) {
       ncclResult_t status = ncclSuccess;
       if (comm && ncclCommGetAsyncError(comm, &status) == ncclSuccess &&
           status != ncclSuccess && status != ncclInProgress)
@@ -228,18 +251,33 @@ private:
     return comm;
   }
 
-  ncclComm_t split(int color, int key) {
+  /// Groups of `size` consecutive ranks (`inner`) and the strided groups of
+  /// the ranks at the same place in each (`across`), replacing those in
+  /// `into`. A group of one rank needs no communicator, one of all ranks is
+  /// the world's.
+  void splitConsecutive(int size, zest_group_t inner, zest_group_t across,
+                        std::vector<ncclComm_t> &into) {
+    freeGroups(into);
+    int r = rank();
+    groups[inner] = size == worldSize() ? world
+                    : size > 1          ? split(r / size, r, into)
+                                        : nullptr;
+    groups[across] = worldSize() > size ? split(r % size, r, into) : nullptr;
+  }
+
+  /// A sub-communicator of the world, kept in `into` to be freed.
+  ncclComm_t split(int color, int key, std::vector<ncclComm_t> &into) {
     ncclComm_t comm;
     checkNccl(ncclCommSplit(world, color, key, &comm, nullptr),
               "ncclCommSplit");
-    owned.push_back(comm);
+    into.push_back(comm);
     return comm;
   }
 
-  void freeGroups() {
-    for (ncclComm_t comm : owned)
+  static void freeGroups(std::vector<ncclComm_t> &split) {
+    for (ncclComm_t comm : split)
       ncclCommDestroy(comm);
-    owned.clear();
+    split.clear();
   }
 
   /// A collective over one rank: its result is its input (a sum or an
@@ -251,6 +289,27 @@ private:
                                 size_t(count) * zest_dtype_bytes(dtype),
                                 cudaMemcpyDeviceToDevice, streams.compute),
                 "a collective of one rank");
+    return std::make_unique<DoneOp>();
+  }
+
+  /// An exchange within a group of one rank: each non-empty send block is
+  /// copied to the next non-empty receive block, as the blocks match.
+  std::unique_ptr<PendingOp> localExchange(const std::vector<Transfer> &sends,
+                                           const std::vector<Transfer> &recvs) {
+    size_t next = 0;
+    for (const Transfer &send : sends) {
+      if (send.bytes <= 0)
+        continue;
+      while (next < recvs.size() && recvs[next].bytes <= 0)
+        ++next;
+      if (next == recvs.size() || recvs[next].bytes != send.bytes)
+        fatal("a row exchange within one rank lists different blocks to "
+              "send and to receive");
+      checkCuda(cudaMemcpyAsync(recvs[next++].data, send.data,
+                                size_t(send.bytes), cudaMemcpyDeviceToDevice,
+                                streams.compute),
+                "a row exchange within one rank");
+    }
     return std::make_unique<DoneOp>();
   }
 
@@ -269,8 +328,9 @@ private:
 
   EventPool events;
   ncclComm_t world = nullptr;
-  ncclComm_t groups[3] = {};
-  std::vector<ncclComm_t> owned; // the split groups
+  ncclComm_t groups[ZEST_GROUP_EXPERT_REPLICA + 1] = {};
+  /// The split groups: the mesh's, the expert groups'.
+  std::vector<ncclComm_t> owned, ownedExpert;
 };
 
 } // namespace

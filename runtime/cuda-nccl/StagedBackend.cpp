@@ -38,6 +38,26 @@ private:
   void *deviceRecv;
 };
 
+/// An exchange run by MPI on host copies of its blocks: the blocks it
+/// receives go to the device when MPI completes.
+class StagedExchange : public PendingOp {
+public:
+  explicit StagedExchange(DeviceBackend &device) : device(device) {}
+  bool test() override {
+    if (!hostOp->test())
+      return false;
+    for (size_t i = 0; i < received.size(); ++i)
+      device.copyToDevice(targets[i], received[i].data(), received[i].size());
+    return true;
+  }
+
+  DeviceBackend &device;
+  std::unique_ptr<PendingOp> hostOp;
+  /// Alive until MPI is done with them.
+  std::vector<std::vector<char>> sent, received;
+  std::vector<void *> targets;
+};
+
 class StagedBackend : public DeviceBackend {
 public:
   using DeviceBackend::DeviceBackend;
@@ -93,6 +113,26 @@ public:
                    return mpi->broadcast(r, count, dtype, root);
                  });
   }
+
+  std::unique_ptr<PendingOp> exchange(const std::vector<Transfer> &sends,
+                                      const std::vector<Transfer> &recvs,
+                                      zest_group_t group) override {
+    auto op = std::make_unique<StagedExchange>(*this);
+    std::vector<Transfer> hostSends, hostRecvs;
+    for (const Transfer &send : sends) {
+      op->sent.emplace_back(size_t(send.bytes));
+      copyToHost(op->sent.back().data(), send.data, size_t(send.bytes));
+      hostSends.push_back({send.peer, op->sent.back().data(), send.bytes});
+    }
+    for (const Transfer &recv : recvs) {
+      op->received.emplace_back(size_t(recv.bytes));
+      op->targets.push_back(recv.data);
+      hostRecvs.push_back({recv.peer, op->received.back().data(), recv.bytes});
+    }
+    op->hostOp = mpi->exchange(hostSends, hostRecvs, group);
+    return op;
+  }
+  void setExpertGroups(int size) override { mpi->setExpertGroups(size); }
 
 private:
   /// Copies `sendBytes` from the device to a host buffer (the receive

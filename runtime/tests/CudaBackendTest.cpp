@@ -4,7 +4,9 @@
 // number of ranks on one GPU): every collective on device buffers of F32,
 // BF16 and I64, sum and average, out of place and in place, two requests in
 // flight, a 2 x (W/2) mesh when W is even, broadcast, the program's
-// constants uploaded in stream order; results are copied back
+// constants uploaded in stream order, expert parallelism's row exchange
+// (one expert group of all ranks, then groups of 2 when W is 4 or more);
+// results are copied back
 // and checked against values computed on the host. Prints "N passed, M
 // failed" on rank 0 (test/Runtime/cuda-backend.test).
 //
@@ -173,6 +175,64 @@ void testUploadConstant(int rank) {
 
 } // namespace
 
+/// Row i, column c of what world rank `sender` sends expert `e`.
+float expertRow(int sender, int64_t e, int64_t i, int64_t c) {
+  return float(sender * 1000 + e * 10 + i) + 0.25f * float(c);
+}
+
+/// Expert parallelism's exchange in expert groups of `groupSize` ranks,
+/// two experts per rank: rank r sends (r + e) % 3 rows to expert e (some
+/// blocks empty); the rows must land grouped by this rank's experts, then
+/// rank by rank, the rest of the buffer zero, and come back unchanged.
+void testExpertExchange(int rank, int groupSize) {
+  zest_set_expert_groups(groupSize);
+  const int64_t experts = 2 * groupSize, local = 2, cols = 3;
+  int me = zest_group_rank(ZEST_GROUP_EXPERT), base = rank - me;
+  auto count = [](int sender, int64_t e) { return (sender + e) % 3; };
+  std::vector<int64_t> ends;
+  std::vector<float> rows;
+  for (int64_t e = 0; e < experts; ++e) {
+    for (int64_t i = 0; i < count(rank, e); ++i)
+      for (int64_t c = 0; c < cols; ++c)
+        rows.push_back(expertRow(rank, e, i, c));
+    ends.push_back(int64_t(rows.size()) / cols);
+  }
+  int64_t inRows = std::max<int64_t>(ends.back(), 1);
+  int64_t outRows = groupSize * 2 * experts; // every row of the group
+  rows.resize(size_t(inRows * cols), 0.0f);
+  int64_t *deviceEnds = toDevice(ends), *routing = nullptr;
+  int64_t *localEnds = nullptr;
+  float *deviceRows = toDevice(rows), *out = nullptr, *back = nullptr;
+  cudaMalloc(&routing, sizeof(int64_t) * experts);
+  cudaMalloc(&localEnds, sizeof(int64_t) * local);
+  cudaMalloc(&out, sizeof(float) * outRows * cols);
+  cudaMalloc(&back, sizeof(float) * inRows * cols);
+  zest_expert_routing(deviceEnds, 64, experts, routing, localEnds);
+  zest_expert_dispatch(deviceRows, inRows, cols, ZEST_F32, deviceEnds, 64,
+                       experts, routing, out, outRows);
+  // Expected: for each local expert, each group rank's rows in turn.
+  std::vector<float> want;
+  std::vector<int64_t> wantEnds;
+  for (int64_t l = 0; l < local; ++l) {
+    int64_t e = me * local + l;
+    for (int q = 0; q < groupSize; ++q)
+      for (int64_t i = 0; i < count(base + q, e); ++i)
+        for (int64_t c = 0; c < cols; ++c)
+          want.push_back(expertRow(base + q, e, i, c));
+    wantEnds.push_back(int64_t(want.size()) / cols);
+  }
+  want.resize(size_t(outRows * cols), 0.0f);
+  expect(toHost(out, want.size()) == want, "expert dispatch", rank);
+  expect(toHost(localEnds, size_t(local)) == wantEnds, "expert local ends",
+         rank);
+  zest_expert_combine(out, outRows, cols, ZEST_F32, deviceEnds, 64, experts,
+                      routing, back, inRows);
+  expect(toHost(back, rows.size()) == rows, "expert combine", rank);
+  for (void *buffer : {(void *)deviceEnds, (void *)routing, (void *)localEnds,
+                       (void *)deviceRows, (void *)out, (void *)back})
+    cudaFree(buffer);
+}
+
 int main(int argc, char **argv) {
   zest_init(&argc, &argv);
   int rank = zest_rank(), world = zest_world_size();
@@ -195,6 +255,9 @@ int main(int argc, char **argv) {
       std::printf(" %d", d);
     std::printf("\n");
   }
+  testExpertExchange(rank, world);
+  if (world >= 4 && world % 2 == 0)
+    testExpertExchange(rank, 2);
   if (world % 2 == 0) {
     zest_set_mesh(2, world / 2);
     testAllGather(rank, world, ZEST_GROUP_SHARD);
