@@ -2,6 +2,7 @@
 
 #include "Checkpoint.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,14 +13,38 @@
 using namespace zest;
 using namespace zest::checkpoint;
 
-Manifest Manifest::withWorldSize(int64_t world) const {
+std::optional<Manifest> Manifest::withWorldSize(int64_t world,
+                                                int64_t expertGroup,
+                                                std::string &error) const {
   Manifest out = *this;
   out.worldSize = world;
   for (ManifestUnit &unit : out.units) {
     if (!unit.sharded())
       continue;
-    unit.padded = (unit.numel + world - 1) / world * world;
-    unit.shard = unit.padded / world;
+    if (!unit.expertGroup) {
+      unit.padded = (unit.numel + world - 1) / world * world;
+      unit.shard = unit.padded / world;
+      continue;
+    }
+    int64_t group = expertGroup ? expertGroup : unit.expertGroup;
+    std::string held = "unit '" + unit.name +
+                       "' holds experts split over expert groups of " +
+                       std::to_string(unit.expertGroup) + " ranks";
+    if (group < 2) {
+      error = held + ": without expert parallelism the experts belong to "
+                     "their layers' units; consolidate, then split with the "
+                     "new executable's manifest";
+      return std::nullopt;
+    }
+    if (world % group != 0 || unit.numel % group != 0) {
+      error = held + ", which groups of " + std::to_string(group) +
+              " ranks cannot hold at world size " + std::to_string(world) +
+              " (the group must divide the world size and the experts)";
+      return std::nullopt;
+    }
+    unit.expertGroup = group;
+    unit.padded = unit.numel;
+    unit.shard = unit.numel / group;
   }
   return out;
 }
@@ -38,7 +63,10 @@ std::string Manifest::toJson() const {
        << ", \"dtype\": " << json::quote(unit.dtype)
        << ", \"world_size\": " << worldSize << ", \"numel\": " << unit.numel
        << ", \"padded_size\": " << unit.padded
-       << ", \"shard_size\": " << unit.shard << ",\n     \"params\": [";
+       << ", \"shard_size\": " << unit.shard;
+    if (unit.expertGroup)
+      os << ", \"expert_group\": " << unit.expertGroup;
+    os << ",\n     \"params\": [";
     for (size_t p = 0; p < unit.params.size(); ++p) {
       const ManifestParam &param = unit.params[p];
       os << (p ? "," : "") << "\n       {\"fqn\": " << json::quote(param.fqn)
@@ -96,6 +124,7 @@ bool checkpoint::readManifest(const std::string &path, Manifest &out,
     unit.numel = num("numel");
     unit.padded = num("padded_size");
     unit.shard = num("shard_size");
+    unit.expertGroup = std::max<int64_t>(0, num("expert_group"));
     const json::Value *params = u.find("params");
     if (unit.name.empty() || unit.padded < 0 || unit.shard < 0 || !params)
       return error = "manifest '" + path + "' has a malformed unit", false;

@@ -15,6 +15,7 @@
 #include "AtomicFile.h"
 #include "Json.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct ManifestUnit {
   std::string name, kind, dtype;
   int64_t numel, padded, shard;
   std::vector<ManifestParam> params;
+  /// Expert parallelism: the ranks of the expert group the unit is sharded
+  /// over (each shard whole experts); 0: sharded over all ranks.
+  int64_t expertGroup = 0;
   bool sharded() const { return kind == "sharded"; }
   /// Shards of the flat buffer: one per rank, or for an expert-parallel
   /// unit one per rank of an expert group (the next groups repeat them).
@@ -50,8 +54,12 @@ struct Manifest {
   std::string modelHash; // empty for a manifest written by zest-opt
   std::vector<ManifestUnit> units;
 
-  /// The same layout padded for `worldSize` ranks.
-  Manifest withWorldSize(int64_t worldSize) const;
+  /// The same layout for `worldSize` ranks: units sharded over all ranks
+  /// padded for them, expert-parallel units over groups of `expertGroup`
+  /// ranks (0: their own). None, with `error` set, where that layout cannot
+  /// be (a group that does not divide the ranks or the unit).
+  std::optional<Manifest> withWorldSize(int64_t worldSize, int64_t expertGroup,
+                                        std::string &error) const;
   std::string toJson() const;
 };
 

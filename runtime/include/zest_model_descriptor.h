@@ -52,6 +52,9 @@
 /* Unit kinds. */
 #define ZEST_UNIT_SHARDED "sharded"
 #define ZEST_UNIT_REPLICATED "replicated"
+/* Sharded over an expert group (expert parallelism): whole experts per
+ * shard, one shard per rank of the group. */
+#define ZEST_UNIT_EXPERTS "experts"
 
 /* Argument roles (`arg <role> ...`). */
 #define ZEST_ARG_UNIT "unit"

@@ -64,6 +64,8 @@ static checkpoint::Manifest toManifest(const ModelInfo &model) {
                                  unit.padded,
                                  unit.shard,
                                  {}};
+    if (unit.experts)
+      out.expertGroup = unit.padded / unit.shard;
     for (const ParamInfo &param : unit.params)
       out.params.push_back(
           {param.fqn, param.spec.shape, param.offset, param.spec.numel()});

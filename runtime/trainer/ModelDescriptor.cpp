@@ -89,7 +89,8 @@ static UnitInfo readUnit(std::istringstream &in) {
   size_t count;
   in >> unit.name >> kind >> dtype >> unit.numel >> unit.padded >> unit.shard >>
       count;
-  unit.sharded = kind == ZEST_UNIT_SHARDED;
+  unit.experts = kind == ZEST_UNIT_EXPERTS;
+  unit.sharded = kind == ZEST_UNIT_SHARDED || unit.experts;
   unit.dtype = DType::parse(dtype);
   return unit;
 }

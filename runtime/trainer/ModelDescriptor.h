@@ -40,6 +40,8 @@ struct ParamInfo {
 struct UnitInfo {
   std::string name;
   bool sharded;
+  /// Sharded over an expert group (expert parallelism), not all ranks.
+  bool experts = false;
   DType dtype;
   int64_t numel, padded, shard;
   std::vector<ParamInfo> params;

@@ -3,15 +3,17 @@
 //   zest-ckpt info <ckpt-dir>
 //   zest-ckpt consolidate <ckpt-dir> <full.safetensors> [--optimizer]
 //   zest-ckpt split <full.safetensors> <manifest.json> <out-dir>
-//                   [--world-size W]
+//                   [--world-size W [--expert-parallel N]]
 //   zest-ckpt reshard <ckpt-dir> <out-dir> --world-size W
+//                     [--expert-parallel N]
 //
 // A consolidated file holds one tensor per parameter, keyed by FQN, as
 // Hugging Face / PyTorch users load it; with --optimizer also the optimizer
 // state as "<fqn>.exp_avg", "<fqn>.exp_avg_sq" or "<fqn>.momentum_buffer".
 // Splitting lays the full parameters out in each unit's flat buffer (zero
 // padding) for any world size, so a checkpoint saved at W=4 loads at W=2 after
-// a reshard.
+// a reshard. An expert-parallel unit keeps whole experts per shard, over
+// expert groups of its own size or of --expert-parallel's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,8 +42,9 @@ const char *kUsage =
     "  zest-ckpt info <ckpt-dir>\n"
     "  zest-ckpt consolidate <ckpt-dir> <full.safetensors> [--optimizer]\n"
     "  zest-ckpt split <full.safetensors> <manifest.json> <out-dir> "
-    "[--world-size W]\n"
-    "  zest-ckpt reshard <ckpt-dir> <out-dir> --world-size W\n";
+    "[--world-size W [--expert-parallel N]]\n"
+    "  zest-ckpt reshard <ckpt-dir> <out-dir> --world-size W "
+    "[--expert-parallel N]\n";
 
 /// Tensor-name suffixes per unit: "" for parameters, then optimizer state.
 std::vector<std::string> stateSuffixes(bool withParams) {
@@ -189,17 +192,31 @@ void split(const safetensors::File &full, const Manifest &layout,
     fail(error);
 }
 
-int64_t parseWorldSize(int argc, char **argv, int from, bool required) {
+/// The value of option `name` (at least 1) among argv[from..]; 0 if absent
+/// and not `required`.
+int64_t parseCount(int argc, char **argv, int from, const char *name,
+                   bool required) {
   for (int i = from; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--world-size") == 0) {
-      int64_t world = std::atoll(argv[i + 1]);
-      if (world < 1)
-        fail("--world-size must be at least 1");
-      return world;
+    if (std::strcmp(argv[i], name) == 0) {
+      int64_t value = std::atoll(argv[i + 1]);
+      if (value < 1)
+        fail(std::string(name) + " must be at least 1");
+      return value;
     }
   if (required)
-    fail("missing --world-size W");
+    fail(std::string("missing ") + name);
   return 0;
+}
+
+/// `manifest` laid out for --world-size (and --expert-parallel) in argv.
+Manifest relayout(const Manifest &manifest, int64_t world, int argc,
+                  char **argv, int from) {
+  int64_t group = parseCount(argc, argv, from, "--expert-parallel", false);
+  std::string error;
+  std::optional<Manifest> out = manifest.withWorldSize(world, group, error);
+  if (!out)
+    fail(error);
+  return *out;
 }
 
 } // namespace
@@ -241,15 +258,16 @@ int main(int argc, char **argv) {
     Manifest manifest;
     if (!readManifest(argv[3], manifest, error))
       fail(error);
-    int64_t world = parseWorldSize(argc, argv, 5, false);
-    split(full, world ? manifest.withWorldSize(world) : manifest, argv[4]);
+    int64_t world = parseCount(argc, argv, 5, "--world-size", false);
+    split(full, world ? relayout(manifest, world, argc, argv, 5) : manifest,
+          argv[4]);
     return 0;
   }
   if (command == "reshard" && argc >= 4) {
-    int64_t world = parseWorldSize(argc, argv, 4, true);
+    int64_t world = parseCount(argc, argv, 4, "--world-size", true);
     FullState state = loadCheckpointDir(argv[2]);
     split(consolidate(state, /*optimizer=*/true),
-          state.manifest.withWorldSize(world), argv[3]);
+          relayout(state.manifest, world, argc, argv, 4), argv[3]);
     return 0;
   }
   std::fprintf(stderr, "%s", kUsage);

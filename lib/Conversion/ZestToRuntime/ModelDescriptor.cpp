@@ -113,10 +113,12 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
     os << ZEST_RECORD_EXPERT_GROUPS " " << mesh.expertGroup << "\n";
   for (UnitOp unit : units) {
     os << ZEST_RECORD_UNIT " " << unit.getSymName() << " "
-       << (unit.isSharded() ? ZEST_UNIT_SHARDED : ZEST_UNIT_REPLICATED) << " "
-       << getDTypeName(unit.getElementType()) << " " << unit.getNumElements()
-       << " " << unit.getPaddedSize() << " " << unit.getShardSize() << " "
-       << unit.getParams().size() << "\n";
+       << (unit.getExperts()  ? ZEST_UNIT_EXPERTS
+           : unit.isSharded() ? ZEST_UNIT_SHARDED
+                              : ZEST_UNIT_REPLICATED)
+       << " " << getDTypeName(unit.getElementType()) << " "
+       << unit.getNumElements() << " " << unit.getPaddedSize() << " "
+       << unit.getShardSize() << " " << unit.getParams().size() << "\n";
     for (auto param : unit.getParams().getAsRange<ParamAttr>()) {
       os << ZEST_RECORD_PARAM " " << param.getName() << " "
          << getDTypeName(unit.getElementType()) << " " << param.getOffset()

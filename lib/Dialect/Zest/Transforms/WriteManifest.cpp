@@ -90,6 +90,10 @@ struct WriteManifestPass
       json.attribute("numel", unit.getNumElements());
       json.attribute("padded_size", unit.getPaddedSize());
       json.attribute("shard_size", unit.getShardSize());
+      // Expert parallelism: sharded over an expert group, whole experts
+      // per shard (zest-ckpt keeps them whole when it reshards).
+      if (unit.getExperts())
+        json.attribute("expert_group", unit.getWorldSize());
       json.attributeArray("params", [&] {
         for (auto param : unit.getParams().getAsRange<ParamAttr>()) {
           json.object([&] {
