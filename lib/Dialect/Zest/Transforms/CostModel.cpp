@@ -238,6 +238,24 @@ double getConstant(func::CallOp call, unsigned index) {
 
 bool isNull(Value pointer) { return pointer.getDefiningOp<LLVM::ZeroOp>(); }
 
+} // namespace
+
+std::optional<ExpertExchange>
+mlir::zest::matchExpertExchange(func::CallOp call) {
+  StringRef callee = call.getCallee();
+  if (callee == "zest_expert_routing") // (ends, bits, experts, ...)
+    return ExpertExchange{int64_t(getConstant(call, 2)) * 8, false};
+  if (callee != "zest_expert_dispatch" && callee != "zest_expert_combine")
+    return std::nullopt;
+  // (rows, in rows, cols, dtype, ...): a dispatch sends all its rows, a
+  // combine what its experts received.
+  int64_t rows = int64_t(getConstant(call, 1)) * int64_t(getConstant(call, 2)) *
+                 zest_dtype_bytes(zest_dtype_t(getConstant(call, 3)));
+  return ExpertExchange{rows, callee == "zest_expert_combine"};
+}
+
+namespace {
+
 /// Time of an attention call: its products at the GEMM rate, two per tile
 /// forward (scores, probabilities times values) and five backward (the
 /// scores recomputed, the value, score, query and key gradients), half the
@@ -379,6 +397,23 @@ struct Replay {
     cost.exposedUs += us;
   }
 
+  /// An expert exchange: blocking, on the link after what is queued
+  /// there. Under balanced routing a rank receives as many rows as it
+  /// dispatches (a combine's buffer holds the group's worst case), and 1/N
+  /// of them stay on the rank.
+  void exchangeRows(const ExpertExchange &exchange) {
+    double group = double(std::max<int64_t>(1, mesh.expertGroup));
+    double bytes = exchange.routed ? exchange.bytes / group : exchange.bytes;
+    double sent = bytes * (group - 1) / group;
+    if (sent <= 0 || machine->linkBytesPerUs <= 0)
+      return;
+    double transfer = machine->linkLatencyUs + sent / machine->linkBytesPerUs;
+    linkFreeAt = std::max(now, linkFreeAt) + transfer;
+    cost.communicationUs += transfer;
+    cost.exposedUs += linkFreeAt - now;
+    now = linkFreeAt;
+  }
+
   void step(Operation &op) {
     if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
       if (isHostKernel(linalgOp))
@@ -420,6 +455,8 @@ struct Replay {
         inFlight[call.getResult(0)] = {freeAt, collective->sentPerRank};
         return;
       }
+      if (std::optional<ExpertExchange> exchange = matchExpertExchange(call))
+        return exchangeRows(*exchange);
       if (call.getCallee() == "zest_copy_to_device_async" ||
           call.getCallee() == "zest_copy_to_host_start")
         return serial(machine->hostLinkBytesPerUs > 0

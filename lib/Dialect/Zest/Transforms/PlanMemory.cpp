@@ -674,32 +674,16 @@ struct ExchangeBytes {
   int64_t calls = 0, atLeast = 0, atMost = 0;
 };
 
-/// The constant integer operand `index` of `call` (0 if not constant).
-int64_t getIntOperand(func::CallOp call, unsigned index) {
-  return getConstantIntValue(call.getOperand(index)).value_or(0);
-}
-
 ExchangeBytes getExchangeBytes(func::FuncOp func) {
   ExchangeBytes bytes;
   func.walk([&](func::CallOp call) {
-    StringRef callee = call.getCallee();
-    if (!callee.starts_with("zest_expert_"))
+    std::optional<ExpertExchange> exchange = matchExpertExchange(call);
+    if (!exchange)
       return;
     ++bytes.calls;
-    if (callee == "zest_expert_routing") {
-      // (ends, bits, experts, ...): a count per expert.
-      int64_t counts = getIntOperand(call, 2) * int64_t(sizeof(int64_t));
-      bytes.atLeast += counts;
-      bytes.atMost += counts;
-      return;
-    }
-    // (rows, in rows, cols, dtype, ...): a dispatch sends all its rows, a
-    // combine what its experts received.
-    int64_t rows = getIntOperand(call, 1) * getIntOperand(call, 2) *
-                   zest_dtype_bytes(zest_dtype_t(getIntOperand(call, 3)));
-    if (callee == "zest_expert_dispatch")
-      bytes.atLeast += rows;
-    bytes.atMost += rows;
+    if (!exchange->routed)
+      bytes.atLeast += exchange->bytes;
+    bytes.atMost += exchange->bytes;
   });
   return bytes;
 }

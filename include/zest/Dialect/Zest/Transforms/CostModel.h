@@ -93,6 +93,17 @@ struct MachineModel {
   double peakHalfGemmFlopsPerUs = 0;
 };
 
+/// One of expert parallelism's exchanges (a zest_expert_* call) and the
+/// bytes it hands the link per rank: the row counts or the rows dispatched
+/// (known), or for a combine at most the rows its experts received (their
+/// number depends on the routing: `routed`).
+struct ExpertExchange {
+  int64_t bytes = 0;
+  bool routed = false;
+};
+/// `call` as an expert exchange; nothing for other calls.
+std::optional<ExpertExchange> matchExpertExchange(func::CallOp call);
+
 /// What one run of a kernel moves and computes.
 struct KernelWork {
   int64_t bytesRead = 0, bytesWritten = 0, flops = 0;
