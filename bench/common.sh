@@ -15,7 +15,8 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # The vocabulary of each model of bench/vs-pytorch/hf_models.py: the bound
 # of the token ids its data is drawn from.
 declare -A HF_VOCAB=([gpt2]=50257 [gpt2_bf16]=50257 [llama160m]=32000 [llama160m_bf16]=32000 [pythia160m]=50304
-  [llama1b]=128256 [llama8b]=128256 [mixtral350m]=32000)
+  [pythia160m_bf16]=50304 [llama1b]=128256 [llama1b_bf16]=128256
+  [llama8b]=128256 [mixtral350m]=32000)
 
 # The median of the numbers on standard input, one per line.
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }

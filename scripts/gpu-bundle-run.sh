@@ -12,9 +12,11 @@
 #                       (not the runtime's device tests and the transport
 #                       and product micro-benchmarks, nor the Hugging Face
 #                       models)
-#   run.sh --hf         only the Hugging Face models (gpu-bundle.sh --hf)
-#                       against eager PyTorch (and, under autocast, against
-#                       torch.compile, with each side's MFU)
+#   run.sh --hf         only the Hugging Face models (gpu-bundle.sh --hf),
+#                       f32 and bf16, against eager PyTorch and
+#                       torch.compile (under autocast with each side's
+#                       MFU), Zest with and without CUDA graphs, and the
+#                       profile table (ZEST_KERNEL_TIMES)
 #   run.sh --profile    instead of the tests, where GPU time goes in two
 #                       steps of each benchmark stack (Nsight Compute's
 #                       ncu, one time per kernel launch, summed by kernel)
@@ -276,6 +278,18 @@ bench_hf() {
   check "plan-$name" "== measured" python3 "$HERE/tools/checkplan.py" \
     "$HERE/ref/$name.json" "$dir/zest.log" 1
   FIGURES+=("$name zest: $(grep summary "$dir/zest.log")")
+  # What CUDA graphs save: the same executable without them.
+  if env ZEST_BACKEND=nccl ZEST_CUDA_GRAPHS=0 $MPIRUN 1 "$HERE/bin/$name" \
+    --steps $steps --lr 0.01 --data "$tokens" >"$dir/nographs.log" 2>&1; then
+    check "train-$name-graphs" "match" python3 "$HERE/tools/compare.py" \
+      losses "$dir/nographs.log" "$dir/zest.log" --rtol 0
+    FIGURES+=("$name zest graphs/no graphs step: $(awk \
+      -v g="$(step_ms "$dir/zest.log")" -v n="$(step_ms "$dir/nographs.log")" \
+      'BEGIN {printf "%.3f (%.3f / %.3f ms)", g / n, g, n}'); $(grep \
+      'CUDA graphs' "$dir/zest.log" | tail -1)")
+  else
+    record "train-$name-graphs" FAIL "see $dir/nographs.log"
+  fi
   # Where the GPU time goes: the 12 largest (all in times.log).
   time_kernels "$name" "$dir/times.log" &&
     FIGURES+=("$(grep 'zest: rank 0' "$dir/times.log" | head -14)")
@@ -299,9 +313,8 @@ bench_hf() {
     -v e="$(step_ms "$dir/eager.log")" 'BEGIN {printf "%.3f", z / e}'), \
 losses (first, last): zest $(first_last_losses "$dir/zest.log")| eager \
 $(first_last_losses "$dir/eager.log")")
-  # Under autocast (bf16) also torch.compile's step, and each side's model
+  # torch.compile's step, and under autocast (bf16) each side's model
   # FLOPs utilization against the H100's dense bf16 peak.
-  [[ $name == *_bf16 ]] || return 0
   local flops
   flops=$(sed -nE 's/^model flops per step ([0-9]+).*/\1/p' "$dir/eager.log")
   if env ZEST_BENCH_BATCH="$3" ZEST_BENCH_SEQ="$4" PYTHONPATH="$HERE/tools" \
@@ -316,6 +329,7 @@ $(first_last_losses "$dir/eager.log")")
   else
     record "train-$name-vs-compile" FAIL "see $dir/compile.log"
   fi
+  [[ $name == *_bf16 ]] || return 0
   local side
   for side in zest eager compile; do
     [ -f "$dir/$side.log" ] && FIGURES+=("$name $side MFU: $(awk \

@@ -107,7 +107,9 @@ if [ "$HF" = --hf ]; then
   # products round differently from cuBLASLt's)
   for row in "gpt2||1e-4" "llama160m||1e-4" "pythia160m||1e-4" \
     "gpt2_bf16|--param-dtype=bf16|1e-2" \
-    "llama160m_bf16|--param-dtype=bf16|1e-2" "llama1b||1e-4"; do
+    "llama160m_bf16|--param-dtype=bf16|1e-2" \
+    "pythia160m_bf16|--param-dtype=bf16|1e-2" "llama1b||1e-4" \
+    "llama1b_bf16|--param-dtype=bf16|1e-2"; do
     IFS='|' read -r model options rtol <<<"$row"
     factory=$SRC/bench/vs-pytorch/hf_models.py:$model
     "$SRC/scripts/zest-import" "$factory" -o "$STAGE/$model.mlir"

@@ -15,6 +15,8 @@ model, loss and micro-batch.
   pythia160m GPTNeoXForCausalLM, Pythia-160M's config: 12 layers, D=768,
             12 heads, parallel residual, rotary on a quarter of each head,
             vocab 50304
+  pythia160m_bf16, llama1b_bf16  the same computing in bfloat16 from
+            float32 parameters (autocast)
 
   mixtral350m MixtralForCausalLM, 364M parameters (issue 44's benchmark):
             8 layers, D=768, GQA 12/4 heads, 8 experts of SwiGLU 2048,
@@ -123,6 +125,16 @@ def llama160m_bf16():
 
 
 def pythia160m():
+    return _pythia160m()
+
+
+def pythia160m_bf16():
+    """pythia160m computing in bfloat16 from float32 parameters (autocast;
+    for zestc --param-dtype=bf16)."""
+    return _pythia160m(autocast=True)
+
+
+def _pythia160m(autocast=False):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     torch.manual_seed(0)
@@ -140,7 +152,7 @@ def pythia160m():
         attn_implementation="sdpa",
         loss_type="ForCausalLM",
     )
-    return _factory(GPTNeoXForCausalLM(config))
+    return _factory(GPTNeoXForCausalLM(config), autocast)
 
 
 def llama8b():
@@ -184,15 +196,23 @@ def llama70b():
         )
 
 
+LLAMA1B = dict(
+    vocab_size=128256,
+    hidden_size=2048,
+    intermediate_size=8192,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+)
+
+
 def llama1b():
-    return _llama(
-        vocab_size=128256,
-        hidden_size=2048,
-        intermediate_size=8192,
-        num_hidden_layers=16,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-    )
+    return _llama(**LLAMA1B)
+
+
+def llama1b_bf16():
+    """llama1b computing in bfloat16 from float32 parameters (autocast)."""
+    return _llama(autocast=True, **LLAMA1B)
 
 
 def mixtral350m():
