@@ -127,8 +127,18 @@ static LogicalResult verifyExpertParallel(const CompileOptions &options) {
   if (options.front.worldSize % groupSize != 0)
     return fail(flag + " must divide --world-size=" +
                 std::to_string(options.front.worldSize));
-  if (options.front.strategy == ShardingStrategy::HybridShard)
-    return fail(flag + " cannot be combined with --strategy=hybrid-shard yet");
+  // Under hybrid sharding each replica group must hold every expert: one
+  // replica group's ranks write the checkpoint, and the replicas average
+  // what they hold alike.
+  int64_t shards =
+      options.front.worldSize / std::max<int64_t>(1, options.front.replicas);
+  if (options.front.strategy == ShardingStrategy::HybridShard &&
+      shards % groupSize != 0)
+    return fail(flag +
+                " with --strategy=hybrid-shard needs expert groups "
+                "within a replica group: N must divide the " +
+                std::to_string(shards) +
+                " ranks of each (--mesh RxS: N divides S)");
   return success();
 }
 

@@ -469,7 +469,8 @@ static LogicalResult buildCompileOptions(CompileOptions &options,
     return failure();
   options.emit = emit;
   options.optLevel = optLevel;
-  if (failed(options.verify()) || failed(applyMesh(options.front)) ||
+  // The mesh first: it sets the world size the checks read.
+  if (failed(applyMesh(options.front)) || failed(options.verify()) ||
       failed(parseByteFlag(bucketBytes, "a ", "4MiB", /*allowZero=*/true,
                            options.front.bucketBytes.getValue())) ||
       failed(parseByteFlag(memoryBudget, "a positive ", "512MiB",
