@@ -285,7 +285,7 @@ bench_hf() {
       losses "$dir/nographs.log" "$dir/zest.log" --rtol 0
     FIGURES+=("$name zest graphs/no graphs step: $(awk \
       -v g="$(step_ms "$dir/zest.log")" -v n="$(step_ms "$dir/nographs.log")" \
-      'BEGIN {printf "%.3f (%.3f / %.3f ms)", g / n, g, n}'); $(grep \
+      'BEGIN {printf "%.3f (%.3f / %.3f ms)", (n > 0 ? g / n : 0), g, n}'); $(grep \
       'CUDA graphs' "$dir/zest.log" | tail -1)")
   else
     record "train-$name-graphs" FAIL "see $dir/nographs.log"
