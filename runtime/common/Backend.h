@@ -120,6 +120,11 @@ public:
   virtual void copyToHost(void *host, const void *device, size_t bytes) {
     std::memcpy(host, device, bytes);
   }
+  /// Zeroes `bytes` of memory from allocateMemory, in order with the
+  /// compiled code's work.
+  virtual void zeroMemory(void *device, size_t bytes) {
+    std::memset(device, 0, bytes);
+  }
 
   /// Offload: host memory that the asynchronous copies below read and
   /// write (page-locked on a GPU), 64-byte aligned.

@@ -12,8 +12,6 @@
 
 #include "RuntimeState.h"
 
-#include <cstring>
-
 using namespace zest::rt;
 
 namespace {
@@ -122,15 +120,8 @@ void writeInts(void *data, const std::vector<int64_t> &values, int64_t bits) {
 
 /// Zeroes `bytes` of compiled-code memory.
 void zero(void *data, int64_t bytes) {
-  if (bytes <= 0)
-    return;
-  Backend &backend = *get().backend;
-  if (!backend.buffersOnDevice()) {
-    std::memset(data, 0, bytes);
-    return;
-  }
-  std::vector<char> zeros(bytes, 0);
-  backend.copyToDevice(data, zeros.data(), bytes);
+  if (bytes > 0)
+    get().backend->zeroMemory(data, size_t(bytes));
 }
 
 void checkBits(int64_t bits) {

@@ -173,6 +173,11 @@ void cuda::DeviceBackend::copyToHost(void *host, const void *device,
   }
 }
 
+void cuda::DeviceBackend::zeroMemory(void *device, size_t bytes) {
+  checkCuda(cudaMemsetAsync(device, 0, bytes, streams.compute),
+            "zeroing " + std::to_string(bytes) + " bytes of device memory");
+}
+
 void *cuda::DeviceBackend::allocatePinned(size_t bytes) {
   refuseWhileCapturing("allocating " + std::to_string(bytes) +
                        " bytes of pinned memory");

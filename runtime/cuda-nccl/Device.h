@@ -70,6 +70,8 @@ public:
   /// On the compute stream, after everything enqueued before, through the
   /// staging buffer; waits (with the timeout).
   void copyToHost(void *host, const void *device, size_t bytes) override;
+  /// cudaMemsetAsync on the compute stream.
+  void zeroMemory(void *device, size_t bytes) override;
   /// cudaMallocHost, so the copies below run without staging.
   void *allocatePinned(size_t bytes) override;
   void freePinned(void *ptr) override;
