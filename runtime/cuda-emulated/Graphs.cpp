@@ -140,10 +140,9 @@ cudaError_t zest::emulated::joinCapture(cudaStream_t stream,
     return captureViolation(cudaErrorStreamCaptureMerge,
                             "cudaStreamWaitEvent joins two stream captures");
   if (!s.capture) {
-    if (!s.queue.empty())
-      return captureViolation(cudaErrorStreamCaptureIsolation,
-                              "cudaStreamWaitEvent forks a capture into a "
-                              "stream with work outside it still queued");
+    // The stream's work queued before is not part of the graph (CUDA lets
+    // in-stream order cross the capture's boundary; a launch of the graph
+    // does not wait for it).
     s.capture = event.capture;
     s.tail.clear();
     event.capture->streams.insert(stream);
