@@ -28,6 +28,30 @@ using namespace zest::rt;
 
 namespace {
 
+/// The host's own effects of one call, which a replay repeats: the
+/// collectives and bytes counted, the collectives started (the hang
+/// diagnosis). The pool's levels and peaks a replay leaves as they are.
+struct Traffic {
+  int64_t bytesSent = 0, collectives = 0, exchangeBytes = 0, started = 0;
+
+  /// What the runtime has counted so far.
+  static Traffic now(const Runtime &rt) {
+    return {rt.pool.counters.bytes_sent, rt.pool.counters.collectives,
+            rt.pool.counters.exchange_bytes, rt.started};
+  }
+  Traffic operator-(const Traffic &before) const {
+    return {bytesSent - before.bytesSent, collectives - before.collectives,
+            exchangeBytes - before.exchangeBytes, started - before.started};
+  }
+  void addTo(Runtime &rt) const {
+    rt.pool.counters.bytes_sent += bytesSent;
+    rt.pool.counters.collectives += collectives;
+    rt.pool.counters.exchange_bytes += exchangeBytes;
+    rt.started += started;
+    rt.backend->host().arrive(rt.started);
+  }
+};
+
 struct EntryGraph {
   std::string name;
   int64_t calls = 0, launches = 0, captures = 0;
@@ -36,9 +60,8 @@ struct EntryGraph {
   std::unique_ptr<Backend::CapturedWork> work;
   /// The arena the captured work addresses.
   const void *arena = nullptr;
-  /// What one call adds to the counters and to the collectives started.
-  zest_counters_t added{};
-  int64_t started = 0;
+  /// What one call adds on the host.
+  Traffic added;
 };
 
 struct EntryGraphs {
@@ -57,26 +80,10 @@ void note(const std::string &text) {
     std::fprintf(stderr, "zest: rank 0: CUDA graphs: %s\n", text.c_str());
 }
 
-/// The counters a call adds: traffic (levels and peaks are the pool's,
-/// which a replay leaves as the captured call did).
-zest_counters_t traffic(const zest_counters_t &after,
-                        const zest_counters_t &before) {
-  zest_counters_t added{};
-  added.bytes_sent = after.bytes_sent - before.bytes_sent;
-  added.collectives = after.collectives - before.collectives;
-  added.exchange_bytes = after.exchange_bytes - before.exchange_bytes;
-  return added;
-}
-
 void launch(EntryGraph &entry) {
-  Runtime &rt = get();
   entry.work->launch();
   ++entry.launches;
-  rt.pool.counters.bytes_sent += entry.added.bytes_sent;
-  rt.pool.counters.collectives += entry.added.collectives;
-  rt.pool.counters.exchange_bytes += entry.added.exchange_bytes;
-  rt.started += entry.started;
-  rt.backend->host().arrive(rt.started);
+  entry.added.addTo(get());
 }
 
 /// Runs the entry's first call as is, noting whether the host waited for
@@ -93,8 +100,7 @@ void runUncaptured(EntryGraph &entry, zest_entry_fn_t fn, void **args) {
 
 void capture(EntryGraph &entry, zest_entry_fn_t fn, void **args) {
   Runtime &rt = get();
-  zest_counters_t before = rt.pool.counters;
-  int64_t startedBefore = rt.started;
+  Traffic before = Traffic::now(rt);
   rt.backend->takeHostWait();
   rt.backend->beginCapture();
   fn(args);
@@ -107,8 +113,7 @@ void capture(EntryGraph &entry, zest_entry_fn_t fn, void **args) {
           ") while it was captured as a CUDA graph, "
           "though its first call did not: recompile with --cuda-graphs=false");
   entry.arena = rt.pool.arenaBase();
-  entry.added = traffic(rt.pool.counters, before);
-  entry.started = rt.started - startedBefore;
+  entry.added = Traffic::now(rt) - before;
   ++entry.captures;
   // The captured call's host effects happened; its device work runs now.
   entry.work->launch();
@@ -148,8 +153,10 @@ void zest_call_entry(int64_t key, const char *name, zest_entry_fn_t fn,
     fn(args);
     return;
   }
-  EntryGraph &entry = state.entries[key];
-  entry.name = name;
+  auto [it, first] = state.entries.try_emplace(key);
+  EntryGraph &entry = it->second;
+  if (first)
+    entry.name = name;
   if (entry.work && entry.arena != get().pool.arenaBase())
     entry.work.reset(); // the pool moved: capture again
   if (entry.uncaptured)

@@ -72,9 +72,10 @@ Table readTable() {
 /// for "zest_kernel_3_map_f32_kernel (3 blocks x 256 threads)".
 std::string getKernelKey(const std::string &name) {
   std::string key = name.substr(0, name.find(" ("));
-  constexpr const char *kSuffix = "_kernel";
-  if (key.size() > 7 && key.compare(key.size() - 7, 7, kSuffix) == 0)
-    key.resize(key.size() - 7);
+  const std::string suffix = "_kernel"; // gpu-kernel-outlining's
+  if (key.size() > suffix.size() &&
+      key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
+    key.resize(key.size() - suffix.size());
   return key;
 }
 
