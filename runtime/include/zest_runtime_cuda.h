@@ -32,13 +32,16 @@ extern "C" {
  * counts: the partial sums and counts of ZEST_CUDA_LOSS_CHUNKS chunks of
  * rows (16 bytes each), then a reducing forward's rows' losses (rows
  * floats; none for ZEST_LOSS_NONE, which writes them to `loss`) or the
- * backward's gradient scale (a float). */
+ * backward's gradient scale (a float), rounded up to 16 bytes: the fused
+ * head places the backward's scratch right after the forward's, and its
+ * partial sums are doubles, which a GPU reads only when aligned. */
 #define ZEST_CUDA_LOSS_CHUNKS 1024
 static inline int64_t
 zest_cuda_cross_entropy_scratch(int backward, int64_t rows, int32_t reduction) {
   if (rows == 0 || (!backward && reduction == ZEST_LOSS_NONE))
     return 0;
-  return ZEST_CUDA_LOSS_CHUNKS * 16 + (backward ? 4 : rows * 4);
+  return (ZEST_CUDA_LOSS_CHUNKS * 16 + (backward ? 4 : rows * 4) + 15) / 16 *
+         16;
 }
 
 /* The pool bytes zest_cuda_linear_cross_entropy takes for the duration of a

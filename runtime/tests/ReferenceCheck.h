@@ -42,6 +42,7 @@ struct ReferenceCheck {
       ++failures;
       std::printf("FAIL %s %s: max difference %g (allowed %g)\n", what,
                   name.c_str(), worst, tolerance * scale);
+      std::fflush(stdout); // kept if a later error aborts the process
     }
   }
 
