@@ -15,12 +15,14 @@
 #include "zest_runtime_emulated.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <optional>
 #include <set>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace zest::emulated;
@@ -192,6 +194,27 @@ cudaError_t checkNoCapture(const std::string &what) {
                                  "the graph on the same memory");
 }
 
+/// The kernels built for the emulated device trap on a misaligned access
+/// (runtime/CMakeLists.txt), where a GPU faults and x86 would not: say so
+/// instead of dying of an unexplained SIGILL.
+void reportKernelTrap(int) {
+  const char message[] =
+      "zest: error: the emulated device trapped in a kernel: a misaligned "
+      "access (a GPU stops with cudaErrorMisalignedAddress)\n";
+  ssize_t written = write(STDERR_FILENO, message, sizeof(message) - 1);
+  (void)written;
+  _exit(1);
+}
+
+void installKernelTrapReport() {
+  static bool installed = [] {
+    struct sigaction action = {};
+    action.sa_handler = reportKernelTrap;
+    return sigaction(SIGILL, &action, nullptr) == 0;
+  }();
+  (void)installed;
+}
+
 } // namespace
 
 CUstream_st &zest::emulated::getStream(cudaStream_t stream,
@@ -287,6 +310,7 @@ cudaError_t cudaGetDeviceCount(int *count) {
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= deviceCount())
     return cudaErrorInvalidDevice;
+  installKernelTrapReport();
   objects().device = device;
   return cudaSuccess;
 }

@@ -201,6 +201,36 @@ func.func private @zest_kernel_2(%sums: memref<16xf32>, %x: memref<16x300xf32>, 
 
 // -----
 
+// torch-mlir's variance (a LayerNorm's) is summed in f64: one block per row
+// too, its partial sums combined in f64 from an f64 zero.
+// CHECK-LABEL: func.func private @zest_kernel_3(
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-DAG:     %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG:     %[[C256:.*]] = arith.constant 256 : index
+// CHECK:         gpu.launch blocks(%[[B:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C16]], %{{.*}}, %{{.*}}) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], %{{.*}}, %{{.*}})
+// CHECK:           %[[PART:.*]] = scf.for %{{.*}} = %[[T]] to %{{.*}} step %[[C256]] iter_args(%[[ACC:.*]] = %[[ZERO]]) -> (f64)
+// CHECK:             %[[X:.*]] = memref.load %arg1[%[[B]], %{{.*}}] : memref<16x768xf64>
+// CHECK:             %[[M:.*]] = memref.load %arg2[%[[B]]] : memref<16xf64>
+// CHECK:             %[[D:.*]] = arith.subf %[[X]], %[[M]] : f64
+// CHECK:             %[[SQ:.*]] = arith.mulf %[[D]], %[[D]] : f64
+// CHECK:             arith.addf %[[ACC]], %[[SQ]] : f64
+// CHECK:           gpu.all_reduce add %[[PART]] uniform
+// CHECK:           memref.store %{{.*}}, %arg0[%[[B]]] : memref<16xf64>
+#x2 = affine_map<(i, j) -> (i, j)>
+#r2 = affine_map<(i, j) -> (i)>
+func.func private @zest_kernel_3(%var: memref<16xf64>, %x: memref<16x768xf64>, %mean: memref<16xf64>) attributes {zest.kernel} {
+  linalg.generic {indexing_maps = [#x2, #r2, #r2], iterator_types = ["parallel", "reduction"]} ins(%x, %mean : memref<16x768xf64>, memref<16xf64>) outs(%var : memref<16xf64>) {
+  ^bb0(%in: f64, %m: f64, %acc: f64):
+    %d = arith.subf %in, %m : f64
+    %sq = arith.mulf %d, %d : f64
+    %sum = arith.addf %acc, %sq : f64
+    linalg.yield %sum : f64
+  }
+  return
+}
+
+// -----
+
 // The host must not read buffer elements: they are in device memory.
 func.func @glue(%hyper: memref<10xf32>) -> f32 {
   %c0 = arith.constant 0 : index

@@ -18,8 +18,6 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
-#include <limits>
-
 namespace mlir::zest {
 #define GEN_PASS_DEF_MAPKERNELSTOGPUPASS
 #include "zest/Conversion/Passes.h.inc"
@@ -156,14 +154,17 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
 }
 
 /// A reduction a block of threads can share: its body yields
-/// `combine(acc, x)` (or `combine(x, acc)`) on f32 with `combine` an addf
-/// or a maximumf, the accumulator used nowhere else and no iteration index
-/// read.
+/// `combine(acc, x)` (or `combine(x, acc)`) on f32 or f64 with `combine`
+/// an addf or a maximumf, the accumulator used nowhere else and no
+/// iteration index read. f64 because torch-mlir computes a variance (a
+/// LayerNorm's) in f64, and a thread per row of it reached 5% of an H200's
+/// bandwidth (gpu.all_reduce's 64-bit shuffles are split in two; NVVM has
+/// no 16-bit ones).
 struct Combiner {
   Operation *combine;
   Value element; // x
   gpu::AllReduceOperation kind;
-  float identity;
+  TypedAttr identity;
 };
 
 static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
@@ -171,7 +172,8 @@ static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
     return std::nullopt;
   Block *body = op.getBody();
   BlockArgument acc = body->getArguments().back();
-  if (!acc.getType().isF32() || !acc.hasOneUse() ||
+  auto type = dyn_cast<FloatType>(acc.getType());
+  if (!type || !(type.isF32() || type.isF64()) || !acc.hasOneUse() ||
       !body->getOps<linalg::IndexOp>().empty())
     return std::nullopt;
   Operation *combine = body->getTerminator()->getOperand(0).getDefiningOp();
@@ -181,12 +183,14 @@ static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
   Value lhs = combine->getOperand(0), rhs = combine->getOperand(1);
   if (lhs != acc && rhs != acc)
     return std::nullopt;
+  const llvm::fltSemantics &semantics = type.getFloatSemantics();
   if (isa<arith::AddFOp>(combine))
     return Combiner{combine, lhs == acc ? rhs : lhs,
-                    gpu::AllReduceOperation::ADD, 0.0f};
-  return Combiner{combine, lhs == acc ? rhs : lhs,
-                  gpu::AllReduceOperation::MAXIMUMF,
-                  -std::numeric_limits<float>::infinity()};
+                    gpu::AllReduceOperation::ADD,
+                    FloatAttr::get(type, APFloat::getZero(semantics))};
+  return Combiner{
+      combine, lhs == acc ? rhs : lhs, gpu::AllReduceOperation::MAXIMUMF,
+      FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true))};
 }
 
 /// A sum or maximum over `op`'s reduction iterations as one block of up to
@@ -236,8 +240,7 @@ static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
   Value thread = launch.getThreadIds().x;
   SmallVector<Value> outputIvs =
       delinearize(rewriter, loc, launch.getBlockIds().x, parallelRanges);
-  Value identity = arith::ConstantOp::create(
-      rewriter, loc, rewriter.getF32FloatAttr(combiner->identity));
+  Value identity = arith::ConstantOp::create(rewriter, loc, combiner->identity);
   auto loop = scf::ForOp::create(rewriter, loc, thread, constant(total),
                                  constant(block), ValueRange{identity});
   rewriter.setInsertionPointToStart(loop.getBody());
