@@ -802,3 +802,81 @@ func.func @rounded_products_kept(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>) -> 
   } -> tensor<4x6xf16>
   return %l, %p, %h : tensor<4x6xbf16>, tensor<4x6xf32>, tensor<4x6xf16>
 }
+
+// -----
+
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mk = affine_map<(m, n, k) -> (m, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// Autocast's addmm as torch-mlir writes it (GPT-2's Conv1D): x and W
+// widened from bf16 and multiplied in f32, the bias added, the sum rounded.
+// The product reads the bf16 matrices themselves (a 16-bit product into the
+// same f32 zeros); the widened copies go, the bias and rounding stay.
+// CHECK-LABEL: func.func @widened_product(
+// CHECK-SAME:      %[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<8x6xbf16>
+// CHECK-NOT:     arith.extf {{.*}} : bf16 to f32
+// CHECK:         %[[P:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<4x8xbf16>, tensor<8x6xbf16>) outs(%{{.*}} : tensor<4x6xf32>) -> tensor<4x6xf32>
+// CHECK:         arith.addf
+// CHECK:         arith.truncf
+func.func @widened_product(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tensor<6xf32>) -> tensor<4x6xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %ex = tensor.empty() : tensor<4x8xf32>
+  %xw = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x8xbf16>) outs(%ex : tensor<4x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  %ew = tensor.empty() : tensor<8x6xf32>
+  %ww = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<8x6xbf16>) outs(%ew : tensor<8x6xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<8x6xf32>
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul ins(%xw, %ww : tensor<4x8xf32>, tensor<8x6xf32>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%p, %b : tensor<4x6xf32>, tensor<6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %a = arith.addf %in, %bias : f32
+    linalg.yield %a : f32
+  } -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  return %r : tensor<4x6xbf16>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// One operand widened from f16 and the other from bf16, or one not widened
+// at all: the f32 product stays.
+// CHECK-LABEL: func.func @widened_product_kept(
+// CHECK-COUNT-2: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x6xf32>)
+func.func @widened_product_kept(%x: tensor<4x8xbf16>, %w: tensor<8x6xf16>, %v: tensor<8x6xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ex = tensor.empty() : tensor<4x8xf32>
+  %xw = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x8xbf16>) outs(%ex : tensor<4x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  %ew = tensor.empty() : tensor<8x6xf32>
+  %ww = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<8x6xf16>) outs(%ew : tensor<8x6xf32>) {
+  ^bb0(%in: f16, %out: f32):
+    %t = arith.extf %in : f16 to f32
+    linalg.yield %t : f32
+  } -> tensor<8x6xf32>
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul ins(%xw, %ww : tensor<4x8xf32>, tensor<8x6xf32>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %q = linalg.matmul ins(%xw, %v : tensor<4x8xf32>, tensor<8x6xf32>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %p, %q : tensor<4x6xf32>, tensor<4x6xf32>
+}
