@@ -211,22 +211,22 @@ func.func @also_over() {
 
 // -----
 
-// The cost model (machine=h100-nvlink: 300 TFLOP/s for products, 5 us per
-// kernel, a 370 GB/s link with 15 us latency). A 1000^3 product takes
-// 5 + 2e9 / 3e8 = 11.67 us; the gather started before it moves 4 MB
-// (1M f32 shard, W=2): 15 + 4e6 / 3.7e5 = 25.81 us, of which the wait after
-// the product still blocks 14.14 us.
+// The cost model (machine=h100-nvlink: 47 TFLOP/s for f32 products, 5 us
+// per kernel, a 370 GB/s link with 15 us latency). A 1000 x 1000 x 200
+// product takes 5 + 4e8 / 4.7e7 = 13.51 us; the gather started before it
+// moves 4 MB (1M f32 shard, W=2): 15 + 4e6 / 3.7e5 = 25.81 us, of which the
+// wait after the product still blocks 12.30 us.
 // RUN: zest-opt %s -split-input-file -zest-plan-memory="report-json=- machine=h100-nvlink" -o /dev/null | FileCheck %s --check-prefix=COST
 // RUN: zest-opt %s -split-input-file -zest-plan-memory="report machine=h100-nvlink" -o /dev/null | FileCheck %s --check-prefix=COSTTEXT
 // COST:        "communication_us": 25.81
-// COST-NEXT:   "compute_us": 11.66
-// COST-NEXT:   "exposed_communication_us": 14.14
-// COST-NEXT:   "product_us": 11.66
+// COST-NEXT:   "compute_us": 13.51
+// COST-NEXT:   "exposed_communication_us": 12.30
+// COST-NEXT:   "product_us": 13.51
 // COST-NEXT:   "step_us": 25.81
 // COST:      "machine": {
-// COST-NEXT:   "gemm_gflops": 300000,
+// COST-NEXT:   "gemm_gflops": 47000,
 // COST:        "name": "h100-nvlink",
-// COSTTEXT: predicted time on h100-nvlink: overlap: 0.026 ms per call (compute 0.012 ms, communication 0.026 ms, exposed 0.014 ms; products 0.012 ms of the compute)
+// COSTTEXT: predicted time on h100-nvlink: overlap: 0.026 ms per call (compute 0.014 ms, communication 0.026 ms, exposed 0.012 ms; products 0.014 ms of the compute)
 zest.unit @a sharded : f32, world_size = 2, padded_size = 2000000, shard_size = 1000000 ["a.w" : tensor<2000000xf32> at 0]
 llvm.mlir.global internal constant @zest.tag.a("a\00") {addr_space = 0 : i32}
 func.func private @zest_all_gather_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
@@ -240,7 +240,8 @@ func.func @overlap(%p: !llvm.ptr) {
   %no = arith.constant 0 : i32
   %shards = arith.constant 1 : i32
   %0 = call @zest_all_gather_start(%p, %p, %shard, %f32, %shards, %tag) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, !llvm.ptr) -> i64
-  call @zest_sgemm(%no, %no, %c1000, %c1000, %c1000, %p, %c1000, %p, %c1000, %p, %c1000, %no) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32) -> ()
+  %c200 = arith.constant 200 : i64
+  call @zest_sgemm(%no, %no, %c1000, %c1000, %c200, %p, %c200, %p, %c1000, %p, %c1000, %no) : (i32, i32, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32) -> ()
   call @zest_wait(%0) : (i64) -> ()
   return
 }

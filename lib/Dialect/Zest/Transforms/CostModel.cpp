@@ -123,8 +123,10 @@ std::optional<MachineModel> mlir::zest::lookupMachine(StringRef name) {
                         0,     0.6e3, 0,   0,    12e3, 12e3};
   }
   if (name == "h100-nvlink") {
-    // One H100 SXM of an 8-GPU NVLink node: ~60% of the TF32 tensor-core
-    // peak (495 TFLOP/s) for f32 products, ~80% of HBM3's 3.35 TB/s for
+    // One H100 SXM of an 8-GPU NVLink node: f32 products at 47 TFLOP/s,
+    // 70% of the CUDA cores' 67 (measured on an H200, the same SMs: the
+    // runtime's cuBLASLt products accumulate in f32 without TF32, as
+    // PyTorch's do by default), ~80% of HBM3's 3.35 TB/s for
     // elementwise kernels, CUDA-core f32 for their arithmetic, a 5 us
     // launch; NCCL ring bus bandwidth ~370 GB/s with ~15 us latency. Between
     // nodes (a hybrid mesh's replica groups), one 400 Gb/s InfiniBand NIC
@@ -132,11 +134,12 @@ std::optional<MachineModel> mlir::zest::lookupMachine(StringRef name) {
     // pinned memory, ~25 GB/s each way in practice; the host update, one
     // thread streaming ~10 GB/s. 16-bit products: ~60% of the 989 TFLOP/s
     // dense bf16 peak.
-    // Peaks: HBM3 3.35 TB/s, 67 TFLOP/s f32 on CUDA cores, 495 TFLOP/s
-    // TF32 and 989 TFLOP/s bf16 dense on tensor cores.
+    // Peaks: HBM3 3.35 TB/s, 67 TFLOP/s f32 on CUDA cores (elementwise
+    // arithmetic and the f32 products) and 989 TFLOP/s bf16 dense on
+    // tensor cores.
     return MachineModel{
-        "h100-nvlink", 300e6, 50e6,  2.7e6,  5,    370e3, 15,     0, 45e3, 20,
-        25e3,          10e3,  600e6, 3.35e6, 67e6, 495e6, 989.4e6};
+        "h100-nvlink", 47e6, 50e6,  2.7e6,  5,    370e3, 15,     0, 45e3, 20,
+        25e3,          10e3, 600e6, 3.35e6, 67e6, 67e6,  989.4e6};
   }
   return std::nullopt;
 }
