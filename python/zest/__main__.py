@@ -130,6 +130,15 @@ def add_train_options(sub):
         "samples shaped like the example batch",
     )
     sub.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="a token stream (raw uint16 .bin as nanoGPT writes it, or a 1-D "
+        ".npy of uint16/uint32/int32/int64): each sample a window of the "
+        "example batch's length (ids, and the targets one token on), at "
+        "seeded offsets, each rank's disjoint; ids are checked against the "
+        "model's vocabulary before the run",
+    )
+    sub.add_argument(
         "--samples", type=int, default=64, help="random samples without --data (64)"
     )
     sub.add_argument(
@@ -184,6 +193,12 @@ def main(argv=None):
     args, rest = parser().parse_known_args(argv)
     if args.command == "plot":
         return plot_command(args, rest)
+    if getattr(args, "tokens", None) and args.data:
+        print(
+            "zest: error: --tokens and --data are two data sources; give one",
+            file=sys.stderr,
+        )
+        return 2
     if args.nproc < 1:
         print("zest: error: --nproc must be at least 1", file=sys.stderr)
         return 2

@@ -143,12 +143,31 @@ def compiled(args, model, cache):
     return entry
 
 
-def example_batch(args):
+def factory_objects(args):
+    """(model, loss_fn, example_batch) of the factory (built again when the
+    import came from the cache)."""
     if getattr(args, "objects", None):
-        return args.objects[2]
+        return args.objects
     from zest_import import load_factory
 
-    return load_factory(args.factory)[2]
+    return load_factory(args.factory)
+
+
+def example_batch(args):
+    return factory_objects(args)[2]
+
+
+def data_options(args, model, cache):
+    """The executable's data options: --tokens (checked against the
+    model's vocabulary first), --data, or cached random samples."""
+    if getattr(args, "tokens", None):
+        from .tokens import check_tokens
+
+        bound = check_tokens(args.tokens, factory_objects(args)[0])
+        return ["--tokens", args.tokens] + (
+            ["--token-bound", str(bound)] if bound else []
+        )
+    return ["--data", args.data or synthetic_data(args, model, cache)]
 
 
 def synthetic_data(args, model, cache):
@@ -229,7 +248,7 @@ def train(args, finish=None):
         raise LaunchError("--shapes-only has no weights to train (use zest plan)")
     model = imported(args, cache)
     step = compiled(args, model, cache)
-    data = args.data or synthetic_data(args, model, cache)
+    data = data_options(args, model, cache)
     save = args.save or tempfile.mkdtemp(prefix="zest-run-")
     try:
         return run_and_export(args, step, data, save, finish)
@@ -254,8 +273,7 @@ def run_and_export(args, step, data, save, finish):
             step.file("step"),
             "--steps",
             str(args.steps - done),
-            "--data",
-            data,
+            *data,
             "--load",
             load,
             "--save",

@@ -7,7 +7,9 @@
 #include "ModelDescriptor.h"
 #include "Options.h"
 #include "SampleFiles.h"
+#include "TokenStream.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,7 +57,10 @@ public:
                    std::to_string(batch) + " vs " + std::to_string(b) + ")");
       batch = b;
     }
-    if (options.data != "synthetic" && !specs.empty())
+    if (!options.tokens.empty())
+      tokens = std::make_unique<TokenStream>(options.tokens, specs,
+                                             options.tokenBound, options.seed);
+    else if (options.data != "synthetic" && !specs.empty())
       files = openSampleFiles(options.data, specs);
   }
 
@@ -70,6 +75,10 @@ public:
       for (int64_t s = 0; s < batch; ++s) {
         int64_t sample = first + s;
         char *out = static_cast<char *>(buffer.data()) + s * bytes;
+        if (tokens) {
+          tokens->read(sample, d, out);
+          continue;
+        }
         if (!files.empty()) {
           readSample(files[d], sample, out);
           continue;
@@ -114,6 +123,8 @@ private:
   int64_t batch = 0;
   /// One per data argument when reading files.
   std::vector<SampleColumn> files;
+  /// With --tokens.
+  std::unique_ptr<TokenStream> tokens;
 };
 
 } // namespace zest

@@ -33,6 +33,13 @@ static const char *kHelp =
     "                       back to back, A.npy[,B.npy...] (one per data\n"
     "                       argument) or X.safetensors (tensors \"0\", \"1\",\n"
     "                       ...); each rank reads only its samples\n"
+    "  --tokens FILE        train on windows of a token stream: raw uint16\n"
+    "                       (nanoGPT's .bin) or a 1-D .npy of uint16,\n"
+    "                       uint32, int32 or int64 ids, memory-mapped; ids\n"
+    "                       = w[0:T], targets = w[1:T+1], windows at seeded\n"
+    "                       offsets, the ranks' disjoint\n"
+    "  --token-bound N      with --tokens: every id must be below N (the\n"
+    "                       vocabulary); checked before the first step\n"
     "  --dataset-size N     synthetic samples before repeating (0: never)\n"
     "  --int-bound N        integer data is drawn from [0, N) (16)\n"
     "  --function NAME      entry point to run (first with a loss)\n"
@@ -54,6 +61,13 @@ void zest::usageError(const std::string &message) {
     std::fprintf(stderr, "error: %s\n%s", message.c_str(), kHelp);
   zest_finalize();
   std::exit(2);
+}
+
+void zest::dataError(const std::string &message) {
+  if (zest_rank() == 0)
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+  zest_finalize();
+  std::exit(1);
 }
 
 Options zest::parseOptions(int argc, char **argv) {
@@ -128,6 +142,10 @@ Options zest::parseOptions(int argc, char **argv) {
       o.accum = integer(1);
     else if (flag == "--data")
       o.data = value;
+    else if (flag == "--tokens")
+      o.tokens = value;
+    else if (flag == "--token-bound")
+      o.tokenBound = integer(1);
     else if (flag == "--dataset-size")
       o.datasetSize = integer(0);
     else if (flag == "--int-bound")
@@ -149,6 +167,10 @@ Options zest::parseOptions(int argc, char **argv) {
     else
       usageError("unknown option '" + flag + "'");
   }
+  if (!o.tokens.empty() && o.data != "synthetic")
+    usageError("--tokens and --data are two data sources; give one");
+  if (o.tokenBound && o.tokens.empty())
+    usageError("--token-bound needs --tokens FILE");
   if (o.saveEvery && o.save.empty())
     usageError("--save-every needs --save DIR");
   if (o.keep && !o.saveEvery)

@@ -25,6 +25,10 @@ struct Options {
   double minLr = 0;
   int64_t accum = 1;
   std::string data = "synthetic";
+  /// --tokens: a token stream cut into windows (TokenStream.h); ids must be
+  /// below tokenBound when it is positive.
+  std::string tokens;
+  int64_t tokenBound = 0;
   int64_t datasetSize = 0;
   int64_t intBound = 16;
   std::string function;
@@ -44,6 +48,10 @@ Options parseOptions(int argc, char **argv);
 /// Exits every rank with status 2 after rank 0 explains; argument errors are
 /// the same on every rank, so no rank is left waiting.
 [[noreturn]] void usageError(const std::string &message);
+
+/// Exits every rank with status 1 after rank 0 prints `message`: a data
+/// file every rank reads and finds wrong in the same place (no usage text).
+[[noreturn]] void dataError(const std::string &message);
 
 } // namespace zest
 

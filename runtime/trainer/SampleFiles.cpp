@@ -15,9 +15,8 @@
 using namespace zest;
 using zest::checkpoint::shapeText;
 
-namespace {
-
-std::shared_ptr<int> openFile(const std::string &path, int64_t &size) {
+std::shared_ptr<int> zest::openDataFile(const std::string &path,
+                                        int64_t &size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     usageError("cannot open data file '" + path + "': " + std::strerror(errno));
@@ -31,56 +30,26 @@ std::shared_ptr<int> openFile(const std::string &path, int64_t &size) {
   });
 }
 
-bool endsWith(const std::string &text, const std::string &suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-int64_t perSampleBytes(const TensorSpec &spec) {
-  return spec.bytes() / spec.shape[0];
-}
-
-/// The argument's per-sample shape: its shape without the micro-batch.
-std::vector<int64_t> sampleShape(const TensorSpec &spec) {
-  return {spec.shape.begin() + 1, spec.shape.end()};
-}
-
-/// Checks a file tensor of `dtype` and `shape` ([samples, ...]) against
-/// data argument `index`; returns its sample count.
-int64_t checkColumn(const std::string &where, const std::string &dtype,
-                    const std::vector<int64_t> &shape, const TensorSpec &spec,
-                    size_t index) {
-  std::string argument = "data argument #" + std::to_string(index) + " (" +
-                         spec.dtype.name + ", per sample " +
-                         shapeText(sampleShape(spec)) + ")";
-  if (dtype != spec.dtype.name)
-    usageError(where + " holds " + dtype + " values but " + argument +
-               " takes " + spec.dtype.name);
-  if (shape.empty() ||
-      std::vector<int64_t>(shape.begin() + 1, shape.end()) != sampleShape(spec))
-    usageError(where + " has shape " + shapeText(shape) + "; " + argument +
-               " needs [samples, " + shapeText(sampleShape(spec)).substr(1));
-  if (shape[0] <= 0)
-    usageError(where + " holds no samples");
-  return shape[0];
-}
+namespace {
 
 /// The safetensors dtype name of a NumPy `descr`, or "" if Zest has none.
 std::string dtypeOfDescr(const std::string &descr) {
   static const std::pair<const char *, const char *> table[] = {
-      {"<f4", "F32"}, {"<f8", "F64"}, {"<f2", "F16"},
-      {"<i8", "I64"}, {"<i4", "I32"}, {"<i2", "I16"},
-      {"|i1", "I8"},  {"|u1", "U8"},  {"|b1", "BOOL"}};
+      {"<f4", "F32"},  {"<f8", "F64"}, {"<f2", "F16"}, {"<i8", "I64"},
+      {"<i4", "I32"},  {"<i2", "I16"}, {"|i1", "I8"},  {"|u1", "U8"},
+      {"|b1", "BOOL"}, {"<u2", "U16"}, {"<u4", "U32"}};
   for (auto [numpy, name] : table)
     if (descr == numpy)
       return name;
   return "";
 }
 
+} // namespace
+
 /// Parses a .npy header: its dtype, shape and where the data starts.
-void readNpyHeader(const std::string &path, int fd, int64_t size,
-                   std::string &dtype, std::vector<int64_t> &shape,
-                   int64_t &dataOffset) {
+void zest::readNpyHeader(const std::string &path, int fd, int64_t size,
+                         std::string &dtype, std::vector<int64_t> &shape,
+                         int64_t &dataOffset) {
   auto fail = [&](const std::string &what) {
     usageError("data file '" + path + "' is not a NumPy .npy file: " + what);
   };
@@ -119,7 +88,7 @@ void readNpyHeader(const std::string &path, int fd, int64_t size,
     usageError("data file '" + path + "' holds NumPy dtype '" + descr +
                "', which Zest does not read; save it little-endian as one "
                "of float32, float64, float16, int64, int32, int16, int8, "
-               "uint8 or bool");
+               "uint32, uint16, uint8 or bool");
   if (valueOf("fortran_order").rfind("False", 0) != 0)
     usageError("data file '" + path +
                "' is in Fortran order; save it with "
@@ -142,10 +111,46 @@ void readNpyHeader(const std::string &path, int fd, int64_t size,
   }
 }
 
+namespace {
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int64_t perSampleBytes(const TensorSpec &spec) {
+  return spec.bytes() / spec.shape[0];
+}
+
+/// The argument's per-sample shape: its shape without the micro-batch.
+std::vector<int64_t> sampleShape(const TensorSpec &spec) {
+  return {spec.shape.begin() + 1, spec.shape.end()};
+}
+
+/// Checks a file tensor of `dtype` and `shape` ([samples, ...]) against
+/// data argument `index`; returns its sample count.
+int64_t checkColumn(const std::string &where, const std::string &dtype,
+                    const std::vector<int64_t> &shape, const TensorSpec &spec,
+                    size_t index) {
+  std::string argument = "data argument #" + std::to_string(index) + " (" +
+                         spec.dtype.name + ", per sample " +
+                         shapeText(sampleShape(spec)) + ")";
+  if (dtype != spec.dtype.name)
+    usageError(where + " holds " + dtype + " values but " + argument +
+               " takes " + spec.dtype.name);
+  if (shape.empty() ||
+      std::vector<int64_t>(shape.begin() + 1, shape.end()) != sampleShape(spec))
+    usageError(where + " has shape " + shapeText(shape) + "; " + argument +
+               " needs [samples, " + shapeText(sampleShape(spec)).substr(1));
+  if (shape[0] <= 0)
+    usageError(where + " holds no samples");
+  return shape[0];
+}
+
 std::vector<SampleColumn> openRaw(const std::string &path,
                                   const std::vector<TensorSpec> &specs) {
   int64_t size = 0;
-  std::shared_ptr<int> fd = openFile(path, size);
+  std::shared_ptr<int> fd = openDataFile(path, size);
   int64_t sampleBytes = 0;
   for (const TensorSpec &spec : specs)
     sampleBytes += perSampleBytes(spec);
@@ -182,7 +187,7 @@ std::vector<SampleColumn> openNpy(const std::string &spec,
   std::vector<SampleColumn> columns;
   for (size_t i = 0; i < paths.size(); ++i) {
     int64_t size = 0, dataOffset = 0;
-    std::shared_ptr<int> fd = openFile(paths[i], size);
+    std::shared_ptr<int> fd = openDataFile(paths[i], size);
     std::string dtype;
     std::vector<int64_t> shape;
     readNpyHeader(paths[i], *fd, size, dtype, shape, dataOffset);
@@ -204,7 +209,7 @@ openSafetensors(const std::string &path, const std::vector<TensorSpec> &specs) {
   if (!safetensors::readHeader(path, header, error))
     usageError(error);
   int64_t size = 0;
-  std::shared_ptr<int> fd = openFile(path, size);
+  std::shared_ptr<int> fd = openDataFile(path, size);
   std::vector<SampleColumn> columns;
   for (size_t i = 0; i < specs.size(); ++i) {
     const safetensors::Entry *entry = nullptr;

@@ -37,6 +37,17 @@ struct SampleColumn {
 std::vector<SampleColumn> openSampleFiles(const std::string &spec,
                                           const std::vector<TensorSpec> &specs);
 
+/// Opens data file `path` read-only and sets `size` to its bytes; exits
+/// with a usage error naming the file if it cannot.
+std::shared_ptr<int> openDataFile(const std::string &path, int64_t &size);
+
+/// Parses the header of .npy file `path` (open as `fd`, `size` bytes): its
+/// dtype as a safetensors name (U16 and U32 too), shape and where its data
+/// starts; exits with a usage error naming the file if it is not one.
+void readNpyHeader(const std::string &path, int fd, int64_t size,
+                   std::string &dtype, std::vector<int64_t> &shape,
+                   int64_t &dataOffset);
+
 /// Reads sample `sample` (modulo the count) of `column` into `out`.
 void readSample(const SampleColumn &column, int64_t sample, char *out);
 
