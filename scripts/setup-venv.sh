@@ -7,9 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
-# ml_dtypes: torch-mlir's bf16 constants (autocast models) need it.
+# ml_dtypes: torch-mlir's bf16 constants (autocast models) need it;
+# tensorboardX (and its protobuf): zest train --log-dir's TensorBoard events.
 PINS=(torch==2.15.0 torch-mlir==20261001 numpy==2.4.6 safetensors==0.8.0
-      transformers==5.23.0 ml_dtypes==0.6.0)
+      transformers==5.23.0 ml_dtypes==0.6.0 tensorboardX==2.6.5
+      protobuf==7.36.2)
 
 # The project's Python packages (zest, zest_import) on the virtualenv's
 # path, as an editable install would put them: `import zest` works from

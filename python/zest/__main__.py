@@ -158,6 +158,13 @@ def add_train_options(sub):
         help="write the trained PyTorch state dict " "(.pt or .safetensors)",
     )
     sub.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="each step's loss, learning rate, tokens/s, step time, "
+        "communication wait and pool peak in DIR/metrics.jsonl and as "
+        "TensorBoard scalars (DIR's event files)",
+    )
+    sub.add_argument(
         "--hostfile", metavar="FILE", help="mpirun's hostfile (otherwise this machine)"
     )
     sub.add_argument(

@@ -221,10 +221,16 @@ def mpirun_command(args):
     return command
 
 
-def launch(command):
+def launch(command, log_dir=None):
     """Runs the ranks, their output shown as it comes (rank 0's progress
-    redrawn in place on a terminal); returns rank 0's losses by step."""
+    redrawn in place on a terminal) and, with `log_dir`, each step's
+    figures logged (metrics.py); returns rank 0's losses by step."""
     display = Display()
+    metrics = None
+    if log_dir:
+        from .metrics import MetricsLog
+
+        metrics = MetricsLog(log_dir)
     with subprocess.Popen(
         command + ["--progress"],
         stdout=subprocess.PIPE,
@@ -234,7 +240,11 @@ def launch(command):
     ) as ranks:
         for line in ranks.stdout:
             display.line(line.rstrip("\n"))
+            if metrics:
+                metrics.line(line.rstrip("\n"))
     display.end_line()
+    if metrics:
+        metrics.close()
     if ranks.returncode != 0:
         raise LaunchError(f"the training run failed (exit {ranks.returncode})")
     return display.losses
@@ -284,7 +294,7 @@ def run_and_export(args, step, data, save, finish):
         ]
         if args.plot:
             command += ["--trace", os.path.join(save, "trace.json")]
-        losses = launch(command)
+        losses = launch(command, getattr(args, "log_dir", None))
         if args.plot:
             draw(args, step, save)
     if args.export:

@@ -25,7 +25,7 @@ ProgressLine::ProgressLine(const FunctionInfo &function, int64_t microBatch,
   // (start-up waits, rank agreement and loading, are not a step's).
 }
 
-void ProgressLine::report(int64_t step, double loss, double stepUs) {
+void ProgressLine::report(int64_t step, double loss, double lr, double stepUs) {
   zest_counters_t counters;
   zest_get_counters(&counters);
   double waitUs = double(counters.wait_us) - lastWaitUs;
@@ -37,10 +37,10 @@ void ProgressLine::report(int64_t step, double loss, double stepUs) {
   if (tokensPerSample)
     perSecond *= double(tokensPerSample);
   double etaS = done > 0 ? elapsedUs / double(done) * double(left) / 1e6 : 0;
-  std::printf("progress: step %lld/%lld loss %.4f %s %.0f step %.1f ms "
-              "wait %.1f ms pool peak %.1f MiB eta %.0f s\n",
+  std::printf("progress: step %lld/%lld loss %.4f lr %.4g %s %.0f step %.1f "
+              "ms wait %.1f ms pool peak %.1f MiB eta %.0f s\n",
               static_cast<long long>(step + 1),
-              static_cast<long long>(lastStep), loss, unit, perSecond,
+              static_cast<long long>(lastStep), loss, lr, unit, perSecond,
               stepUs / 1e3, waitUs / 1e3,
               double(counters.pool_held_peak_bytes) / (1 << 20), etaS);
   std::fflush(stdout);

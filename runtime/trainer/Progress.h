@@ -25,9 +25,9 @@ public:
   ProgressLine(const FunctionInfo &function, int64_t microBatch,
                int64_t samplesPerStep, int64_t firstStep, int64_t lastStep);
 
-  /// Prints step `step` (0-based)'s line: its loss, its time and the
-  /// counters since the previous step.
-  void report(int64_t step, double loss, double stepUs);
+  /// Prints step `step` (0-based)'s line: its loss, learning rate, time
+  /// and the counters since the previous step.
+  void report(int64_t step, double loss, double lr, double stepUs);
 
 private:
   int64_t samplesPerStep, tokensPerSample = 0, firstStep, lastStep;

@@ -400,7 +400,8 @@ void Run::runStep(int64_t step) {
   }
   double stepUs = zest_now_us() - stepStart;
   if (progress)
-    progress->report(step, loss, stepUs);
+    progress->report(step, loss, training ? train.learningRate(step) : 0,
+                     stepUs);
   lastStepFaults = pageFaults() - faultsBefore;
   if (training && options.saveEvery && (step + 1) % options.saveEvery == 0) {
     mirrors.downloadPersistent();
