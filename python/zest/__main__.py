@@ -165,6 +165,19 @@ def add_train_options(sub):
         "TensorBoard scalars (DIR's event files)",
     )
     sub.add_argument(
+        "--export-hf",
+        metavar="DIR",
+        help="write the trained transformers model with save_pretrained "
+        "(config and safetensors) for from_pretrained",
+    )
+    sub.add_argument(
+        "--init-from",
+        metavar="PATH",
+        help="start from these weights (a save_pretrained folder, .pt or "
+        ".safetensors state dict), loaded strictly by name, instead of the "
+        "factory's",
+    )
+    sub.add_argument(
         "--hostfile", metavar="FILE", help="mpirun's hostfile (otherwise this machine)"
     )
     sub.add_argument(

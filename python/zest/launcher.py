@@ -148,9 +148,11 @@ def factory_objects(args):
     import came from the cache)."""
     if getattr(args, "objects", None):
         return args.objects
-    from zest_import import load_factory
+    if getattr(args, "factory_built", None) is None:
+        from zest_import import load_factory
 
-    return load_factory(args.factory)
+        args.factory_built = load_factory(args.factory)
+    return args.factory_built
 
 
 def example_batch(args):
@@ -275,7 +277,7 @@ def run_and_export(args, step, data, save, finish):
         print(f"zest: '{save}' already holds step {done} of {args.steps}")
         losses = {}
     else:
-        load = save if done else step.file("init-ckpt")
+        load = save if done else initial_checkpoint(args, step, save)
         if done:
             print(f"zest: resuming from step {done} in '{save}'")
         every = args.save_every or args.steps
@@ -297,10 +299,17 @@ def run_and_export(args, step, data, save, finish):
         losses = launch(command, getattr(args, "log_dir", None))
         if args.plot:
             draw(args, step, save)
+    export_hf = getattr(args, "export_hf", None)
+    if args.export or export_hf:
+        state = trained_state_dict(args, save)
     if args.export:
         from zest_import.weights import save_state_dict
 
-        save_state_dict(trained_state_dict(args, save), args.export)
+        save_state_dict(state, args.export)
+    if export_hf:
+        from .hf import export_pretrained
+
+        export_pretrained(factory_objects(args)[0], state, export_hf)
     if finish:
         finish(save)
     return losses
@@ -324,16 +333,23 @@ def draw(args, step, save):
     )
 
 
+def initial_checkpoint(args, step, save):
+    """The sharded weights a new run starts from: the factory's, or
+    --init-from's split for this step (in `save`)."""
+    if not getattr(args, "init_from", None):
+        return step.file("init-ckpt")
+    from .hf import init_checkpoint
+
+    folder = os.path.join(save, "init-from")
+    shutil.rmtree(folder, ignore_errors=True)
+    return init_checkpoint(args, factory_objects(args)[0], step, folder)
+
+
 def trained_state_dict(args, save):
     """The model's state dict from the newest checkpoint in `save`."""
     from zest_import.weights import complete_state_dict, read_checkpoint
 
-    model = args.objects[0] if getattr(args, "objects", None) else None
-    if model is None:
-        from zest_import import load_factory
-
-        model = load_factory(args.factory)[0]
-    return complete_state_dict(model, read_checkpoint(save), save)
+    return complete_state_dict(factory_objects(args)[0], read_checkpoint(save), save)
 
 
 def plan(args):
