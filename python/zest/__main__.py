@@ -139,6 +139,23 @@ def add_train_options(sub):
         "model's vocabulary before the run",
     )
     sub.add_argument(
+        "--eval-tokens",
+        metavar="FILE",
+        help="a token stream to evaluate on: the model's loss in eval mode "
+        "(no gradients) on --eval-batches fixed global batches of its "
+        "windows, averaged over the ranks, printed as 'eval step N loss X'",
+    )
+    sub.add_argument(
+        "--eval-every",
+        metavar="N",
+        help="with --eval-tokens: evaluate every N steps (default: after the " "last)",
+    )
+    sub.add_argument(
+        "--eval-batches",
+        metavar="K",
+        help="with --eval-tokens: global batches evaluated (4)",
+    )
+    sub.add_argument(
         "--samples", type=int, default=64, help="random samples without --data (64)"
     )
     sub.add_argument(
@@ -231,6 +248,15 @@ def main(argv=None):
             print(f"zest: error: unexpected argument '{arg}'", file=sys.stderr)
             return 2
     args.zestc_args = rest
+    if getattr(args, "eval_tokens", None):
+        # The evaluation runs the import's forward entry (NAME_forward).
+        args.import_args = args.import_args + ["--forward"]
+    elif getattr(args, "eval_every", None) or getattr(args, "eval_batches", None):
+        print(
+            "zest: error: --eval-every and --eval-batches need --eval-tokens FILE",
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "train":
         args.run_args = []
         for flag in DRIVER_OPTIONS:

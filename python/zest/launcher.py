@@ -162,14 +162,22 @@ def example_batch(args):
 def data_options(args, model, cache):
     """The executable's data options: --tokens (checked against the
     model's vocabulary first), --data, or cached random samples."""
-    if getattr(args, "tokens", None):
-        from .tokens import check_tokens
+    from .tokens import check_tokens
 
+    options = []
+    bound = None
+    if getattr(args, "eval_tokens", None):
+        bound = check_tokens(args.eval_tokens, factory_objects(args)[0])
+        options += ["--eval-tokens", args.eval_tokens]
+        for flag in ("eval_every", "eval_batches"):
+            if getattr(args, flag, None):
+                options += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+    if getattr(args, "tokens", None):
         bound = check_tokens(args.tokens, factory_objects(args)[0])
-        return ["--tokens", args.tokens] + (
-            ["--token-bound", str(bound)] if bound else []
-        )
-    return ["--data", args.data or synthetic_data(args, model, cache)]
+        options += ["--tokens", args.tokens]
+    else:
+        options += ["--data", args.data or synthetic_data(args, model, cache)]
+    return options + (["--token-bound", str(bound)] if bound else [])
 
 
 def synthetic_data(args, model, cache):

@@ -12,8 +12,10 @@ from .tools import LaunchError
 
 # progress: step 4/10 loss 4.1616 lr 0.1 tokens/s 169688 step 0.2 ms
 #   wait 0.0 ms pool peak 0.2 MiB eta 0 s
+EVAL_LINE = re.compile(r"^eval step (\d+) loss (\S+)$")
 PROGRESS = re.compile(
-    r"^progress: step (?P<step>\d+)/\d+ loss (?P<loss>\S+) lr (?P<lr>\S+) "
+    r"^progress: step (?P<step>\d+)/\d+ loss (?P<loss>\S+)"
+    r"(?: eval (?P<eval>\S+))? lr (?P<lr>\S+) "
     r"(?P<unit>tokens|samples)/s (?P<rate>\S+) step (?P<step_ms>\S+) ms "
     r"wait (?P<wait_ms>\S+) ms pool peak (?P<pool_mib>\S+) MiB"
 )
@@ -46,6 +48,10 @@ class MetricsLog:
         self.losses = {}
 
     def line(self, text):
+        evaluation = EVAL_LINE.match(text)
+        if evaluation:
+            self.write({"step": int(evaluation[1]), "eval_loss": float(evaluation[2])})
+            return
         step = STEP_LINE.match(text)
         if step:
             # The loss in full (the progress line rounds it).
@@ -54,12 +60,18 @@ class MetricsLog:
         if figures is None:
             return
         figures["loss"] = self.losses.pop(figures["step"], figures["loss"])
+        self.write(figures)
+
+    def write(self, figures):
+        """One JSON line, and each figure as a scalar (train/NAME, or
+        eval/loss)."""
         self.jsonl.write(json.dumps(figures) + "\n")
         self.jsonl.flush()
         step = figures["step"]
         for key, value in figures.items():
             if key != "step":
-                self.events.add_scalar(f"train/{key}", value, step)
+                tag = "eval/loss" if key == "eval_loss" else f"train/{key}"
+                self.events.add_scalar(tag, value, step)
 
     def close(self):
         self.jsonl.close()

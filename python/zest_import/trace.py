@@ -284,30 +284,57 @@ def trace_forward(model, loss_fn, batch, name):
     import torch
     from torch.func import functionalize
 
+    from torch.func import functional_call
+
     params = dict(model.named_parameters())
     names = list(params)
 
-    def forward(*args):
-        values = dict(zip(names, args[: len(names)]))
-        return model_loss(model, loss_fn, values, args[len(names) :])
+    def traced(loss_of_values):
+        def forward(*args):
+            values = dict(zip(names, args[: len(names)]))
+            return loss_of_values(values, args[len(names) :])
 
-    model.eval()
-    try:
         with torch.no_grad():
             # In-place ops (a router's `weights /= sum`) removed, as in
             # the step.
-            graph = make_fx_step(
+            return make_fx_step(
                 functionalize(forward, remove="mutations"),
                 [p.detach() for p in params.values()] + list(batch),
                 model,
                 None,
             )
+
+    def eager_loss(values, data):
+        return model_loss(model, loss_fn, values, data)
+
+    model.eval()
+    try:
+        graph = traced(eager_loss)
     except Exception as error:
-        raise ZestImportError(
-            f"tracing the forward entry failed"
-            f"{where(model, traceback_frames(error))}: "
-            f"{first_line(error)}"
-        )
+        if not is_data_dependent(error):
+            raise ZestImportError(
+                f"tracing the forward entry failed"
+                f"{where(model, traceback_frames(error))}: "
+                f"{first_line(error)}"
+            )
+        # As the step: export the loss first (masking utilities branch on
+        # tensor values unless they see an export), then trace that.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            exported, prefix = export_loss(model, loss_fn, batch)
+
+        def exported_loss(values, data):
+            return functional_call(
+                exported, {prefix + n: v for n, v in values.items()}, data
+            )
+
+        try:
+            graph = traced(exported_loss)
+        except Exception as error:
+            raise ZestImportError(
+                f"tracing the exported forward entry failed: {first_line(error)}"
+            )
     finally:
         model.train()
     return lower(graph, name, model)

@@ -39,7 +39,10 @@ void fillRandomStreams(std::vector<Buffer> &args, const FunctionInfo &function,
 /// from files (SampleFiles.h, docs/Runtime.md).
 class DataSource {
 public:
-  DataSource(const Options &options, const FunctionInfo &function)
+  /// `tokens`: a token stream to read instead of --data (--tokens, or
+  /// --eval-tokens for the evaluation's source).
+  DataSource(const Options &options, const FunctionInfo &function,
+             const std::string &tokenPath)
       : options(options) {
     for (size_t i = 0; i < function.args.size(); ++i)
       if (function.args[i].kind == ArgInfo::Data)
@@ -57,8 +60,8 @@ public:
                    std::to_string(batch) + " vs " + std::to_string(b) + ")");
       batch = b;
     }
-    if (!options.tokens.empty())
-      tokens = std::make_unique<TokenStream>(options.tokens, specs,
+    if (!tokenPath.empty())
+      tokens = std::make_unique<TokenStream>(tokenPath, specs,
                                              options.tokenBound, options.seed);
     else if (options.data != "synthetic" && !specs.empty())
       files = openSampleFiles(options.data, specs);

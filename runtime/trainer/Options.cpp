@@ -1,6 +1,7 @@
 //===- Options.cpp - Command-line options of the training driver ----------===//
 
 #include "Options.h"
+
 #include "zest_runtime.h"
 
 #include <cmath>
@@ -40,6 +41,13 @@ static const char *kHelp =
     "                       offsets, the ranks' disjoint\n"
     "  --token-bound N      with --tokens: every id must be below N (the\n"
     "                       vocabulary); checked before the first step\n"
+    "  --eval-tokens FILE   evaluate on windows of this token stream: the\n"
+    "                       loss of the entry point NAME_forward (zest-import\n"
+    "                       --forward) on fixed batches, averaged over the\n"
+    "                       ranks, printed as 'eval step N loss X'\n"
+    "  --eval-every N       with --eval-tokens: every N steps (0: after the\n"
+    "                       last)\n"
+    "  --eval-batches K     with --eval-tokens: global batches (4)\n"
     "  --dataset-size N     synthetic samples before repeating (0: never)\n"
     "  --int-bound N        integer data is drawn from [0, N) (16)\n"
     "  --function NAME      entry point to run (first with a loss)\n"
@@ -146,6 +154,12 @@ Options zest::parseOptions(int argc, char **argv) {
       o.tokens = value;
     else if (flag == "--token-bound")
       o.tokenBound = integer(1);
+    else if (flag == "--eval-tokens")
+      o.evalTokens = value;
+    else if (flag == "--eval-every")
+      o.evalEvery = integer(0);
+    else if (flag == "--eval-batches")
+      o.evalBatches = integer(1);
     else if (flag == "--dataset-size")
       o.datasetSize = integer(0);
     else if (flag == "--int-bound")
@@ -169,8 +183,10 @@ Options zest::parseOptions(int argc, char **argv) {
   }
   if (!o.tokens.empty() && o.data != "synthetic")
     usageError("--tokens and --data are two data sources; give one");
-  if (o.tokenBound && o.tokens.empty())
-    usageError("--token-bound needs --tokens FILE");
+  if (o.tokenBound && o.tokens.empty() && o.evalTokens.empty())
+    usageError("--token-bound needs --tokens FILE or --eval-tokens FILE");
+  if (o.evalTokens.empty() && (o.evalEvery || o.evalBatches != 4))
+    usageError("--eval-every and --eval-batches need --eval-tokens FILE");
   if (o.saveEvery && o.save.empty())
     usageError("--save-every needs --save DIR");
   if (o.keep && !o.saveEvery)

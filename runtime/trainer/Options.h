@@ -29,6 +29,11 @@ struct Options {
   /// below tokenBound when it is positive.
   std::string tokens;
   int64_t tokenBound = 0;
+  /// --eval-tokens: the loss of the forward entry point (NAME_forward) on
+  /// evalBatches fixed global batches of this stream's windows, every
+  /// evalEvery steps (0: after the last).
+  std::string evalTokens;
+  int64_t evalEvery = 0, evalBatches = 4;
   int64_t datasetSize = 0;
   int64_t intBound = 16;
   std::string function;

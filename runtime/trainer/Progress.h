@@ -29,7 +29,11 @@ public:
   /// and the counters since the previous step.
   void report(int64_t step, double loss, double lr, double stepUs);
 
+  /// The evaluation loss after the step just reported: on the next lines.
+  void noteEvaluation(double loss) { evalLoss = loss; }
+
 private:
+  double evalLoss = -1; // none yet
   int64_t samplesPerStep, tokensPerSample = 0, firstStep, lastStep;
   double elapsedUs = 0, lastWaitUs = 0;
 };

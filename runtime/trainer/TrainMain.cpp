@@ -260,8 +260,8 @@ public:
         startStep(options.load.empty()
                       ? 0
                       : loadCheckpoint(options.load, model, train)),
-        stepCall(fn, function, train, mirrors), data(options, function),
-        micro(data.microBatch()),
+        stepCall(fn, function, train, mirrors),
+        data(options, function, options.tokens), micro(data.microBatch()),
         globalBatch(int64_t(world) * options.accum * micro) {
     // With no-sync every micro-batch but the last only accumulates
     // gradients (no reduction, no update), through the step's companion
@@ -272,6 +272,8 @@ public:
     if (options.progress && rank == 0 && training)
       progress.emplace(function, micro, globalBatch, startStep,
                        startStep + options.steps);
+    if (!options.evalTokens.empty() && training)
+      setUpEvaluation();
   }
 
   /// Runs --steps steps (after those of --load's checkpoint).
@@ -293,6 +295,12 @@ private:
   EntryCall &entryFor(int64_t a) {
     return accumulatesOnly(a) ? *accumulateCall : stepCall;
   }
+  /// --eval-tokens: the forward entry point on the same parameters, fed
+  /// from the evaluation's stream.
+  void setUpEvaluation();
+  /// The forward entry point's loss on --eval-batches fixed global batches,
+  /// averaged over them and the ranks, after step `step` (0-based).
+  void evaluate(int64_t step);
   /// Fills the host arguments of micro-batch `a` of `step`.
   void fillMicroBatch(int64_t step, int64_t a);
   /// Where the step computes on a device, fills the micro-batch after `a`
@@ -312,6 +320,9 @@ private:
   EntryCall stepCall;
   std::optional<EntryCall> accumulateCall;
   DataSource data;
+  std::optional<EntryCall> evalCall;
+  std::unique_ptr<DataSource> evalData;
+  size_t evalResult = 0; // the forward entry's loss among its results
   int64_t micro, globalBatch;
   std::optional<ProgressLine> progress;
   /// The (step, micro-batch) prefillNext filled, if any.
@@ -340,6 +351,55 @@ void Run::fillMicroBatch(int64_t step, int64_t a) {
   fillRandomStreams(entry.args, *entry.function, train.rngSeed, step, offset);
   if (entry.hyper)
     train.fillHyper(entry.hyper, step, a);
+}
+
+void Run::setUpEvaluation() {
+  std::string name = function.name + "_forward";
+  size_t index = 0;
+  while (index < model.functions.size() && model.functions[index].name != name)
+    ++index;
+  if (index == model.functions.size())
+    usageError("--eval-tokens runs the entry point '" + name +
+               "' (the loss in eval mode), which this executable lacks: "
+               "import the model with zest-import --forward");
+  const FunctionInfo &forward = model.functions[index];
+  evalData = std::make_unique<DataSource>(options, forward, options.evalTokens);
+  if (evalData->microBatch() != micro)
+    usageError("'" + name + "' takes micro-batches of " +
+               std::to_string(evalData->microBatch()) + ", the step " +
+               std::to_string(micro) + "; import both from one example batch");
+  // A forward entry's loss is its scalar float result.
+  const std::vector<ResultInfo> &results = forward.results;
+  auto scalar = [](const ResultInfo &result) {
+    zest_dtype_t code = result.spec.dtype.code;
+    return result.spec.numel() == 1 && (code == ZEST_F32 || code == ZEST_F64);
+  };
+  evalResult = size_t(std::find_if(results.begin(), results.end(), scalar) -
+                      results.begin());
+  if (evalResult == results.size())
+    usageError("'" + name + "' returns no scalar loss to evaluate");
+  evalCall.emplace(index, forward, train, mirrors);
+}
+
+void Run::evaluate(int64_t step) {
+  // Its own numbering: the same windows at every evaluation.
+  double total = 0;
+  int64_t perBatch = int64_t(world) * micro;
+  for (int64_t b = 0; b < options.evalBatches; ++b) {
+    evalData->fill(evalCall->args, b * perBatch + int64_t(rank) * micro);
+    fillRandomStreams(evalCall->args, *evalCall->function, train.rngSeed, 0,
+                      int64_t(rank) * micro);
+    evalCall->start();
+    evalCall->finish();
+    total += readFloat(evalCall->results[evalResult], 0);
+  }
+  double local = total / double(options.evalBatches), global = 0;
+  zest_host_all_reduce(&local, &global, 1, ZEST_F64, ZEST_AVG);
+  if (rank == 0)
+    std::printf("eval step %lld loss %.9g\n", static_cast<long long>(step + 1),
+                global);
+  if (progress)
+    progress->noteEvaluation(global);
 }
 
 void Run::prefillNext(int64_t step, int64_t a) {
@@ -399,6 +459,11 @@ void Run::runStep(int64_t step) {
     loss = global;
   }
   double stepUs = zest_now_us() - stepStart;
+  // After the step's time, before its progress line, which shows it.
+  bool last = step + 1 == startStep + options.steps;
+  if (evalCall &&
+      (options.evalEvery ? (step + 1) % options.evalEvery == 0 : last))
+    evaluate(step);
   if (progress)
     progress->report(step, loss, training ? train.learningRate(step) : 0,
                      stepUs);
