@@ -319,6 +319,9 @@ static void addToLLVMPasses(OpPassManager &pm) {
   // Views at dynamic offsets (a scatter's rows) leave affine.apply behind.
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  // torch-mlir's index checks stop the ranks with a located error, not an
+  // abort() on each.
+  pm.addPass(createLowerAssertsPass());
   pm.addPass(createSCFToControlFlowPass());
   // Intrinsics first (sqrt, rsqrt, ...), libm for whatever is left.
   pm.addPass(createConvertMathToLLVMPass());

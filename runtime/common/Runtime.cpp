@@ -121,6 +121,27 @@ void zest_fatal(int code, const char *format, ...) {
   fatal(buffer, code ? code : 1);
 }
 
+namespace {
+/// zest_set_data_context's text.
+std::string &dataContext() {
+  static std::string context;
+  return context;
+}
+} // namespace
+
+void zest_set_data_context(const char *context) {
+  dataContext() = context ? context : "";
+}
+
+void zest_check_failed(const char *message) {
+  const std::string &context = dataContext();
+  zest_fatal(1,
+             "the step's check failed: %s%s%s (an index input outside "
+             "its table: a token id past the embedding, a class past the "
+             "logits?)",
+             message, context.empty() ? "" : ", in ", context.c_str());
+}
+
 int zest_rank(void) { return get().backend->rank(); }
 int zest_world_size(void) { return get().backend->worldSize(); }
 void zest_set_timeout(double seconds) { get().timeoutSeconds = seconds; }

@@ -125,6 +125,19 @@ void zest_fatal(int code, const char *format, ...)
 #endif
     ;
 
+/* A check of the compiled step failed (zest-lower-asserts: torch-mlir's
+ * index checks, `message`): prints `zest: rank R: error: the step's check
+ * failed: <message>`, with the data context if one was set, and makes every
+ * rank exit with status 1. Never returns. */
+void zest_check_failed(const char *message)
+#if defined(__GNUC__)
+    __attribute__((noreturn))
+#endif
+    ;
+/* What the next calls compute on, for zest_check_failed's message (the
+ * trainer: which samples of which file); copied; NULL clears it. */
+void zest_set_data_context(const char *context);
+
 int zest_rank(void);
 int zest_world_size(void);
 /* Arranges the ranks as a `replicas x shards` mesh (hybrid sharding) and

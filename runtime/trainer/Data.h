@@ -43,7 +43,7 @@ public:
   /// --eval-tokens for the evaluation's source).
   DataSource(const Options &options, const FunctionInfo &function,
              const std::string &tokenPath)
-      : options(options) {
+      : options(options), tokenPath(tokenPath) {
     for (size_t i = 0; i < function.args.size(); ++i)
       if (function.args[i].kind == ArgInfo::Data)
         dataArgs.push_back(i);
@@ -68,6 +68,18 @@ public:
   }
 
   int64_t microBatch() const { return batch; }
+
+  /// The micro-batch whose first sample is `first`, in words (for a failed
+  /// check of the step: zest_check_failed).
+  std::string describe(int64_t first) const {
+    std::string samples = "samples " + std::to_string(first) + " to " +
+                          std::to_string(first + batch - 1);
+    if (!tokenPath.empty())
+      return "the windows of " + samples + " of '" + tokenPath + "'";
+    if (!files.empty())
+      return samples + " of '" + options.data + "'";
+    return "synthetic " + samples;
+  }
 
   /// Fills the data arguments with samples [first, first + batch).
   void fill(std::vector<Buffer> &args, int64_t first) {
@@ -122,6 +134,7 @@ private:
   }
 
   const Options &options;
+  std::string tokenPath;
   std::vector<size_t> dataArgs;
   int64_t batch = 0;
   /// One per data argument when reading files.

@@ -301,6 +301,10 @@ private:
   /// The forward entry point's loss on --eval-batches fixed global batches,
   /// averaged over them and the ranks, after step `step` (0-based).
   void evaluate(int64_t step);
+  /// The global number of micro-batch `a` of `step`'s first sample.
+  int64_t firstSample(int64_t step, int64_t a) const {
+    return step * globalBatch + (int64_t(rank) * options.accum + a) * micro;
+  }
   /// Fills the host arguments of micro-batch `a` of `step`.
   void fillMicroBatch(int64_t step, int64_t a);
   /// Where the step computes on a device, fills the micro-batch after `a`
@@ -346,7 +350,7 @@ void Run::printHeader() const {
 
 void Run::fillMicroBatch(int64_t step, int64_t a) {
   EntryCall &entry = entryFor(a);
-  int64_t offset = (int64_t(rank) * options.accum + a) * micro;
+  int64_t offset = firstSample(step, a) - step * globalBatch;
   data.fill(entry.args, step * globalBatch + offset);
   fillRandomStreams(entry.args, *entry.function, train.rngSeed, step, offset);
   if (entry.hyper)
@@ -386,7 +390,9 @@ void Run::evaluate(int64_t step) {
   double total = 0;
   int64_t perBatch = int64_t(world) * micro;
   for (int64_t b = 0; b < options.evalBatches; ++b) {
-    evalData->fill(evalCall->args, b * perBatch + int64_t(rank) * micro);
+    int64_t first = b * perBatch + int64_t(rank) * micro;
+    evalData->fill(evalCall->args, first);
+    zest_set_data_context(evalData->describe(first).c_str());
     fillRandomStreams(evalCall->args, *evalCall->function, train.rngSeed, 0,
                       int64_t(rank) * micro);
     evalCall->start();
@@ -421,6 +427,7 @@ double Run::callMicroBatch(int64_t step, int64_t a) {
     fillMicroBatch(step, a);
   prefilled.reset();
   double computeStart = zest_now_us();
+  zest_set_data_context(data.describe(firstSample(step, a)).c_str());
   entry.start();
   prefillNext(step, a);
   entry.finish();

@@ -296,6 +296,39 @@ def UploadConstantsPass : Pass<"zest-upload-constants", "::mlir::ModuleOp"> {
   ];
 }
 
+def LowerAssertsPass : Pass<"zest-lower-asserts", "::mlir::ModuleOp"> {
+  let summary = "Turns the step's failed checks into runtime errors";
+  let description = [{
+    torch-mlir guards index inputs with `cf.assert` (an embedding's ids, a
+    gather's indices: `index must be smaller than dim size`). Upstream's
+    lowering prints the message and calls `abort()`: every rank dies of
+    SIGABRT with Open MPI's stack dump and nothing says which data was at
+    fault. Each `cf.assert` of host code (not of a GPU kernel) becomes
+    `scf.if (!condition) zest_check_failed(message)`: the runtime prints
+    `zest: rank R: error: the step's check failed: MESSAGE`, with the data
+    the trainer says it is feeding (`zest_set_data_context`), and stops
+    every rank with status 1 (MPI_Abort): no signal, no stack dump. Runs on
+    loops, before `convert-scf-to-cf`.
+
+    ```mlir
+    cf.assert %ok, "index must be smaller than dim size"
+    // becomes
+    %failed = arith.xori %ok, %true : i1
+    scf.if %failed {
+      %global = llvm.mlir.addressof @zest.check.0 : !llvm.ptr
+      %msg = llvm.getelementptr %global[0, 0] : ...
+      func.call @zest_check_failed(%msg) : (!llvm.ptr) -> ()
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def EmulateGPUKernelsPass
     : Pass<"zest-emulate-gpu-kernels", "::mlir::ModuleOp"> {
   let summary = "Compiles outlined GPU kernels for the host, one block per "
