@@ -166,16 +166,15 @@ if [ $MICRO = 1 ] && { [ $EMULATED = 1 ] || [ "$GPUS" -ge 2 ]; }; then
 fi
 [ $MICRO = 1 ] && check linear "0 failures" env ZEST_BACKEND=nccl $MPIRUN 1 \
   "$HERE/bin/zest-cuda-linear-test$SUFFIX"
-# Attention: the tiled kernels (a GPU's default), the reference ones and
-# the tensor-core ones (16-bit storage; not yet the default); the
-# cross-entropy.
+# Attention: the default kernels (tensor cores for 16-bit storage, else
+# the tiles), the tiles alone and the reference ones; the cross-entropy.
 [ $MICRO = 1 ] && check attention " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test$SUFFIX"
 [ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-reference \
   " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=reference \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
-[ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-tensor-cores \
-  " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=tensor-cores \
+[ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-tiled \
+  " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=tiled \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
 [ $MICRO = 1 ] && check cross-entropy " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-cross-entropy-test$SUFFIX"

@@ -3,8 +3,9 @@
 // Milliseconds and TFLOP/s of zest_cuda_attention_forward / _backward,
 // causal, at the shapes of the benchmarked models (GPT-2 124M and a
 // grouped-query Llama at 8 x 512 tokens, a 128-wide head at 2 x 2048), f32
-// and bf16: the tiled kernels (the default), the tensor-core kernels in
-// bf16 (ZEST_CUDA_ATTENTION=tensor-cores) and, with --reference, the
+// and bf16: the tiled kernels (ZEST_CUDA_ATTENTION=tiled; f32's default),
+// the tensor-core kernels in bf16 (16-bit storage's default) and, with
+// --reference, the
 // reference kernels too (ZEST_CUDA_ATTENTION=reference; not at 2048
 // tokens, where a call takes seconds). A causal
 // forward counts 2 B H S^2 D flops (half of the scores' and the values'

@@ -9,9 +9,9 @@
 // fewer and more keys than queries; sizes across the kernels' blocks (64
 // query rows, 256 keys; the GPU's tiles of 64 x 64) and head dimensions of
 // their own for values, up to and past the GPU tiles' 128. On a GPU,
-// ZEST_CUDA_ATTENTION=reference checks the reference kernels instead of
-// the tiles, and =tensor-cores the tensor-core kernels (16-bit storage,
-// head dimensions multiples of 16: the 64- and 128-wide cases).
+// the default kernels (tensor cores for 16-bit storage and head dimensions
+// multiples of 16, else the tiles), ZEST_CUDA_ATTENTION=tiled the tiles
+// alone and =reference the reference kernels.
 // Prints "attention: N cases, M failures" (test/Runtime/attention.test).
 //
 //===----------------------------------------------------------------------===//
