@@ -111,12 +111,12 @@ void zest::readNpyHeader(const std::string &path, int fd, int64_t size,
   }
 }
 
-namespace {
-
-bool endsWith(const std::string &text, const std::string &suffix) {
+bool zest::endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+namespace {
 
 int64_t perSampleBytes(const TensorSpec &spec) {
   return spec.bytes() / spec.shape[0];

@@ -37,6 +37,9 @@ struct SampleColumn {
 std::vector<SampleColumn> openSampleFiles(const std::string &spec,
                                           const std::vector<TensorSpec> &specs);
 
+/// Whether `text` ends with `suffix` (a data file's kind by its name).
+bool endsWith(const std::string &text, const std::string &suffix);
+
 /// Opens data file `path` read-only and sets `size` to its bytes; exits
 /// with a usage error naming the file if it cannot.
 std::shared_ptr<int> openDataFile(const std::string &path, int64_t &size);

@@ -16,11 +16,6 @@ using namespace zest;
 
 namespace {
 
-bool endsWith(const std::string &text, const std::string &suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 /// A bijection of [0, n) chosen by `key`: a 4-round Feistel network over
 /// the next even power of two, walked until it lands below n.
 uint64_t permute(uint64_t index, uint64_t n, uint64_t key) {
