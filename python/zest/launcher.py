@@ -162,22 +162,23 @@ def example_batch(args):
 def data_options(args, model, cache):
     """The executable's data options: --tokens (checked against the
     model's vocabulary first), --data, or cached random samples."""
-    from .tokens import check_tokens
+    from .tokens import check_tokens, vocabulary
 
+    streams = [getattr(args, "eval_tokens", None), getattr(args, "tokens", None)]
+    vocab = vocabulary(factory_objects(args)[0]) if any(streams) else None
     options = []
-    bound = None
-    if getattr(args, "eval_tokens", None):
-        bound = check_tokens(args.eval_tokens, factory_objects(args)[0])
-        options += ["--eval-tokens", args.eval_tokens]
+    if streams[0]:
+        check_tokens(streams[0], vocab)
+        options += ["--eval-tokens", streams[0]]
         for flag in ("eval_every", "eval_batches"):
             if getattr(args, flag, None):
                 options += ["--" + flag.replace("_", "-"), getattr(args, flag)]
-    if getattr(args, "tokens", None):
-        bound = check_tokens(args.tokens, factory_objects(args)[0])
-        options += ["--tokens", args.tokens]
+    if streams[1]:
+        check_tokens(streams[1], vocab)
+        options += ["--tokens", streams[1]]
     else:
         options += ["--data", args.data or synthetic_data(args, model, cache)]
-    return options + (["--token-bound", str(bound)] if bound else [])
+    return options + (["--token-bound", str(vocab[1])] if vocab else [])
 
 
 def synthetic_data(args, model, cache):
@@ -249,9 +250,10 @@ def launch(command, log_dir=None):
         bufsize=1,
     ) as ranks:
         for line in ranks.stdout:
-            display.line(line.rstrip("\n"))
+            text = line.rstrip("\n")
+            display.line(text)
             if metrics:
-                metrics.line(line.rstrip("\n"))
+                metrics.line(text, display.losses)
     display.end_line()
     if metrics:
         metrics.close()

@@ -7,7 +7,6 @@ import json
 import os
 import re
 
-from .progress import STEP_LINE
 from .tools import LaunchError
 
 # progress: step 4/10 loss 4.1616 lr 0.1 tokens/s 169688 step 0.2 ms
@@ -45,21 +44,18 @@ class MetricsLog:
         from tensorboardX import SummaryWriter
 
         self.events = SummaryWriter(folder)
-        self.losses = {}
 
-    def line(self, text):
+    def line(self, text, losses):
+        """One line of rank 0's output; `losses`: the full losses by step
+        read so far (progress.Display's; the progress line rounds them)."""
         evaluation = EVAL_LINE.match(text)
         if evaluation:
             self.write({"step": int(evaluation[1]), "eval_loss": float(evaluation[2])})
             return
-        step = STEP_LINE.match(text)
-        if step:
-            # The loss in full (the progress line rounds it).
-            self.losses[int(step.group(1))] = float(step.group(2))
         figures = parse_progress(text)
         if figures is None:
             return
-        figures["loss"] = self.losses.pop(figures["step"], figures["loss"])
+        figures["loss"] = losses.get(figures["step"], figures["loss"])
         self.write(figures)
 
     def write(self, figures):

@@ -61,18 +61,17 @@ def vocabulary(model):
     return names.get(embedding, "the embedding"), embedding.num_embeddings
 
 
-def check_tokens(path, model):
-    """Refuses a stream with an id outside `model`'s vocabulary; returns
-    the vocabulary size (for the executable's --token-bound) or None."""
+def check_tokens(path, vocab):
+    """Refuses a stream with an id outside `vocab` (vocabulary()'s (name,
+    size), or None: only the file's form is checked)."""
     tokens = open_stream(path)
-    found = vocabulary(model)
-    if found is None:
+    if vocab is None:
         print(
             f"zest: --tokens: no single embedding found to check '{path}' "
             "against; the executable checks only that ids are not negative"
         )
-        return None
-    name, size = found
+        return
+    name, size = vocab
     for begin in range(0, len(tokens), CHUNK):
         chunk = tokens[begin : begin + CHUNK]
         bad = (chunk < 0) | (chunk >= size)
@@ -85,4 +84,3 @@ def check_tokens(path, model):
                 else f"is outside the vocabulary of {name} ({size} ids)"
             )
             raise LaunchError(f"{path}: token {value} at offset {begin + at} {what}")
-    return size

@@ -155,7 +155,7 @@ def trace_step(model, loss_fn, batch, name):
     parameter names, which of them are trained and whether the step takes
     random streams (a last {zest.rng} argument)."""
     import torch
-    from torch.func import functional_call, functionalize, grad_and_value
+    from torch.func import functionalize, grad_and_value
     from . import rng
 
     params = dict(model.named_parameters())
@@ -187,9 +187,6 @@ def trace_step(model, loss_fn, batch, name):
 
         return step
 
-    def eager_loss(values, data):
-        return model_loss(model, loss_fn, values, data)
-
     def traced(loss_of_values, streams):
         args = [p.detach() for p in params.values()] + list(batch)
         if streams is not None:
@@ -207,37 +204,50 @@ def trace_step(model, loss_fn, batch, name):
         except NeedsRandomStreams:
             return traced(loss_of_values, rng.Streams(None, micro)), True
 
+    graph, random = trace_loss(
+        model, loss_fn, batch, traced_with_streams, "training step"
+    )
+    return lower(graph, name, model), names, trained, random
+
+
+def trace_loss(model, loss_fn, batch, trace, what):
+    """`trace(loss_of_values)` on the model's loss; where make_fx meets a
+    branch on tensor values (Hugging Face masking utilities), on the loss
+    torch.export'ed first (`what` names the entry in errors)."""
+    from torch.func import functional_call
+
+    def eager_loss(values, data):
+        return model_loss(model, loss_fn, values, data)
+
     try:
-        graph, random = traced_with_streams(eager_loss)
+        return trace(eager_loss)
     except ZestImportError:
         raise
     except Exception as error:
         if not is_data_dependent(error):
             raise ZestImportError(
-                f"tracing the training step failed"
+                f"tracing the {what} failed"
                 f"{where(model, traceback_frames(error))}: "
                 f"{first_line(error)}"
             )
-        # Export the loss first, then trace the gradient of the export.
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        with sdpa_kernel(SDPBackend.MATH):
-            exported, prefix = export_loss(model, loss_fn, batch)
+    with sdpa_kernel(SDPBackend.MATH):
+        exported, prefix = export_loss(model, loss_fn, batch)
 
-        def exported_loss(values, data):
-            return functional_call(
-                exported, {prefix + n: v for n, v in values.items()}, data
-            )
+    def exported_loss(values, data):
+        return functional_call(
+            exported, {prefix + n: v for n, v in values.items()}, data
+        )
 
-        try:
-            graph, random = traced_with_streams(exported_loss)
-        except ZestImportError:
-            raise
-        except Exception as error:
-            raise ZestImportError(
-                f"tracing the exported training step failed: {first_line(error)}"
-            )
-    return lower(graph, name, model), names, trained, random
+    try:
+        return trace(exported_loss)
+    except ZestImportError:
+        raise
+    except Exception as error:
+        raise ZestImportError(
+            f"tracing the exported {what} failed: {first_line(error)}"
+        )
 
 
 def lower(graph, name, model):
@@ -284,8 +294,6 @@ def trace_forward(model, loss_fn, batch, name):
     import torch
     from torch.func import functionalize
 
-    from torch.func import functional_call
-
     params = dict(model.named_parameters())
     names = list(params)
 
@@ -304,37 +312,9 @@ def trace_forward(model, loss_fn, batch, name):
                 None,
             )
 
-    def eager_loss(values, data):
-        return model_loss(model, loss_fn, values, data)
-
     model.eval()
     try:
-        graph = traced(eager_loss)
-    except Exception as error:
-        if not is_data_dependent(error):
-            raise ZestImportError(
-                f"tracing the forward entry failed"
-                f"{where(model, traceback_frames(error))}: "
-                f"{first_line(error)}"
-            )
-        # As the step: export the loss first (masking utilities branch on
-        # tensor values unless they see an export), then trace that.
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        with sdpa_kernel(SDPBackend.MATH):
-            exported, prefix = export_loss(model, loss_fn, batch)
-
-        def exported_loss(values, data):
-            return functional_call(
-                exported, {prefix + n: v for n, v in values.items()}, data
-            )
-
-        try:
-            graph = traced(exported_loss)
-        except Exception as error:
-            raise ZestImportError(
-                f"tracing the exported forward entry failed: {first_line(error)}"
-            )
+        graph = trace_loss(model, loss_fn, batch, traced, "forward entry")
     finally:
         model.train()
     return lower(graph, name, model)

@@ -122,24 +122,30 @@ void zest_fatal(int code, const char *format, ...) {
 }
 
 namespace {
-/// zest_set_data_context's text.
-std::string &dataContext() {
-  static std::string context;
-  return context;
-}
+/// zest_set_data_context's samples.
+struct DataContext {
+  const char *source = nullptr;
+  int64_t first = 0, count = 0;
+} dataContext;
 } // namespace
 
-void zest_set_data_context(const char *context) {
-  dataContext() = context ? context : "";
+void zest_set_data_context(const char *source, int64_t first, int64_t count) {
+  dataContext = {source, first, count};
 }
 
 void zest_check_failed(const char *message) {
-  const std::string &context = dataContext();
+  char where[1024] = "";
+  if (dataContext.source)
+    std::snprintf(
+        where, sizeof(where), ", in samples %lld to %lld of %s",
+        static_cast<long long>(dataContext.first),
+        static_cast<long long>(dataContext.first + dataContext.count - 1),
+        dataContext.source);
   zest_fatal(1,
-             "the step's check failed: %s%s%s (an index input outside "
-             "its table: a token id past the embedding, a class past the "
+             "the step's check failed: %s%s (an index input outside its "
+             "table: a token id past the embedding, a class past the "
              "logits?)",
-             message, context.empty() ? "" : ", in ", context.c_str());
+             message, where);
 }
 
 int zest_rank(void) { return get().backend->rank(); }

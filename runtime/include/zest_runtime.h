@@ -134,9 +134,12 @@ void zest_check_failed(const char *message)
     __attribute__((noreturn))
 #endif
     ;
-/* What the next calls compute on, for zest_check_failed's message (the
- * trainer: which samples of which file); copied; NULL clears it. */
-void zest_set_data_context(const char *context);
+/* What the next calls compute on, for zest_check_failed's message:
+ * samples [first, first + count) of `source` (the trainer: "'data.bin'",
+ * "the token stream 'train.bin'"). `source` is kept, not copied: it must
+ * outlive the calls; NULL clears the context. Two stores: cheap enough for
+ * every call, the text is made only on failure. */
+void zest_set_data_context(const char *source, int64_t first, int64_t count);
 
 int zest_rank(void);
 int zest_world_size(void);

@@ -8,6 +8,7 @@
 #include "Options.h"
 #include "SampleFiles.h"
 #include "TokenStream.h"
+#include "zest_runtime.h"
 
 #include <memory>
 #include <string>
@@ -43,7 +44,7 @@ public:
   /// --eval-tokens for the evaluation's source).
   DataSource(const Options &options, const FunctionInfo &function,
              const std::string &tokenPath)
-      : options(options), tokenPath(tokenPath) {
+      : options(options) {
     for (size_t i = 0; i < function.args.size(); ++i)
       if (function.args[i].kind == ArgInfo::Data)
         dataArgs.push_back(i);
@@ -60,25 +61,22 @@ public:
                    std::to_string(batch) + " vs " + std::to_string(b) + ")");
       batch = b;
     }
-    if (!tokenPath.empty())
+    if (!tokenPath.empty()) {
       tokens = std::make_unique<TokenStream>(tokenPath, specs,
                                              options.tokenBound, options.seed);
-    else if (options.data != "synthetic" && !specs.empty())
+      sourceName = "the token stream '" + tokenPath + "'";
+    } else if (options.data != "synthetic" && !specs.empty()) {
       files = openSampleFiles(options.data, specs);
+      sourceName = "'" + options.data + "'";
+    }
   }
 
   int64_t microBatch() const { return batch; }
 
-  /// The micro-batch whose first sample is `first`, in words (for a failed
-  /// check of the step: zest_check_failed).
-  std::string describe(int64_t first) const {
-    std::string samples = "samples " + std::to_string(first) + " to " +
-                          std::to_string(first + batch - 1);
-    if (!tokenPath.empty())
-      return "the windows of " + samples + " of '" + tokenPath + "'";
-    if (!files.empty())
-      return samples + " of '" + options.data + "'";
-    return "synthetic " + samples;
+  /// Tells the runtime that the next calls compute on the micro-batch
+  /// whose first sample is `first` (zest_check_failed names it).
+  void noteMicroBatch(int64_t first) const {
+    zest_set_data_context(sourceName.c_str(), first, batch);
   }
 
   /// Fills the data arguments with samples [first, first + batch).
@@ -134,7 +132,8 @@ private:
   }
 
   const Options &options;
-  std::string tokenPath;
+  /// Where the samples come from, for zest_check_failed.
+  std::string sourceName = "the synthetic data";
   std::vector<size_t> dataArgs;
   int64_t batch = 0;
   /// One per data argument when reading files.

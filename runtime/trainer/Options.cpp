@@ -64,19 +64,21 @@ static const char *kHelp =
     "                       0: step/last, tokens/s (or samples/s), step and\n"
     "                       wait time, the pool's peak, ETA\n";
 
-void zest::usageError(const std::string &message) {
+/// Rank 0 prints `error: <message>` and `after`; every rank exits with
+/// `status`.
+[[noreturn]] static void stopRanks(const std::string &message,
+                                   const char *after, int status) {
   if (zest_rank() == 0)
-    std::fprintf(stderr, "error: %s\n%s", message.c_str(), kHelp);
+    std::fprintf(stderr, "error: %s\n%s", message.c_str(), after);
   zest_finalize();
-  std::exit(2);
+  std::exit(status);
 }
 
-void zest::dataError(const std::string &message) {
-  if (zest_rank() == 0)
-    std::fprintf(stderr, "error: %s\n", message.c_str());
-  zest_finalize();
-  std::exit(1);
+void zest::usageError(const std::string &message) {
+  stopRanks(message, kHelp, 2);
 }
+
+void zest::dataError(const std::string &message) { stopRanks(message, "", 1); }
 
 Options zest::parseOptions(int argc, char **argv) {
   Options o;

@@ -209,6 +209,15 @@ ModelInfo readModel(int world) {
   return model;
 }
 
+/// The index of entry point `name`, or the number of entry points if the
+/// model has none of that name.
+size_t findEntry(const ModelInfo &model, const std::string &name) {
+  size_t index = 0;
+  while (index < model.functions.size() && model.functions[index].name != name)
+    ++index;
+  return index;
+}
+
 /// The entry point to run: --function, else the first training step (that
 /// is not a no-sync companion), else the first entry point.
 size_t chooseEntry(const ModelInfo &model, const Options &options) {
@@ -220,10 +229,7 @@ size_t chooseEntry(const ModelInfo &model, const Options &options) {
         fn = i;
     return fn;
   }
-  fn = model.functions.size();
-  for (size_t i = 0; i < model.functions.size(); ++i)
-    if (model.functions[i].name == options.function)
-      fn = i;
+  fn = findEntry(model, options.function);
   if (fn == model.functions.size())
     usageError("no entry point named '" + options.function + "'");
   if (!model.functions[fn].accumulateFor.empty())
@@ -301,9 +307,9 @@ private:
   /// The forward entry point's loss on --eval-batches fixed global batches,
   /// averaged over them and the ranks, after step `step` (0-based).
   void evaluate(int64_t step);
-  /// The global number of micro-batch `a` of `step`'s first sample.
-  int64_t firstSample(int64_t step, int64_t a) const {
-    return step * globalBatch + (int64_t(rank) * options.accum + a) * micro;
+  /// Where micro-batch `a` of this rank starts in a step's global batch.
+  int64_t offsetInStep(int64_t a) const {
+    return (int64_t(rank) * options.accum + a) * micro;
   }
   /// Fills the host arguments of micro-batch `a` of `step`.
   void fillMicroBatch(int64_t step, int64_t a);
@@ -350,7 +356,7 @@ void Run::printHeader() const {
 
 void Run::fillMicroBatch(int64_t step, int64_t a) {
   EntryCall &entry = entryFor(a);
-  int64_t offset = firstSample(step, a) - step * globalBatch;
+  int64_t offset = offsetInStep(a);
   data.fill(entry.args, step * globalBatch + offset);
   fillRandomStreams(entry.args, *entry.function, train.rngSeed, step, offset);
   if (entry.hyper)
@@ -359,9 +365,7 @@ void Run::fillMicroBatch(int64_t step, int64_t a) {
 
 void Run::setUpEvaluation() {
   std::string name = function.name + "_forward";
-  size_t index = 0;
-  while (index < model.functions.size() && model.functions[index].name != name)
-    ++index;
+  size_t index = findEntry(model, name);
   if (index == model.functions.size())
     usageError("--eval-tokens runs the entry point '" + name +
                "' (the loss in eval mode), which this executable lacks: "
@@ -392,8 +396,8 @@ void Run::evaluate(int64_t step) {
   for (int64_t b = 0; b < options.evalBatches; ++b) {
     int64_t first = b * perBatch + int64_t(rank) * micro;
     evalData->fill(evalCall->args, first);
-    zest_set_data_context(evalData->describe(first).c_str());
-    fillRandomStreams(evalCall->args, *evalCall->function, train.rngSeed, 0,
+    evalData->noteMicroBatch(first);
+    fillRandomStreams(evalCall->args, *evalCall->function, train.rngSeed, b,
                       int64_t(rank) * micro);
     evalCall->start();
     evalCall->finish();
@@ -427,7 +431,7 @@ double Run::callMicroBatch(int64_t step, int64_t a) {
     fillMicroBatch(step, a);
   prefilled.reset();
   double computeStart = zest_now_us();
-  zest_set_data_context(data.describe(firstSample(step, a)).c_str());
+  data.noteMicroBatch(step * globalBatch + offsetInStep(a));
   entry.start();
   prefillNext(step, a);
   entry.finish();

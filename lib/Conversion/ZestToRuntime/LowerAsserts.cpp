@@ -10,12 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Conversion/Passes.h"
+#include "zest/Conversion/RuntimeCalls.h"
 
-#include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
-#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::zest {
 #define GEN_PASS_DEF_LOWERASSERTSPASS
@@ -26,23 +26,11 @@ using namespace mlir;
 
 namespace {
 
-constexpr StringLiteral kCheckFailed = "zest_check_failed";
-
-/// `zest_check_failed(const char *message)`, declared once.
-void declareCheckFailed(ModuleOp module) {
-  if (module.lookupSymbol(kCheckFailed))
-    return;
-  OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
-  auto type = builder.getFunctionType(
-      {LLVM::LLVMPointerType::get(module.getContext())}, {});
-  auto declaration =
-      func::FuncOp::create(builder, module.getLoc(), kCheckFailed, type);
-  declaration.setPrivate();
-}
-
-/// `assertOp` as `if (!condition) zest_check_failed(message)`; the message
-/// is a string global named after its position (one per assert).
-void lowerAssert(cf::AssertOp assertOp, unsigned index) {
+/// `assertOp` as `if (!condition) zest_check_failed(message)`. Each
+/// distinct message is one string global (`messages`: text to symbol):
+/// torch-mlir repeats the same few at every embedding and gather.
+void lowerAssert(cf::AssertOp assertOp,
+                 llvm::StringMap<std::string> &messages) {
   OpBuilder builder(assertOp);
   Location loc = assertOp.getLoc();
   Value isTrue =
@@ -50,13 +38,19 @@ void lowerAssert(cf::AssertOp assertOp, unsigned index) {
   Value failed = arith::XOrIOp::create(builder, loc, assertOp.getArg(), isTrue);
   auto branch = scf::IfOp::create(builder, loc, failed);
   builder.setInsertionPointToStart(&branch.getThenRegion().front());
-  std::string text = assertOp.getMsg().str();
-  text.push_back('\0');
-  Value message = LLVM::createGlobalString(
-      loc, builder, "zest.check." + std::to_string(index), text,
-      LLVM::Linkage::Internal);
-  func::CallOp::create(builder, loc, kCheckFailed, TypeRange{},
-                       ValueRange{message});
+  auto [symbol, created] = messages.try_emplace(
+      assertOp.getMsg(), "zest.check." + std::to_string(messages.size()));
+  Value message;
+  if (created) {
+    std::string text = assertOp.getMsg().str();
+    text.push_back('\0');
+    message = LLVM::createGlobalString(loc, builder, symbol->second, text,
+                                       LLVM::Linkage::Internal);
+  } else
+    message = LLVM::AddressOfOp::create(
+        builder, loc, LLVM::LLVMPointerType::get(builder.getContext()),
+        symbol->second);
+  zest::callRuntime(builder, loc, "zest_check_failed", {}, message);
   assertOp.erase();
 }
 
@@ -72,11 +66,9 @@ struct LowerAssertsPass
           !op->getParentOfType<gpu::LaunchOp>())
         asserts.push_back(op);
     });
-    if (asserts.empty())
-      return;
-    declareCheckFailed(module);
-    for (auto [index, op] : llvm::enumerate(asserts))
-      lowerAssert(op, unsigned(index));
+    llvm::StringMap<std::string> messages;
+    for (cf::AssertOp op : asserts)
+      lowerAssert(op, messages);
   }
 };
 
