@@ -3,11 +3,10 @@
 // Milliseconds and TFLOP/s of zest_cuda_attention_forward / _backward,
 // causal, at the shapes of the benchmarked models (GPT-2 124M and a
 // grouped-query Llama at 8 x 512 tokens, a 128-wide head at 2 x 2048), f32
-// and bf16: the tiled kernels (ZEST_CUDA_ATTENTION=tiled; f32's default),
-// the tensor-core kernels in bf16 (16-bit storage's default) and, with
-// --reference, the
-// reference kernels too (ZEST_CUDA_ATTENTION=reference; not at 2048
-// tokens, where a call takes seconds). A causal
+// and bf16: the flash kernels in bf16 (ZEST_CUDA_ATTENTION=flash), the tiled
+// kernels (=tiled; f32's default), the WMMA kernels in bf16 (=tensor-cores,
+// 16-bit storage's default) and, with --reference, the reference kernels too
+// (=reference; not at 2048 tokens, where a call takes seconds). A causal
 // forward counts 2 B H S^2 D flops (half of the scores' and the values'
 // products), the backward 2.5 times that; medians of CUDA-event timings.
 // bench/gpu/sdpa_torch.py prints PyTorch's SDPA at the same shapes.
@@ -120,9 +119,10 @@ int main(int argc, char **argv) {
   std::printf("%-24s %-5s %-9s %10s %8s %10s %8s\n", "shape (causal)", "type",
               "kernels", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
   std::mt19937 rng(3);
-  for (const char *kernels : {"tiled", "tensor-cores", "reference"}) {
+  for (const char *kernels : {"flash", "tiled", "tensor-cores", "reference"}) {
     bool isReference = std::strcmp(kernels, "reference") == 0,
-         isTensorCores = std::strcmp(kernels, "tensor-cores") == 0;
+         isTensorCores = std::strcmp(kernels, "tensor-cores") == 0 ||
+                         std::strcmp(kernels, "flash") == 0;
     if (isReference && !reference)
       break;
     setenv("ZEST_CUDA_ATTENTION", kernels, 1);

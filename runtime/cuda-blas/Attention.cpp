@@ -2,18 +2,19 @@
 //
 // The CUDA runtime's zest_cuda_attention_forward / _backward: the contracts
 // of the CPU kernels (zest_runtime.h; device pointers), on the compute
-// stream. On a GPU with the tiled kernels of AttentionTiles.cuh (head
-// dimensions up to 128; AttentionTensorCores.cuh's for 16-bit storage when
-// asked, see chooseKernels), else with the reference kernels of
-// AttentionKernels.cuh. Built as CUDA for a GPU and, through
-// cuda-emulated/AttentionHost.cpp, as C++ for the emulated device (the
-// references only).
+// stream. On a GPU with the tensor-core kernels of AttentionTensorCores.cuh
+// (or AttentionFlash.cuh's, when asked) for 16-bit storage and the tiled
+// kernels of AttentionTiles.cuh for f32 (head dimensions up to 128; see
+// chooseKernels), else with the reference kernels of AttentionKernels.cuh.
+// Built as CUDA for a GPU and, through cuda-emulated/AttentionHost.cpp, as C++
+// for the emulated device (the references only).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../cuda-nccl/Device.h"
 #include "AttentionKernels.cuh"
 #ifndef ZEST_CUDA_EMULATED
+#include "AttentionFlash.cuh"
 #include "AttentionTensorCores.cuh"
 #endif
 #include "zest_runtime.h"
@@ -65,22 +66,32 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
 
 #ifndef ZEST_CUDA_EMULATED
 /// The kernels a call runs on a GPU.
-enum class Kernels { Reference, Tiles, TensorCores };
+enum class Kernels { Reference, Tiles, TensorCores, Flash };
 
-/// The tensor-core kernels (AttentionTensorCores.cuh) for 16-bit storage
-/// and head dimensions multiples of 16 (correct on an H200, and faster
-/// forward than the tiles: 0.24 against 0.30 ms at GPT-2's shape), else
-/// the tiled kernels (AttentionTiles.cuh) for head dimensions up to 128,
-/// else the references. ZEST_CUDA_ATTENTION=tiled or =reference asks for
-/// those instead (=tensor-cores is the default).
-template <typename T> Kernels chooseKernels(const AttentionShape &s) {
+/// Whether every pointer is 16-byte aligned, as the flash kernels' copies
+/// need.
+template <typename... Pointers> bool aligned16(Pointers... pointers) {
+  return ((reinterpret_cast<uintptr_t>(pointers) % 16 == 0) && ...);
+}
+
+/// For 16-bit storage and head dimensions multiples of 16 up to 128, the
+/// WMMA kernels (AttentionTensorCores.cuh, correct on an H200), or with
+/// ZEST_CUDA_ATTENTION=flash the flash kernels (AttentionFlash.cuh: the
+/// softmax in registers; not yet run on a GPU, so not the default) where
+/// every operand is 16-byte aligned; for f32 the tiled kernels
+/// (AttentionTiles.cuh) for head dimensions up to 128; else the references.
+/// ZEST_CUDA_ATTENTION=tiled or =reference asks for those instead.
+template <typename T>
+Kernels chooseKernels(const AttentionShape &s, bool aligned) {
   const char *choice = std::getenv("ZEST_CUDA_ATTENTION");
-  if (choice && std::strcmp(choice, "reference") == 0)
+  auto asked = [&](const char *name) {
+    return choice && std::strcmp(choice, name) == 0;
+  };
+  if (asked("reference"))
     return Kernels::Reference;
-  bool tiled = choice && std::strcmp(choice, "tiled") == 0;
-  if (!tiled && !std::is_same_v<T, float> &&
+  if (!asked("tiled") && !std::is_same_v<T, float> &&
       tensorcores::takes(s.features, s.valueFeatures))
-    return Kernels::TensorCores;
+    return aligned && asked("flash") ? Kernels::Flash : Kernels::TensorCores;
   if (s.features <= tiles::kMaxFeatures &&
       s.valueFeatures <= tiles::kMaxFeatures)
     return Kernels::Tiles;
@@ -144,6 +155,42 @@ template <typename T> struct TensorCoreAttention {
   }
 };
 
+/// The flash kernels' instance for head dimensions padded to D (16-bit T).
+template <typename T, int D> struct FlashAttention {
+  static void forward(const AttentionShape &s, const void *mask, const T *q,
+                      const T *k, const T *v, T *out, float *lse) {
+    using namespace flash;
+    launch("flashForward", flashForward<T, D>, queryBlocks(s, kRows), kThreads,
+           forwardSharedBytes(D), s, mask, q, k, v, out, lse);
+  }
+  static void backward(const AttentionShape &s, const void *mask, const T *q,
+                       const T *k, const T *v, const float *lse,
+                       const float *delta, const T *dout, T *dq, T *dk, T *dv) {
+    using namespace flash;
+    launch("flashQueryGrad", flashQueryGrad<T, D>, queryBlocks(s, kRows),
+           kThreads, queryGradSharedBytes(D), s, mask, q, k, v, lse, delta,
+           dout, dq);
+    launch("flashKeyValueGrad", flashKeyValueGrad<T, D>, keyBlocks(s, kRows),
+           kThreads, keyValueGradSharedBytes(D), s, mask, q, k, v, lse, delta,
+           dout, dk, dv);
+  }
+};
+
+/// Runs `call` with the flash kernels' instance for these head dimensions.
+template <typename T, typename Call>
+void withFlashKernels(const AttentionShape &s, Call call) {
+  switch (flash::paddedFeatures(s.features, s.valueFeatures)) {
+  case 32:
+    return call(FlashAttention<T, 32>());
+  case 64:
+    return call(FlashAttention<T, 64>());
+  case 96:
+    return call(FlashAttention<T, 96>());
+  default:
+    return call(FlashAttention<T, 128>());
+  }
+}
+
 /// The tiled kernels' instance for head dimensions up to `Cols` x 16.
 template <typename T, int Cols> struct TiledAttention {
   static void forward(const AttentionShape &s, const void *mask, const T *q,
@@ -168,12 +215,19 @@ template <typename T, int Cols> struct TiledAttention {
   }
 };
 
-/// Runs `call` with the kernels that take this call on a GPU (the tensor
-/// cores', or the tiles' instance for its head dimensions); false where
-/// the reference kernels take it.
+/// Runs `call` with the kernels that take this call on a GPU (the flash
+/// kernels, the WMMA ones, or the tiles' instance for its head dimensions);
+/// false where the reference kernels take it. `aligned`: whether every
+/// operand is 16-byte aligned.
 template <typename T, typename Call>
-bool withGpuKernels(const AttentionShape &s, Call call) {
-  switch (chooseKernels<T>(s)) {
+bool withGpuKernels(const AttentionShape &s, bool aligned, Call call) {
+  switch (chooseKernels<T>(s, aligned)) {
+  case Kernels::Flash:
+    if constexpr (!std::is_same_v<T, float>) {
+      withFlashKernels<T>(s, call);
+      return true;
+    }
+    return false;
   case Kernels::TensorCores:
     if constexpr (!std::is_same_v<T, float>) {
       call(TensorCoreAttention<T>());
@@ -200,7 +254,7 @@ void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   if (rows == 0)
     return;
 #ifndef ZEST_CUDA_EMULATED
-  if (withGpuKernels<T>(s, [&](auto kernels) {
+  if (withGpuKernels<T>(s, aligned16(q, k, v, out), [&](auto kernels) {
         kernels.forward(s, mask, q, k, v, out, lse);
       }))
     return;
@@ -229,9 +283,10 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
     cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
   }
 #ifndef ZEST_CUDA_EMULATED
-  if (withGpuKernels<T>(s, [&](auto kernels) {
-        kernels.backward(s, mask, q, k, v, lse, delta, dout, dq, dk, dv);
-      })) {
+  if (withGpuKernels<T>(
+          s, aligned16(q, k, v, dout, dq, dk, dv), [&](auto kernels) {
+            kernels.backward(s, mask, q, k, v, lse, delta, dout, dq, dk, dv);
+          })) {
     if (delta)
       zest_pool_free(delta); // reused only by work later on the same stream
     return;

@@ -12,8 +12,8 @@
 // f32. Head dimensions are multiples of 16 up to 128. Deterministic: the
 // backward's two kernels recompute the probabilities, no atomics.
 //
-// Not yet run on a GPU: chosen only with ZEST_CUDA_ATTENTION=tensor-cores
-// until the device tests pass on one (docs/Performance.md).
+// Correct on an H200 (docs/Performance.md): 16-bit storage's default until
+// AttentionFlash.cuh's kernels have run on a GPU.
 //
 //===----------------------------------------------------------------------===//
 
