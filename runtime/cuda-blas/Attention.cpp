@@ -179,16 +179,10 @@ template <typename T, int D> struct FlashAttention {
 /// Runs `call` with the flash kernels' instance for these head dimensions.
 template <typename T, typename Call>
 void withFlashKernels(const AttentionShape &s, Call call) {
-  switch (flash::paddedFeatures(s.features, s.valueFeatures)) {
-  case 32:
-    return call(FlashAttention<T, 32>());
-  case 64:
-    return call(FlashAttention<T, 64>());
-  case 96:
-    return call(FlashAttention<T, 96>());
-  default:
-    return call(FlashAttention<T, 128>());
-  }
+  if (flash::paddedFeatures(s.features, s.valueFeatures) == 64)
+    call(FlashAttention<T, 64>());
+  else
+    call(FlashAttention<T, 128>());
 }
 
 /// The tiled kernels' instance for head dimensions up to `Cols` x 16.

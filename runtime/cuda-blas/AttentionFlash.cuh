@@ -14,7 +14,7 @@
 // A block of 4 warps takes 64 rows (query rows forward and for the query
 // gradient, keys for the key/value gradients), each warp 16, against tiles
 // of 64 keys (or 64 or 32 query rows) in shared memory. Head dimensions are
-// padded with zeros to D, a multiple of 32 up to 128. The backward runs two
+// padded with zeros to D, 64 or 128. The backward runs two
 // kernels that each recompute the probabilities from the forward's
 // log-sum-exp, so that no gradient is summed with atomics: deterministic.
 //
@@ -49,10 +49,10 @@ inline bool takes(int64_t features, int64_t valueFeatures) {
          features <= kMaxFeatures && valueFeatures <= kMaxFeatures;
 }
 
-/// The padded head dimension of an instance: 32, 64, 96 or 128.
+/// The padded head dimension of an instance: 64 or 128 (two instances
+/// keep every executable's device code small; narrower heads are rare).
 inline int paddedFeatures(int64_t features, int64_t valueFeatures) {
-  int64_t most = features > valueFeatures ? features : valueFeatures;
-  return int((most + 31) / 32 * 32);
+  return features <= 64 && valueFeatures <= 64 ? 64 : 128;
 }
 
 /// Row stride of a tile in elements: padded by 16 bytes, so that the eight
@@ -451,16 +451,8 @@ template <int D> inline size_t keyValueGradSharedBytes() {
          2 * kQueryColumns<D> * sizeof(float);
 }
 inline size_t keyValueGradSharedBytes(int d) {
-  switch (d) {
-  case 32:
-    return keyValueGradSharedBytes<32>();
-  case 64:
-    return keyValueGradSharedBytes<64>();
-  case 96:
-    return keyValueGradSharedBytes<96>();
-  default:
-    return keyValueGradSharedBytes<128>();
-  }
+  return d == 64 ? keyValueGradSharedBytes<64>()
+                 : keyValueGradSharedBytes<128>();
 }
 
 template <typename T, int D>
