@@ -45,9 +45,10 @@ def open_stream(path):
 
 
 def vocabulary(model):
-    """(name, size) of the embedding the model's token ids index: a
-    transformers model's input embeddings, else its only nn.Embedding;
-    None when neither says."""
+    """(name, size) of the embedding the model's token ids index (its
+    weight's name, as the executable's own check names it): a transformers
+    model's input embeddings, else its only nn.Embedding; None when neither
+    says."""
     from torch import nn
 
     names = {module: name for name, module in model.named_modules()}
@@ -58,7 +59,9 @@ def vocabulary(model):
         embedding = found[0] if len(found) == 1 else None
     if embedding is None:
         return None
-    return names.get(embedding, "the embedding"), embedding.num_embeddings
+    name = names.get(embedding)
+    name = name + ".weight" if name else "the embedding"
+    return name, embedding.num_embeddings
 
 
 def check_tokens(path, vocab):

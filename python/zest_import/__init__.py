@@ -228,8 +228,8 @@ def import_model(model, loss_fn, batch, name=None, forward=False):
     model.train()
     check_supported(model)
     with attention.SdpaInsteadOfEager(model), experts.ExpertsAsGroupedProducts(model):
-        mlir, names, trained, random = trace_step(model, loss_fn, batch, name)
-        text = annotate(mlir, model, names, trained, len(batch), name, random)
+        mlir, names, trained, random, bounds = trace_step(model, loss_fn, batch, name)
+        text = annotate(mlir, model, names, trained, bounds, name, random)
         if forward:
             forward_name = name + "_forward"
             merge_forward(
@@ -237,7 +237,7 @@ def import_model(model, loss_fn, batch, name=None, forward=False):
                 trace_forward(model, loss_fn, batch, forward_name),
                 model,
                 names,
-                len(batch),
+                bounds,
                 forward_name,
             )
             text = str(mlir)

@@ -1,9 +1,28 @@
 """The model contract on a traced module (docs/Contract.md): ``zest.param``
-on the parameter arguments, ``zest.grad`` and ``zest.loss`` on the results,
-``zest.rng`` on the random streams, ``zest.module_classes`` on the module."""
+on the parameter arguments, ``zest.index_bound`` on data arguments that
+index a table, ``zest.grad`` and ``zest.loss`` on the results, ``zest.rng``
+on the random streams, ``zest.module_classes`` on the module."""
 
 
-def annotate(mlir, model, names, trained, num_data, name, random):
+def data_attrs(ir, bounds):
+    """The data arguments' attributes: {zest.index_bound = {...}} for those
+    that index a table (`bounds`: indices.index_bounds), else none."""
+    i64 = ir.IntegerType.get_signless(64)
+    attrs = []
+    for bound in bounds:
+        if bound is None:
+            attrs.append(ir.DictAttr.get({}))
+            continue
+        fields = {"bound": ir.IntegerAttr.get(i64, bound["bound"])}
+        if bound["table"]:
+            fields["table"] = ir.StringAttr.get(bound["table"])
+        if bound["ignore"] is not None:
+            fields["ignore"] = ir.IntegerAttr.get(i64, bound["ignore"])
+        attrs.append(ir.DictAttr.get({"zest.index_bound": ir.DictAttr.get(fields)}))
+    return attrs
+
+
+def annotate(mlir, model, names, trained, bounds, name, random):
     """Adds the model contract's attributes; returns the module's text."""
     from torch_mlir import ir
 
@@ -13,7 +32,7 @@ def annotate(mlir, model, names, trained, num_data, name, random):
             f for f in funcs if ir.StringAttr(f.attributes["sym_name"]).value == name
         )
         args = [ir.DictAttr.get({"zest.param": ir.StringAttr.get(n)}) for n in names]
-        args += [ir.DictAttr.get({}) for _ in range(num_data)]
+        args += data_attrs(ir, bounds)
         if random:
             args.append(ir.DictAttr.get({"zest.rng": ir.UnitAttr.get()}))
         func.attributes["arg_attrs"] = ir.ArrayAttr.get(args)
@@ -31,7 +50,7 @@ def annotate(mlir, model, names, trained, num_data, name, random):
     return str(mlir)
 
 
-def merge_forward(mlir, forward, model, names, num_data, name):
+def merge_forward(mlir, forward, model, names, bounds, name):
     """Moves the forward entry `name` of module `forward` into `mlir`,
     annotated: parameters by FQN, the loss as a plain output (an entry
     without `zest.loss` runs forward only)."""
@@ -46,7 +65,7 @@ def merge_forward(mlir, forward, model, names, num_data, name):
                 args = [
                     ir.DictAttr.get({"zest.param": ir.StringAttr.get(n)}) for n in names
                 ]
-                args += [ir.DictAttr.get({}) for _ in range(num_data)]
+                args += data_attrs(ir, bounds)
                 op.attributes["arg_attrs"] = ir.ArrayAttr.get(args)
             mlir.body.append(op.operation)
 

@@ -152,8 +152,9 @@ def make_fx_step(fn, args, model, streams):
 
 def trace_step(model, loss_fn, batch, name):
     """The training step as a torch-mlir module (linalg on tensors), the
-    parameter names, which of them are trained and whether the step takes
-    random streams (a last {zest.rng} argument)."""
+    parameter names, which of them are trained, whether the step takes
+    random streams (a last {zest.rng} argument) and, per data argument,
+    the table it indexes (indices.index_bounds)."""
     import torch
     from torch.func import functionalize, grad_and_value
     from . import rng
@@ -207,7 +208,10 @@ def trace_step(model, loss_fn, batch, name):
     graph, random = trace_loss(
         model, loss_fn, batch, traced_with_streams, "training step"
     )
-    return lower(graph, name, model), names, trained, random
+    from .indices import index_bounds
+
+    bounds = index_bounds(graph, names, len(batch))
+    return lower(graph, name, model), names, trained, random, bounds
 
 
 def trace_loss(model, loss_fn, batch, trace, what):

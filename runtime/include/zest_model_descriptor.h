@@ -18,6 +18,9 @@
  *   arg state <unit> <name> | arg accum <unit> | arg hyper <count>
  *   arg grad_sum <unit> | arg rng | arg stage <dtype> <rank> <dim>...
  *   host                  (the argument before lives in pinned host memory)
+ *   index_bound <N> <table|-> <ignore|->    (the data argument before holds
+ *                          indices into a table of N rows: each in [0, N) or
+ *                          equal to ignore; table names the parameter)
  *   result loss|output <dtype> <rank> <dim>... | result grad <unit>
  *   end
  *
@@ -47,6 +50,7 @@
 #define ZEST_RECORD_ARG "arg"
 #define ZEST_RECORD_RESULT "result"
 #define ZEST_RECORD_HOST "host"
+#define ZEST_RECORD_INDEX_BOUND "index_bound"
 #define ZEST_RECORD_END "end"
 
 /* Unit kinds. */

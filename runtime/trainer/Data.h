@@ -4,6 +4,7 @@
 #define ZEST_RUNTIME_TRAINER_DATA_H
 
 #include "Buffer.h"
+#include "IndexChecks.h"
 #include "ModelDescriptor.h"
 #include "Options.h"
 #include "SampleFiles.h"
@@ -51,6 +52,10 @@ public:
     std::vector<TensorSpec> specs;
     for (size_t i : dataArgs) {
       const TensorSpec &spec = function.args[i].spec;
+      // Synthetic ids stay inside the table they index.
+      int64_t bound = function.args[i].indices.bound;
+      intLimits.push_back(
+          bound > 0 && bound < options.intBound ? bound : options.intBound);
       specs.push_back(spec);
       if (spec.shape.empty())
         usageError("data argument #" + std::to_string(i) +
@@ -62,12 +67,15 @@ public:
       batch = b;
     }
     if (!tokenPath.empty()) {
-      tokens = std::make_unique<TokenStream>(tokenPath, specs,
-                                             options.tokenBound, options.seed);
+      tokens = std::make_unique<TokenStream>(
+          tokenPath, specs, streamBound(function), options.seed);
       sourceName = "the token stream '" + tokenPath + "'";
     } else if (options.data != "synthetic" && !specs.empty()) {
       files = openSampleFiles(options.data, specs);
       sourceName = "'" + options.data + "'";
+      for (size_t d = 0; d < dataArgs.size(); ++d)
+        checkIndexColumn(files[d], specs[d], function.args[dataArgs[d]].indices,
+                         d);
     }
   }
 
@@ -100,13 +108,31 @@ public:
           sample %= options.datasetSize;
         uint64_t key =
             mix(mix(options.seed + 0x5eedull + d) ^ uint64_t(sample));
-        synthesize(buffer.spec.dtype, out, perSample, key);
+        synthesize(buffer.spec.dtype, out, perSample, key, intLimits[d]);
       }
     }
   }
 
 private:
-  void synthesize(const DType &dtype, char *out, int64_t n, uint64_t key) {
+  /// What every token of a stream must satisfy: --token-bound's vocabulary,
+  /// else the tightest table a data argument indexes.
+  IndexBound streamBound(const FunctionInfo &function) const {
+    IndexBound bound;
+    bound.bound = options.tokenBound;
+    for (size_t i : dataArgs) {
+      const IndexBound &arg = function.args[i].indices;
+      if (arg.bound > 0 && (bound.bound == 0 || arg.bound < bound.bound))
+        bound = arg;
+      else if (arg.bound == bound.bound && bound.table.empty())
+        bound.table = arg.table;
+    }
+    bound.hasIgnore = false; // a stream holds ids, never a loss's ignored one
+    return bound;
+  }
+
+  /// Synthetic integers lie in [0, limit).
+  void synthesize(const DType &dtype, char *out, int64_t n, uint64_t key,
+                  int64_t limit) {
     for (int64_t j = 0; j < n; ++j) {
       double u = uniform(key + uint64_t(j));
       switch (dtype.code) {
@@ -118,11 +144,11 @@ private:
         break;
       case ZEST_I32:
         reinterpret_cast<int32_t *>(out)[j] =
-            int32_t(mix(key + uint64_t(j)) % uint64_t(options.intBound));
+            int32_t(mix(key + uint64_t(j)) % uint64_t(limit));
         break;
       case ZEST_I64:
         reinterpret_cast<int64_t *>(out)[j] =
-            int64_t(mix(key + uint64_t(j)) % uint64_t(options.intBound));
+            int64_t(mix(key + uint64_t(j)) % uint64_t(limit));
         break;
       default:
         usageError("synthetic data of type " + dtype.name +
@@ -135,6 +161,9 @@ private:
   /// Where the samples come from, for zest_check_failed.
   std::string sourceName = "the synthetic data";
   std::vector<size_t> dataArgs;
+  /// Per data argument: synthetic integers' bound (--int-bound, or the
+  /// table's size when smaller).
+  std::vector<int64_t> intLimits;
   int64_t batch = 0;
   /// One per data argument when reading files.
   std::vector<SampleColumn> files;

@@ -168,6 +168,20 @@ static ResultInfo readResult(std::istringstream &in, const ModelInfo &model) {
   return result;
 }
 
+/// `index_bound <N> <table|-> <ignore|->`.
+static IndexBound readIndexBound(std::istream &in) {
+  IndexBound bound;
+  std::string ignore;
+  in >> bound.bound >> bound.table >> ignore;
+  if (bound.table == "-")
+    bound.table.clear();
+  if (ignore != "-") {
+    bound.hasIgnore = true;
+    bound.ignore = std::stoll(ignore);
+  }
+  return bound;
+}
+
 /// Reads one record into `model`; false at `end`.
 static bool readRecord(std::istringstream &in, ModelInfo &model) {
   std::string record;
@@ -201,6 +215,8 @@ static bool readRecord(std::istringstream &in, ModelInfo &model) {
     model.functions.back().args.push_back(readArg(in, model));
   } else if (record == ZEST_RECORD_HOST) {
     model.functions.back().args.back().onHost = true;
+  } else if (record == ZEST_RECORD_INDEX_BOUND) {
+    model.functions.back().args.back().indices = readIndexBound(in);
   } else if (record == ZEST_RECORD_RESULT) {
     model.functions.back().results.push_back(readResult(in, model));
   } else if (record == ZEST_RECORD_END) {

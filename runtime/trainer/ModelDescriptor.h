@@ -53,6 +53,20 @@ struct UnitInfo {
   }
 };
 
+/// A data argument that indexes a table (an embedding's ids, a loss's
+/// targets): each value in [0, bound), or equal to `ignore` where it has one.
+struct IndexBound {
+  int64_t bound = 0; // 0: not an index
+  /// The table's parameter, for messages; empty when it is not one (a
+  /// loss's classes).
+  std::string table;
+  bool hasIgnore = false;
+  int64_t ignore = 0;
+  bool allows(int64_t value) const {
+    return (value >= 0 && value < bound) || (hasIgnore && value == ignore);
+  }
+};
+
 struct ArgInfo {
   /// Data: per-rank input. Unit: this rank's shard. State: optimizer state
   /// of `unit` named `state`. Accum: gradient accumulator of `unit`. Hyper:
@@ -69,6 +83,8 @@ struct ArgInfo {
   int unit = -1; // Unit, State, Accum, GradSum
   std::string state;
   TensorSpec spec;
+  /// Data: what the values index, if anything.
+  IndexBound indices;
 };
 
 struct ResultInfo {

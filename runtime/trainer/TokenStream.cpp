@@ -1,6 +1,7 @@
 //===- TokenStream.cpp - Training windows cut from a token stream ---------===//
 
 #include "TokenStream.h"
+#include "IndexChecks.h"
 
 #include "../checkpoint/Checkpoint.h"
 #include "Data.h"
@@ -60,8 +61,8 @@ void elementOf(const std::string &path, const std::string &dtype,
 } // namespace
 
 TokenStream::TokenStream(const std::string &path,
-                         const std::vector<TensorSpec> &specs, int64_t bound,
-                         uint64_t seed)
+                         const std::vector<TensorSpec> &specs,
+                         const IndexBound &bound, uint64_t seed)
     : path(path), specs(specs), seed(seed) {
   if (specs.empty() || specs.size() > 2)
     usageError("--tokens feeds a batch of token ids [batch, T] (and its "
@@ -136,13 +137,13 @@ int64_t TokenStream::token(int64_t index) const {
   }
 }
 
-void TokenStream::checkTokens(int64_t bound) const {
+void TokenStream::checkTokens(const IndexBound &bound) const {
   bool narrow = false;
   for (const TensorSpec &spec : specs)
     narrow |= spec.dtype.code == ZEST_I32;
-  int64_t limit = bound > 0 ? bound
-                  : narrow  ? int64_t(std::numeric_limits<int32_t>::max()) + 1
-                            : std::numeric_limits<int64_t>::max();
+  int64_t limit = bound.bound > 0 ? bound.bound
+                  : narrow ? int64_t(std::numeric_limits<int32_t>::max()) + 1
+                           : std::numeric_limits<int64_t>::max();
   // uint16 ids (the common case) need no look when the bound exceeds them.
   if (tokenBytes == 2 && limit > 0xffff)
     return;
@@ -150,11 +151,12 @@ void TokenStream::checkTokens(int64_t bound) const {
     int64_t value = token(i);
     if (value >= 0 && value < limit)
       continue;
-    std::string what = value < 0 ? "is negative"
-                       : bound > 0
-                           ? "is outside the vocabulary (" +
-                                 std::to_string(bound) + " ids, --token-bound)"
-                           : "does not fit the model's int32 ids";
+    std::string what = !bound.table.empty() ? describeBadIndex(value, bound)
+                       : value < 0          ? "is negative"
+                       : bound.bound > 0    ? "is outside the vocabulary (" +
+                                               std::to_string(bound.bound) +
+                                               " ids, --token-bound)"
+                                         : "does not fit the model's int32 ids";
     dataError(path + ": token " + std::to_string(value) + " at offset " +
               std::to_string(i) + " " + what);
   }

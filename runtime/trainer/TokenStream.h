@@ -28,11 +28,12 @@ namespace zest {
 class TokenStream {
 public:
   /// Opens `path` for data arguments `specs` ([batch, T] integers: the ids,
-  /// and optionally the targets); `bound` > 0 is the vocabulary size every
-  /// token must be below. Every rank reads the same file and finds the same
-  /// problems, so a bad token or file exits all of them with one message.
+  /// and optionally the targets); every token must be one `bound` allows
+  /// (when it has one: the model's vocabulary). Every rank reads the same
+  /// file and finds the same problems, so a bad token or file exits all of
+  /// them with one message.
   TokenStream(const std::string &path, const std::vector<TensorSpec> &specs,
-              int64_t bound, uint64_t seed);
+              const IndexBound &bound, uint64_t seed);
   ~TokenStream();
   TokenStream(const TokenStream &) = delete;
   TokenStream &operator=(const TokenStream &) = delete;
@@ -47,7 +48,7 @@ private:
   /// The first token of sample `sample`'s window.
   int64_t windowStart(int64_t sample) const;
   /// Exits every rank if a token is negative or not below the bound.
-  void checkTokens(int64_t bound) const;
+  void checkTokens(const IndexBound &bound) const;
 
   std::string path;
   std::vector<TensorSpec> specs;

@@ -139,8 +139,50 @@ func.func @f(%a: tensor<4xf32> {zest.param = ""}) {
 
 // -----
 
-// expected-error@+1 {{unknown argument attribute 'zest.parm' (expected zest.param or zest.rng)}}
+// expected-error@+1 {{unknown argument attribute 'zest.parm' (expected zest.param, zest.rng or zest.index_bound)}}
 func.func @f(%a: tensor<4xf32> {zest.parm = "w"}) {
+  return
+}
+
+// -----
+
+// Index bounds on data arguments (an embedding's ids, a loss's targets).
+// CHECK-LABEL: func.func @bounded
+// CHECK-SAME: zest.index_bound = {bound = 64 : i64, table = "embed.weight"}
+// CHECK-SAME: zest.index_bound = {bound = 64 : i64, ignore = -100 : i64}
+func.func @bounded(%w: tensor<64x8xf32> {zest.param = "embed.weight"},
+                   %ids: tensor<2x4xi64> {zest.index_bound = {bound = 64 : i64, table = "embed.weight"}},
+                   %labels: tensor<2x4xi64> {zest.index_bound = {bound = 64 : i64, ignore = -100 : i64}})
+    -> (tensor<f32> {zest.loss}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{'zest.index_bound' must be {bound = N (positive), table = "fqn" (optional), ignore = I (optional)}, got {bound = 0 : i64}}}
+func.func @f(%ids: tensor<4xi64> {zest.index_bound = {bound = 0 : i64}}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'zest.index_bound' must be {bound = N (positive), table = "fqn" (optional), ignore = I (optional)}, got {bound = 4 : i64, tabel = "w"}}}
+func.func @f(%ids: tensor<4xi64> {zest.index_bound = {bound = 4 : i64, tabel = "w"}}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'zest.index_bound' needs an integer tensor argument (indices), got 'tensor<4xf32>'}}
+func.func @f(%x: tensor<4xf32> {zest.index_bound = {bound = 4 : i64}}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'zest.index_bound' belongs on a data argument, not on a parameter or the random streams}}
+func.func @f(%w: tensor<4xi64> {zest.param = "w", zest.index_bound = {bound = 4 : i64}}) {
   return
 }
 

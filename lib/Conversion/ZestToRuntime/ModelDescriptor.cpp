@@ -100,6 +100,25 @@ static void printArg(llvm::raw_ostream &os, func::FuncOp func, unsigned i) {
   os << "\n";
 }
 
+/// The `index_bound` record of data argument `i`, if it indexes a table.
+static void printIndexBound(llvm::raw_ostream &os, func::FuncOp func,
+                            unsigned i) {
+  auto bound = func.getArgAttrOfType<DictionaryAttr>(
+      i, ZestDialect::kIndexBoundAttrName);
+  if (!bound)
+    return;
+  auto table = bound.getAs<StringAttr>("table");
+  auto ignore = bound.getAs<IntegerAttr>("ignore");
+  os << ZEST_RECORD_INDEX_BOUND " "
+     << bound.getAs<IntegerAttr>("bound").getInt() << " "
+     << (table ? table.getValue() : "-") << " ";
+  if (ignore)
+    os << ignore.getInt();
+  else
+    os << "-";
+  os << "\n";
+}
+
 std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -148,6 +167,7 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
       // Offload: the argument lives in pinned host memory.
       if (func.getArgAttr(i, ZestDialect::kHostArgAttrName))
         os << ZEST_RECORD_HOST "\n";
+      printIndexBound(os, func, i);
     }
     for (unsigned i : results) {
       if (auto unit = func.getResultAttrOfType<FlatSymbolRefAttr>(

@@ -28,6 +28,7 @@ private:
   void checkFunction(func::FuncOp func);
   /// Returns the FQN of a `zest.param` argument, or null (and reports why).
   StringAttr checkParamArg(func::FuncOp func, unsigned index);
+  void checkIndexBoundArg(func::FuncOp func, unsigned index);
   void checkRngArg(func::FuncOp func, unsigned index,
                    std::optional<unsigned> &rngArg);
   void checkResults(func::FuncOp func, ModelFunction &info,
@@ -69,6 +70,7 @@ static bool isWellFormedFqn(StringRef fqn) {
 static bool isKnownArgAttr(StringRef name) {
   return name == ZestDialect::kParamAttrName ||
          name == ZestDialect::kRngAttrName ||
+         name == ZestDialect::kIndexBoundAttrName ||
          name == ZestDialect::kUnitArgAttrName ||
          name == ZestDialect::kExpertParallelAttrName;
 }
@@ -240,6 +242,38 @@ void ContractChecker::checkRngArg(func::FuncOp func, unsigned index,
   rngArg = index;
 }
 
+void ContractChecker::checkIndexBoundArg(func::FuncOp func, unsigned index) {
+  Location loc = getArgLoc(func, index);
+  Attribute attr = func.getArgAttr(index, ZestDialect::kIndexBoundAttrName);
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  auto bound = dict ? dict.getAs<IntegerAttr>("bound") : IntegerAttr();
+  auto table = dict ? dict.get("table") : Attribute();
+  auto ignore = dict ? dict.get("ignore") : Attribute();
+  if (!bound || bound.getInt() <= 0 || (table && !isa<StringAttr>(table)) ||
+      (ignore && !isa<IntegerAttr>(ignore)) ||
+      llvm::any_of(dict, [](NamedAttribute entry) {
+        return !llvm::is_contained({"bound", "table", "ignore"},
+                                   entry.getName().getValue());
+      })) {
+    error(loc) << "'" << ZestDialect::kIndexBoundAttrName
+               << "' must be {bound = N (positive), table = \"fqn\" "
+               << "(optional), ignore = I (optional)}, got " << attr;
+    return;
+  }
+  if (func.getArgAttr(index, ZestDialect::kParamAttrName) ||
+      func.getArgAttr(index, ZestDialect::kRngAttrName)) {
+    error(loc) << "'" << ZestDialect::kIndexBoundAttrName
+               << "' belongs on a data argument, not on a parameter or the "
+               << "random streams";
+    return;
+  }
+  auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
+  if (!type || !type.getElementType().isSignlessInteger())
+    error(loc) << "'" << ZestDialect::kIndexBoundAttrName
+               << "' needs an integer tensor argument (indices), got "
+               << func.getArgumentTypes()[index];
+}
+
 void ContractChecker::checkFunction(func::FuncOp func) {
   ModelFunction info;
   info.func = func;
@@ -251,9 +285,11 @@ void ContractChecker::checkFunction(func::FuncOp func) {
       if (name.starts_with("zest.") && !isKnownArgAttr(name))
         error(getArgLoc(func, i))
             << "unknown argument attribute '" << name << "' (expected "
-            << ZestDialect::kParamAttrName << " or "
-            << ZestDialect::kRngAttrName << ")";
+            << ZestDialect::kParamAttrName << ", " << ZestDialect::kRngAttrName
+            << " or " << ZestDialect::kIndexBoundAttrName << ")";
     }
+    if (func.getArgAttr(i, ZestDialect::kIndexBoundAttrName))
+      checkIndexBoundArg(func, i);
     if (func.getArgAttr(i, ZestDialect::kRngAttrName)) {
       checkRngArg(func, i, rngArg);
       continue;

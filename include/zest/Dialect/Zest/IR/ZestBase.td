@@ -43,6 +43,12 @@ def Zest_Dialect : Dialect {
       the micro-batch's random-stream coordinates, filled by the runtime:
       the step's key (from the seed and the step number) and the index of
       the micro-batch's first sample within the step's global batch.
+    * `zest.index_bound = {bound = N, table = "fqn", ignore = -100}` (input
+      contract, optional): the data argument, of integer type, indexes a
+      table of N rows (an embedding's ids, a loss's targets): every value
+      must lie in [0, N), or equal `ignore` where given. `table` names the
+      table's parameter for messages. The executable checks every batch
+      against it before the first step (runtime/trainer).
     * `zest.unit = @u` (after sharding): the argument holds this rank's part
       of unit `u`'s flat buffer (its shard, or the whole buffer for a
       replicated unit).
@@ -66,6 +72,8 @@ def Zest_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradAttrName = "zest.grad";
     static constexpr ::llvm::StringLiteral kLossAttrName = "zest.loss";
     static constexpr ::llvm::StringLiteral kRngAttrName = "zest.rng";
+    static constexpr ::llvm::StringLiteral kIndexBoundAttrName =
+        "zest.index_bound";
     // On a parameter argument, from zest-expert-parallel: the argument (and
     // its gradient) holds this rank's experts, 1 / N of the parameter's
     // first dimension, for expert groups of N ranks.
