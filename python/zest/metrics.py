@@ -9,12 +9,12 @@ import re
 
 from .tools import LaunchError
 
-# progress: step 4/10 loss 4.1616 lr 0.1 tokens/s 169688 step 0.2 ms
+# progress: step 4/10 loss 4.1616 [eval E] [grad norm G] lr 0.1 tokens/s 169688 step 0.2 ms
 #   wait 0.0 ms pool peak 0.2 MiB eta 0 s
 EVAL_LINE = re.compile(r"^eval step (\d+) loss (\S+)$")
 PROGRESS = re.compile(
     r"^progress: step (?P<step>\d+)/\d+ loss (?P<loss>\S+)"
-    r"(?: eval (?P<eval>\S+))? lr (?P<lr>\S+) "
+    r"(?: eval (?P<eval>\S+))?(?: grad norm (?P<grad_norm>\S+))? lr (?P<lr>\S+) "
     r"(?P<unit>tokens|samples)/s (?P<rate>\S+) step (?P<step_ms>\S+) ms "
     r"wait (?P<wait_ms>\S+) ms pool peak (?P<pool_mib>\S+) MiB"
 )
@@ -29,6 +29,8 @@ def parse_progress(text):
     for key in ("loss", "lr", "step_ms", "wait_ms", "pool_mib"):
         figures[key] = float(match[key])
     figures[f"{match['unit']}_per_s"] = float(match["rate"])
+    if match["grad_norm"] is not None:
+        figures["grad_norm"] = float(match["grad_norm"])
     return figures
 
 

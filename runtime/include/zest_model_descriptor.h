@@ -21,7 +21,7 @@
  *   index_bound <N> <table|-> <ignore|->    (the data argument before holds
  *                          indices into a table of N rows: each in [0, N) or
  *                          equal to ignore; table names the parameter)
- *   result loss|output <dtype> <rank> <dim>... | result grad <unit>
+ *   result loss|output|grad_norm <dtype> <rank> <dim>... | result grad <unit>
  *   end
  *
  * Results an entry point updates in place (`zest.updated`) are not results
@@ -76,5 +76,8 @@
 #define ZEST_RESULT_LOSS "loss"
 #define ZEST_RESULT_OUTPUT "output"
 #define ZEST_RESULT_GRAD "grad"
+/* The global gradient norm before clipping (a training step with
+ * clipping), f32 0-d. */
+#define ZEST_RESULT_GRAD_NORM "grad_norm"
 
 #endif /* ZEST_MODEL_DESCRIPTOR_H */

@@ -148,7 +148,7 @@ static ArgInfo readArg(std::istringstream &in, const ModelInfo &model) {
   return arg;
 }
 
-/// result loss|output <dtype> <rank> <dim>... | result grad <unit>
+/// result loss|output|grad_norm <dtype> <rank> <dim>... | result grad <unit>
 static ResultInfo readResult(std::istringstream &in, const ModelInfo &model) {
   std::string kind;
   in >> kind;
@@ -162,8 +162,9 @@ static ResultInfo readResult(std::istringstream &in, const ModelInfo &model) {
     result.spec = {unit.dtype, {unit.shard}};
     return result;
   }
-  result.kind =
-      kind == ZEST_RESULT_LOSS ? ResultInfo::Loss : ResultInfo::Output;
+  result.kind = kind == ZEST_RESULT_LOSS        ? ResultInfo::Loss
+                : kind == ZEST_RESULT_GRAD_NORM ? ResultInfo::GradNorm
+                                                : ResultInfo::Output;
   result.spec = readSpec(in);
   return result;
 }

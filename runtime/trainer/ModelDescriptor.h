@@ -88,7 +88,8 @@ struct ArgInfo {
 };
 
 struct ResultInfo {
-  enum Kind { Loss, Grad, Output } kind;
+  /// GradNorm: the global gradient norm before clipping (with clipping).
+  enum Kind { Loss, Grad, Output, GradNorm } kind;
   int unit = -1; // when Grad
   TensorSpec spec;
 };

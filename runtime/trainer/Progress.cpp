@@ -37,14 +37,16 @@ void ProgressLine::report(int64_t step, double loss, double lr, double stepUs) {
   if (tokensPerSample)
     perSecond *= double(tokensPerSample);
   double etaS = done > 0 ? elapsedUs / double(done) * double(left) / 1e6 : 0;
-  char eval[32] = "";
+  char eval[32] = "", norm[40] = "";
   if (evalLoss >= 0)
     std::snprintf(eval, sizeof(eval), " eval %.4f", evalLoss);
-  std::printf("progress: step %lld/%lld loss %.4f%s lr %.4g %s %.0f step %.1f "
-              "ms wait %.1f ms pool peak %.1f MiB eta %.0f s\n",
+  if (gradNorm >= 0)
+    std::snprintf(norm, sizeof(norm), " grad norm %.6g", gradNorm);
+  std::printf("progress: step %lld/%lld loss %.4f%s%s lr %.4g %s %.0f step "
+              "%.1f ms wait %.1f ms pool peak %.1f MiB eta %.0f s\n",
               static_cast<long long>(step + 1),
-              static_cast<long long>(lastStep), loss, eval, lr, unit, perSecond,
-              stepUs / 1e3, waitUs / 1e3,
+              static_cast<long long>(lastStep), loss, eval, norm, lr, unit,
+              perSecond, stepUs / 1e3, waitUs / 1e3,
               double(counters.pool_held_peak_bytes) / (1 << 20), etaS);
   std::fflush(stdout);
 }

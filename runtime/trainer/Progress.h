@@ -31,9 +31,13 @@ public:
 
   /// The evaluation loss after the step just reported: on the next lines.
   void noteEvaluation(double loss) { evalLoss = loss; }
+  /// The global gradient norm before clipping of the step about to be
+  /// reported (a step compiled with clipping).
+  void noteGradNorm(double norm) { gradNorm = norm; }
 
 private:
   double evalLoss = -1; // none yet
+  double gradNorm = -1; // none: no clipping
   int64_t samplesPerStep, tokensPerSample = 0, firstStep, lastStep;
   double elapsedUs = 0, lastWaitUs = 0;
 };

@@ -444,6 +444,10 @@ double Run::callMicroBatch(int64_t step, int64_t a) {
     const ResultInfo &result = entry.function->results[r];
     if (result.kind == ResultInfo::Loss && training) {
       loss += readFloat(results[r], 0);
+    } else if (result.kind == ResultInfo::GradNorm) {
+      // The same on every rank: the norm over all ranks' shards.
+      if (progress)
+        progress->noteGradNorm(readFloat(results[r], 0));
     } else if (!training) {
       for (int64_t i = 0; i < results[r].spec.numel(); ++i)
         checksum += results[r].spec.dtype.code == ZEST_F32 ||

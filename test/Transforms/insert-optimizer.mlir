@@ -61,9 +61,10 @@
 
 // With clipping, the updates wait at the end for the global norm of both
 // units' gradients and take the gradient scale times min(1, 1.5 / (norm +
-// 1e-6)).
+// 1e-6)); the norm is the step's last result (for the metrics).
 // CLIP-LABEL: func.func @step(
 // CLIP-SAME:    %[[H:[^:]*]]: tensor<10xf32> {zest.hyper}, %[[ACC:[^:]*]]: tensor<4xf32> {zest.grad_accum = @a}, %[[RACC:[^:]*]]: tensor<2xf32> {zest.grad_accum = @r})
+// CLIP-SAME:    tensor<2xf32> {zest.updated = 5 : i64}, tensor<f32> {zest.grad_norm})
 // CLIP:         %[[GS:.*]] = zest.reduce_scatter avg
 // CLIP:         %[[RG:.*]] = zest.all_reduce avg
 // CLIP:         %[[N:.*]] = zest.global_grad_norm(%[[GS]], %[[RG]]) accum(%[[ACC]], %[[RACC]]) hyper(%[[H]]) units [@a, @r]
@@ -79,7 +80,7 @@
 // CLIP-NEXT:    %[[H2:.*]] = tensor.insert %[[CS]] into %[[H]][%{{.*}}]
 // CLIP-NEXT:    zest.update sgd @a %{{.*}}, %[[GS]] accum(%[[ACC]]) hyper(%[[H2]])
 // CLIP-NEXT:    zest.update sgd @r %{{.*}}, %[[RG]] accum(%[[RACC]]) hyper(%[[H2]])
-// CLIP-NEXT:    return
+// CLIP-NEXT:    return {{.*}}, %[[N]] : {{.*}}, tensor<f32>
 
 zest.unit @a sharded : f32, world_size = 2, padded_size = 8, shard_size = 4 [
   "a.w" : tensor<2x3xf32> at 0,

@@ -136,6 +136,7 @@ def main():
 
     losses = []
     clipped = []  # whether each step's coefficient was below 1
+    norms = []  # each step's global norm before clipping
     for step in range(args.steps):
         grad_sum = {u: [0.0] * len(params[u]) for u in units}
         loss = 0.0
@@ -170,6 +171,7 @@ def main():
             )
             coef = min(1.0, args.clip_grad_norm / (total + 1e-6))
             clipped.append(coef < 1.0)
+            norms.append(total)
         for u in units:
             p, st = params[u], states[u]
             for i in range(len(p)):
@@ -227,7 +229,28 @@ def main():
                 f"compiled {got:.9g}"
             )
     if args.clip_grad_norm > 0:
-        print(f"optim-reference: clipped {sum(clipped)} of {len(clipped)} steps")
+        # The step returns its norm (the progress line's `grad norm G`).
+        reported = [
+            float(x)
+            for x in re.findall(
+                r"^progress: .* grad norm (\S+) lr", open(args.log).read(), re.M
+            )
+        ]
+        if len(reported) != len(norms):
+            print(f"MISMATCH: {len(reported)} gradient norms, {len(norms)} expected")
+            failures += 1
+        for i, (want, got) in enumerate(zip(norms, reported)):
+            # The line prints 6 significant digits.
+            if abs(want - got) > max(args.tolerance, 1e-5) * max(1.0, abs(want)):
+                failures += 1
+                print(
+                    f"MISMATCH norm of step {i + 1}: reference {want:.9g}, "
+                    f"compiled {got:.9g}"
+                )
+        print(
+            f"optim-reference: clipped {sum(clipped)} of {len(clipped)} steps, "
+            f"{len(reported)} gradient norms"
+        )
     print(
         f"optim-reference: {args.optimizer}, {args.steps} steps, "
         f"{failures} mismatches, worst relative error {worst:.2e}"

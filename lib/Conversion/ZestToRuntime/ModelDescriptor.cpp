@@ -176,9 +176,13 @@ std::string mlir::zest::buildModelDescriptor(ModuleOp module) {
            << "\n";
         continue;
       }
-      os << (func.getResultAttr(i, ZestDialect::kLossAttrName)
-                 ? ZEST_RECORD_RESULT " " ZEST_RESULT_LOSS " "
-                 : ZEST_RECORD_RESULT " " ZEST_RESULT_OUTPUT " ");
+      os << ZEST_RECORD_RESULT " "
+         << (func.getResultAttr(i, ZestDialect::kLossAttrName)
+                 ? ZEST_RESULT_LOSS
+             : func.getResultAttr(i, ZestDialect::kGradNormAttrName)
+                 ? ZEST_RESULT_GRAD_NORM
+                 : ZEST_RESULT_OUTPUT)
+         << " ";
       printShape(os, cast<RankedTensorType>(func.getResultTypes()[i]));
       os << "\n";
     }

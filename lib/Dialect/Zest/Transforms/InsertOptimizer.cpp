@@ -262,10 +262,11 @@ struct UnitUpdate {
 };
 
 /// `hyper` with its gradient scale multiplied by the clipping coefficient
-/// `min(1, maxNorm / (norm + 1e-6))` of torch's clip_grad_norm_.
+/// `min(1, maxNorm / (norm + 1e-6))` of torch's clip_grad_norm_; `norm` is
+/// set to the global norm (a 0-d tensor).
 static Value buildClippedHyper(OpBuilder &builder, Location loc,
                                MutableArrayRef<UnitUpdate> updates, Value hyper,
-                               double maxNorm) {
+                               double maxNorm, Value &norm) {
   SmallVector<Value> grads, accums;
   SmallVector<Attribute> units;
   for (UnitUpdate &u : updates) {
@@ -275,8 +276,8 @@ static Value buildClippedHyper(OpBuilder &builder, Location loc,
     units.push_back(FlatSymbolRefAttr::get(u.unit.getSymNameAttr()));
   }
   auto scalarType = RankedTensorType::get({}, builder.getF32Type());
-  Value norm = GlobalGradNormOp::create(builder, loc, scalarType, grads, accums,
-                                        hyper, builder.getArrayAttr(units));
+  norm = GlobalGradNormOp::create(builder, loc, scalarType, grads, accums,
+                                  hyper, builder.getArrayAttr(units));
   Value normValue = tensor::ExtractOp::create(builder, loc, norm, {});
   auto f32 = [&](double value) -> Value {
     return arith::ConstantOp::create(builder, loc,
@@ -505,11 +506,11 @@ LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
 
   // With clipping, every update waits for the global norm at the end and
   // takes its gradient scale multiplied by the clipping coefficient.
-  Value updateHyper = step.hyper;
+  Value updateHyper = step.hyper, norm;
   if (maxGradNorm > 0) {
     builder.setInsertionPoint(step.ret);
     updateHyper = buildClippedHyper(builder, step.ret.getLoc(), updates,
-                                    step.hyper, maxGradNorm);
+                                    step.hyper, maxGradNorm, norm);
   }
   SmallVector<Value> newResults;
   SmallVector<unsigned> updatedArgs;
@@ -523,6 +524,18 @@ LogicalResult InsertOptimizerPass::rewrite(func::FuncOp func, Optimizer kind) {
     erase.set(entry.second);
   if (failed(replaceResults(func, step.ret, erase, newResults, updatedArgs)))
     return failure();
+  // The norm before clipping, for the metrics (a result, not an update).
+  if (norm) {
+    unsigned at = func.getNumResults();
+    if (failed(func.insertResult(
+            at, norm.getType(),
+            DictionaryAttr::get(
+                ctx, {NamedAttribute(
+                         StringAttr::get(ctx, ZestDialect::kGradNormAttrName),
+                         UnitAttr::get(ctx))}))))
+      return failure();
+    step.ret->insertOperands(at, norm);
+  }
   func->setAttr(ZestDialect::kOptimizerAttrName,
                 StringAttr::get(ctx, stringifyOptimizer(kind)));
   return success();

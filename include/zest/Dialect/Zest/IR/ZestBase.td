@@ -61,7 +61,9 @@ def Zest_Dialect : Dialect {
       `zest.hyper`: the argument holds the optimizer hyperparameters
       (`zest_hyper_t` in `runtime/include/zest_runtime.h`);
       `zest.updated = @u` on a result: the new value of the unit, state or
-      accumulator argument of the same role (written in place).
+      accumulator argument of the same role (written in place);
+      `zest.grad_norm` on a result (with clipping): the global gradient
+      norm before clipping, a `tensor<f32>`.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -99,6 +101,11 @@ def Zest_Dialect : Dialect {
         "zest.accumulate_for";
     static constexpr ::llvm::StringLiteral kHyperAttrName = "zest.hyper";
     static constexpr ::llvm::StringLiteral kUpdatedAttrName = "zest.updated";
+    // On a training step's result, from zest-insert-optimizer with
+    // clipping: the global gradient norm before clipping (what
+    // clip_grad_norm_ returns), for the metrics.
+    static constexpr ::llvm::StringLiteral kGradNormAttrName =
+        "zest.grad_norm";
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "zest.optimizer";
     // On a sharded `zest.unit`: what zest-schedule-collectives decided (its
