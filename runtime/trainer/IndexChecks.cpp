@@ -3,6 +3,7 @@
 #include "IndexChecks.h"
 #include "Options.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 

@@ -26,8 +26,16 @@ std::string describeBadIndex(int64_t value, const IndexBound &bound);
 /// Element `i` of an integer buffer of `dtype`.
 int64_t integerAt(const DType &dtype, const char *data, int64_t i);
 
+/// The part [begin, end) of `count` items this rank checks: each rank
+/// reads 1 / W of a file, so that a large one is checked W times faster.
+void rankSlice(int64_t count, int64_t &begin, int64_t &end);
+
+/// The smallest of every rank's `local` (a collective: every rank calls it).
+int64_t smallestOverRanks(int64_t local);
+
 /// Exits every rank (dataError) at the first value of `column` (data
-/// argument `argument`, of `spec`) that `bound` does not allow.
+/// argument `argument`, of `spec`) that `bound` does not allow; the ranks
+/// share the reading.
 void checkIndexColumn(const SampleColumn &column, const TensorSpec &spec,
                       const IndexBound &bound, size_t argument);
 

@@ -147,19 +147,26 @@ void TokenStream::checkTokens(const IndexBound &bound) const {
   // uint16 ids (the common case) need no look when the bound exceeds them.
   if (tokenBytes == 2 && limit > 0xffff)
     return;
-  for (int64_t i = 0; i < count; ++i) {
+  // Each rank reads 1 / W of the stream; all agree on the first bad id.
+  int64_t begin, end, first = count;
+  rankSlice(count, begin, end);
+  for (int64_t i = begin; i < end && first == count; ++i) {
     int64_t value = token(i);
-    if (value >= 0 && value < limit)
-      continue;
-    std::string what = !bound.table.empty() ? describeBadIndex(value, bound)
-                       : value < 0          ? "is negative"
-                       : bound.bound > 0    ? "is outside the vocabulary (" +
-                                               std::to_string(bound.bound) +
-                                               " ids, --token-bound)"
-                                         : "does not fit the model's int32 ids";
-    dataError(path + ": token " + std::to_string(value) + " at offset " +
-              std::to_string(i) + " " + what);
+    if (value < 0 || value >= limit)
+      first = i;
   }
+  first = smallestOverRanks(first);
+  if (first == count)
+    return;
+  int64_t value = token(first);
+  std::string what = !bound.table.empty() ? describeBadIndex(value, bound)
+                     : value < 0          ? "is negative"
+                     : bound.bound > 0    ? "is outside the vocabulary (" +
+                                             std::to_string(bound.bound) +
+                                             " ids, --token-bound)"
+                                       : "does not fit the model's int32 ids";
+  dataError(path + ": token " + std::to_string(value) + " at offset " +
+            std::to_string(first) + " " + what);
 }
 
 int64_t TokenStream::windowStart(int64_t sample) const {

@@ -44,6 +44,34 @@ def llama():
     return model, loss_fn, (_tokens(),)
 
 
+def llama_bytes():
+    """A Llama over bytes (256 ids, 32 tokens a sample): trained on real
+    English text, its bytes as the token stream."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        attn_implementation="sdpa",
+    )
+    model = LlamaForCausalLM(config)
+
+    def loss_fn(model, ids, targets):
+        logits = model(input_ids=ids).logits
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+        )
+
+    ids = torch.randint(0, 256, (4, 33))
+    return model, loss_fn, (ids[:, :-1], ids[:, 1:])
+
+
 # GPT-2's dropout (0.1 by default), off.
 NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
 
