@@ -265,6 +265,15 @@ inline __device__ void scoresInLog2(Tiles<N> &sc, const AttentionShape &s,
     }
 }
 
+/// Whether every query row of tile `t` sees every one of the `keys` keys
+/// from j0 (no mask, none causal-masked, a whole tile): scores need no mask.
+inline __device__ bool seesAllKeys(const AttentionShape &s,
+                                   const tiles::QueryTile &t, int64_t j0,
+                                   int64_t keys) {
+  return s.maskKind == ZEST_ATTENTION_MASK_NONE && keys == kRows &&
+         (!s.causal || j0 + kRows - 1 <= t.i0);
+}
+
 /// The sum or maximum over the four lanes that hold a row.
 inline __device__ float rowSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -341,8 +350,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     float sc[kRows / 8][4] = {};
     warpProduct<T, D, kRows, false>(sc, qw, ld, ks, ld);
-    bool plain = s.maskKind == ZEST_ATTENTION_MASK_NONE && keys == kRows &&
-                 (!s.causal || j0 + kRows - 1 <= t.i0);
+    bool plain = seesAllKeys(s, t, j0, keys);
     scoresInLog2<T, kRows, true>(sc, s, mask, t.b, t.h, t.i0 + 16 * warp(), j0,
                                  plain);
     onlineSoftmax<D>(sc, o, maximum, sum);
@@ -428,8 +436,7 @@ __global__ void __launch_bounds__(kThreads)
     float sc[kRows / 8][4] = {}, dp[kRows / 8][4] = {};
     warpProduct<T, D, kRows, false>(sc, qw, ld, ks, ld);
     warpProduct<T, D, kRows, false>(dp, dow, ld, vs, ld);
-    bool plain = s.maskKind == ZEST_ATTENTION_MASK_NONE && keys == kRows &&
-                 (!s.causal || j0 + kRows - 1 <= t.i0);
+    bool plain = seesAllKeys(s, t, j0, keys);
     scoresInLog2<T, kRows, true>(sc, s, mask, t.b, t.h, t.i0 + 16 * warp(), j0,
                                  plain);
     scoreGradients<kRows>(

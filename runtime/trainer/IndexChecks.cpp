@@ -51,6 +51,18 @@ std::string positionText(const std::vector<int64_t> &shape, int64_t i) {
 
 } // namespace
 
+void zest::rankSlice(int64_t count, int64_t &begin, int64_t &end) {
+  int64_t rank = zest_rank(), ranks = zest_world_size();
+  begin = count * rank / ranks;
+  end = count * (rank + 1) / ranks;
+}
+
+int64_t zest::smallestOverRanks(int64_t local) {
+  std::vector<int64_t> all(static_cast<size_t>(zest_world_size()));
+  zest_host_all_gather(&local, all.data(), 1, ZEST_I64);
+  return *std::min_element(all.begin(), all.end());
+}
+
 void zest::checkIndexColumn(const SampleColumn &column, const TensorSpec &spec,
                             const IndexBound &bound, size_t argument) {
   if (bound.bound <= 0 ||
@@ -58,16 +70,23 @@ void zest::checkIndexColumn(const SampleColumn &column, const TensorSpec &spec,
     return;
   std::vector<char> sample(size_t(column.sampleBytes));
   int64_t perSample = column.sampleBytes / spec.dtype.bytes;
-  for (int64_t s = 0; s < column.count; ++s) {
+  int64_t begin, end, none = column.count * perSample, first = none;
+  rankSlice(column.count, begin, end);
+  for (int64_t s = begin; s < end && first == none; ++s) {
     readSample(column, s, sample.data());
-    for (int64_t i = 0; i < perSample; ++i) {
-      int64_t value = integerAt(spec.dtype, sample.data(), i);
-      if (!bound.allows(value))
-        dataError(column.path + ": sample " + std::to_string(s) +
-                  ", position " + positionText(spec.shape, i) +
-                  " of data argument " + std::to_string(argument) + ": " +
-                  (bound.table.empty() ? "index " : "id ") +
-                  std::to_string(value) + " " + describeBadIndex(value, bound));
-    }
+    for (int64_t i = 0; i < perSample && first == none; ++i)
+      if (!bound.allows(integerAt(spec.dtype, sample.data(), i)))
+        first = s * perSample + i;
   }
+  first = smallestOverRanks(first);
+  if (first == none)
+    return;
+  int64_t s = first / perSample, i = first % perSample;
+  readSample(column, s, sample.data());
+  int64_t value = integerAt(spec.dtype, sample.data(), i);
+  dataError(column.path + ": sample " + std::to_string(s) + ", position " +
+            positionText(spec.shape, i) + " of data argument " +
+            std::to_string(argument) + ": " +
+            (bound.table.empty() ? "index " : "id ") + std::to_string(value) +
+            " " + describeBadIndex(value, bound));
 }
