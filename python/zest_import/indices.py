@@ -41,6 +41,18 @@ def _source(node):
     return node if node.op == "placeholder" else None
 
 
+def _is_integer(node):
+    """Whether the placeholder holds integers (ids can be checked; a float
+    input converted to indices inside the step cannot be, as such)."""
+    value = node.meta.get("val")
+    return (
+        value is not None
+        and not value.dtype.is_floating_point
+        and not value.dtype.is_complex
+        and value.dtype != torch.bool
+    )
+
+
 def _size(node, dim):
     value = node.meta.get("val")
     if value is None or dim >= value.dim() or dim < -value.dim():
@@ -76,7 +88,11 @@ def index_bounds(graph, names, num_data):
     agrees (the tightest bound; an ignored value only if every use ignores
     it)."""
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-    data = {p: i for i, p in enumerate(placeholders[len(names) :][:num_data])}
+    data = {
+        p: i
+        for i, p in enumerate(placeholders[len(names) :][:num_data])
+        if _is_integer(p)
+    }
     params = {p: names[i] for i, p in enumerate(placeholders[: len(names)])}
     found = [[] for _ in range(num_data)]
     for index, bound, table, ignore in _uses(graph.graph):

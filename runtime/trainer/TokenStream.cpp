@@ -8,10 +8,12 @@
 #include "Options.h"
 #include "SampleFiles.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <sys/mman.h>
+#include <unistd.h>
 
 using namespace zest;
 
@@ -137,6 +139,18 @@ int64_t TokenStream::token(int64_t index) const {
   }
 }
 
+void TokenStream::releaseScanned(int64_t first, int64_t end) const {
+  // Whole pages inside the tokens' bytes: the pages drop out of this
+  // process's memory (the page cache may keep them), so that the check of
+  // a corpus larger than memory does not show as its resident size.
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  int64_t from = (dataOffset + first * tokenBytes + page - 1) / page * page,
+          to = (dataOffset + end * tokenBytes) / page * page;
+  if (to > from)
+    ::madvise(const_cast<unsigned char *>(mapped) + from, size_t(to - from),
+              MADV_DONTNEED);
+}
+
 void TokenStream::checkTokens(const IndexBound &bound) const {
   bool narrow = false;
   for (const TensorSpec &spec : specs)
@@ -150,10 +164,15 @@ void TokenStream::checkTokens(const IndexBound &bound) const {
   // Each rank reads 1 / W of the stream; all agree on the first bad id.
   int64_t begin, end, first = count;
   rankSlice(count, begin, end);
-  for (int64_t i = begin; i < end && first == count; ++i) {
-    int64_t value = token(i);
-    if (value < 0 || value >= limit)
-      first = i;
+  for (int64_t chunk = begin; chunk < end && first == count;
+       chunk += kScanChunk) {
+    int64_t stop = std::min(end, chunk + kScanChunk);
+    for (int64_t i = chunk; i < stop && first == count; ++i) {
+      int64_t value = token(i);
+      if (value < 0 || value >= limit)
+        first = i;
+    }
+    releaseScanned(chunk, stop);
   }
   first = smallestOverRanks(first);
   if (first == count)

@@ -49,6 +49,10 @@ private:
   int64_t windowStart(int64_t sample) const;
   /// Exits every rank if a token is negative or not below the bound.
   void checkTokens(const IndexBound &bound) const;
+  /// Releases the mapped pages of tokens [first, end) once checked.
+  void releaseScanned(int64_t first, int64_t end) const;
+  /// Tokens checked between releases (64 MiB of uint32).
+  static constexpr int64_t kScanChunk = int64_t(1) << 24;
 
   std::string path;
   std::vector<TensorSpec> specs;
