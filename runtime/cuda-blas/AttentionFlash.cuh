@@ -199,6 +199,19 @@ inline __device__ void copyTile(T *dst, const T *src, int64_t rows, int dims) {
   }
 }
 
+/// Rows [at, at + rows) of x (`s.features` wide) and of y
+/// (`s.valueFeatures` wide: K and V, or Q and dO) into the [Rows, D] tiles
+/// xs and ys, without blocking, as two groups of copies (x's first).
+template <int D, int Rows, typename T>
+inline __device__ void copyRowPair(T *xs, T *ys, const T *x, const T *y,
+                                   const AttentionShape &s, int64_t at,
+                                   int64_t rows) {
+  copyTile<D, Rows>(xs, x + at * s.features, rows, int(s.features));
+  commitCopies();
+  copyTile<D, Rows>(ys, y + at * s.valueFeatures, rows, int(s.valueFeatures));
+  commitCopies();
+}
+
 /// Waits for every copy of the block (a tile's rows are copied by all its
 /// threads): before a warp stages its results in its rows of a tile.
 inline __device__ void finishCopies() {
@@ -340,12 +353,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kRows) {
     int64_t keys = min(int64_t(kRows), s.keys - j0);
     __syncthreads(); // the last tile's K and V are read
-    const int64_t at = t.kvHead * s.keys + j0;
-    copyTile<D, kRows>(ks, k + at * s.features, keys, int(s.features));
-    commitCopies();
-    copyTile<D, kRows>(vs, v + at * s.valueFeatures, keys,
-                       int(s.valueFeatures));
-    commitCopies();
+    copyRowPair<D, kRows>(ks, vs, k, v, s, t.kvHead * s.keys + j0, keys);
     waitCopies<1>(); // Q and K
     __syncthreads();
     float sc[kRows / 8][4] = {};
@@ -409,10 +417,7 @@ __global__ void __launch_bounds__(kThreads)
     *ks = dos + kRows * ld, *vs = ks + kRows * ld;
   tiles::QueryTile t(s);
   int64_t first = t.head * s.queries + t.i0;
-  copyTile<D, kRows>(qs, q + first * s.features, t.rows, int(s.features));
-  copyTile<D, kRows>(dos, dout + first * s.valueFeatures, t.rows,
-                     int(s.valueFeatures));
-  commitCopies();
+  copyRowPair<D, kRows>(qs, dos, q, dout, s, first, t.rows);
   float rowLse[2], rowDelta[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -426,11 +431,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kRows) {
     int64_t keys = min(int64_t(kRows), s.keys - j0);
     __syncthreads(); // the last tile's K and V are read
-    const int64_t at = t.kvHead * s.keys + j0;
-    copyTile<D, kRows>(ks, k + at * s.features, keys, int(s.features));
-    copyTile<D, kRows>(vs, v + at * s.valueFeatures, keys,
-                       int(s.valueFeatures));
-    commitCopies();
+    copyRowPair<D, kRows>(ks, vs, k, v, s, t.kvHead * s.keys + j0, keys);
     waitCopies<0>();
     __syncthreads();
     float sc[kRows / 8][4] = {}, dp[kRows / 8][4] = {};
@@ -475,10 +476,7 @@ __global__ void __launch_bounds__(kThreads)
         *deltas = lses + cols;
   tiles::KeyTile t(s);
   const int64_t at = t.kvHead * s.keys + t.j0;
-  copyTile<D, kRows>(ks, k + at * s.features, t.keys, int(s.features));
-  copyTile<D, kRows>(vs, v + at * s.valueFeatures, t.keys,
-                     int(s.valueFeatures));
-  commitCopies();
+  copyRowPair<D, kRows>(ks, vs, k, v, s, at, t.keys);
   T *kw = ks + 16 * warp() * ld, *vw = vs + 16 * warp() * ld;
   float gk[D / 8][4] = {}, gv[D / 8][4] = {};
   int64_t firstQuery = s.causal ? t.j0 / cols * cols : 0;
@@ -488,10 +486,7 @@ __global__ void __launch_bounds__(kThreads)
       int64_t rows = min(int64_t(cols), s.queries - i0),
               first = head * s.queries + i0;
       __syncthreads(); // the last tile's Q, dO, lse and delta are read
-      copyTile<D, cols>(qs, q + first * s.features, rows, int(s.features));
-      copyTile<D, cols>(dos, dout + first * s.valueFeatures, rows,
-                        int(s.valueFeatures));
-      commitCopies();
+      copyRowPair<D, cols>(qs, dos, q, dout, s, first, rows);
       for (int e = threadIdx.x; e < cols; e += kThreads) {
         lses[e] = e < rows ? lse[first + e] * kLog2e : INFINITY;
         deltas[e] = e < rows ? delta[first + e] : 0.0f;
