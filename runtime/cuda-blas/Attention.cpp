@@ -7,16 +7,15 @@
 // kernels of AttentionTiles.cuh for f32 (head dimensions up to 128; see
 // chooseKernels), else with the reference kernels of AttentionKernels.cuh.
 // Built as CUDA for a GPU and, through cuda-emulated/AttentionHost.cpp, as C++
-// for the emulated device (the references only).
+// for the emulated device, which runs the same kernels (its threads as
+// fibers: cuda-emulated/Simt.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../cuda-nccl/Device.h"
-#include "AttentionKernels.cuh"
-#ifndef ZEST_CUDA_EMULATED
 #include "AttentionFlash.cuh"
+#include "AttentionKernels.cuh"
 #include "AttentionTensorCores.cuh"
-#endif
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -64,7 +63,6 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
           {maskBatch, maskHeads, maskRows, maskCols}};
 }
 
-#ifndef ZEST_CUDA_EMULATED
 /// The kernels a call runs on a GPU.
 enum class Kernels { Reference, Tiles, TensorCores, Flash };
 
@@ -110,14 +108,16 @@ void launch(const char *name, void (*kernel)(Params...), int64_t blocks,
   size_t &limit = allowed[reinterpret_cast<const void *>(kernel)];
   if (shared > limit) {
     cuda::checkCuda(
-        cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
+        cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(shared)),
         name);
     limit = shared;
   }
   {
     TimedScope timed(name, cuda::streams.compute);
-    kernel<<<blocks, threads, shared, cuda::streams.compute>>>(args...);
+    launchKernel(name, kernel, blocks, threads, shared, cuda::streams.compute,
+                 args...);
   }
   cuda::checkCuda(cudaGetLastError(), name);
 }
@@ -239,7 +239,6 @@ bool withGpuKernels(const AttentionShape &s, bool aligned, Call call) {
   }
   return false;
 }
-#endif
 
 template <typename T>
 void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
@@ -247,12 +246,10 @@ void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   int64_t rows = s.batch * s.heads * s.queries;
   if (rows == 0)
     return;
-#ifndef ZEST_CUDA_EMULATED
   if (withGpuKernels<T>(s, aligned16(q, k, v, out), [&](auto kernels) {
         kernels.forward(s, mask, q, k, v, out, lse);
       }))
     return;
-#endif
   ZEST_LAUNCH(attentionForwardKernel<T>, blocks(rows), 128,
               cuda::streams.compute, s, mask, q, k, v, out, lse);
   cuda::checkCuda(cudaGetLastError(), "the attention forward kernel");
@@ -276,7 +273,6 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
                 cuda::streams.compute, rows, s.valueFeatures, out, dout, delta);
     cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
   }
-#ifndef ZEST_CUDA_EMULATED
   if (withGpuKernels<T>(
           s, aligned16(q, k, v, dout, dq, dk, dv), [&](auto kernels) {
             kernels.backward(s, mask, q, k, v, lse, delta, dout, dq, dk, dv);
@@ -285,7 +281,6 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
       zest_pool_free(delta); // reused only by work later on the same stream
     return;
   }
-#endif
   if (rows > 0) {
     ZEST_LAUNCH(attentionQueryGradKernel<T>, blocks(rows), 128,
                 cuda::streams.compute, s, mask, q, k, v, lse,

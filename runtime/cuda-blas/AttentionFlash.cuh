@@ -20,7 +20,8 @@
 //
 // Not yet run on a GPU (compiled for sm_90 here; no session since has had
 // one): chosen only with ZEST_CUDA_ATTENTION=flash until the bundle's
-// attention test passes with it (scripts/gpu-bundle-run.sh runs it).
+// attention test passes with it (scripts/gpu-bundle-run.sh runs it). The
+// emulated device runs these kernels' source (PtxMatrices.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +29,7 @@
 #define ZEST_RUNTIME_CUDA_BLAS_ATTENTIONFLASH_CUH
 
 #include "AttentionTiles.cuh"
+#include "PtxMatrices.cuh"
 
 #include <type_traits>
 
@@ -67,54 +69,12 @@ template <int D> constexpr int kQueryColumns = D <= 64 ? 64 : 32;
 // Warp-level primitives
 //===----------------------------------------------------------------------===//
 
-inline __device__ uint32_t sharedAddress(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/// Copies 16 bytes global -> shared without blocking (zeros where !valid).
-inline __device__ void copyAsync16(void *dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                   sharedAddress(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
-}
-inline __device__ void commitCopies() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-/// Waits until at most N groups of copies are in flight.
-template <int N> inline __device__ void waitCopies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-/// Four 8 x 8 matrices of 16-bit values (rows at each lane's address).
-inline __device__ void loadMatrices(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(sharedAddress(p)));
-}
-inline __device__ void loadMatricesTransposed(uint32_t (&r)[4], const void *p) {
-  asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-      : "r"(sharedAddress(p)));
-}
-
-/// c += a b for a 16 x 16 operand a and a 16 x 8 operand b.
-template <typename T>
-inline __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                           uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                   "r"(b1));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                   "r"(b1));
-}
+using ptx::commitCopies;
+using ptx::copyAsync16;
+using ptx::loadMatrices;
+using ptx::loadMatricesTransposed;
+using ptx::mma;
+using ptx::waitCopies;
 
 /// Two f32 values rounded to T, the first in the low half.
 template <typename T> inline __device__ uint32_t pack(float lo, float hi) {
@@ -339,7 +299,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     flashForward(AttentionShape s, const void *mask, const T *q, const T *k,
                  const T *v, T *out, float *lse) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  ZEST_DYNAMIC_SHARED(unsigned char, shared);
   constexpr int ld = kStride<D>;
   T *qs = reinterpret_cast<T *>(shared), *ks = qs + kRows * ld,
     *vs = ks + kRows * ld;
@@ -411,7 +371,7 @@ __global__ void __launch_bounds__(kThreads)
     flashQueryGrad(AttentionShape s, const void *mask, const T *q, const T *k,
                    const T *v, const float *lse, const float *delta,
                    const T *dout, T *dq) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  ZEST_DYNAMIC_SHARED(unsigned char, shared);
   constexpr int ld = kStride<D>;
   T *qs = reinterpret_cast<T *>(shared), *dos = qs + kRows * ld,
     *ks = dos + kRows * ld, *vs = ks + kRows * ld;
@@ -468,7 +428,7 @@ __global__ void __launch_bounds__(kThreads)
     flashKeyValueGrad(AttentionShape s, const void *mask, const T *q,
                       const T *k, const T *v, const float *lse,
                       const float *delta, const T *dout, T *dk, T *dv) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  ZEST_DYNAMIC_SHARED(unsigned char, shared);
   constexpr int ld = kStride<D>, cols = kQueryColumns<D>;
   T *ks = reinterpret_cast<T *>(shared), *vs = ks + kRows * ld,
     *qs = vs + kRows * ld, *dos = qs + cols * ld;

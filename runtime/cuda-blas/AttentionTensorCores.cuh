@@ -22,11 +22,19 @@
 
 #include "AttentionTiles.cuh"
 
+#ifdef ZEST_CUDA_EMULATED
+#include "../cuda-emulated/Wmma.h"
+#else
 #include <mma.h>
+#endif
 
 namespace zest::rt::cuda::tensorcores {
 
+#ifdef ZEST_CUDA_EMULATED
+namespace wmma = ::zest::emulated::wmma;
+#else
 namespace wmma = nvcuda::wmma;
+#endif
 
 /// Rows of a block (4 warps x 16) and columns of a tile: the tiles' size,
 /// so that their QueryTile and KeyTile place the blocks.
@@ -154,7 +162,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionForwardTensorCores(AttentionShape s, const void *mask, const T *q,
                                 const T *k, const T *v, T *out, float *lse) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  ZEST_DYNAMIC_SHARED(unsigned char, shared);
   const int dq = s.features, dv = s.valueFeatures;
   T *qs = reinterpret_cast<T *>(shared), *ks = qs + kRows * stride16(dq),
     *vs = ks + kRows * stride16(dq), *ps = vs + kRows * stride16(dv);
@@ -249,7 +257,7 @@ __global__ void __launch_bounds__(kThreads)
                                   const T *q, const T *k, const T *v,
                                   const float *lse, const float *delta,
                                   const T *dout, T *dq) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  ZEST_DYNAMIC_SHARED(unsigned char, shared);
   const int dk = s.features, dv = s.valueFeatures;
   T *qs = reinterpret_cast<T *>(shared), *dos = qs + kRows * stride16(dk),
     *ks = dos + kRows * stride16(dv), *vs = ks + kRows * stride16(dk),
@@ -301,7 +309,7 @@ __global__ void __launch_bounds__(kThreads)
                                      const T *q, const T *k, const T *v,
                                      const float *lse, const float *delta,
                                      const T *dout, T *dk, T *dv) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  ZEST_DYNAMIC_SHARED(unsigned char, shared);
   const int dqk = s.features, dvv = s.valueFeatures;
   T *ks = reinterpret_cast<T *>(shared), *vs = ks + kRows * stride16(dqk),
     *qs = vs + kRows * stride16(dvv), *dos = qs + kRows * stride16(dqk),

@@ -7,9 +7,8 @@
 // words). f32 arithmetic on the C API's storage types (no tensor cores
 // yet). The backward runs the key/value gradients and the query gradient as
 // two kernels that each recompute the probabilities, so that no gradient is
-// summed with atomics: results are deterministic. Built for a GPU only (the
-// emulated device runs AttentionKernels.cuh's references: it has no shared
-// memory or warp shuffles).
+// summed with atomics: results are deterministic. The emulated device runs
+// the same source (DeviceBuiltins.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +16,7 @@
 #define ZEST_RUNTIME_CUDA_BLAS_ATTENTIONTILES_CUH
 
 #include "AttentionKernels.cuh"
+#include "DeviceBuiltins.cuh"
 
 namespace zest::rt::cuda::tiles {
 
@@ -208,7 +208,7 @@ template <typename T, int Cols>
 __global__ void __launch_bounds__(kThreads)
     attentionForwardTiled(AttentionShape s, const void *mask, const T *q,
                           const T *k, const T *v, T *out, float *lse) {
-  extern __shared__ float shared[];
+  ZEST_DYNAMIC_SHARED(float, shared);
   const int dq = s.features, dv = s.valueFeatures;
   float *qs = shared, *ks = qs + kTile * strideOf(dq),
         *vs = ks + kTile * strideOf(dq), *ps = vs + kTile * strideOf(dv);
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
     attentionQueryGradTiled(AttentionShape s, const void *mask, const T *q,
                             const T *k, const T *v, const float *lse,
                             const float *delta, const T *dout, T *dq) {
-  extern __shared__ float shared[];
+  ZEST_DYNAMIC_SHARED(float, shared);
   const int dk = s.features, dv = s.valueFeatures;
   float *qs = shared, *dos = qs + kTile * strideOf(dk),
         *ks = dos + kTile * strideOf(dv), *vs = ks + kTile * strideOf(dk),
@@ -349,7 +349,7 @@ __global__ void __launch_bounds__(kThreads)
                                const T *k, const T *v, const float *lse,
                                const float *delta, const T *dout, T *dk,
                                T *dv) {
-  extern __shared__ float shared[];
+  ZEST_DYNAMIC_SHARED(float, shared);
   const int dqk = s.features, dvv = s.valueFeatures;
   float *ks = shared, *vs = ks + kTile * strideOf(dqk),
         *qs = vs + kTile * strideOf(dvv), *dos = qs + kTile * strideOf(dqk),

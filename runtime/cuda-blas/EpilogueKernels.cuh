@@ -45,7 +45,7 @@ struct ThreadCoordinates {
 inline __device__ ThreadCoordinates coordinates() {
 #ifdef ZEST_CUDA_EMULATED
   const ::zest::emulated::ThreadIndex &t = ::zest::emulated::current;
-  return {t.blockIdx, t.blockDim, t.threadIdx};
+  return {t.block, t.blockSize, t.thread};
 #else
   return {blockIdx, blockDim, threadIdx};
 #endif

@@ -77,15 +77,15 @@ void zest::emulated::launchThreads(const char *kernel, dim3 grid, dim3 block,
       stream,
       [=] {
         ThreadIndex &index = current;
-        index.gridDim = grid, index.blockDim = block;
+        index.grid = grid, index.blockSize = block;
         for (unsigned bz = 0; bz < grid.z; ++bz)
           for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx)
               for (unsigned tz = 0; tz < block.z; ++tz)
                 for (unsigned ty = 0; ty < block.y; ++ty)
                   for (unsigned tx = 0; tx < block.x; ++tx) {
-                    index.blockIdx = dim3(bx, by, bz);
-                    index.threadIdx = dim3(tx, ty, tz);
+                    index.block = dim3(bx, by, bz);
+                    index.thread = dim3(tx, ty, tz);
                     thread();
                   }
       },

@@ -4,8 +4,9 @@
 // compiled for the host when the runtime is built for the emulated device:
 // a launch runs every thread of every block in order on the calling thread,
 // with the thread's index in `current`. They have no barriers (one thread
-// per element or per column), which is what makes this order valid; a
-// kernel with barriers would need zestc's split (zest-emulate-gpu-kernels).
+// per element or per column), which is what makes this order valid; kernels
+// with barriers, warp-wide operations and shared memory run as fibers
+// (Simt.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,9 +23,11 @@
 
 namespace zest::emulated {
 
-/// The running emulated thread's coordinates.
+/// The running emulated thread's coordinates (CUDA's blockIdx, blockDim,
+/// threadIdx and gridDim; named apart from them, which Simt.h's kernels
+/// define as macros).
 struct ThreadIndex {
-  dim3 blockIdx, blockDim, threadIdx, gridDim;
+  dim3 block, blockSize, thread, grid;
 };
 extern thread_local ThreadIndex current;
 

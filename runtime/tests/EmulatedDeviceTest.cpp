@@ -12,9 +12,15 @@
 //   aux-ld           a GELU aux epilogue with a leading dimension of 7
 //   attention-mask   attention on device arrays with its mask in host memory
 //   loss-target      a cross-entropy on device logits with host targets
+//   warp-divergence  half a warp at a shuffle, half at __syncwarp
+//   hang             half a warp at a shuffle, half at __syncthreads
+//   shared-limit     64 KiB of dynamic shared memory, never allowed
+//   async-copy       cp.async from a source 8 bytes past 16-byte alignment
+//   async-shared     cp.async to an address past the block's shared memory
 //
 //===----------------------------------------------------------------------===//
 
+#include "../cuda-emulated/Simt.h"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
 
@@ -104,6 +110,38 @@ void lossHostTarget() {
                                   ZEST_LOSS_MEAN, loss, lse);
 }
 
+namespace simt = zest::emulated::simt;
+
+/// One block of `threads` running `thread` on the emulator's fibers.
+void launchBlock(const char *name, int threads, size_t shared,
+                 std::function<void()> thread) {
+  simt::launchBlocks(name, reinterpret_cast<const void *>(&launchBlock),
+                     dim3(1), dim3(threads), shared, nullptr, thread);
+}
+
+/// Lanes 0-15 shuffle, lanes 16-31 do `other`.
+void halfWarpShuffles(const char *name, void (*other)()) {
+  launchBlock(name, 32, 0, [other] {
+    if (simt::laneIndex() < 16) {
+      float v = 1;
+      simt::exchange(0xffffffffu, &v, sizeof v, "__shfl_xor_sync");
+    } else {
+      other();
+    }
+  });
+}
+
+void asyncCopy(size_t sourceOffset, size_t sharedOffset) {
+  char *source = nullptr;
+  cudaMalloc(&source, 256);
+  launchBlock("asyncCopy", 32, 64, [=] {
+    simt::copyAsync(simt::dynamicShared() + sharedOffset, source + sourceOffset,
+                    16, true);
+    simt::commitCopies();
+    simt::waitCopies(0);
+  });
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -126,6 +164,18 @@ int main(int argc, char **argv) {
     attentionHostMask();
   else if (what == "loss-target")
     lossHostTarget();
+  else if (what == "warp-divergence")
+    halfWarpShuffles("warpDivergence", [] {
+      simt::exchange(0xffffffffu, nullptr, 0, "__syncwarp");
+    });
+  else if (what == "hang")
+    halfWarpShuffles("hang", [] { simt::syncThreads(); });
+  else if (what == "shared-limit")
+    launchBlock("sharedLimit", 32, 64 << 10, [] {});
+  else if (what == "async-copy")
+    asyncCopy(8, 0);
+  else if (what == "async-shared")
+    asyncCopy(0, 64);
   else
     zest_fatal(2, "unknown check '%s'", what.c_str());
   cudaDeviceSynchronize();
