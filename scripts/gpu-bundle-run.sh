@@ -166,16 +166,16 @@ if [ $MICRO = 1 ] && { [ $EMULATED = 1 ] || [ "$GPUS" -ge 2 ]; }; then
 fi
 [ $MICRO = 1 ] && check linear "0 failures" env ZEST_BACKEND=nccl $MPIRUN 1 \
   "$HERE/bin/zest-cuda-linear-test$SUFFIX"
-# Attention: the default kernels (WMMA tensor cores for 16-bit storage,
-# else the tiles), the flash kernels, the tiles alone and the reference
-# ones; the cross-entropy.
+# Attention: the default kernels (the flash kernels for 16-bit storage,
+# else the tiles), the WMMA ones, the tiles alone and the reference ones;
+# the cross-entropy.
 [ $MICRO = 1 ] && check attention " 0 failures" env ZEST_BACKEND=nccl \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test$SUFFIX"
 [ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-reference \
   " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=reference \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
-[ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-flash \
-  " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=flash \
+[ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-tensor-cores \
+  " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=tensor-cores \
   $MPIRUN 1 "$HERE/bin/zest-cuda-attention-test"
 [ $MICRO = 1 ] && [ $EMULATED = 0 ] && check attention-tiled \
   " 0 failures" env ZEST_BACKEND=nccl ZEST_CUDA_ATTENTION=tiled \

@@ -3,9 +3,9 @@
 // Milliseconds and TFLOP/s of zest_cuda_attention_forward / _backward,
 // causal, at the shapes of the benchmarked models (GPT-2 124M and a
 // grouped-query Llama at 8 x 512 tokens, a 128-wide head at 2 x 2048), f32
-// and bf16: the flash kernels in bf16 (ZEST_CUDA_ATTENTION=flash), the tiled
-// kernels (=tiled; f32's default), the WMMA kernels in bf16 (=tensor-cores,
-// 16-bit storage's default) and, with --reference, the reference kernels too
+// and bf16: the flash kernels in bf16 (=flash, 16-bit storage's default), the
+// tiled kernels (=tiled; f32's default), the WMMA kernels in bf16
+// (=tensor-cores) and, with --reference, the reference kernels too
 // (=reference; not at 2048 tokens, where a call takes seconds). A causal
 // forward counts 2 B H S^2 D flops (half of the scores' and the values'
 // products), the backward 2.5 times that; medians of CUDA-event timings.

@@ -2,8 +2,8 @@
 //
 // The CUDA runtime's zest_cuda_attention_forward / _backward: the contracts
 // of the CPU kernels (zest_runtime.h; device pointers), on the compute
-// stream. On a GPU with the tensor-core kernels of AttentionTensorCores.cuh
-// (or AttentionFlash.cuh's, when asked) for 16-bit storage and the tiled
+// stream. On a GPU with the flash kernels of AttentionFlash.cuh (or the WMMA
+// ones of AttentionTensorCores.cuh) for 16-bit storage and the tiled
 // kernels of AttentionTiles.cuh for f32 (head dimensions up to 128; see
 // chooseKernels), else with the reference kernels of AttentionKernels.cuh.
 // Built as CUDA for a GPU and, through cuda-emulated/AttentionHost.cpp, as C++
@@ -73,12 +73,14 @@ template <typename... Pointers> bool aligned16(Pointers... pointers) {
 }
 
 /// For 16-bit storage and head dimensions multiples of 16 up to 128, the
-/// WMMA kernels (AttentionTensorCores.cuh, correct on an H200), or with
-/// ZEST_CUDA_ATTENTION=flash the flash kernels (AttentionFlash.cuh: the
-/// softmax in registers; not yet run on a GPU, so not the default) where
-/// every operand is 16-byte aligned; for f32 the tiled kernels
-/// (AttentionTiles.cuh) for head dimensions up to 128; else the references.
-/// ZEST_CUDA_ATTENTION=tiled or =reference asks for those instead.
+/// flash kernels (AttentionFlash.cuh: the softmax in registers) where every
+/// operand is 16-byte aligned, else the WMMA kernels (AttentionTensorCores.cuh,
+/// correct on an H200; ZEST_CUDA_ATTENTION=tensor-cores asks for them); for
+/// f32 the tiled kernels (AttentionTiles.cuh) for head dimensions up to 128;
+/// else the references. ZEST_CUDA_ATTENTION=tiled or =reference asks for
+/// those instead. The flash kernels pass the attention test on the emulated
+/// device, which runs them as PTX defines their instructions; no GPU has
+/// run them yet (docs/Performance.md).
 template <typename T>
 Kernels chooseKernels(const AttentionShape &s, bool aligned) {
   const char *choice = std::getenv("ZEST_CUDA_ATTENTION");
@@ -89,7 +91,8 @@ Kernels chooseKernels(const AttentionShape &s, bool aligned) {
     return Kernels::Reference;
   if (!asked("tiled") && !std::is_same_v<T, float> &&
       tensorcores::takes(s.features, s.valueFeatures))
-    return aligned && asked("flash") ? Kernels::Flash : Kernels::TensorCores;
+    return aligned && !asked("tensor-cores") ? Kernels::Flash
+                                             : Kernels::TensorCores;
   if (s.features <= tiles::kMaxFeatures &&
       s.valueFeatures <= tiles::kMaxFeatures)
     return Kernels::Tiles;

@@ -8,10 +8,11 @@
 // no key (zero output, lse = +inf, zero gradients); grouped-query heads;
 // fewer and more keys than queries; sizes across the kernels' blocks (64
 // query rows, 256 keys; the GPU's tiles of 64 x 64) and head dimensions of
-// their own for values, up to and past the GPU tiles' 128. On a GPU,
-// the default kernels (tensor cores for 16-bit storage and head dimensions
-// multiples of 16, else the tiles), ZEST_CUDA_ATTENTION=flash the flash
-// kernels, =tiled the tiles alone and =reference the reference kernels.
+// their own for values, up to and past the GPU tiles' 128. On a GPU and
+// the emulated device, the default kernels (flash for 16-bit storage and
+// head dimensions multiples of 16, else the tiles),
+// ZEST_CUDA_ATTENTION=tensor-cores the WMMA kernels, =tiled the tiles
+// alone and =reference the reference kernels.
 // Prints "attention: N cases, M failures" (test/Runtime/attention.test).
 //
 //===----------------------------------------------------------------------===//

@@ -126,6 +126,18 @@ def gpt2_autocast():
     return model, autocast_loss, batch
 
 
+def gpt2_autocast_wide_heads():
+    """gpt2_autocast with 2 heads of 16 features: head dimensions the GPU's
+    16-bit attention kernels (flash, WMMA) take."""
+    model, loss_fn, batch = _gpt2(_tokens, **NO_DROPOUT, n_head=2)
+
+    def autocast_loss(model, ids):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return loss_fn(model, ids)
+
+    return model, autocast_loss, batch
+
+
 def gpt2_dropout():
     """GPT2LMHeadModel with its default dropout (0.1 on embeddings, residuals
     and attention weights, the last inside scaled_dot_product_attention)."""
