@@ -2,26 +2,25 @@
 //
 // The CUDA runtime's zest_cuda_cross_entropy_forward / _backward: the
 // contracts of the CPU kernels (zest_runtime.h; device pointers), on the
-// compute stream. The forward runs a thread per row (its log-sum-exp and
-// loss); for mean and sum, a thread per chunk of rows then sums its rows'
-// losses and counts the rows kept, and one thread combines the chunks in
-// order (deterministic; the scratch in pool memory for the call, which
-// zest-plan-memory counts: zest_cuda_cross_entropy_scratch). The backward
-// counts the same way for its scale, then writes a thread per gradient
-// element (blocks of 256 classes of a row). On a GPU
-// a block reads each row (one pass: an online softmax); the emulated
-// device, which has no shared memory, runs a thread per row.
+// compute stream. The forward runs a block per row (its log-sum-exp and
+// loss in one pass: an online softmax); for mean and sum, a thread per chunk of
+// rows then sums its rows' losses and counts the rows kept, and one thread
+// combines the chunks in order (deterministic; the scratch in pool memory for
+// the call, which zest-plan-memory counts: zest_cuda_cross_entropy_scratch).
+// The backward counts the same way for its scale, then writes a thread per
+// gradient element (blocks of 256 classes of a row).
 // zest_cuda_linear_cross_entropy runs the same kernels chunk by chunk of
 // rows between the head's products on cuBLASLt. A target
 // outside [0, classes) makes its row's loss and log-sum-exp NaN (a device
 // cannot abort the step the way the CPU kernel does). Built as CUDA for a GPU
 // and, through cuda-emulated/CrossEntropyHost.cpp, as C++ for the emulated
-// device.
+// device, which runs the same kernels (cuda-emulated/Simt.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../common/LinearHead.h"
 #include "../cuda-nccl/Device.h"
+#include "DeviceBuiltins.cuh"
 #include "EpilogueKernels.cuh"
 #include "zest_runtime.h"
 #include "zest_runtime_cuda.h"
@@ -50,26 +49,6 @@ inline __device__ int64_t targetOf(const LossShape &s, const void *target,
   return t < 0 || t >= s.classes ? -2 : t;
 }
 
-template <typename T>
-__global__ void crossEntropyRowKernel(LossShape s, const T *logits,
-                                      const void *target, float *rowLoss,
-                                      float *lse) {
-  int64_t i = globalThreadIndex();
-  if (i >= s.rows)
-    return;
-  const T *row = logits + i * s.ld;
-  float maximum = -INFINITY;
-  for (int64_t c = 0; c < s.classes; ++c)
-    maximum = fmaxf(maximum, load(row[c]));
-  double sum = 0, total = 0;
-  for (int64_t c = 0; c < s.classes; ++c) {
-    float x = load(row[c]);
-    sum += expf(x - maximum);
-    total += x;
-  }
-  finishRow(s, row, target, i, maximum, sum, total, rowLoss, lse);
-}
-
 /// A row's loss and log-sum-exp from its maximum, sum of exponentials
 /// (relative to the maximum) and sum of logits.
 template <typename T>
@@ -88,7 +67,6 @@ finishRow(const LossShape &s, const T *row, const void *target, int64_t i,
                        double(s.smoothing) / double(s.classes) * total);
 }
 
-#ifndef ZEST_CUDA_EMULATED
 /// Threads of a block of crossEntropyRowBlockKernel.
 constexpr int kRowThreads = 256;
 
@@ -136,7 +114,6 @@ __global__ void __launch_bounds__(kRowThreads)
   }
   finishRow(s, row, target, i, maximum, sum, total, rowLoss, lse);
 }
-#endif
 
 /// The scratch of a call (zest_cuda_cross_entropy_scratch): a partial sum
 /// and count per chunk of rows, then the rows' losses of a reducing forward
@@ -248,13 +225,10 @@ void reduceRows(const LossShape &s, const void *target,
 template <typename T>
 void launchRows(const LossShape &s, const T *logits, const void *target,
                 float *rowLoss, float *lse) {
-#ifdef ZEST_CUDA_EMULATED
-  ZEST_LAUNCH(crossEntropyRowKernel<T>, blocks(s.rows), 256,
-              cuda::streams.compute, s, logits, target, rowLoss, lse);
-#else
-  ZEST_LAUNCH(crossEntropyRowBlockKernel<T>, s.rows, kRowThreads,
-              cuda::streams.compute, s, logits, target, rowLoss, lse);
-#endif
+  TimedScope timed("crossEntropyRowBlockKernel<T>", cuda::streams.compute);
+  launchKernel("crossEntropyRowBlockKernel<T>", crossEntropyRowBlockKernel<T>,
+               s.rows, kRowThreads, 0, cuda::streams.compute, s, logits, target,
+               rowLoss, lse);
   cuda::checkCuda(cudaGetLastError(), "the cross-entropy's rows");
 }
 

@@ -2,7 +2,7 @@
 //
 // The kernels of cuda-blas/ that synchronize are written against CUDA's
 // built-ins: threadIdx and the other coordinates, __syncthreads,
-// __syncwarp, __shfl_xor_sync and dynamic shared memory. Built for the
+// __syncwarp, __shfl_xor_sync, static and dynamic shared memory. Built for the
 // emulated device (ZEST_CUDA_EMULATED) those are the fiber emulator's
 // (cuda-emulated/Simt.h), so one source runs on the GPU and in every test
 // run; launchKernel launches such a kernel on either.
@@ -31,6 +31,11 @@
 #define blockIdx (::zest::emulated::current.block)
 #define blockDim (::zest::emulated::current.blockSize)
 #define gridDim (::zest::emulated::current.grid)
+
+// A block's static shared memory: one array for the fibers of the block
+// (blocks run one after another on a host thread).
+#undef __shared__
+#define __shared__ static thread_local
 
 inline void __syncthreads() { ::zest::emulated::simt::syncThreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
