@@ -81,8 +81,8 @@ struct HostInterface {
 /// What ZEST_KERNEL_TIMES prints beside each kernel's time: a line
 /// `machine <name> <rates per us...>` (the cost model's machine: --machine,
 /// else h100-nvlink), then `kernel <name> <bytes read> <bytes written>
-/// <operations> <predicted us>` per kernel of zest-outline-kernels, the
-/// prediction the cost model's.
+/// <operations> <predicted us>` per launch of each kernel of
+/// zest-outline-kernels, the prediction the cost model's.
 static std::string getKernelProfileTable(ModuleOp module,
                                          StringRef machineName) {
   std::optional<MachineModel> machine =
@@ -101,12 +101,16 @@ static std::string getKernelProfileTable(ModuleOp module,
      << machine->peakHalfGemmFlopsPerUs << "\n";
   for (NamedAttribute kernel : work) {
     auto counts = dyn_cast<DenseI64ArrayAttr>(kernel.getValue());
-    if (!counts || counts.size() != 3)
+    if (!counts || counts.size() < 3)
       continue;
     KernelWork work{counts[0], counts[1], counts[2]};
-    os << "kernel " << kernel.getName().getValue() << " " << work.bytesRead
-       << " " << work.bytesWritten << " " << work.flops << " "
-       << getKernelUs(work, *machine) << "\n";
+    // Per launch, as the profile times them: a call's work and prediction
+    // spread over its launches (zest-map-kernels-to-gpu counted them).
+    int64_t launches = counts.size() > 3 ? std::max<int64_t>(1, counts[3]) : 1;
+    os << "kernel " << kernel.getName().getValue() << " "
+       << work.bytesRead / launches << " " << work.bytesWritten / launches
+       << " " << work.flops / launches << " "
+       << getKernelUs(work, *machine) / launches << "\n";
   }
   return table;
 }

@@ -379,3 +379,35 @@ func.func private @zest_kernel_0(%ids: memref<8xi64, strided<[1], offset: ?>>, %
   } {zest.per_position_loop}
   return
 }
+
+// -----
+
+// A kernel whose call makes two launches (a branch's alternatives, each
+// launch testing the condition) gets its launch count appended to its
+// zest.kernel_work entry, so that the profile predicts per launch; entries
+// of kernels the module no longer holds stay as they were.
+// CHECK: module attributes {zest.kernel_work = {zest_kernel_0_branch = array<i64: 512, 256, 64, 2>, zest_kernel_9_gone = array<i64: 1, 2, 3>}}
+// CHECK-LABEL: func.func private @zest_kernel_0_branch(
+// CHECK-COUNT-2: gpu.launch
+#map = affine_map<(d0) -> (d0)>
+module attributes {zest.kernel_work = {zest_kernel_0_branch = array<i64: 512, 256, 64>, zest_kernel_9_gone = array<i64: 1, 2, 3>}} {
+  func.func private @zest_kernel_0_branch(%flag: memref<1xf32, strided<[1], offset: ?>>, %a: memref<64xf32, strided<[1], offset: ?>>, %b: memref<64xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
+    %c0 = arith.constant 0 : index
+    %zero = arith.constant 0.0 : f32
+    %f = memref.load %flag[%c0] : memref<1xf32, strided<[1], offset: ?>>
+    %apply = arith.cmpf une, %f, %zero : f32
+    scf.if %apply {
+      linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%a : memref<64xf32, strided<[1], offset: ?>>) outs(%b : memref<64xf32, strided<[1], offset: ?>>) {
+      ^bb0(%x: f32, %y: f32):
+        %s = arith.addf %x, %y : f32
+        linalg.yield %s : f32
+      }
+    } else {
+      linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%a : memref<64xf32, strided<[1], offset: ?>>) outs(%b : memref<64xf32, strided<[1], offset: ?>>) {
+      ^bb0(%x: f32, %y: f32):
+        linalg.yield %x : f32
+      }
+    }
+    return
+  }
+}

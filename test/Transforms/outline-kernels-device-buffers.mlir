@@ -161,3 +161,31 @@ func.func @reads_written(%src: memref<8x32xf32>, %grad: memref<64x32xf32>) {
   }
   return
 }
+
+// -----
+
+// A branch runs one of its alternatives: a kernel's work is the costlier
+// one's (the update reads the gradient and the parameter and writes the
+// parameter, 3 x 256 bytes; the copy reads 256 and writes 256), not their
+// sum (768, 512, 192).
+// CHECK: module attributes {zest.kernel_work = {zest_kernel_0_guarded_map_mul_sub_f32 = array<i64: 512, 256, 128>}}
+#map = affine_map<(d0) -> (d0)>
+func.func @branches(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c9 = arith.constant 9 : index
+  %zero = arith.constant 0.0 : f32
+  %lr = memref.load %hyper[%c0] : memref<10xf32>
+  %flag = memref.load %hyper[%c9] : memref<10xf32>
+  %apply = arith.cmpf une, %flag, %zero : f32
+  scf.if %apply {
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%g : memref<64xf32>) outs(%p : memref<64xf32>) {
+    ^bb0(%gi: f32, %pi: f32):
+      %step = arith.mulf %lr, %gi : f32
+      %new = arith.subf %pi, %step : f32
+      linalg.yield %new : f32
+    }
+  } else {
+    linalg.copy ins(%g : memref<64xf32>) outs(%p : memref<64xf32>)
+  }
+  return
+}

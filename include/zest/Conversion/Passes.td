@@ -161,6 +161,11 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     other op without parallel dimensions (a fill of a 0-d buffer, a
     product) runs on one thread.
 
+    Each kernel's entry in the module's `zest.kernel_work` (its bytes and
+    operations per call, from `zest-outline-kernels`) gets the number of
+    launches a call makes, so that the GPU profile, which times launches,
+    predicts per launch.
+
     The host part of a kernel must not touch buffer elements, which live
     in device memory. Scalars it computes from them (the optimizer's
     learning rate and flags, read from the hyperparameter buffer by the

@@ -511,6 +511,35 @@ static LogicalResult mapKernel(RewriterBase &rewriter, func::FuncOp kernel,
   return success();
 }
 
+/// Appends to each kernel's `zest.kernel_work` entry (bytes read, bytes
+/// written, operations per call) the launches a call makes, so that the
+/// profile, which times launches, predicts calls (a branch's alternatives
+/// are launches that each test the condition).
+static void recordLaunches(ModuleOp module) {
+  auto work = module->getAttrOfType<DictionaryAttr>(
+      zest::ZestDialect::kKernelWorkAttrName);
+  if (!work)
+    return;
+  SmallVector<NamedAttribute> entries;
+  for (NamedAttribute entry : work) {
+    auto counts = dyn_cast<DenseI64ArrayAttr>(entry.getValue());
+    auto kernel = module.lookupSymbol<func::FuncOp>(entry.getName());
+    if (!counts || counts.size() != 3 || !kernel) {
+      entries.push_back(entry);
+      continue;
+    }
+    int64_t launches = 0;
+    kernel.walk([&](gpu::LaunchOp) { ++launches; });
+    SmallVector<int64_t> withLaunches(counts.asArrayRef());
+    withLaunches.push_back(launches);
+    entries.push_back(NamedAttribute(
+        entry.getName(),
+        DenseI64ArrayAttr::get(module.getContext(), withLaunches)));
+  }
+  module->setAttr(zest::ZestDialect::kKernelWorkAttrName,
+                  DictionaryAttr::get(module.getContext(), entries));
+}
+
 namespace {
 struct MapKernelsToGPUPass
     : public zest::impl::MapKernelsToGPUPassBase<MapKernelsToGPUPass> {
@@ -530,6 +559,7 @@ struct MapKernelsToGPUPass
       if (failed(mapKernel(rewriter, func, blockSize)))
         return signalPassFailure();
     }
+    recordLaunches(getOperation());
     // What is left on the host must not touch buffer elements: buffers live
     // in device memory, except in host kernels (offload: pinned host memory).
     WalkResult hostAccess = getOperation().walk([](Operation *op) {

@@ -351,23 +351,41 @@ static std::string describeKernel(Operation *op) {
   return name;
 }
 
-/// What one launch of the kernel made of `op` moves and computes: its
-/// linalg ops' work, times the trips of a per-position loop.
-static zest::KernelWork getTargetWork(Operation *op) {
+static zest::KernelWork getWorkOf(Operation *op);
+
+/// The work of `region`'s ops, one after another.
+static zest::KernelWork getWorkOf(Region &region) {
   zest::KernelWork work;
-  op->walk([&](linalg::LinalgOp nested) {
-    if (std::optional<zest::KernelWork> nestedWork =
-            zest::getLinalgWork(nested))
-      work += *nestedWork;
-  });
-  auto loop = dyn_cast<scf::ForOp>(op);
-  std::optional<APInt> trips = loop ? loop.getStaticTripCount() : std::nullopt;
-  if (trips) {
-    int64_t n = trips->getSExtValue();
-    work.bytesRead *= n;
-    work.bytesWritten *= n;
-    work.flops *= n;
+  for (Block &block : region)
+    for (Operation &op : block)
+      work += getWorkOf(&op);
+  return work;
+}
+
+/// What one run of `op` moves and computes: a linalg op's work, a branch's
+/// costlier alternative (one of them runs), a loop's body times its static
+/// trips (once if they are unknown), other ops' regions in turn.
+static zest::KernelWork getWorkOf(Operation *op) {
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    return zest::getLinalgWork(linalgOp).value_or(zest::KernelWork());
+  if (auto branch = dyn_cast<scf::IfOp>(op)) {
+    zest::KernelWork then = getWorkOf(branch.getThenRegion()),
+                     otherwise = getWorkOf(branch.getElseRegion());
+    auto total = [](const zest::KernelWork &w) {
+      return w.bytesRead + w.bytesWritten;
+    };
+    return total(then) >= total(otherwise) ? then : otherwise;
   }
+  zest::KernelWork work;
+  for (Region &region : op->getRegions())
+    work += getWorkOf(region);
+  if (auto loop = dyn_cast<scf::ForOp>(op))
+    if (std::optional<APInt> trips = loop.getStaticTripCount()) {
+      int64_t n = trips->getSExtValue();
+      work.bytesRead *= n;
+      work.bytesWritten *= n;
+      work.flops *= n;
+    }
   return work;
 }
 
@@ -466,7 +484,7 @@ public:
     refreshReshapeTypes(kernel);
 
     func::FuncOp unique =
-        deduplicate(kernel, describeKernel(target), getTargetWork(target));
+        deduplicate(kernel, describeKernel(target), getWorkOf(target));
     OpBuilder callBuilder(target);
     SmallVector<Value> callArgs;
     for (auto [arg, type] : llvm::zip(args, argTypes))

@@ -587,8 +587,10 @@ def OutlineKernelsPass : Pass<"zest-outline-kernels", "::mlir::ModuleOp"> {
     computes (its kind, its body's arithmetic, the element type it writes:
     `zest_kernel_3_reduce_add_f32`), so GPU profiles read without the IR.
     With `device-buffers` the module also records each kernel's bytes read,
-    bytes written and operations per launch (`zest.kernel_work`), which
-    zestc embeds for the GPU profile (`ZEST_KERNEL_TIMES`).
+    bytes written and operations per call (`zest.kernel_work`; of a
+    branch's alternatives the one that moves more, of a loop with static
+    trips its body times the trips), which zestc embeds for the GPU
+    profile (`ZEST_KERNEL_TIMES`).
 
     A static `memref.copy` between views that are not both contiguous (a
     gradient copied into a column slice of a concatenation) becomes a
