@@ -243,9 +243,9 @@ func.func @glue(%hyper: memref<10xf32>) -> f32 {
 
 // The optimizer's kernel with device buffers: the learning rate and the
 // apply flag are read from the hyperparameter buffer, so the host neither
-// reads them nor branches on them. Each launch recomputes them, and the
-// branch becomes a guard inside the launch (the else branch's guard is the
-// negated flag).
+// reads them nor branches on them. The branch's alternatives are one launch
+// each of the same shape: they become one launch of the branch, which
+// recomputes the flag and the learning rate.
 
 #map = affine_map<(d0) -> (d0)>
 // CHECK-LABEL: func.func private @zest_kernel_0(
@@ -260,14 +260,11 @@ func.func @glue(%hyper: memref<10xf32>) -> f32 {
 // CHECK:             %[[GI:.*]] = memref.load %[[G]][%{{.*}}]
 // CHECK:             arith.mulf %[[LR]], %[[GI]] : f32
 // CHECK:             memref.store %{{.*}}, %[[P]][%{{.*}}]
-// CHECK:           gpu.terminator
-// CHECK:         gpu.launch
-// CHECK:           %[[FLAG2:.*]] = memref.load %[[H]][%{{.*}}] : memref<10xf32>
-// CHECK:           %[[APPLY2:.*]] = arith.cmpf une, %[[FLAG2]], %{{.*}} : f32
-// CHECK:           %[[SKIP:.*]] = arith.xori %[[APPLY2]], %{{.*}} : i1
-// CHECK:           scf.if %[[SKIP]] {
+// CHECK:           } else {
 // CHECK:             memref.store %{{.*}}, %[[G]][%{{.*}}]
+// CHECK:           }
 // CHECK:           gpu.terminator
+// CHECK-NOT:     gpu.launch
 // CHECK-NOT:     memref.load
 // CHECK:         return
 func.func private @zest_kernel_0(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>) attributes {zest.kernel} {
@@ -382,16 +379,17 @@ func.func private @zest_kernel_0(%ids: memref<8xi64, strided<[1], offset: ?>>, %
 
 // -----
 
-// A kernel whose call makes two launches (a branch's alternatives, each
-// launch testing the condition) gets its launch count appended to its
-// zest.kernel_work entry, so that the profile predicts per launch; entries
-// of kernels the module no longer holds stay as they were.
+// A kernel whose call makes two launches (a branch's alternatives of
+// different shapes, each launch testing the condition) gets its launch
+// count appended to its zest.kernel_work entry, so that the profile
+// predicts per launch; entries of kernels the module no longer holds stay
+// as they were.
 // CHECK: module attributes {zest.kernel_work = {zest_kernel_0_branch = array<i64: 512, 256, 64, 2>, zest_kernel_9_gone = array<i64: 1, 2, 3>}}
 // CHECK-LABEL: func.func private @zest_kernel_0_branch(
 // CHECK-COUNT-2: gpu.launch
 #map = affine_map<(d0) -> (d0)>
 module attributes {zest.kernel_work = {zest_kernel_0_branch = array<i64: 512, 256, 64>, zest_kernel_9_gone = array<i64: 1, 2, 3>}} {
-  func.func private @zest_kernel_0_branch(%flag: memref<1xf32, strided<[1], offset: ?>>, %a: memref<64xf32, strided<[1], offset: ?>>, %b: memref<64xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
+  func.func private @zest_kernel_0_branch(%flag: memref<1xf32, strided<[1], offset: ?>>, %a: memref<64xf32, strided<[1], offset: ?>>, %b: memref<64xf32, strided<[1], offset: ?>>, %c: memref<32xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
     %c0 = arith.constant 0 : index
     %zero = arith.constant 0.0 : f32
     %f = memref.load %flag[%c0] : memref<1xf32, strided<[1], offset: ?>>
@@ -403,11 +401,53 @@ module attributes {zest.kernel_work = {zest_kernel_0_branch = array<i64: 512, 25
         linalg.yield %s : f32
       }
     } else {
-      linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%a : memref<64xf32, strided<[1], offset: ?>>) outs(%b : memref<64xf32, strided<[1], offset: ?>>) {
-      ^bb0(%x: f32, %y: f32):
-        linalg.yield %x : f32
+      linalg.generic {indexing_maps = [#map], iterator_types = ["parallel"]} outs(%c : memref<32xf32, strided<[1], offset: ?>>) {
+      ^bb0(%y: f32):
+        linalg.yield %zero : f32
       }
     }
     return
   }
+}
+
+// -----
+
+// Nested branches (the optimizer's apply-or-accumulate inside a branch on a
+// second flag): the inner ones merge first, then the outer one, so a call
+// is one launch, not one per alternative (4).
+// CHECK-LABEL: func.func private @zest_kernel_0_nested(
+// CHECK-COUNT-1: gpu.launch
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+#map = affine_map<(d0) -> (d0)>
+func.func private @zest_kernel_0_nested(%hyper: memref<10xf32>, %p: memref<64xf32>, %g: memref<64xf32>) attributes {zest.kernel} {
+  %c8 = arith.constant 8 : index
+  %c9 = arith.constant 9 : index
+  %zero = arith.constant 0.0 : f32
+  %f1 = memref.load %hyper[%c9] : memref<10xf32>
+  %outer = arith.cmpf une, %f1, %zero : f32
+  %f2 = memref.load %hyper[%c8] : memref<10xf32>
+  %inner = arith.cmpf une, %f2, %zero : f32
+  scf.if %outer {
+    scf.if %inner {
+      linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%g : memref<64xf32>) outs(%p : memref<64xf32>) {
+      ^bb0(%gi: f32, %pi: f32):
+        %new = arith.subf %pi, %gi : f32
+        linalg.yield %new : f32
+      }
+    } else {
+      linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%g : memref<64xf32>) outs(%p : memref<64xf32>) {
+      ^bb0(%gi: f32, %pi: f32):
+        %new = arith.addf %pi, %gi : f32
+        linalg.yield %new : f32
+      }
+    }
+  } else {
+    scf.if %inner {
+      linalg.fill ins(%zero : f32) outs(%g : memref<64xf32>)
+    } else {
+      linalg.copy ins(%p : memref<64xf32>) outs(%g : memref<64xf32>)
+    }
+  }
+  return
 }

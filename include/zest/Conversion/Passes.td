@@ -177,7 +177,9 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     each thread running all of the loop's iterations for its position,
     instead of a launch per iteration; a branch on such a condition (the
     optimizer's accumulate-or-apply) becomes its launches, each guarded
-    inside by the condition or its negation; a scalar stored into a buffer
+    inside by the condition or its negation, or one launch of the branch
+    where its alternatives are one launch each of the same shape (innermost
+    branches first, so nested ones merge too); a scalar stored into a buffer
     is stored by a one-thread launch. A `memref.load`, `memref.store` or
     `memref.copy` still on the host anywhere in the module is an error
     naming it.

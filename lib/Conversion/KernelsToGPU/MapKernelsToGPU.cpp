@@ -408,41 +408,107 @@ static bool readsDeviceMemory(Value value) {
   return !zest::getLoadedSlice(value).ops.empty();
 }
 
+/// The only op of `region` if it is a launch.
+static gpu::LaunchOp getOnlyLaunch(Region &region) {
+  if (region.empty() ||
+      !llvm::hasSingleElement(region.front().without_terminator()))
+    return nullptr;
+  return dyn_cast<gpu::LaunchOp>(region.front().front());
+}
+
+/// Whether two launches have the same constant grid and block sizes.
+static bool sameShape(gpu::LaunchOp a, gpu::LaunchOp b) {
+  auto sizesOf = [](gpu::LaunchOp launch) {
+    SmallVector<std::optional<int64_t>> sizes;
+    for (Value size : launch.getOperands().take_back(6))
+      sizes.push_back(getConstantIntValue(size));
+    return sizes;
+  };
+  auto sizes = sizesOf(a);
+  return llvm::all_of(sizes, [](auto size) { return size.has_value(); }) &&
+         sizes == sizesOf(b);
+}
+
+/// Moves `launch`'s body to the end of `block` (before its terminator), on
+/// `target`'s block and thread coordinates, and erases `launch`.
+static void moveLaunchBody(RewriterBase &rewriter, gpu::LaunchOp launch,
+                           gpu::LaunchOp target, Block *block) {
+  Block &body = launch.getBody().front();
+  rewriter.eraseOp(body.getTerminator());
+  rewriter.inlineBlockBefore(&body, block->getTerminator(),
+                             target.getBody().front().getArguments());
+  rewriter.eraseOp(launch);
+}
+
+/// `branch` whose alternatives are one launch each of the same shape (the
+/// optimizer's apply-or-accumulate) as one launch of the branch: one launch
+/// per call instead of one per alternative. True if it was.
+static bool mergeAlternatives(RewriterBase &rewriter, scf::IfOp branch) {
+  gpu::LaunchOp then = getOnlyLaunch(branch.getThenRegion()),
+                otherwise = getOnlyLaunch(branch.getElseRegion());
+  if (!then || !otherwise || !sameShape(then, otherwise) ||
+      then.getDynamicSharedMemorySize() ||
+      otherwise.getDynamicSharedMemorySize())
+    return false;
+  rewriter.setInsertionPoint(branch);
+  auto merged = gpu::LaunchOp::create(
+      rewriter, branch.getLoc(), then.getGridSizeX(), then.getGridSizeY(),
+      then.getGridSizeZ(), then.getBlockSizeX(), then.getBlockSizeY(),
+      then.getBlockSizeZ());
+  rewriter.setInsertionPointToEnd(&merged.getBody().front());
+  gpu::TerminatorOp::create(rewriter, branch.getLoc());
+  rewriter.setInsertionPointToStart(&merged.getBody().front());
+  auto inside = scf::IfOp::create(rewriter, branch.getLoc(),
+                                  branch.getCondition(), /*withElse=*/true);
+  moveLaunchBody(rewriter, then, merged, inside.thenBlock());
+  moveLaunchBody(rewriter, otherwise, merged, inside.elseBlock());
+  rewriter.eraseOp(branch);
+  return true;
+}
+
 /// `branch`, an scf.if without results whose condition reads buffer
 /// elements, becomes its launches, each guarded inside by the condition
 /// (then) or its negation (else): every thread checks it, the host does not.
+/// Alternatives that are one launch each of the same shape become one
+/// launch of the branch.
 static LogicalResult predicateLaunches(RewriterBase &rewriter,
                                        scf::IfOp branch) {
   if (branch.getNumResults() != 0)
     return branch.emitError("zest-map-kernels-to-gpu: a branch with results "
                             "on a condition read from a buffer");
+  // What the host computes under the branch (scalars, loads the launches
+  // recompute) moves before it: only launches stay.
+  for (Region *region : {&branch.getThenRegion(), &branch.getElseRegion()})
+    for (Operation &op : llvm::make_early_inc_range(region->getOps())) {
+      if (isa<gpu::LaunchOp>(op) || op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      if (!isPure(&op) && !isa<memref::LoadOp>(op))
+        return op.emitError("zest-map-kernels-to-gpu: cannot run this on the "
+                            "host under a condition read from a buffer");
+      op.moveBefore(branch);
+    }
+  if (mergeAlternatives(rewriter, branch))
+    return success();
   Location loc = branch.getLoc();
   Value condition = branch.getCondition();
   for (Region *region : {&branch.getThenRegion(), &branch.getElseRegion()}) {
-    if (region->empty())
-      continue;
     bool negate = region == &branch.getElseRegion();
-    for (Operation &op :
-         llvm::make_early_inc_range(region->front().without_terminator())) {
-      if (auto launch = dyn_cast<gpu::LaunchOp>(op)) {
-        Block &body = launch.getBody().front();
-        rewriter.setInsertionPointToStart(&body);
-        Value guard = condition;
-        if (negate)
-          guard = arith::XOrIOp::create(
-              rewriter, loc, condition,
-              arith::ConstantIntOp::create(rewriter, loc, 1, 1));
-        auto inner = scf::IfOp::create(rewriter, loc, guard);
-        Operation *yield = inner.thenBlock()->getTerminator();
-        for (Operation &guarded : llvm::make_early_inc_range(
-                 llvm::make_range(std::next(inner->getIterator()),
-                                  body.getTerminator()->getIterator())))
-          guarded.moveBefore(yield);
-      } else if (!isPure(&op) && !isa<memref::LoadOp>(op)) {
-        return op.emitError("zest-map-kernels-to-gpu: cannot run this on the "
-                            "host under a condition read from a buffer");
-      }
-      op.moveBefore(branch);
+    for (auto launch :
+         llvm::make_early_inc_range(region->getOps<gpu::LaunchOp>())) {
+      Block &body = launch.getBody().front();
+      rewriter.setInsertionPointToStart(&body);
+      Value guard = condition;
+      if (negate)
+        guard = arith::XOrIOp::create(
+            rewriter, loc, condition,
+            arith::ConstantIntOp::create(rewriter, loc, 1, 1));
+      auto inner = scf::IfOp::create(rewriter, loc, guard);
+      Operation *yield = inner.thenBlock()->getTerminator();
+      for (Operation &guarded : llvm::make_early_inc_range(
+               llvm::make_range(std::next(inner->getIterator()),
+                                body.getTerminator()->getIterator())))
+        guarded.moveBefore(yield);
+      launch->moveBefore(branch);
     }
   }
   rewriter.eraseOp(branch);
