@@ -16,10 +16,22 @@ def llama():
     """LlamaForCausalLM with a padding mask: token 0 is padding, masked out
     of attention and of the loss. The masking utilities branch on the mask's
     values, which make_fx cannot trace; zest-import exports the loss first."""
+    return _llama()
+
+
+def llama_autocast_wide_heads():
+    """llama under torch.autocast(bfloat16) with 2 query heads of 16 features
+    sharing one key/value head: the GPU's 16-bit attention kernels (flash,
+    WMMA) with grouped-query heads."""
+    model, loss_fn, batch = _llama(num_attention_heads=2, num_key_value_heads=1)
+    return model, _autocast(loss_fn), batch
+
+
+def _llama(**overrides):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(
+    settings = dict(
         vocab_size=VOCAB,
         hidden_size=32,
         intermediate_size=64,
@@ -33,7 +45,8 @@ def llama():
         attn_implementation="sdpa",
         loss_type="ForCausalLM",
     )
-    model = LlamaForCausalLM(config)
+    settings.update(overrides)
+    model = LlamaForCausalLM(LlamaConfig(**settings))
 
     def loss_fn(model, ids):
         # The first token always attends, so no row of attention is empty.
@@ -42,6 +55,49 @@ def llama():
         return model(input_ids=ids, attention_mask=mask, labels=labels).loss
 
     return model, loss_fn, (_tokens(),)
+
+
+def _autocast(loss_fn):
+    """`loss_fn` under torch.autocast(bfloat16)."""
+
+    def autocast_loss(model, ids):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return loss_fn(model, ids)
+
+    return autocast_loss
+
+
+def pythia(autocast=False):
+    """GPTNeoXForCausalLM (Pythia's family): rotary embeddings on a quarter of
+    each head, attention and MLP in parallel from one residual, an untied
+    head; 2 heads of 16 features."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    config = GPTNeoXConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        rotary_pct=0.25,
+        max_position_embeddings=SEQ,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation="sdpa",
+        loss_type="ForCausalLM",
+    )
+    model = GPTNeoXForCausalLM(config)
+
+    def loss_fn(model, ids):
+        return model(input_ids=ids, labels=ids).loss
+
+    return model, _autocast(loss_fn) if autocast else loss_fn, (_tokens(),)
+
+
+def pythia_autocast():
+    """pythia under torch.autocast(bfloat16)."""
+    return pythia(autocast=True)
 
 
 def llama_bytes():
@@ -118,24 +174,14 @@ def gpt2_autocast():
     """gpt2 computing under torch.autocast(bfloat16) from float32 parameters:
     bf16 constants in the graph, bf16 logits the loss widens."""
     model, loss_fn, batch = gpt2()
-
-    def autocast_loss(model, ids):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return loss_fn(model, ids)
-
-    return model, autocast_loss, batch
+    return model, _autocast(loss_fn), batch
 
 
 def gpt2_autocast_wide_heads():
     """gpt2_autocast with 2 heads of 16 features: head dimensions the GPU's
     16-bit attention kernels (flash, WMMA) take."""
     model, loss_fn, batch = _gpt2(_tokens, **NO_DROPOUT, n_head=2)
-
-    def autocast_loss(model, ids):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return loss_fn(model, ids)
-
-    return model, autocast_loss, batch
+    return model, _autocast(loss_fn), batch
 
 
 def gpt2_dropout():
