@@ -343,7 +343,12 @@ int main(int argc, char **argv) {
                          {1, 2, 2, 100, 90, 64, 64},
                          {2, 4, 2, 70, 150, 32, 48},
                          {1, 2, 1, 140, 130, 128, 96},
-                         {1, 1, 1, 33, 40, 160, 130}};
+                         {1, 1, 1, 33, 40, 160, 130},
+                         // The flash kernels: 4 query heads on one key/value
+                         // head over several tiles of 64 (a partial last
+                         // one), heads of 16 and 80 padded to 64 and 128.
+                         {1, 4, 1, 200, 260, 16, 16},
+                         {2, 2, 2, 65, 129, 80, 80}};
   for (int storage = 0; storage < 3; ++storage)
     for (const Sizes &s : sizes)
       for (int variant = 0; variant < 6; ++variant) {
