@@ -451,3 +451,59 @@ func.func private @zest_kernel_0_nested(%hyper: memref<10xf32>, %p: memref<64xf3
   }
   return
 }
+
+// -----
+
+// A row sum into a buffer the glue just filled with zeros (a LayerNorm's
+// mean): the fill's call goes, and the sum calls a copy of its kernel that
+// stores each block's total without reading the buffer. A sum into a buffer
+// filled with ones keeps its fill and its kernel. The copy's work is the
+// kernel's.
+// CHECK: module attributes {zest.kernel_work = {{.*}}zest_kernel_1_reduce_add_f32_from_identity = array<i64: 1040, 16, 256, 1>
+// CHECK-LABEL: func.func @rows(
+// CHECK-NOT:     call @zest_kernel_0_fill_f32
+// CHECK:         call @zest_kernel_1_reduce_add_f32_from_identity(
+// CHECK:         call @zest_kernel_2_fill_f32(
+// CHECK:         call @zest_kernel_1_reduce_add_f32(
+// CHECK-LABEL: func.func private @zest_kernel_1_reduce_add_f32(
+// CHECK:         gpu.all_reduce add
+// CHECK:         memref.load %arg1
+// CHECK:         arith.addf
+// CHECK:         memref.store
+// CHECK-LABEL: func.func private @zest_kernel_1_reduce_add_f32_from_identity(
+// CHECK:         %[[TOTAL:.*]] = gpu.all_reduce add
+// CHECK-NOT:     memref.load %arg1
+// CHECK:         memref.store %[[TOTAL]], %arg1
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+module attributes {zest.kernel_work = {zest_kernel_0_fill_f32 = array<i64: 0, 16, 4>, zest_kernel_1_reduce_add_f32 = array<i64: 1040, 16, 256>, zest_kernel_2_fill_f32 = array<i64: 0, 16, 4>}} {
+  func.func @rows(%x: memref<4x64xf32>, %sum: memref<4xf32>, %other: memref<4xf32>) {
+    %xc = memref.cast %x : memref<4x64xf32> to memref<4x64xf32, strided<[64, 1], offset: ?>>
+    %sc = memref.cast %sum : memref<4xf32> to memref<4xf32, strided<[1], offset: ?>>
+    call @zest_kernel_0_fill_f32(%sc) : (memref<4xf32, strided<[1], offset: ?>>) -> ()
+    %sc2 = memref.cast %sum : memref<4xf32> to memref<4xf32, strided<[1], offset: ?>>
+    call @zest_kernel_1_reduce_add_f32(%xc, %sc2) : (memref<4x64xf32, strided<[64, 1], offset: ?>>, memref<4xf32, strided<[1], offset: ?>>) -> ()
+    %oc = memref.cast %other : memref<4xf32> to memref<4xf32, strided<[1], offset: ?>>
+    call @zest_kernel_2_fill_f32(%oc) : (memref<4xf32, strided<[1], offset: ?>>) -> ()
+    call @zest_kernel_1_reduce_add_f32(%xc, %oc) : (memref<4x64xf32, strided<[64, 1], offset: ?>>, memref<4xf32, strided<[1], offset: ?>>) -> ()
+    return
+  }
+  func.func private @zest_kernel_0_fill_f32(%out: memref<4xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%out : memref<4xf32, strided<[1], offset: ?>>)
+    return
+  }
+  func.func private @zest_kernel_2_fill_f32(%out: memref<4xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
+    %one = arith.constant 1.0 : f32
+    linalg.fill ins(%one : f32) outs(%out : memref<4xf32, strided<[1], offset: ?>>)
+    return
+  }
+  func.func private @zest_kernel_1_reduce_add_f32(%in: memref<4x64xf32, strided<[64, 1], offset: ?>>, %out: memref<4xf32, strided<[1], offset: ?>>) attributes {zest.kernel} {
+    linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]} ins(%in : memref<4x64xf32, strided<[64, 1], offset: ?>>) outs(%out : memref<4xf32, strided<[1], offset: ?>>) {
+    ^bb0(%v: f32, %acc: f32):
+      %s = arith.addf %acc, %v : f32
+      linalg.yield %s : f32
+    }
+    return
+  }
+}

@@ -161,6 +161,12 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     other op without parallel dimensions (a fill of a 0-d buffer, a
     product) runs on one thread.
 
+    A block reduction the step's glue calls right after a kernel that
+    fills its output with the combiner's identity (a LayerNorm's or a
+    softmax's rows) calls a copy of its kernel, `<kernel>_from_identity`,
+    that stores each block's result without reading the output, and the
+    fill's call goes: a launch less per row reduction.
+
     Each kernel's entry in the module's `zest.kernel_work` (its bytes and
     operations per call, from `zest-outline-kernels`) gets the number of
     launches a call makes, so that the GPU profile, which times launches,

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BlockReductions.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
@@ -153,46 +154,6 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
   return true;
 }
 
-/// A reduction a block of threads can share: its body yields
-/// `combine(acc, x)` (or `combine(x, acc)`) on f32 or f64 with `combine`
-/// an addf or a maximumf, the accumulator used nowhere else and no
-/// iteration index read. f64 because torch-mlir computes a variance (a
-/// LayerNorm's) in f64, and a thread per row of it reached 5% of an H200's
-/// bandwidth (gpu.all_reduce's 64-bit shuffles are split in two; NVVM has
-/// no 16-bit ones).
-struct Combiner {
-  Operation *combine;
-  Value element; // x
-  gpu::AllReduceOperation kind;
-  TypedAttr identity;
-};
-
-static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
-  if (op.getNumDpsInits() != 1 || op.getNumResults() != 0)
-    return std::nullopt;
-  Block *body = op.getBody();
-  BlockArgument acc = body->getArguments().back();
-  auto type = dyn_cast<FloatType>(acc.getType());
-  if (!type || !(type.isF32() || type.isF64()) || !acc.hasOneUse() ||
-      !body->getOps<linalg::IndexOp>().empty())
-    return std::nullopt;
-  Operation *combine = body->getTerminator()->getOperand(0).getDefiningOp();
-  if (!combine || combine->getBlock() != body ||
-      !isa<arith::AddFOp, arith::MaximumFOp>(combine))
-    return std::nullopt;
-  Value lhs = combine->getOperand(0), rhs = combine->getOperand(1);
-  if (lhs != acc && rhs != acc)
-    return std::nullopt;
-  const llvm::fltSemantics &semantics = type.getFloatSemantics();
-  if (isa<arith::AddFOp>(combine))
-    return Combiner{combine, lhs == acc ? rhs : lhs,
-                    gpu::AllReduceOperation::ADD,
-                    FloatAttr::get(type, APFloat::getZero(semantics))};
-  return Combiner{
-      combine, lhs == acc ? rhs : lhs, gpu::AllReduceOperation::MAXIMUMF,
-      FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true))};
-}
-
 /// A sum or maximum over `op`'s reduction iterations as one block of up to
 /// `blockSize` threads per output element: each thread combines a strided
 /// share in a register, the block combines the partial results in a tree
@@ -204,13 +165,12 @@ static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
 /// across rows); a column sum keeps one thread per column. True if `op`
 /// (parallel iterators first) was replaced.
 static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
-                                 int64_t blockSize) {
-  std::optional<Combiner> combiner = getCombiner(op);
+                                 int64_t blockSize, bool initIsIdentity) {
+  std::optional<zest::Combiner> combiner = zest::getBlockReduction(op);
+  if (!combiner)
+    return false;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned numParallel = op.getNumParallelLoops();
-  if (!combiner || numParallel == ranges.size() ||
-      llvm::any_of(ranges, ShapedType::isDynamic))
-    return false;
   ArrayRef<int64_t> parallelRanges = ArrayRef(ranges).take_front(numParallel);
   ArrayRef<int64_t> reductionRanges = ArrayRef(ranges).drop_front(numParallel);
   int64_t outputs = 1, total = 1;
@@ -218,18 +178,6 @@ static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
     outputs *= range;
   for (int64_t range : reductionRanges)
     total *= range;
-  if (numParallel > 0) {
-    if (total < 32 || op.getNumDpsInputs() == 0)
-      return false;
-    AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
-    auto innermost = first.getNumResults()
-                         ? dyn_cast<AffineDimExpr>(first.getResults().back())
-                         : nullptr;
-    if (!innermost || innermost.getPosition() < numParallel)
-      return false;
-  }
-  if (outputs == 0 || total == 0)
-    return false;
   Location loc = op.getLoc();
   int64_t block = std::max<int64_t>(1, std::min(blockSize, total));
   gpu::LaunchOp launch = createLaunch(rewriter, loc, op, outputs, block);
@@ -292,10 +240,12 @@ static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
   outputDims.append(reductionRanges.size(), constant(0));
   SmallVector<Value> outIndices =
       indicesOf(op.getMatchingIndexingMap(init), outputDims);
-  Value initial =
-      memref::LoadOp::create(rewriter, loc, init->get(), outIndices);
-  memref::StoreOp::create(rewriter, loc, combine(initial, result), init->get(),
-                          outIndices);
+  // An output just filled with the identity (zest::foldReductionFills) is
+  // not read: the block's result is the value.
+  if (!initIsIdentity)
+    result = combine(
+        memref::LoadOp::create(rewriter, loc, init->get(), outIndices), result);
+  memref::StoreOp::create(rewriter, loc, result, init->get(), outIndices);
   rewriter.eraseOp(op);
   return true;
 }
@@ -305,11 +255,16 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
                               int64_t blockSize) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
+  bool initIsIdentity = op->hasAttr(zest::kInitIsIdentityAttrName);
   FailureOr<linalg::GenericOp> generic = getParallelFirst(rewriter, op);
   if (failed(generic))
     return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
-  if (launchBlockReduction(rewriter, *generic, blockSize))
+  if (launchBlockReduction(rewriter, *generic, blockSize, initIsIdentity))
     return success();
+  if (initIsIdentity)
+    return op.emitError("zest-map-kernels-to-gpu: a reduction whose initial "
+                        "fill was folded away runs as no block reduction "
+                        "(internal error)");
   Operation *target = *generic;
   Block *block = target->getBlock();
   Operation *previous = target->getPrevNode();
@@ -619,6 +574,7 @@ struct MapKernelsToGPUPass
       return signalPassFailure();
     }
     IRRewriter rewriter(&getContext());
+    zest::foldReductionFills(getOperation());
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(zest::ZestDialect::kKernelAttrName))
         continue;

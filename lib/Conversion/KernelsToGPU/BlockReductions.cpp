@@ -1,0 +1,173 @@
+//===- BlockReductions.cpp - Reductions a block of threads shares ---------===//
+//
+// See BlockReductions.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BlockReductions.h"
+
+#include "zest/Dialect/Zest/IR/ZestDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using zest::Combiner;
+
+/// How `op`'s body combines, if a block of threads can share it: it yields
+/// `combine(acc, x)` (or `combine(x, acc)`) on f32 or f64 with `combine`
+/// an addf or a maximumf, the accumulator used nowhere else and no
+/// iteration index read. f64 because torch-mlir computes a variance (a
+/// LayerNorm's) in f64, and a thread per row of it reached 5% of an H200's
+/// bandwidth (gpu.all_reduce's 64-bit shuffles are split in two; NVVM has
+/// no 16-bit ones).
+static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumResults() != 0)
+    return std::nullopt;
+  Block *body = op.getBody();
+  BlockArgument acc = body->getArguments().back();
+  auto type = dyn_cast<FloatType>(acc.getType());
+  if (!type || !(type.isF32() || type.isF64()) || !acc.hasOneUse() ||
+      !body->getOps<linalg::IndexOp>().empty())
+    return std::nullopt;
+  Operation *combine = body->getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || combine->getBlock() != body ||
+      !isa<arith::AddFOp, arith::MaximumFOp>(combine))
+    return std::nullopt;
+  Value lhs = combine->getOperand(0), rhs = combine->getOperand(1);
+  if (lhs != acc && rhs != acc)
+    return std::nullopt;
+  const llvm::fltSemantics &semantics = type.getFloatSemantics();
+  if (isa<arith::AddFOp>(combine))
+    return Combiner{combine, lhs == acc ? rhs : lhs,
+                    gpu::AllReduceOperation::ADD,
+                    FloatAttr::get(type, APFloat::getZero(semantics))};
+  return Combiner{
+      combine, lhs == acc ? rhs : lhs, gpu::AllReduceOperation::MAXIMUMF,
+      FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true))};
+}
+
+std::optional<Combiner> mlir::zest::getBlockReduction(linalg::GenericOp op) {
+  std::optional<Combiner> combiner = getCombiner(op);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (!combiner || llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  int64_t outputs = 1, total = 1;
+  bool parallel = false, reduction = false;
+  for (auto [range, iterator] : llvm::zip(ranges, iterators)) {
+    bool isParallel = linalg::isParallelIterator(iterator);
+    (isParallel ? outputs : total) *= range;
+    (isParallel ? parallel : reduction) = true;
+  }
+  if (!reduction || outputs == 0 || total == 0)
+    return std::nullopt;
+  if (parallel) {
+    if (total < 32 || op.getNumDpsInputs() == 0)
+      return std::nullopt;
+    AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
+    auto innermost = first.getNumResults()
+                         ? dyn_cast<AffineDimExpr>(first.getResults().back())
+                         : nullptr;
+    if (!innermost ||
+        linalg::isParallelIterator(iterators[innermost.getPosition()]))
+      return std::nullopt;
+  }
+  return combiner;
+}
+
+namespace {
+
+/// The one op of kernel `kernel` (constants aside) if it is an OpTy.
+template <typename OpTy> OpTy getOnlyOp(func::FuncOp kernel) {
+  if (!kernel || kernel.isExternal() ||
+      !kernel->hasAttr(zest::ZestDialect::kKernelAttrName))
+    return nullptr;
+  OpTy found;
+  for (Operation &op : kernel.getBody().front()) {
+    if (isa<func::ReturnOp>(op) || op.hasTrait<OpTrait::ConstantLike>())
+      continue;
+    if (found || !isa<OpTy>(op))
+      return nullptr;
+    found = cast<OpTy>(op);
+  }
+  return found;
+}
+
+Value stripCasts(Value value) {
+  while (auto cast = value.getDefiningOp<memref::CastOp>())
+    value = cast.getSource();
+  return value;
+}
+
+/// The argument of `kernel`'s call `call` that the kernel's single `fill`
+/// of `identity` writes; null if it is no such fill.
+Value getFilledOperand(func::CallOp call, func::FuncOp kernel,
+                       Attribute identity) {
+  auto fill = getOnlyOp<linalg::FillOp>(kernel);
+  Attribute value;
+  if (!fill || !matchPattern(fill.getInputs()[0], m_Constant(&value)) ||
+      value != identity)
+    return nullptr;
+  auto arg = dyn_cast<BlockArgument>(fill.getOutputs()[0]);
+  return arg ? call.getOperand(arg.getArgNumber()) : nullptr;
+}
+
+/// The call before `call` in its block, past pure ops (casts, constants).
+func::CallOp getPreviousCall(func::CallOp call) {
+  Operation *previous = call->getPrevNode();
+  while (previous && !isa<func::CallOp>(previous) && isPure(previous))
+    previous = previous->getPrevNode();
+  return dyn_cast_or_null<func::CallOp>(previous);
+}
+
+} // namespace
+
+void mlir::zest::foldReductionFills(ModuleOp module) {
+  SymbolTable symbols(module);
+  SmallVector<std::pair<func::CallOp, func::CallOp>> folds; // (fill, reduce)
+  module.walk([&](func::CallOp call) {
+    auto reduce =
+        getOnlyOp<linalg::GenericOp>(symbols.lookup<func::FuncOp>(
+            call.getCallee()));
+    std::optional<Combiner> combiner =
+        reduce ? getBlockReduction(reduce) : std::nullopt;
+    auto init =
+        combiner ? dyn_cast<BlockArgument>(reduce.getDpsInits()[0]) : nullptr;
+    func::CallOp fillCall = init ? getPreviousCall(call) : nullptr;
+    if (!fillCall)
+      return;
+    Value filled = getFilledOperand(
+        fillCall, symbols.lookup<func::FuncOp>(fillCall.getCallee()),
+        combiner->identity);
+    if (filled &&
+        stripCasts(filled) == stripCasts(call.getOperand(init.getArgNumber())))
+      folds.push_back({fillCall, call});
+  });
+  auto work = module->getAttrOfType<DictionaryAttr>(ZestDialect::kKernelWorkAttrName);
+  NamedAttrList works(work ? work : DictionaryAttr::get(module.getContext()));
+  for (auto [fillCall, call] : folds) {
+    std::string name = (call.getCallee() + "_from_identity").str();
+    auto copy = symbols.lookup<func::FuncOp>(name);
+    if (!copy) {
+      auto kernel = symbols.lookup<func::FuncOp>(call.getCallee());
+      copy = kernel.clone();
+      copy.setSymName(name);
+      symbols.insert(copy, std::next(kernel->getIterator()));
+      getOnlyOp<linalg::GenericOp>(copy)->setAttr(
+          kInitIsIdentityAttrName, UnitAttr::get(module.getContext()));
+      if (Attribute entry = works.get(call.getCallee()))
+        works.set(name, entry);
+    }
+    call.setCallee(name);
+    fillCall.erase();
+  }
+  if (work)
+    module->setAttr(ZestDialect::kKernelWorkAttrName,
+                    works.getDictionary(module.getContext()));
+}

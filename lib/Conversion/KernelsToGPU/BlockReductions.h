@@ -1,0 +1,51 @@
+//===- BlockReductions.h - Reductions a block of threads shares -*- C++ -*-===//
+//
+// What zest-map-kernels-to-gpu runs as one block of threads per output
+// element, and the folding of the fill that initializes such a reduction's
+// output into the reduction (both in that pass).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZEST_LIB_CONVERSION_KERNELSTOGPU_BLOCKREDUCTIONS_H
+#define ZEST_LIB_CONVERSION_KERNELSTOGPU_BLOCKREDUCTIONS_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+
+namespace mlir::zest {
+
+/// Marks a reduction whose output was filled with its combiner's identity
+/// just before (the fill is gone): a block reduction stores its result
+/// without reading the output.
+constexpr llvm::StringLiteral kInitIsIdentityAttrName = "zest.init_is_identity";
+
+/// How a reduction's body combines: `combine(acc, x)` (or `combine(x, acc)`),
+/// an addf or a maximumf on f32 or f64, with its identity.
+struct Combiner {
+  Operation *combine;
+  Value element; // x
+  gpu::AllReduceOperation kind;
+  TypedAttr identity;
+};
+
+/// The combiner of `op` if a block of threads per output element takes it:
+/// static sizes, a reduction to a scalar or along the first input's
+/// contiguous dimension over at least a warp's 32 elements (its iterators
+/// in any order).
+std::optional<Combiner> getBlockReduction(linalg::GenericOp op);
+
+/// In the step's glue, a call of a kernel that fills a buffer with a value
+/// followed by a call of a kernel that reduces into that buffer as a block
+/// reduction whose identity is that value: the fill's call goes, and the
+/// reduction calls a copy of its kernel marked kInitIsIdentityAttrName
+/// (named `<kernel>_from_identity`, its zest.kernel_work entry copied): one
+/// launch less, which a LayerNorm's or a softmax's rows spend on a few
+/// hundred bytes.
+void foldReductionFills(ModuleOp module);
+
+} // namespace mlir::zest
+
+#endif // ZEST_LIB_CONVERSION_KERNELSTOGPU_BLOCKREDUCTIONS_H
