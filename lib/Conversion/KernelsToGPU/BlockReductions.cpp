@@ -132,9 +132,8 @@ void mlir::zest::foldReductionFills(ModuleOp module) {
   SymbolTable symbols(module);
   SmallVector<std::pair<func::CallOp, func::CallOp>> folds; // (fill, reduce)
   module.walk([&](func::CallOp call) {
-    auto reduce =
-        getOnlyOp<linalg::GenericOp>(symbols.lookup<func::FuncOp>(
-            call.getCallee()));
+    auto reduce = getOnlyOp<linalg::GenericOp>(
+        symbols.lookup<func::FuncOp>(call.getCallee()));
     std::optional<Combiner> combiner =
         reduce ? getBlockReduction(reduce) : std::nullopt;
     auto init =
@@ -149,7 +148,8 @@ void mlir::zest::foldReductionFills(ModuleOp module) {
         stripCasts(filled) == stripCasts(call.getOperand(init.getArgNumber())))
       folds.push_back({fillCall, call});
   });
-  auto work = module->getAttrOfType<DictionaryAttr>(ZestDialect::kKernelWorkAttrName);
+  auto work =
+      module->getAttrOfType<DictionaryAttr>(ZestDialect::kKernelWorkAttrName);
   NamedAttrList works(work ? work : DictionaryAttr::get(module.getContext()));
   for (auto [fillCall, call] : folds) {
     std::string name = (call.getCallee() + "_from_identity").str();
