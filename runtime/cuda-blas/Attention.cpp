@@ -117,11 +117,8 @@ void launch(const char *name, void (*kernel)(Params...), int64_t blocks,
         name);
     limit = shared;
   }
-  {
-    TimedScope timed(name, cuda::streams.compute);
-    launchKernel(name, kernel, blocks, threads, shared, cuda::streams.compute,
-                 args...);
-  }
+  launchKernel(name, kernel, blocks, threads, shared, cuda::streams.compute,
+               args...);
   cuda::checkCuda(cudaGetLastError(), name);
 }
 

@@ -12,6 +12,8 @@
 #ifndef ZEST_RUNTIME_CUDA_BLAS_DEVICEBUILTINS_CUH
 #define ZEST_RUNTIME_CUDA_BLAS_DEVICEBUILTINS_CUH
 
+#include "../cuda-nccl/KernelTimes.h"
+
 #include <cuda_runtime.h>
 
 #ifdef ZEST_CUDA_EMULATED
@@ -66,11 +68,13 @@ namespace zest::rt::cuda {
 /// Launches `kernel` over `blocks` blocks of `threads` with `shared` bytes
 /// of dynamic shared memory on `stream`: on the GPU, or on the emulated
 /// device as cooperative fibers, every pointer argument checked to be
-/// device memory.
+/// device memory; timed as `name` under ZEST_KERNEL_TIMES, as ZEST_LAUNCH
+/// times the kernels without barriers.
 template <typename... Params, typename... Args>
 void launchKernel(const char *name, void (*kernel)(Params...), int64_t blocks,
                   int threads, size_t shared, cudaStream_t stream,
                   Args... args) {
+  TimedScope timed(name, stream);
 #ifdef ZEST_CUDA_EMULATED
   ::zest::emulated::requireDeviceArguments(name, args...);
   ::zest::emulated::simt::launchBlocks(

@@ -417,8 +417,7 @@ unsigned char *simt::dynamicShared() {
 
 void simt::requireShared(const void *p, size_t bytes, size_t alignment,
                          const char *what) {
-  Fiber &fiber = self();
-  (void)fiber;
+  self(); // inside a block
   auto *at = static_cast<const unsigned char *>(p);
   if (at < block->shared || at + bytes > block->shared + block->sharedBytes)
     deviceError(where() + ": " + what + " at " + describePointer(p) +

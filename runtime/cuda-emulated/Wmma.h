@@ -1,5 +1,4 @@
-//===- Wmma.h - CUDA's WMMA fragments on the emulated GPU --------*- C++
-//-*-===//
+//===- Wmma.h - CUDA's WMMA fragments on the emulated GPU -------*- C++ -*-===//
 //
 // The subset of nvcuda::wmma the attention kernels use (16 x 16 x 16
 // fragments: load, fill, mma, store), for kernels built for the emulated
@@ -14,10 +13,8 @@
 #ifndef ZEST_RUNTIME_CUDA_EMULATED_WMMA_H
 #define ZEST_RUNTIME_CUDA_EMULATED_WMMA_H
 
+#include "../cuda-blas/EpilogueKernels.cuh"
 #include "Simt.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <type_traits>
 
@@ -30,9 +27,7 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
-inline float widen(float v) { return v; }
-inline float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-inline float widen(__half v) { return __half2float(v); }
+using ::zest::rt::cuda::load; // a stored value in f32
 
 /// A 16 x 16 matrix of T, row-major: element (r, c) at x[16 r + c].
 template <typename Use, int M, int N, int K, typename T, typename Layout = void>
@@ -42,10 +37,14 @@ struct fragment {
   T x[256];
 };
 
-/// Element (r, c) of a matrix at p with leading dimension ldm.
+/// The warp's 16 x 16 matrix at p (leading dimension ldm) into every
+/// lane's x.
 template <typename T>
-T at(const T *p, unsigned ldm, int r, int c, bool rowMajor) {
-  return rowMajor ? p[r * ldm + c] : p[c * ldm + r];
+void loadMatrix(T (&x)[256], const T *p, unsigned ldm, bool rowMajor) {
+  simt::exchange(0xffffffffu, nullptr, 0, "wmma::load_matrix_sync");
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c)
+      x[16 * r + c] = rowMajor ? p[r * ldm + c] : p[c * ldm + r];
 }
 
 template <typename Use, typename T, typename Layout>
@@ -53,20 +52,13 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p,
                       unsigned ldm) {
   static_assert(!std::is_same_v<Use, accumulator>, "accumulators take a "
                                                    "layout");
-  constexpr bool rowMajor = std::is_same_v<Layout, row_major>;
-  simt::exchange(0xffffffffu, nullptr, 0, "wmma::load_matrix_sync");
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[16 * r + c] = at(p, ldm, r, c, rowMajor);
+  loadMatrix(f.x, p, ldm, std::is_same_v<Layout, row_major>);
 }
 
 template <typename T>
 void load_matrix_sync(fragment<accumulator, 16, 16, 16, T> &f, const T *p,
                       unsigned ldm, layout_t layout) {
-  simt::exchange(0xffffffffu, nullptr, 0, "wmma::load_matrix_sync");
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[16 * r + c] = at(p, ldm, r, c, layout == mem_row_major);
+  loadMatrix(f.x, p, ldm, layout == mem_row_major);
 }
 
 template <typename Use, typename T, typename Layout>
@@ -90,7 +82,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
     int r = (lane + 32 * i) / 16, n = (lane + 32 * i) % 16;
     float sum = c.x[16 * r + n];
     for (int k = 0; k < 16; ++k)
-      sum += widen(a.x[16 * r + k]) * widen(b.x[16 * k + n]);
+      sum += load(a.x[16 * r + k]) * load(b.x[16 * k + n]);
     mine[i] = sum;
   }
   const unsigned char *sums =

@@ -15,6 +15,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 using zest::Combiner;
@@ -52,23 +53,24 @@ static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
       FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true))};
 }
 
-std::optional<Combiner> mlir::zest::getBlockReduction(linalg::GenericOp op) {
+std::optional<zest::BlockReduction>
+mlir::zest::getBlockReduction(linalg::GenericOp op) {
   std::optional<Combiner> combiner = getCombiner(op);
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (!combiner || llvm::any_of(ranges, ShapedType::isDynamic))
     return std::nullopt;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  int64_t outputs = 1, total = 1;
+  BlockReduction block{*combiner};
   bool parallel = false, reduction = false;
   for (auto [range, iterator] : llvm::zip(ranges, iterators)) {
     bool isParallel = linalg::isParallelIterator(iterator);
-    (isParallel ? outputs : total) *= range;
+    (isParallel ? block.outputs : block.total) *= range;
     (isParallel ? parallel : reduction) = true;
   }
-  if (!reduction || outputs == 0 || total == 0)
+  if (!reduction || block.outputs == 0 || block.total == 0)
     return std::nullopt;
   if (parallel) {
-    if (total < 32 || op.getNumDpsInputs() == 0)
+    if (block.total < 32 || op.getNumDpsInputs() == 0)
       return std::nullopt;
     AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
     auto innermost = first.getNumResults()
@@ -78,7 +80,7 @@ std::optional<Combiner> mlir::zest::getBlockReduction(linalg::GenericOp op) {
         linalg::isParallelIterator(iterators[innermost.getPosition()]))
       return std::nullopt;
   }
-  return combiner;
+  return block;
 }
 
 namespace {
@@ -134,16 +136,16 @@ void mlir::zest::foldReductionFills(ModuleOp module) {
   module.walk([&](func::CallOp call) {
     auto reduce = getOnlyOp<linalg::GenericOp>(
         symbols.lookup<func::FuncOp>(call.getCallee()));
-    std::optional<Combiner> combiner =
+    std::optional<BlockReduction> block =
         reduce ? getBlockReduction(reduce) : std::nullopt;
     auto init =
-        combiner ? dyn_cast<BlockArgument>(reduce.getDpsInits()[0]) : nullptr;
+        block ? dyn_cast<BlockArgument>(reduce.getDpsInits()[0]) : nullptr;
     func::CallOp fillCall = init ? getPreviousCall(call) : nullptr;
     if (!fillCall)
       return;
     Value filled = getFilledOperand(
         fillCall, symbols.lookup<func::FuncOp>(fillCall.getCallee()),
-        combiner->identity);
+        block->combiner.identity);
     if (filled &&
         stripCasts(filled) == stripCasts(call.getOperand(init.getArgNumber())))
       folds.push_back({fillCall, call});
@@ -151,7 +153,10 @@ void mlir::zest::foldReductionFills(ModuleOp module) {
   auto work =
       module->getAttrOfType<DictionaryAttr>(ZestDialect::kKernelWorkAttrName);
   NamedAttrList works(work ? work : DictionaryAttr::get(module.getContext()));
+  llvm::SetVector<StringAttr> replaced; // kernels some calls no longer make
   for (auto [fillCall, call] : folds) {
+    replaced.insert(fillCall.getCalleeAttr().getAttr());
+    replaced.insert(call.getCalleeAttr().getAttr());
     std::string name = (call.getCallee() + "_from_identity").str();
     auto copy = symbols.lookup<func::FuncOp>(name);
     if (!copy) {
@@ -166,6 +171,14 @@ void mlir::zest::foldReductionFills(ModuleOp module) {
     }
     call.setCallee(name);
     fillCall.erase();
+  }
+  // Kernels no call makes any more are not compiled.
+  for (StringAttr name : replaced) {
+    auto kernel = symbols.lookup<func::FuncOp>(name);
+    if (kernel && SymbolTable::symbolKnownUseEmpty(kernel, module)) {
+      symbols.erase(kernel);
+      works.erase(name);
+    }
   }
   if (work)
     module->setAttr(ZestDialect::kKernelWorkAttrName,

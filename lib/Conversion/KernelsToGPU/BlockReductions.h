@@ -31,11 +31,18 @@ struct Combiner {
   TypedAttr identity;
 };
 
-/// The combiner of `op` if a block of threads per output element takes it:
-/// static sizes, a reduction to a scalar or along the first input's
-/// contiguous dimension over at least a warp's 32 elements (its iterators
-/// in any order).
-std::optional<Combiner> getBlockReduction(linalg::GenericOp op);
+/// A reduction a block of threads per output element takes: how it
+/// combines, its outputs (the parallel iterations) and the elements each
+/// combines (the reduction iterations).
+struct BlockReduction {
+  Combiner combiner;
+  int64_t outputs = 1, total = 1;
+};
+
+/// `op` as a block reduction if one takes it: static sizes, a reduction to
+/// a scalar or along the first input's contiguous dimension over at least a
+/// warp's 32 elements (its iterators in any order).
+std::optional<BlockReduction> getBlockReduction(linalg::GenericOp op);
 
 /// In the step's glue, a call of a kernel that fills a buffer with a value
 /// followed by a call of a kernel that reduces into that buffer as a block
@@ -43,7 +50,7 @@ std::optional<Combiner> getBlockReduction(linalg::GenericOp op);
 /// reduction calls a copy of its kernel marked kInitIsIdentityAttrName
 /// (named `<kernel>_from_identity`, its zest.kernel_work entry copied): one
 /// launch less, which a LayerNorm's or a softmax's rows spend on a few
-/// hundred bytes.
+/// hundred bytes. Kernels no call makes any more go.
 void foldReductionFills(ModuleOp module);
 
 } // namespace mlir::zest

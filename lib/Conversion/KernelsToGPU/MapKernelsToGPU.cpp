@@ -166,18 +166,15 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
 /// (parallel iterators first) was replaced.
 static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
                                  int64_t blockSize, bool initIsIdentity) {
-  std::optional<zest::Combiner> combiner = zest::getBlockReduction(op);
-  if (!combiner)
+  std::optional<zest::BlockReduction> reduction = zest::getBlockReduction(op);
+  if (!reduction)
     return false;
+  const zest::Combiner *combiner = &reduction->combiner;
+  int64_t outputs = reduction->outputs, total = reduction->total;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned numParallel = op.getNumParallelLoops();
   ArrayRef<int64_t> parallelRanges = ArrayRef(ranges).take_front(numParallel);
   ArrayRef<int64_t> reductionRanges = ArrayRef(ranges).drop_front(numParallel);
-  int64_t outputs = 1, total = 1;
-  for (int64_t range : parallelRanges)
-    outputs *= range;
-  for (int64_t range : reductionRanges)
-    total *= range;
   Location loc = op.getLoc();
   int64_t block = std::max<int64_t>(1, std::min(blockSize, total));
   gpu::LaunchOp launch = createLaunch(rewriter, loc, op, outputs, block);
