@@ -285,6 +285,10 @@ void mlir::zest::buildBufferizationPipeline(
   if (isDeviceTarget(options.target))
     pm.addPass(createUploadConstantsPass());
   addDeallocationPasses(pm);
+  // A normalization's ops as one launch; before the memory plan, which then
+  // sees the lifetimes the groups give their buffers.
+  if (isDeviceTarget(options.target) && options.fuseRows)
+    pm.addPass(createFuseRowsPass());
 }
 
 //===----------------------------------------------------------------------===//

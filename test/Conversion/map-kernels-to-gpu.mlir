@@ -507,3 +507,131 @@ module attributes {zest.kernel_work = {zest_kernel_0_fill_f32 = array<i64: 0, 16
     return
   }
 }
+
+// -----
+
+// A row group (zest-fuse-rows): one launch of a block per row, 8 blocks of
+// 64 threads (the rows' 64 elements, rounded to warps), running the group's
+// ops in order with a barrier between them. The threads share a row's
+// elements in strides; the sum is a block reduction whose result thread 0
+// stores without reading the buffer (its fill was folded), a value per row
+// is thread 0's.
+
+#id = affine_map<(r, c) -> (r, c)>
+#row = affine_map<(r, c) -> (r)>
+#col = affine_map<(r, c) -> (c)>
+#one = affine_map<(r) -> (r)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
+// CHECK-DAG:     %[[C64:.*]] = arith.constant 64 : index
+// CHECK:         gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C8]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C64]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
+// CHECK:           scf.for %[[COL:.*]] = %[[TX]] to %[[C64]] step %[[C64]] {
+// CHECK:             %[[X:.*]] = memref.load %arg0[%[[BX]], %[[COL]]]
+// CHECK:             memref.store %[[X]], %arg1[%[[BX]], %[[COL]]]
+// CHECK:           gpu.barrier
+// CHECK:           %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %[[C64]] step %[[C64]] iter_args
+// CHECK:             memref.load %arg1[%[[BX]], %[[I]]]
+// CHECK:           %[[SUM:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK:           scf.if %{{.*}} {
+// CHECK-NEXT:        memref.store %[[SUM]], %arg2[%[[BX]]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.if %{{.*}} {
+// CHECK:             memref.load %arg2[%[[BX]]]
+// CHECK:             arith.divf
+// CHECK:             memref.store %{{.*}}, %arg3[%[[BX]]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for %[[COL2:.*]] = %[[TX]] to %[[C64]] step %[[C64]] {
+// CHECK:             memref.load %arg1[%[[BX]], %[[COL2]]]
+// CHECK:             memref.load %arg3[%[[BX]]]
+// CHECK:             memref.load %arg4[%[[COL2]]]
+// CHECK:             memref.store %{{.*}}, %arg5[%[[BX]], %[[COL2]]]
+// CHECK:           gpu.terminator
+// CHECK-NOT:     gpu.launch
+// CHECK-NOT:     scf.execute_region
+func.func private @zest_kernel_0(%x: memref<8x64xf32>, %h: memref<8x64xf32>,
+                                 %s: memref<8xf32>, %inv: memref<8xf32>,
+                                 %w: memref<64xf32>, %y: memref<8x64xf32>)
+    attributes {zest.kernel} {
+  %n = arith.constant 64.0 : f32
+  scf.execute_region {
+    linalg.copy ins(%x : memref<8x64xf32>) outs(%h : memref<8x64xf32>)
+    linalg.generic {indexing_maps = [#id, #row],
+                    iterator_types = ["parallel", "reduction"]}
+        ins(%h : memref<8x64xf32>) outs(%s : memref<8xf32>)
+        attrs = {zest.init_is_identity} {
+    ^bb0(%a: f32, %acc: f32):
+      %v = arith.addf %acc, %a : f32
+      linalg.yield %v : f32
+    }
+    linalg.generic {indexing_maps = [#one, #one],
+                    iterator_types = ["parallel"]}
+        ins(%s : memref<8xf32>) outs(%inv : memref<8xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.divf %n, %a : f32
+      linalg.yield %m : f32
+    }
+    linalg.generic {indexing_maps = [#id, #row, #col, #id],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%h, %inv, %w : memref<8x64xf32>, memref<8xf32>, memref<64xf32>)
+        outs(%y : memref<8x64xf32>) {
+    ^bb0(%a: f32, %b: f32, %g: f32, %o: f32):
+      %c = arith.mulf %a, %b : f32
+      %v = arith.mulf %c, %g : f32
+      linalg.yield %v : f32
+    }
+    scf.yield
+  } {zest.row_kernel = 8 : i64}
+  return
+}
+
+// -----
+
+// Rows over two loops (a [2, 8, 32] activation's 16 rows) and values per row
+// kept as [2, 8, 1] (torch-mlir's keepdim sums): the block recovers both row
+// indices from its index, and the row of one element takes the trailing
+// loop's index 0.
+
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#r = affine_map<(d0, d1, d2) -> (d0, d1, 0)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
+// CHECK-DAG:     %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
+// CHECK:         gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C16]], {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C32]],
+// CHECK:           %[[S:.*]] = arith.remui %[[BX]], %[[C8]] : index
+// CHECK:           %[[B:.*]] = arith.divui %[[BX]], %[[C8]] : index
+// CHECK:           memref.load %arg0[%[[B]], %[[S]], %{{.*}}]
+// CHECK:           gpu.all_reduce add
+// CHECK:           memref.store %{{.*}}, %arg1[%[[B]], %[[S]], %[[C0]]]
+// CHECK:           gpu.barrier
+// CHECK:           %[[S2:.*]] = arith.remui %[[BX]], %[[C8]] : index
+// CHECK:           %[[B2:.*]] = arith.divui %[[BX]], %[[C8]] : index
+// CHECK:           %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %[[C0]] : index
+// CHECK:           scf.if %[[FIRST]] {
+// CHECK:             memref.load %arg1[%[[B2]], %[[S2]], %[[C0]]]
+// CHECK:             memref.store %{{.*}}, %arg2[%[[B2]], %[[S2]], %[[C0]]]
+func.func private @zest_kernel_0(%x: memref<2x8x32xf32>, %s: memref<2x8x1xf32>,
+                                 %t: memref<2x8x1xf32>)
+    attributes {zest.kernel} {
+  %n = arith.constant 32.0 : f32
+  scf.execute_region {
+    linalg.generic {indexing_maps = [#id, #r],
+                    iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x : memref<2x8x32xf32>) outs(%s : memref<2x8x1xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %v = arith.addf %in, %out : f32
+      linalg.yield %v : f32
+    }
+    linalg.generic {indexing_maps = [#id, #id],
+                    iterator_types = ["parallel", "parallel", "parallel"]}
+        ins(%s : memref<2x8x1xf32>) outs(%t : memref<2x8x1xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %v = arith.divf %in, %n : f32
+      linalg.yield %v : f32
+    }
+    scf.yield
+  } {zest.row_kernel = 16 : i64}
+  return
+}

@@ -108,6 +108,13 @@ static cl::opt<bool> fuseElementwise(
     cl::desc("Fuse elementwise ops into the loop nests that read them "
              "(default true; --fuse-elementwise=false keeps them apart)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> fuseRows(
+    "fuse-rows",
+    cl::desc("--target=cuda(-emulated): run the ops of a normalization (its "
+             "sums, centring, scaling, and the residual add or activation "
+             "beside them) as one kernel of a block per row (default true; "
+             "--fuse-rows=false launches them one by one)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool>
     vectorize("vectorize",
               cl::desc("Tile and vectorize loop nests in MLIR (default true; "
@@ -435,6 +442,7 @@ static LogicalResult setLowerOptions(LowerPipelineOptions &lower) {
   lower.fuseLinear = fuseLinear;
   lower.fuseLoss = fuseLoss;
   lower.fuseElementwise = fuseElementwise;
+  lower.fuseRows = fuseRows;
   lower.vectorize = vectorize;
   lower.outlineRegions = outlineRegions;
   lower.reportJson = reportJson;

@@ -285,6 +285,48 @@ def SplitReductionsPass : Pass<"zest-split-reductions", "::mlir::ModuleOp"> {
   ];
 }
 
+def FuseRowsPass : Pass<"zest-fuse-rows", "::mlir::ModuleOp"> {
+  let summary = "Groups the ops of a normalization into one row kernel "
+                "(the device targets)";
+  let description = [{
+    On buffers, after the frees are placed and before the memory plan: a
+    run of consecutive linalg ops that a block of threads per row can run
+    one after the other becomes one `scf.execute_region` marked
+    `zest.row_kernel` (the row count), which `zest-outline-kernels` makes
+    one kernel and `zest-map-kernels-to-gpu` one launch: a LayerNorm's
+    sums, centring, variance and scaling (and the residual add before them,
+    or an activation after) are one kernel each way instead of ten, as
+    eager's fused normalization kernels are.
+
+    A group holds at least one f32/f64 sum or maximum along its rows (what
+    `zest-map-kernels-to-gpu` runs as a block reduction), each reducing to
+    one value per row of the same `rows`; its other ops are elementwise over
+    `rows` (their leading loops) times the columns a row's threads share.
+    Within a launch, blocks run in no particular order, so the ops must not
+    let one row see another's work: wherever two of them touch the same
+    buffer (distinct allocations and distinct arguments are distinct; views
+    of one overlap by their static ranges) and one of them writes, both
+    must touch it row by row — the leading indices being the row loops, the
+    rows of a contiguous block of memory each (a column slice of a
+    concatenation qualifies) — such that no row's elements of one meet
+    another row's of the other. A weight read by every row is fine as long
+    as nothing in the group writes it.
+
+    Between the grouped ops may stand only views, constants, allocations
+    (moved before the group) and frees (moved after it); anything else (a
+    product, a collective, a copy) ends the group. Because this runs before
+    `zest-plan-memory`, the plan sees the lifetimes the group gives its
+    buffers and stays exact. A fill of a buffer with a reduction's identity
+    right before that reduction goes (the reduction stores its result
+    without reading the buffer).
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def UploadConstantsPass : Pass<"zest-upload-constants", "::mlir::ModuleOp"> {
   let summary = "Puts the step's constant buffers in device memory (the "
                 "device targets)";

@@ -225,6 +225,11 @@ struct LowerPipelineOptions : public PassPipelineOptions<LowerPipelineOptions> {
       *this, "fuse-elementwise",
       llvm::cl::desc("Fuse elementwise producers into their consumers"),
       llvm::cl::init(true)};
+  Option<bool> fuseRows{
+      *this, "fuse-rows",
+      llvm::cl::desc("On the device targets, run each normalization's ops "
+                     "as one kernel of a block per row"),
+      llvm::cl::init(true)};
   Option<bool> vectorize{*this, "vectorize",
                          llvm::cl::desc("Tile and vectorize kernels in MLIR"),
                          llvm::cl::init(true)};

@@ -83,6 +83,35 @@ mlir::zest::getBlockReduction(linalg::GenericOp op) {
   return block;
 }
 
+std::optional<zest::RowSplit> mlir::zest::getRowSplit(linalg::LinalgOp op,
+                                                      int64_t rows) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (rows < 1 || ranges.empty() || llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  unsigned parallel = op.getNumParallelLoops();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (!llvm::all_of(ArrayRef(iterators).take_front(parallel),
+                    linalg::isParallelIterator))
+    return std::nullopt;
+  RowSplit split;
+  if (parallel < ranges.size()) {
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    std::optional<BlockReduction> block =
+        generic && parallel > 0 ? getBlockReduction(generic) : std::nullopt;
+    if (!block || block->outputs != rows)
+      return std::nullopt;
+    return RowSplit{parallel, block->total, /*reduction=*/true};
+  }
+  int64_t product = 1;
+  while (split.rowLoops < ranges.size() && product < rows)
+    product *= ranges[split.rowLoops++];
+  if (product != rows)
+    return std::nullopt;
+  for (int64_t range : ArrayRef(ranges).drop_front(split.rowLoops))
+    split.columns *= range;
+  return split;
+}
+
 namespace {
 
 /// The one op of kernel `kernel` (constants aside) if it is an OpTy.

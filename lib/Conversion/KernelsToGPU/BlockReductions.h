@@ -44,6 +44,23 @@ struct BlockReduction {
 /// warp's 32 elements (its iterators in any order).
 std::optional<BlockReduction> getBlockReduction(linalg::GenericOp op);
 
+/// How an op of a row group (zest-fuse-rows) spreads over a block of threads
+/// per row: its first `rowLoops` loops (all parallel, `rows` iterations in
+/// all) pick the block's row, the others (`columns` iterations) are the
+/// row's elements, which the block's threads share; a `reduction` reduces
+/// them to one value per row (a block reduction).
+struct RowSplit {
+  unsigned rowLoops = 0;
+  int64_t columns = 1;
+  bool reduction = false;
+};
+
+/// `op`'s split over `rows` rows: for a reduction (parallel loops first, a
+/// block reduction) its parallel loops, which must run `rows` iterations;
+/// for an elementwise op the fewest leading loops that do. Static sizes
+/// only; nullopt if no split fits.
+std::optional<RowSplit> getRowSplit(linalg::LinalgOp op, int64_t rows);
+
 /// In the step's glue, a call of a kernel that fills a buffer with a value
 /// followed by a call of a kernel that reduces into that buffer as a block
 /// reduction whose identity is that value: the fill's call goes, and the

@@ -154,40 +154,32 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
   return true;
 }
 
-/// A sum or maximum over `op`'s reduction iterations as one block of up to
-/// `blockSize` threads per output element: each thread combines a strided
-/// share in a register, the block combines the partial results in a tree
-/// (gpu.all_reduce) and thread 0 combines that with the buffer's element.
-/// A fixed order (no atomics), so the result is deterministic. Taken for
-/// reductions to a scalar, and for reductions along the inputs' contiguous
-/// dimension of at least a warp (a row of a LayerNorm or a softmax: the
-/// block reads the row coalesced, where one thread per row would stride
-/// across rows); a column sum keeps one thread per column. True if `op`
-/// (parallel iterators first) was replaced.
-static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
-                                 int64_t blockSize, bool initIsIdentity) {
-  std::optional<zest::BlockReduction> reduction = zest::getBlockReduction(op);
-  if (!reduction)
-    return false;
-  const zest::Combiner *combiner = &reduction->combiner;
-  int64_t outputs = reduction->outputs, total = reduction->total;
+/// `op`'s sum or maximum (a block reduction, parallel iterators first) for
+/// the output element `outputIndex` (linearized) on the `block` threads of
+/// a launch, at the rewriter's insertion point inside it: each thread
+/// combines a strided share in a register, the block combines the partial
+/// results in a tree (gpu.all_reduce) and thread 0 combines that with the
+/// buffer's element, unless the buffer holds the identity (then it stores
+/// the result). A fixed order (no atomics): deterministic.
+static void emitBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                               const zest::BlockReduction &reduction,
+                               Value outputIndex, Value thread, int64_t block,
+                               bool initIsIdentity) {
+  const zest::Combiner *combiner = &reduction.combiner;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned numParallel = op.getNumParallelLoops();
   ArrayRef<int64_t> parallelRanges = ArrayRef(ranges).take_front(numParallel);
   ArrayRef<int64_t> reductionRanges = ArrayRef(ranges).drop_front(numParallel);
   Location loc = op.getLoc();
-  int64_t block = std::max<int64_t>(1, std::min(blockSize, total));
-  gpu::LaunchOp launch = createLaunch(rewriter, loc, op, outputs, block);
-  rewriter.setInsertionPointToStart(&launch.getBody().front());
   auto constant = [&](int64_t value) -> Value {
     return arith::ConstantIndexOp::create(rewriter, loc, value);
   };
-  Value thread = launch.getThreadIds().x;
   SmallVector<Value> outputIvs =
-      delinearize(rewriter, loc, launch.getBlockIds().x, parallelRanges);
+      delinearize(rewriter, loc, outputIndex, parallelRanges);
   Value identity = arith::ConstantOp::create(rewriter, loc, combiner->identity);
-  auto loop = scf::ForOp::create(rewriter, loc, thread, constant(total),
-                                 constant(block), ValueRange{identity});
+  auto loop =
+      scf::ForOp::create(rewriter, loc, thread, constant(reduction.total),
+                         constant(block), ValueRange{identity});
   rewriter.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> ivs = outputIvs;
   llvm::append_range(
@@ -237,12 +229,31 @@ static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
   outputDims.append(reductionRanges.size(), constant(0));
   SmallVector<Value> outIndices =
       indicesOf(op.getMatchingIndexingMap(init), outputDims);
-  // An output just filled with the identity (zest::foldReductionFills) is
-  // not read: the block's result is the value.
   if (!initIsIdentity)
     result = combine(
         memref::LoadOp::create(rewriter, loc, init->get(), outIndices), result);
   memref::StoreOp::create(rewriter, loc, result, init->get(), outIndices);
+  rewriter.setInsertionPointAfter(store);
+}
+
+/// A sum or maximum over `op`'s reduction iterations as one block of up to
+/// `blockSize` threads per output element (emitBlockReduction). Taken for
+/// reductions to a scalar, and for reductions along the inputs' contiguous
+/// dimension of at least a warp (a row of a LayerNorm or a softmax: the
+/// block reads the row coalesced, where one thread per row would stride
+/// across rows); a column sum keeps one thread per column. True if `op`
+/// (parallel iterators first) was replaced.
+static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                                 int64_t blockSize, bool initIsIdentity) {
+  std::optional<zest::BlockReduction> reduction = zest::getBlockReduction(op);
+  if (!reduction)
+    return false;
+  int64_t block = std::max<int64_t>(1, std::min(blockSize, reduction->total));
+  gpu::LaunchOp launch =
+      createLaunch(rewriter, op.getLoc(), op, reduction->outputs, block);
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  emitBlockReduction(rewriter, op, *reduction, launch.getBlockIds().x,
+                     launch.getThreadIds().x, block, initIsIdentity);
   rewriter.eraseOp(op);
   return true;
 }
@@ -287,6 +298,116 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
     return success();
   // No parallel dimension (a sum to a scalar, a 0-d fill): one thread.
   launchOnOneThread(rewriter, loc, next, created);
+  return success();
+}
+
+/// `op` (all parallel, its first `split.rowLoops` loops the rows) for row
+/// `row` of `launch`, at the end of its body: the `block` threads share
+/// the row's elements in strides (thread 0 computes a row of one element).
+static LogicalResult emitRowElementwise(RewriterBase &rewriter,
+                                        linalg::GenericOp op,
+                                        const zest::RowSplit &split,
+                                        gpu::LaunchOp launch, int64_t block) {
+  Location loc = op.getLoc();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  // The loops outside the launch: their bounds stay there, their body is
+  // cloned in.
+  rewriter.setInsertionPoint(launch);
+  FailureOr<linalg::LinalgLoops> loops =
+      linalg::linalgOpToParallelLoops(rewriter, op);
+  scf::ParallelOp parallel;
+  if (succeeded(loops) && loops->size() == 1)
+    parallel = dyn_cast<scf::ParallelOp>(loops->front());
+  if (!parallel)
+    return op.emitError("zest-map-kernels-to-gpu: cannot lower this op of a "
+                        "row kernel to one parallel loop");
+  rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+  Value thread = launch.getThreadIds().x;
+  SmallVector<Value> ivs =
+      delinearize(rewriter, loc, launch.getBlockIds().x,
+                  ArrayRef(ranges).take_front(split.rowLoops));
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0), column = zero;
+  if (split.columns == 1) {
+    Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                        thread, zero);
+    auto guard = scf::IfOp::create(rewriter, loc, first);
+    rewriter.setInsertionPointToStart(guard.thenBlock());
+  } else {
+    auto columns = scf::ForOp::create(
+        rewriter, loc, thread,
+        arith::ConstantIndexOp::create(rewriter, loc, split.columns),
+        arith::ConstantIndexOp::create(rewriter, loc, block));
+    rewriter.setInsertionPointToStart(columns.getBody());
+    column = columns.getInductionVar();
+  }
+  // The loops after the rows (of one iteration each in a row of one
+  // element) from the column's linear index.
+  llvm::append_range(ivs,
+                     delinearize(rewriter, loc, column,
+                                 ArrayRef(ranges).drop_front(split.rowLoops)));
+  IRMapping mapping;
+  mapping.map(parallel.getInductionVars(), ivs);
+  for (Operation &bodyOp : parallel.getBody()->without_terminator())
+    rewriter.clone(bodyOp, mapping);
+  rewriter.eraseOp(parallel);
+  rewriter.eraseOp(op);
+  return success();
+}
+
+/// `group`, a row group of zest-fuse-rows, as one launch of a block per row:
+/// its ops in order, each row's block running them one after the other,
+/// with a barrier between them (an op reads what the one before wrote).
+static LogicalResult launchRowKernel(RewriterBase &rewriter,
+                                     scf::ExecuteRegionOp group,
+                                     int64_t blockSize) {
+  int64_t rows =
+      group->getAttrOfType<IntegerAttr>(zest::ZestDialect::kRowKernelAttrName)
+          .getInt();
+  // Views and constants go before the launch; the linalg ops run in it.
+  SmallVector<linalg::LinalgOp> ops;
+  for (Operation &op : llvm::make_early_inc_range(
+           group.getRegion().front().without_terminator()))
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+      ops.push_back(linalgOp);
+    else
+      op.moveBefore(group);
+  SmallVector<zest::RowSplit> splits;
+  int64_t columns = 1;
+  for (linalg::LinalgOp op : ops) {
+    std::optional<zest::RowSplit> split = zest::getRowSplit(op, rows);
+    if (!split)
+      return op.emitError() << "zest-map-kernels-to-gpu: an op of a row kernel "
+                               "does not split over its "
+                            << rows << " rows";
+    splits.push_back(*split);
+    columns = std::max(columns, split->columns);
+  }
+  int64_t block = std::min<int64_t>(blockSize, llvm::alignTo(columns, 32));
+  gpu::LaunchOp launch =
+      createLaunch(rewriter, group.getLoc(), group, rows, block);
+  Operation *end = launch.getBody().front().getTerminator();
+  for (auto [i, op, split] : llvm::enumerate(ops, splits)) {
+    if (i > 0) {
+      rewriter.setInsertionPoint(end);
+      gpu::BarrierOp::create(rewriter, op.getLoc());
+    }
+    bool initIsIdentity = op->hasAttr(zest::kInitIsIdentityAttrName);
+    rewriter.setInsertionPoint(op);
+    FailureOr<linalg::GenericOp> generic = getParallelFirst(rewriter, op);
+    if (failed(generic))
+      return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
+    if (!split.reduction) {
+      if (failed(emitRowElementwise(rewriter, *generic, split, launch, block)))
+        return failure();
+      continue;
+    }
+    rewriter.setInsertionPoint(end);
+    emitBlockReduction(rewriter, *generic, *zest::getBlockReduction(*generic),
+                       launch.getBlockIds().x, launch.getThreadIds().x, block,
+                       initIsIdentity);
+    rewriter.eraseOp(*generic);
+  }
+  rewriter.eraseOp(group);
   return success();
 }
 
@@ -507,6 +628,14 @@ static LogicalResult mapKernel(RewriterBase &rewriter, func::FuncOp kernel,
   });
   for (scf::ForOp loop : perPosition)
     if (failed(launchPerPositionLoop(rewriter, loop, blockSize)))
+      return failure();
+  SmallVector<scf::ExecuteRegionOp> rowGroups;
+  kernel.walk([&](scf::ExecuteRegionOp group) {
+    if (group->hasAttr(zest::ZestDialect::kRowKernelAttrName))
+      rowGroups.push_back(group);
+  });
+  for (scf::ExecuteRegionOp group : rowGroups)
+    if (failed(launchRowKernel(rewriter, group, blockSize)))
       return failure();
   SmallVector<linalg::LinalgOp> ops;
   kernel.walk([&](linalg::LinalgOp op) { ops.push_back(op); });

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/BufferExtents.h"
 #include "zest/Dialect/Zest/Transforms/CostModel.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
@@ -18,7 +19,6 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
-#include <limits>
 #include <optional>
 
 namespace mlir::zest {
@@ -27,6 +27,10 @@ namespace mlir::zest {
 } // namespace mlir::zest
 
 using namespace mlir;
+using zest::DistinctArgFunctions;
+using zest::Extent;
+using zest::getDistinctArgFunctions;
+using zest::getExtent;
 
 /// `type` with a dynamic offset, so views at different offsets of the same
 /// shape and strides share a kernel signature.
@@ -66,58 +70,6 @@ static void refreshReshapeTypes(func::FuncOp kernel) {
   });
 }
 
-/// Where a buffer lives: the allocation or entry-point argument it is a view
-/// of, and the element range of that root it may touch (the whole root when
-/// the offset or strides are dynamic).
-struct Extent {
-  Value root;
-  int64_t begin = 0, end = std::numeric_limits<int64_t>::max();
-};
-
-/// Private functions whose buffer arguments are distinct buffers at every
-/// call (zest-outline-regions' regions: see getDistinctArgFunctions).
-using DistinctArgFunctions = DenseSet<Operation *>;
-
-static std::optional<Extent>
-getExtent(Value memref, const DistinctArgFunctions &distinctArgs) {
-  auto type = dyn_cast<MemRefType>(memref.getType());
-  if (!type)
-    return std::nullopt;
-  Extent extent;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (type.hasStaticShape() &&
-      succeeded(type.getStridesAndOffset(strides, offset)) &&
-      !ShapedType::isDynamic(offset) &&
-      llvm::none_of(strides, ShapedType::isDynamic)) {
-    extent.begin = offset;
-    extent.end = offset + 1;
-    for (auto [size, stride] : llvm::zip(type.getShape(), strides))
-      extent.end += (size - 1) * stride;
-  }
-  // Views that keep the base pointer: the layout offset is relative to it.
-  Value value = memref;
-  while (Operation *producer = value.getDefiningOp()) {
-    if (isa<memref::AllocOp, memref::AllocaOp>(producer)) {
-      extent.root = value;
-      return extent;
-    }
-    if (!isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
-             memref::CollapseShapeOp>(producer))
-      return std::nullopt;
-    value = cast<ViewLikeOpInterface>(producer).getViewSource();
-  }
-  // Only an entry point's arguments are known to be distinct buffers, and
-  // those of a private function every call passes distinct buffers to.
-  auto arg = cast<BlockArgument>(value);
-  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
-  if (!arg.getOwner()->isEntryBlock() || !func ||
-      !(func.isPublic() || distinctArgs.contains(func)))
-    return std::nullopt;
-  extent.root = value;
-  return extent;
-}
-
 /// Whether no buffer `op` writes overlaps another of its buffer operands.
 /// Distinct allocations never overlap, and entry-point arguments are
 /// distinct buffers (docs/Runtime.md); views of one root overlap unless
@@ -138,41 +90,11 @@ static bool writesDisjointBuffers(linalg::LinalgOp op, ArrayRef<Value> args,
       std::optional<Extent> o = getExtent(other, distinctArgs);
       if (!w || !o)
         return false;
-      if (w->root == o->root && w->begin < o->end && o->begin < w->end)
+      if (w->overlaps(*o))
         return false;
     }
   }
   return true;
-}
-
-/// The private functions with a body whose every call passes each buffer
-/// argument a different root (allocation or entry-point argument): inside
-/// them, distinct arguments are distinct buffers.
-static DistinctArgFunctions getDistinctArgFunctions(ModuleOp module) {
-  DenseMap<Operation *, bool> distinct;
-  SymbolTableCollection symbols;
-  module.walk([&](func::CallOp call) {
-    auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(
-        call, call.getCalleeAttr());
-    if (!callee || callee.isExternal() || callee.isPublic())
-      return;
-    bool &isDistinct = distinct.try_emplace(callee, true).first->second;
-    SmallVector<Value> roots;
-    for (Value operand : call.getOperands()) {
-      if (!isa<MemRefType>(operand.getType()))
-        continue;
-      std::optional<Extent> extent = getExtent(operand, {});
-      if (!extent || llvm::is_contained(roots, extent->root))
-        isDistinct = false;
-      else
-        roots.push_back(extent->root);
-    }
-  });
-  DistinctArgFunctions functions;
-  for (auto [function, isDistinct] : distinct)
-    if (isDistinct)
-      functions.insert(function);
-  return functions;
 }
 
 /// A buffer operand of an op in a loop: a loop-invariant buffer, or a row of
@@ -303,14 +225,20 @@ static std::string getBodyOpName(Operation &op) {
 /// it): the op's kind, its body's arithmetic in order (three at most) and
 /// the element type it writes, e.g. `reduce_max_f32`, `map_sub_exp_f32`,
 /// `fill_bf16`; `guarded_` or `rows_` before what a branch or a per-position
-/// loop runs.
+/// loop runs, `rowwise_` before the first reduction of a row group.
 static std::string describeKernel(Operation *op) {
-  if (isa<scf::IfOp, scf::ForOp>(op)) {
+  if (isa<scf::IfOp, scf::ForOp, scf::ExecuteRegionOp>(op)) {
+    // A row group is named after its first reduction (what it normalizes).
+    bool rowGroup = isa<scf::ExecuteRegionOp>(op);
     std::string inner = "ops";
     op->walk([&](linalg::LinalgOp nested) {
+      if (rowGroup && nested.getNumReductionLoops() == 0)
+        return WalkResult::advance();
       inner = describeKernel(nested);
       return WalkResult::interrupt();
     });
+    if (rowGroup)
+      return "rowwise_" + inner;
     return (isa<scf::IfOp>(op) ? "guarded_" : "rows_") + inner;
   }
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
@@ -590,7 +518,10 @@ struct OutlineKernelsPass
     SmallVector<Operation *> targets;
     for (auto func : module.getOps<func::FuncOp>())
       func.walk<WalkOrder::PreOrder>([&](Operation *op) {
-        if (isComputeOnlyIf(op)) {
+        // A row group (zest-fuse-rows) is one kernel: one launch on a GPU.
+        if (isComputeOnlyIf(op) ||
+            (isa<scf::ExecuteRegionOp>(op) &&
+             op->hasAttr(zest::ZestDialect::kRowKernelAttrName))) {
           targets.push_back(op);
           return WalkResult::skip();
         }

@@ -144,6 +144,12 @@ def Zest_Dialect : Dialect {
     // other position, so a thread per position may run the whole loop.
     static constexpr ::llvm::StringLiteral kPerPositionLoopAttrName =
         "zest.per_position_loop";
+    // On an `scf.execute_region` without results, from zest-fuse-rows to
+    // zest-outline-kernels and zest-map-kernels-to-gpu: its linalg ops touch
+    // the memory they share row by row (the attribute's value is the row
+    // count), so one block of threads per row may run them all in order.
+    static constexpr ::llvm::StringLiteral kRowKernelAttrName =
+        "zest.row_kernel";
     // On a kernel: positions of the LLVM arguments (aligned pointers of
     // buffer descriptors) that no other argument aliases.
     static constexpr ::llvm::StringLiteral kNoAliasPointersAttrName =
