@@ -178,3 +178,34 @@ func.func @unused_argmax(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   } -> (tensor<4xf32>, tensor<4xi64>)
   return %r#0 : tensor<4xf32>
 }
+
+// -----
+
+// A cast read through a broadcast (a bf16 LayerNorm weight widened to f32
+// for every row) is fused all the same: a conversion per element costs less
+// than a pass over memory and a launch.
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+// CHECK-LABEL: func.func @widened_weight(
+// CHECK:         linalg.generic
+// CHECK-SAME:      ins(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8xbf16>)
+// CHECK:           arith.extf
+// CHECK:           arith.mulf
+// CHECK-NOT:     linalg.generic
+func.func @widened_weight(%a: tensor<4x8xf32>, %w: tensor<8xbf16>) -> tensor<4x8xf32> {
+  %ew = tensor.empty() : tensor<8xf32>
+  %wide = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%w : tensor<8xbf16>) outs(%ew : tensor<8xf32>) {
+  ^bb0(%x: bf16, %o: f32):
+    %r = arith.extf %x : bf16 to f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %wide : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %g: f32, %o: f32):
+    %r = arith.mulf %x, %g : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

@@ -41,8 +41,11 @@ bool isProfitable(OpOperand &operand) {
     for (OpOperand &use : result.getUses())
       if (&use != &operand)
         return false;
-  // A broadcasting read would recompute each element many times.
-  return consumer.getMatchingIndexingMap(&operand).isPermutation();
+  // A broadcasting read would recompute each element many times; a cast
+  // (a 16-bit weight widened for a LayerNorm) is worth recomputing rather
+  // than a pass over memory and, on a GPU, a launch of its own.
+  return consumer.getMatchingIndexingMap(&operand).isPermutation() ||
+         getElementConversion(producer);
 }
 
 } // namespace

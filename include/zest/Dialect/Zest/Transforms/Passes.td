@@ -1085,7 +1085,9 @@ def FuseElementwisePass
     matrix products (they go to BLAS), producers read by anything else
     (fusing would compute them twice), and producers a consumer reads
     through a broadcast (each producer element would be recomputed once per
-    consumer iteration that reads it). Runs after `zest-fuse-linear`, which
+    consumer iteration that reads it), unless the producer is a cast (a
+    16-bit LayerNorm weight widened to f32: a conversion per element costs
+    less than a pass over memory and, on a GPU, a launch). Runs after `zest-fuse-linear`, which
     wants activations as separate ops, and before the optimizer is lowered.
 
     Generics also lose the results nothing reads and the inputs they read
