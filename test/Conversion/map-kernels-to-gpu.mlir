@@ -635,3 +635,18 @@ func.func private @zest_kernel_0(%x: memref<2x8x32xf32>, %s: memref<2x8x1xf32>,
   } {zest.row_kernel = 16 : i64}
   return
 }
+
+// -----
+
+// A row group whose ops do not split over its row count (only
+// zest-fuse-rows makes them, so this is a malformed input) is an error.
+
+func.func private @zest_kernel_0(%x: memref<8x64xf32>, %y: memref<8x64xf32>)
+    attributes {zest.kernel} {
+  scf.execute_region {
+    // expected-error @+1 {{zest-map-kernels-to-gpu: an op of a row kernel does not split over its 5 rows}}
+    linalg.copy ins(%x : memref<8x64xf32>) outs(%y : memref<8x64xf32>)
+    scf.yield
+  } {zest.row_kernel = 5 : i64}
+  return
+}

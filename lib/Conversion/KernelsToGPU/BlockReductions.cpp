@@ -83,6 +83,14 @@ mlir::zest::getBlockReduction(linalg::GenericOp op) {
   return block;
 }
 
+Value mlir::zest::getFilledBuffer(linalg::FillOp fill, Attribute value) {
+  Attribute filled;
+  if (!matchPattern(fill.getInputs()[0], m_Constant(&filled)) ||
+      filled != value)
+    return nullptr;
+  return fill.getOutputs()[0];
+}
+
 std::optional<zest::RowSplit> mlir::zest::getRowSplit(linalg::LinalgOp op,
                                                       int64_t rows) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -141,11 +149,9 @@ Value stripCasts(Value value) {
 Value getFilledOperand(func::CallOp call, func::FuncOp kernel,
                        Attribute identity) {
   auto fill = getOnlyOp<linalg::FillOp>(kernel);
-  Attribute value;
-  if (!fill || !matchPattern(fill.getInputs()[0], m_Constant(&value)) ||
-      value != identity)
-    return nullptr;
-  auto arg = dyn_cast<BlockArgument>(fill.getOutputs()[0]);
+  auto arg = fill ? dyn_cast_or_null<BlockArgument>(
+                        zest::getFilledBuffer(fill, identity))
+                  : nullptr;
   return arg ? call.getOperand(arg.getArgNumber()) : nullptr;
 }
 

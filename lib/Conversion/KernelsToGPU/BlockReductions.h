@@ -44,6 +44,10 @@ struct BlockReduction {
 /// warp's 32 elements (its iterators in any order).
 std::optional<BlockReduction> getBlockReduction(linalg::GenericOp op);
 
+/// The buffer `fill` sets to `value` (a constant), or null if it fills
+/// another value: what a reduction with that identity need not read.
+Value getFilledBuffer(linalg::FillOp fill, Attribute value);
+
 /// How an op of a row group (zest-fuse-rows) spreads over a block of threads
 /// per row: its first `rowLoops` loops (all parallel, `rows` iterations in
 /// all) pick the block's row, the others (`columns` iterations) are the

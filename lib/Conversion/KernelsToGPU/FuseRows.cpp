@@ -12,7 +12,6 @@
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/Transforms/BufferExtents.h"
 
-#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
@@ -243,11 +242,10 @@ void foldIdentityFills(Group &group) {
     auto fill = dyn_cast<linalg::FillOp>(group.members[i].op.getOperation());
     auto reduce =
         dyn_cast<linalg::GenericOp>(group.members[i + 1].op.getOperation());
-    Attribute value;
     if (!fill || !reduce || !group.members[i + 1].split.reduction ||
-        fill.getOutputs()[0] != reduce.getDpsInits()[0] ||
-        !matchPattern(fill.getInputs()[0], m_Constant(&value)) ||
-        value != zest::getBlockReduction(reduce)->combiner.identity)
+        zest::getFilledBuffer(
+            fill, zest::getBlockReduction(reduce)->combiner.identity) !=
+            reduce.getDpsInits()[0])
       continue;
     reduce->setAttr(zest::kInitIsIdentityAttrName,
                     UnitAttr::get(reduce.getContext()));

@@ -301,6 +301,17 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
   return success();
 }
 
+/// `op` lowered to loops at the rewriter's insertion point, if that gives
+/// one scf.parallel (an elementwise op); null otherwise. `op` stays.
+static scf::ParallelOp lowerToOneParallelLoop(RewriterBase &rewriter,
+                                              linalg::LinalgOp op) {
+  FailureOr<linalg::LinalgLoops> loops =
+      linalg::linalgOpToParallelLoops(rewriter, op);
+  if (failed(loops) || loops->size() != 1)
+    return nullptr;
+  return dyn_cast<scf::ParallelOp>(loops->front());
+}
+
 /// `op` (all parallel, its first `split.rowLoops` loops the rows) for row
 /// `row` of `launch`, at the end of its body: the `block` threads share
 /// the row's elements in strides (thread 0 computes a row of one element).
@@ -313,11 +324,7 @@ static LogicalResult emitRowElementwise(RewriterBase &rewriter,
   // The loops outside the launch: their bounds stay there, their body is
   // cloned in.
   rewriter.setInsertionPoint(launch);
-  FailureOr<linalg::LinalgLoops> loops =
-      linalg::linalgOpToParallelLoops(rewriter, op);
-  scf::ParallelOp parallel;
-  if (succeeded(loops) && loops->size() == 1)
-    parallel = dyn_cast<scf::ParallelOp>(loops->front());
+  scf::ParallelOp parallel = lowerToOneParallelLoop(rewriter, op);
   if (!parallel)
     return op.emitError("zest-map-kernels-to-gpu: cannot lower this op of a "
                         "row kernel to one parallel loop");
@@ -426,11 +433,7 @@ static LogicalResult launchPerPositionLoop(RewriterBase &rewriter,
                           "holds one linalg op");
   linalg::LinalgOp op = *ops.begin();
   rewriter.setInsertionPoint(op);
-  FailureOr<linalg::LinalgLoops> lowered =
-      linalg::linalgOpToParallelLoops(rewriter, op);
-  scf::ParallelOp inner;
-  if (succeeded(lowered) && lowered->size() == 1)
-    inner = dyn_cast<scf::ParallelOp>(lowered->front());
+  scf::ParallelOp inner = lowerToOneParallelLoop(rewriter, op);
   if (!inner)
     return op.emitError("zest-map-kernels-to-gpu: cannot lower the op of a "
                         "per-position loop to one parallel loop");
