@@ -192,6 +192,10 @@ static void addTensorPasses(OpPassManager &pm,
     if (options.fuseLoss)
       pm.addNestedPass<func::FuncOp>(createFuseLinearCrossEntropyPass());
   }
+  // 16-bit sums the fused linear layers left (bias gradients under
+  // autocast) accumulate in f32 as PyTorch's do; before their rounding is
+  // fused with its users.
+  pm.addNestedPass<func::FuncOp>(createWidenAccumulatorsPass());
   // After the linear layers (which want their activations apart) and before
   // the optimizer is lowered (its in-place update stays one op).
   if (options.fuseElementwise)
@@ -375,7 +379,9 @@ static void addCudaKernelPasses(OpPassManager &pm,
   OutlineKernelsPassOptions outline;
   outline.deviceBuffers = true;
   pm.addPass(createOutlineKernelsPass(outline));
-  pm.addPass(createMapKernelsToGPUPass());
+  MapKernelsToGPUPassOptions map;
+  map.vectorBytes = options.vectorize ? 16 : 0;
+  pm.addPass(createMapKernelsToGPUPass(map));
   pm.addPass(createLowerAffinePass());
   pm.addPass(createGpuKernelOutliningPass());
   // The emulated device runs the kernels on the host: from here they are

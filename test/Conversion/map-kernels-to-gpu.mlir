@@ -4,10 +4,15 @@
 // RUN: not zest-opt %s -split-input-file -zest-map-kernels-to-gpu=block-size=0 \
 // RUN:   2>&1 | FileCheck %s --check-prefix=BLOCKSIZE
 // BLOCKSIZE: error: zest-map-kernels-to-gpu: block-size 0 is not between 1 and 1024 threads
+// A thread's accesses are 4, 8 or 16 bytes, or one element.
+// RUN: not zest-opt %s -split-input-file -zest-map-kernels-to-gpu=vector-bytes=12 \
+// RUN:   2>&1 | FileCheck %s --check-prefix=VECTORBYTES
+// VECTORBYTES: error: zest-map-kernels-to-gpu: vector-bytes 12 is none of 0 (one element), 4, 8 and 16
 
-// An elementwise op: one thread per element, 256 per block; 8 x 100 = 800
+// An elementwise op: one thread per element, 256 per block; 8 x 99 = 792
 // elements need 4 blocks, the last one partly idle. Each thread recovers
-// (row, column) from its linear index, the column fastest.
+// (row, column) from its linear index, the column fastest. (Rows of 99 f32
+// take no 16-byte vectors: see the end of this file.)
 
 // CHECK-LABEL: func.func private @zest_kernel_0(
 // CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
@@ -27,8 +32,8 @@
 // CHECK:           gpu.terminator
 // CHECK-NOT:     gpu.launch
 // CHECK:         return
-func.func private @zest_kernel_0(%arg0: memref<8x100xf32, strided<[100, 1], offset: ?>>, %arg1: memref<8x100xf32, strided<[100, 1], offset: ?>>, %arg2: memref<8x100xf32, strided<[100, 1], offset: ?>>) attributes {zest.kernel} {
-  linalg.sub ins(%arg0, %arg1 : memref<8x100xf32, strided<[100, 1], offset: ?>>, memref<8x100xf32, strided<[100, 1], offset: ?>>) outs(%arg2 : memref<8x100xf32, strided<[100, 1], offset: ?>>)
+func.func private @zest_kernel_0(%arg0: memref<8x99xf32, strided<[99, 1], offset: ?>>, %arg1: memref<8x99xf32, strided<[99, 1], offset: ?>>, %arg2: memref<8x99xf32, strided<[99, 1], offset: ?>>) attributes {zest.kernel} {
+  linalg.sub ins(%arg0, %arg1 : memref<8x99xf32, strided<[99, 1], offset: ?>>, memref<8x99xf32, strided<[99, 1], offset: ?>>) outs(%arg2 : memref<8x99xf32, strided<[99, 1], offset: ?>>)
   return
 }
 
@@ -36,8 +41,8 @@ func.func private @zest_kernel_0(%arg0: memref<8x100xf32, strided<[100, 1], offs
 // CHECK-LABEL: func.func @glue(
 // CHECK-NOT:     gpu.launch
 // CHECK:         call @zest_kernel_0(
-func.func @glue(%a: memref<8x100xf32, strided<[100, 1], offset: ?>>, %b: memref<8x100xf32, strided<[100, 1], offset: ?>>, %c: memref<8x100xf32, strided<[100, 1], offset: ?>>) {
-  call @zest_kernel_0(%a, %b, %c) : (memref<8x100xf32, strided<[100, 1], offset: ?>>, memref<8x100xf32, strided<[100, 1], offset: ?>>, memref<8x100xf32, strided<[100, 1], offset: ?>>) -> ()
+func.func @glue(%a: memref<8x99xf32, strided<[99, 1], offset: ?>>, %b: memref<8x99xf32, strided<[99, 1], offset: ?>>, %c: memref<8x99xf32, strided<[99, 1], offset: ?>>) {
+  call @zest_kernel_0(%a, %b, %c) : (memref<8x99xf32, strided<[99, 1], offset: ?>>, memref<8x99xf32, strided<[99, 1], offset: ?>>, memref<8x99xf32, strided<[99, 1], offset: ?>>) -> ()
   return
 }
 
@@ -45,7 +50,8 @@ func.func @glue(%a: memref<8x100xf32, strided<[100, 1], offset: ?>>, %b: memref<
 
 // A column sum written with the reduction loop first: the parallel column
 // loop is moved in front, so 64 threads (one block, no guard) each sum their
-// column over the 512 rows sequentially (the thread index is the column).
+// column over the 512 rows sequentially in a register (the thread index is
+// the column) and add it to the buffer's element once.
 
 #in = affine_map<(r, c) -> (r, c)>
 #out = affine_map<(r, c) -> (c)>
@@ -54,11 +60,13 @@ func.func @glue(%a: memref<8x100xf32, strided<[100, 1], offset: ?>>, %b: memref<
 // CHECK-DAG:     %[[C64:.*]] = arith.constant 64 : index
 // CHECK:         gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C1]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C64]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
 // CHECK-NOT:       scf.if
-// CHECK:           scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step
-// CHECK:             memref.load %arg0[%[[ROW]], %[[TX]]]
-// CHECK:             memref.load %arg1[%[[TX]]]
-// CHECK:             arith.addf
-// CHECK:             memref.store %{{.*}}, %arg1[%[[TX]]]
+// CHECK:           %[[SUM:.*]] = scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK:             %[[X:.*]] = memref.load %arg0[%[[ROW]], %[[TX]]]
+// CHECK:             %[[NEXT:.*]] = arith.addf %[[ACC]], %[[X]] : f32
+// CHECK:             scf.yield %[[NEXT]]
+// CHECK:           %[[OLD:.*]] = memref.load %arg1[%[[TX]]]
+// CHECK:           %[[NEW:.*]] = arith.addf %[[OLD]], %[[SUM]] : f32
+// CHECK:           memref.store %[[NEW]], %arg1[%[[TX]]]
 // CHECK:           gpu.terminator
 func.func private @zest_kernel_0(%x: memref<512x64xf32>, %y: memref<64xf32>) attributes {zest.kernel} {
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction", "parallel"]} ins(%x : memref<512x64xf32>) outs(%y : memref<64xf32>) {
@@ -312,7 +320,8 @@ func.func private @zest_kernel_0(%norm: memref<f32>, %scale: memref<f32>) attrib
 
 // A row added where a token id says (an embedding's backward): the id's
 // load and the view it places are computed by the launch, not the host,
-// which cannot read device memory.
+// which cannot read device memory; 8 threads take 4 floats each, as
+// vectors where the row and the added values start 16-byte aligned.
 
 // CHECK-LABEL: func.func private @zest_kernel_0(
 // CHECK-SAME:      %[[GRAD:[^:]*]]: memref<64x32xf32, strided<[32, 1], offset: ?>>, %[[IDS:[^:]*]]: memref<8xi64, strided<[1], offset: ?>>, %[[I:[^:]*]]: index, %[[ROW:[^:]*]]: memref<32xf32, strided<[1], offset: ?>>)
@@ -322,10 +331,13 @@ func.func private @zest_kernel_0(%norm: memref<f32>, %scale: memref<f32>) attrib
 // CHECK:           %[[ID:.*]] = memref.load %[[IDS]][%[[I]]]
 // CHECK:           %[[AT:.*]] = arith.index_cast %[[ID]] : i64 to index
 // CHECK:           %[[DST:.*]] = memref.subview %[[GRAD]][%[[AT]], 0] [1, 32] [1, 1]
-// CHECK:           %[[OLD:.*]] = memref.load %[[DST]][%[[TX]]]
-// CHECK:           %[[ADD:.*]] = memref.load %[[ROW]][%[[TX]]]
-// CHECK:           %[[SUM:.*]] = arith.addf %[[OLD]], %[[ADD]] : f32
-// CHECK:           memref.store %[[SUM]], %[[DST]][%[[TX]]]
+// CHECK:           %[[FIRST:.*]] = arith.muli %[[TX]], %{{.*}} : index
+// CHECK:           scf.if
+// CHECK:             %[[OLD:.*]] = vector.load %[[DST]][%[[FIRST]]]
+// CHECK:             %[[ADD:.*]] = vector.load %[[ROW]][%[[FIRST]]]
+// CHECK:             %[[SUM:.*]] = arith.addf %[[OLD]], %[[ADD]] : vector<4xf32>
+// CHECK:             vector.store %[[SUM]], %[[DST]][%[[FIRST]]]
+// CHECK:           } else {
 // CHECK:           gpu.terminator
 // CHECK-NOT:     memref.load
 // CHECK:         return
@@ -510,12 +522,88 @@ module attributes {zest.kernel_work = {zest_kernel_0_fill_f32 = array<i64: 0, 16
 
 // -----
 
+// A column sum split in two (zest-split-reductions) fills its partial sums
+// and its result first, then sums twice: each fill goes, past the other fill
+// and the partial sum, whose buffers are apart from the filled one, and
+// both sums run as a thread per column from a register that starts at zero.
+// A call between a fill and its sum that touches the filled buffer keeps
+// both as they are.
+// CHECK-LABEL: func.func @split_column_sum(
+// CHECK-NOT:     call @zest_kernel_0_fill_f32
+// CHECK-NOT:     call @zest_kernel_1_fill_f32
+// CHECK:         call @zest_kernel_2_reduce_add_f32_from_identity(%{{.*}}, %[[P:.*]]) :
+// CHECK:         call @zest_kernel_3_reduce_add_f32_from_identity(%[[P]], %arg1) :
+// CHECK:         call @zest_kernel_1_fill_f32(%arg2)
+// CHECK:         call @zest_kernel_4_scale_f32(%arg2)
+// CHECK:         call @zest_kernel_3_reduce_add_f32(%[[P]], %arg2) :
+// CHECK-NOT:     func.func private @zest_kernel_0_fill_f32
+// CHECK-LABEL: func.func private @zest_kernel_2_reduce_add_f32_from_identity(
+// CHECK:         %[[SUM:.*]] = scf.for {{.*}} iter_args
+// CHECK-NOT:     memref.load %arg1
+// CHECK:         memref.store %[[SUM]], %arg1
+#x3 = affine_map<(c, r, j) -> (c, r, j)>
+#p3 = affine_map<(c, r, j) -> (c, j)>
+#rows = affine_map<(r, j) -> (r, j)>
+#col = affine_map<(r, j) -> (j)>
+#vec = affine_map<(j) -> (j)>
+module {
+  func.func @split_column_sum(%x: memref<8x16x64xf32>, %sum: memref<64xf32>, %other: memref<64xf32>) {
+    %p = memref.alloc() : memref<8x64xf32>
+    call @zest_kernel_0_fill_f32(%p) : (memref<8x64xf32>) -> ()
+    call @zest_kernel_1_fill_f32(%sum) : (memref<64xf32>) -> ()
+    call @zest_kernel_2_reduce_add_f32(%x, %p) : (memref<8x16x64xf32>, memref<8x64xf32>) -> ()
+    call @zest_kernel_3_reduce_add_f32(%p, %sum) : (memref<8x64xf32>, memref<64xf32>) -> ()
+    call @zest_kernel_1_fill_f32(%other) : (memref<64xf32>) -> ()
+    call @zest_kernel_4_scale_f32(%other) : (memref<64xf32>) -> ()
+    call @zest_kernel_3_reduce_add_f32(%p, %other) : (memref<8x64xf32>, memref<64xf32>) -> ()
+    memref.dealloc %p : memref<8x64xf32>
+    return
+  }
+  func.func private @zest_kernel_0_fill_f32(%out: memref<8x64xf32>) attributes {zest.kernel} {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%out : memref<8x64xf32>)
+    return
+  }
+  func.func private @zest_kernel_1_fill_f32(%out: memref<64xf32>) attributes {zest.kernel} {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%out : memref<64xf32>)
+    return
+  }
+  func.func private @zest_kernel_2_reduce_add_f32(%in: memref<8x16x64xf32>, %out: memref<8x64xf32>) attributes {zest.kernel} {
+    linalg.generic {indexing_maps = [#x3, #p3], iterator_types = ["parallel", "reduction", "parallel"]} ins(%in : memref<8x16x64xf32>) outs(%out : memref<8x64xf32>) {
+    ^bb0(%v: f32, %acc: f32):
+      %s = arith.addf %v, %acc : f32
+      linalg.yield %s : f32
+    }
+    return
+  }
+  func.func private @zest_kernel_3_reduce_add_f32(%in: memref<8x64xf32>, %out: memref<64xf32>) attributes {zest.kernel} {
+    linalg.generic {indexing_maps = [#rows, #col], iterator_types = ["reduction", "parallel"]} ins(%in : memref<8x64xf32>) outs(%out : memref<64xf32>) {
+    ^bb0(%v: f32, %acc: f32):
+      %s = arith.addf %v, %acc : f32
+      linalg.yield %s : f32
+    }
+    return
+  }
+  func.func private @zest_kernel_4_scale_f32(%io: memref<64xf32>) attributes {zest.kernel} {
+    linalg.generic {indexing_maps = [#vec], iterator_types = ["parallel"]} outs(%io : memref<64xf32>) {
+    ^bb0(%v: f32):
+      %s = arith.mulf %v, %v : f32
+      linalg.yield %s : f32
+    }
+    return
+  }
+}
+
+// -----
+
 // A row group (zest-fuse-rows): one launch of a block per row, 8 blocks of
 // 64 threads (the rows' 64 elements, rounded to warps), running the group's
 // ops in order with a barrier between them. The threads share a row's
-// elements in strides; the sum is a block reduction whose result thread 0
-// stores without reading the buffer (its fill was folded), a value per row
-// is thread 0's.
+// elements in strides, 4 f32 at a time in the elementwise ops (16-byte
+// vectors where the buffers start aligned); the sum is a block reduction
+// whose result thread 0 stores without reading the buffer (its fill was
+// folded), a value per row is thread 0's.
 
 #id = affine_map<(r, c) -> (r, c)>
 #row = affine_map<(r, c) -> (r)>
@@ -526,9 +614,13 @@ module attributes {zest.kernel_work = {zest_kernel_0_fill_f32 = array<i64: 0, 16
 // CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
 // CHECK-DAG:     %[[C64:.*]] = arith.constant 64 : index
 // CHECK:         gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C8]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]]) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C64]], %{{.*}} = %[[C1]], %{{.*}} = %[[C1]])
-// CHECK:           scf.for %[[COL:.*]] = %[[TX]] to %[[C64]] step %[[C64]] {
-// CHECK:             %[[X:.*]] = memref.load %arg0[%[[BX]], %[[COL]]]
-// CHECK:             memref.store %[[X]], %arg1[%[[BX]], %[[COL]]]
+// CHECK:           scf.for %[[COL:.*]] = %[[TX]] to %[[C16:.*]] step %[[C64]] {
+// CHECK:             %[[FIRST:.*]] = arith.muli %[[COL]], %{{.*}} : index
+// CHECK:             scf.if
+// CHECK:               %[[X:.*]] = vector.load %arg0[%[[BX]], %[[FIRST]]] {alignment = 16 : i64} : memref<8x64xf32>, vector<4xf32>
+// CHECK:               vector.store %[[X]], %arg1[%[[BX]], %[[FIRST]]]
+// CHECK:             } else {
+// CHECK:               memref.load %arg0
 // CHECK:           gpu.barrier
 // CHECK:           %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %[[C64]] step %[[C64]] iter_args
 // CHECK:             memref.load %arg1[%[[BX]], %[[I]]]
@@ -541,11 +633,13 @@ module attributes {zest.kernel_work = {zest_kernel_0_fill_f32 = array<i64: 0, 16
 // CHECK:             arith.divf
 // CHECK:             memref.store %{{.*}}, %arg3[%[[BX]]]
 // CHECK:           gpu.barrier
-// CHECK:           scf.for %[[COL2:.*]] = %[[TX]] to %[[C64]] step %[[C64]] {
-// CHECK:             memref.load %arg1[%[[BX]], %[[COL2]]]
-// CHECK:             memref.load %arg3[%[[BX]]]
-// CHECK:             memref.load %arg4[%[[COL2]]]
-// CHECK:             memref.store %{{.*}}, %arg5[%[[BX]], %[[COL2]]]
+// CHECK:           scf.for %[[COL2:.*]] = %[[TX]] to %[[C16]] step %[[C64]] {
+// CHECK:             %[[FIRST2:.*]] = arith.muli %[[COL2]], %{{.*}} : index
+// CHECK:             scf.if
+// CHECK-DAG:           vector.load %arg1[%[[BX]], %[[FIRST2]]]
+// CHECK-DAG:           memref.load %arg3[%[[BX]]]
+// CHECK-DAG:           vector.load %arg4[%[[FIRST2]]]
+// CHECK:               vector.store %{{.*}}, %arg5[%[[BX]], %[[FIRST2]]]
 // CHECK:           gpu.terminator
 // CHECK-NOT:     gpu.launch
 // CHECK-NOT:     scf.execute_region
@@ -648,5 +742,109 @@ func.func private @zest_kernel_0(%x: memref<8x64xf32>, %y: memref<8x64xf32>)
     linalg.copy ins(%x : memref<8x64xf32>) outs(%y : memref<8x64xf32>)
     scf.yield
   } {zest.row_kernel = 5 : i64}
+  return
+}
+
+// -----
+
+// A widening over rows of 64 elements: its widest element (f32) takes 4 to
+// 16 bytes, so each of 64 threads (one block) takes 4 consecutive elements
+// of a row: one 8-byte bf16 load and one 16-byte f32 store, aligned to 4
+// elements, when both buffers start aligned at run time; otherwise the
+// thread converts its 4 elements one by one.
+
+#id = affine_map<(i, j) -> (i, j)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-SAME:      %[[X:[^:]*]]: memref<4x64xbf16, strided<[64, 1], offset: ?>>, %[[Y:[^:]*]]: memref<4x64xf32, strided<[64, 1], offset: ?>>
+// CHECK-DAG:     %[[C64:.*]] = arith.constant 64 : index
+// CHECK:         gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C64]],
+// CHECK:           %[[J:.*]] = arith.remui %[[TX]], %{{.*}}
+// CHECK:           %[[ROW:.*]] = arith.divui %[[TX]], %{{.*}}
+// CHECK:           %[[FIRST:.*]] = arith.muli %[[J]], %{{.*}}
+// CHECK:           memref.extract_aligned_pointer_as_index %[[X]]
+// CHECK:           memref.extract_aligned_pointer_as_index %[[Y]]
+// CHECK:           scf.if %{{.*}} {
+// CHECK:             %[[V:.*]] = vector.load %[[X]][%[[ROW]], %[[FIRST]]] {alignment = 8 : i64} : memref<4x64xbf16, strided<[64, 1], offset: ?>>, vector<4xbf16>
+// CHECK:             %[[W:.*]] = arith.extf %[[V]] : vector<4xbf16> to vector<4xf32>
+// CHECK:             vector.store %[[W]], %[[Y]][%[[ROW]], %[[FIRST]]] {alignment = 16 : i64} : memref<4x64xf32, strided<[64, 1], offset: ?>>, vector<4xf32>
+// CHECK:           } else {
+// CHECK:             scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:               %[[COL:.*]] = arith.addi %[[FIRST]], %[[K]]
+// CHECK:               memref.load %[[X]][%[[ROW]], %[[COL]]]
+// CHECK:               arith.extf %{{.*}} : bf16 to f32
+// CHECK:               memref.store %{{.*}}, %[[Y]][%[[ROW]], %[[COL]]]
+func.func private @zest_kernel_0(%x: memref<4x64xbf16, strided<[64, 1], offset: ?>>, %y: memref<4x64xf32, strided<[64, 1], offset: ?>>) attributes {zest.kernel} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x64xbf16, strided<[64, 1], offset: ?>>) outs(%y : memref<4x64xf32, strided<[64, 1], offset: ?>>) {
+  ^bb0(%in: bf16, %out: f32):
+    %w = arith.extf %in : bf16 to f32
+    linalg.yield %w : f32
+  }
+  return
+}
+
+// -----
+
+// A bias along the row (read at the column: a vector) and a scale per row
+// (read at the row: a scalar, broadcast where it meets the vectors), all
+// bf16: 8 elements (16 bytes) per thread.
+
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+#row = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK:         scf.if
+// CHECK-DAG:       %[[X:.*]] = vector.load %arg0[%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<8x64xbf16>, vector<8xbf16>
+// CHECK-DAG:       %[[B:.*]] = vector.load %arg1[%{{.*}}] {alignment = 16 : i64} : memref<64xbf16>, vector<8xbf16>
+// CHECK-DAG:       %[[S:.*]] = memref.load %arg2[%{{.*}}] : memref<8xbf16>
+// CHECK:           %[[SUM:.*]] = arith.addf %[[X]], %[[B]] : vector<8xbf16>
+// CHECK:           %[[SPLAT:.*]] = vector.broadcast %[[S]] : bf16 to vector<8xbf16>
+// CHECK:           %[[P:.*]] = arith.mulf %[[SUM]], %[[SPLAT]] : vector<8xbf16>
+// CHECK:           vector.store %[[P]], %arg3[%{{.*}}, %{{.*}}] {alignment = 16 : i64}
+// CHECK:         } else {
+func.func private @zest_kernel_0(%x: memref<8x64xbf16>, %b: memref<64xbf16>, %s: memref<8xbf16>, %y: memref<8x64xbf16>) attributes {zest.kernel} {
+  linalg.generic {indexing_maps = [#id, #col, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b, %s : memref<8x64xbf16>, memref<64xbf16>, memref<8xbf16>) outs(%y : memref<8x64xbf16>) {
+  ^bb0(%in: bf16, %bias: bf16, %scale: bf16, %out: bf16):
+    %a = arith.addf %in, %bias : bf16
+    %m = arith.mulf %a, %scale : bf16
+    linalg.yield %m : bf16
+  }
+  return
+}
+
+// -----
+
+// One element per thread where vectors do not fit: rows of 6 f32 (not a
+// multiple of 4), a transposed read (the innermost loop is not the read's
+// last dimension), and rows 36 elements apart that a 16-byte vector of 8
+// bf16 would not keep aligned.
+
+#id = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+// CHECK-LABEL: func.func private @zest_kernel_0(
+// CHECK-NOT:     vector.
+// CHECK:         return
+func.func private @zest_kernel_0(%x: memref<4x6xf32>, %y: memref<4x6xf32>,
+                                 %a: memref<64x8xf32>, %b: memref<8x64xf32>,
+                                 %c: memref<4x32xbf16, strided<[36, 1]>>, %d: memref<4x32xbf16>) attributes {zest.kernel} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x6xf32>) outs(%y : memref<4x6xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<64x8xf32>) outs(%b : memref<8x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x32xbf16, strided<[36, 1]>>) outs(%d : memref<4x32xbf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    %n = arith.negf %in : bf16
+    linalg.yield %n : bf16
+  }
   return
 }

@@ -117,8 +117,11 @@ static cl::opt<bool> fuseRows(
     cl::init(true), cl::cat(category));
 static cl::opt<bool>
     vectorize("vectorize",
-              cl::desc("Tile and vectorize loop nests in MLIR (default true; "
-                       "--vectorize=false leaves vectorization to LLVM)"),
+              cl::desc("Tile and vectorize loop nests in MLIR, and on "
+                       "--target=cuda(-emulated) give an elementwise kernel's "
+                       "threads 16-byte accesses (default true; "
+                       "--vectorize=false leaves vectorization to LLVM and "
+                       "gives each thread one element)"),
               cl::init(true), cl::cat(category));
 static cl::opt<bool> outlineRegions(
     "outline-regions",

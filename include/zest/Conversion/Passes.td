@@ -155,17 +155,40 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     thread combining a strided share in a register, `gpu.all_reduce`
     combining the partial results in a tree (warp shuffles, then shared
     memory) and thread 0 combining that with the buffer's element. No
-    atomics: the order is fixed and the result deterministic. A reduction
-    across the contiguous dimension (a column sum) keeps one thread per
-    output, so that neighbouring threads read neighbouring elements; any
-    other op without parallel dimensions (a fill of a 0-d buffer, a
-    product) runs on one thread.
+    atomics: the order is fixed and the result deterministic. Any other
+    such sum or maximum (across the contiguous dimension: a column sum, a
+    bias's or a LayerNorm weight's gradient) keeps one thread per output,
+    so that neighbouring threads read neighbouring elements, and each
+    thread combines its elements in a register and adds the buffer's
+    element once at the end, instead of reading and writing it per
+    element. Any other op without parallel dimensions (a fill of a 0-d
+    buffer, a product) runs on one thread.
 
-    A block reduction the step's glue calls right after a kernel that
-    fills its output with the combiner's identity (a LayerNorm's or a
-    softmax's rows) calls a copy of its kernel, `<kernel>_from_identity`,
-    that stores each block's result without reading the output, and the
-    fill's call goes: a launch less per row reduction.
+    A sum or maximum into a buffer the step's glue filled with the
+    combiner's identity (a LayerNorm's or a softmax's rows, a column sum's
+    partial sums and result) calls a copy of its kernel,
+    `<kernel>_from_identity`, that stores each result without reading the
+    output, and the fill's call goes: a launch less per reduction. Up to 8
+    calls may stand between the fill and the sum (a split column sum fills
+    both its buffers, then sums twice) if every buffer they pass is known
+    to be apart from the filled one (another allocation or entry-point
+    argument, or a disjoint range of one), as may allocations and frees of
+    such buffers.
+
+    An elementwise op (one `scf.parallel` holding loads, elementwise
+    arithmetic and stores) whose innermost loop indexes the last, unit-stride
+    dimension of its buffers, with a range that is a multiple of the width
+    W (`vector-bytes` over the widest such element: 4 f32 or 8 bf16 for 16
+    bytes), gives each thread W consecutive elements: `vector.load` and
+    `vector.store` of W elements aligned to W elements, vector arithmetic,
+    values that do not vary along the loop kept scalar and broadcast where
+    they meet vectors. A warp then moves 512 bytes per access instead of
+    64 (bf16) or 128 (f32). Whether every such buffer starts at that
+    alignment is checked in the launch (a view's offset is only known at
+    run time); where one does not, the thread runs its W elements one by
+    one. Other strides must be static multiples of W. A row group's
+    elementwise ops take W elements of the row per thread and step the
+    same way. `vector-bytes=0` keeps one element per thread.
 
     Each kernel's entry in the module's `zest.kernel_work` (its bytes and
     operations per call, from `zest-outline-kernels`) gets the number of
@@ -193,6 +216,9 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block of the 1-D launches">,
+    Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
+           "Bytes an elementwise op's thread reads or writes of a buffer at "
+           "a time where it can (4, 8 or 16; 0: one element)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -200,6 +226,7 @@ def MapKernelsToGPUPass : Pass<"zest-map-kernels-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::linalg::LinalgDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 

@@ -230,9 +230,11 @@ struct LowerPipelineOptions : public PassPipelineOptions<LowerPipelineOptions> {
       llvm::cl::desc("On the device targets, run each normalization's ops "
                      "as one kernel of a block per row"),
       llvm::cl::init(true)};
-  Option<bool> vectorize{*this, "vectorize",
-                         llvm::cl::desc("Tile and vectorize kernels in MLIR"),
-                         llvm::cl::init(true)};
+  Option<bool> vectorize{
+      *this, "vectorize",
+      llvm::cl::desc("Tile and vectorize kernels in MLIR; on the device "
+                     "targets, 16-byte accesses for elementwise kernels"),
+      llvm::cl::init(true)};
   Option<bool> outlineRegions{
       *this, "outline-regions",
       llvm::cl::desc("Outline each unit's regions and compile repeated ones "

@@ -7,6 +7,7 @@
 #include "BlockReductions.h"
 
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
+#include "zest/Dialect/Zest/Transforms/BufferExtents.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -54,23 +55,29 @@ static std::optional<Combiner> getCombiner(linalg::GenericOp op) {
 }
 
 std::optional<zest::BlockReduction>
-mlir::zest::getBlockReduction(linalg::GenericOp op) {
+mlir::zest::getRegisterReduction(linalg::GenericOp op) {
   std::optional<Combiner> combiner = getCombiner(op);
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (!combiner || llvm::any_of(ranges, ShapedType::isDynamic))
+  if (!combiner || op.getNumReductionLoops() == 0 ||
+      llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  BlockReduction reduction{*combiner};
+  for (auto [range, iterator] : llvm::zip(ranges, op.getIteratorTypesArray()))
+    (linalg::isParallelIterator(iterator) ? reduction.outputs
+                                          : reduction.total) *= range;
+  if (reduction.outputs == 0 || reduction.total == 0)
+    return std::nullopt;
+  return reduction;
+}
+
+std::optional<zest::BlockReduction>
+mlir::zest::getBlockReduction(linalg::GenericOp op) {
+  std::optional<BlockReduction> block = getRegisterReduction(op);
+  if (!block)
     return std::nullopt;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  BlockReduction block{*combiner};
-  bool parallel = false, reduction = false;
-  for (auto [range, iterator] : llvm::zip(ranges, iterators)) {
-    bool isParallel = linalg::isParallelIterator(iterator);
-    (isParallel ? block.outputs : block.total) *= range;
-    (isParallel ? parallel : reduction) = true;
-  }
-  if (!reduction || block.outputs == 0 || block.total == 0)
-    return std::nullopt;
-  if (parallel) {
-    if (block.total < 32 || op.getNumDpsInputs() == 0)
+  if (op.getNumParallelLoops() > 0) {
+    if (block->total < 32 || op.getNumDpsInputs() == 0)
       return std::nullopt;
     AffineMap first = op.getMatchingIndexingMap(op.getDpsInputOperand(0));
     auto innermost = first.getNumResults()
@@ -138,9 +145,14 @@ template <typename OpTy> OpTy getOnlyOp(func::FuncOp kernel) {
   return found;
 }
 
-Value stripCasts(Value value) {
-  while (auto cast = value.getDefiningOp<memref::CastOp>())
-    value = cast.getSource();
+/// `value` past casts and reshapes: views of the same elements.
+Value stripReshapes(Value value) {
+  while (Operation *producer = value.getDefiningOp()) {
+    if (!isa<memref::CastOp, memref::CollapseShapeOp, memref::ExpandShapeOp>(
+            producer))
+      break;
+    value = producer->getOperand(0);
+  }
   return value;
 }
 
@@ -155,34 +167,66 @@ Value getFilledOperand(func::CallOp call, func::FuncOp kernel,
   return arg ? call.getOperand(arg.getArgNumber()) : nullptr;
 }
 
-/// The call before `call` in its block, past pure ops (casts, constants).
-func::CallOp getPreviousCall(func::CallOp call) {
-  Operation *previous = call->getPrevNode();
-  while (previous && !isa<func::CallOp>(previous) && isPure(previous))
-    previous = previous->getPrevNode();
-  return dyn_cast_or_null<func::CallOp>(previous);
+/// At most this many calls stand between a fill and the reduction it folds
+/// into.
+constexpr int kMaxSkippedCalls = 8;
+
+/// The call before `call` of a kernel that fills `buffer` with `identity`,
+/// past pure ops (casts, constants, views) and calls, allocations and frees
+/// whose buffers are all known to be apart from `buffer`; null if none.
+func::CallOp findIdentityFill(func::CallOp call, Value buffer,
+                              Attribute identity, SymbolTable &symbols,
+                              const zest::DistinctArgFunctions &distinct) {
+  std::optional<zest::Extent> extent = zest::getExtent(buffer, distinct);
+  auto isApart = [&](Value value) {
+    if (!isa<MemRefType>(value.getType()))
+      return true;
+    std::optional<zest::Extent> other = zest::getExtent(value, distinct);
+    return extent && other && !extent->overlaps(*other);
+  };
+  int skipped = 0;
+  for (Operation *op = call->getPrevNode(); op; op = op->getPrevNode()) {
+    if (isPure(op))
+      continue;
+    auto previous = dyn_cast<func::CallOp>(op);
+    if (previous) {
+      Value filled = getFilledOperand(
+          previous, symbols.lookup<func::FuncOp>(previous.getCallee()),
+          identity);
+      if (filled && stripReshapes(filled) == stripReshapes(buffer))
+        return previous;
+    }
+    bool skippable = previous ? ++skipped <= kMaxSkippedCalls
+                              : isa<memref::AllocOp, memref::DeallocOp>(op);
+    if (!skippable || !llvm::all_of(op->getOperands(), isApart))
+      return nullptr;
+  }
+  return nullptr;
 }
 
 } // namespace
 
 void mlir::zest::foldReductionFills(ModuleOp module) {
   SymbolTable symbols(module);
+  DistinctArgFunctions distinct = getDistinctArgFunctions(module);
   SmallVector<std::pair<func::CallOp, func::CallOp>> folds; // (fill, reduce)
   module.walk([&](func::CallOp call) {
     auto reduce = getOnlyOp<linalg::GenericOp>(
         symbols.lookup<func::FuncOp>(call.getCallee()));
-    std::optional<BlockReduction> block =
-        reduce ? getBlockReduction(reduce) : std::nullopt;
+    std::optional<BlockReduction> reduction =
+        reduce ? getRegisterReduction(reduce) : std::nullopt;
     auto init =
-        block ? dyn_cast<BlockArgument>(reduce.getDpsInits()[0]) : nullptr;
-    func::CallOp fillCall = init ? getPreviousCall(call) : nullptr;
-    if (!fillCall)
+        reduction ? dyn_cast<BlockArgument>(reduce.getDpsInits()[0]) : nullptr;
+    if (!init)
       return;
-    Value filled = getFilledOperand(
-        fillCall, symbols.lookup<func::FuncOp>(fillCall.getCallee()),
-        block->combiner.identity);
-    if (filled &&
-        stripCasts(filled) == stripCasts(call.getOperand(init.getArgNumber())))
+    // The reduction must not read the filled values as an input.
+    Value buffer = call.getOperand(init.getArgNumber());
+    for (auto [i, operand] : llvm::enumerate(call.getOperands()))
+      if (i != init.getArgNumber() &&
+          stripReshapes(operand) == stripReshapes(buffer))
+        return;
+    if (func::CallOp fillCall = findIdentityFill(
+            call, buffer, reduction->combiner.identity, symbols, distinct))
       folds.push_back({fillCall, call});
   });
   auto work =

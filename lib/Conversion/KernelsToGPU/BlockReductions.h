@@ -18,8 +18,8 @@
 namespace mlir::zest {
 
 /// Marks a reduction whose output was filled with its combiner's identity
-/// just before (the fill is gone): a block reduction stores its result
-/// without reading the output.
+/// just before (the fill is gone): it stores its result without reading
+/// the output.
 constexpr llvm::StringLiteral kInitIsIdentityAttrName = "zest.init_is_identity";
 
 /// How a reduction's body combines: `combine(acc, x)` (or `combine(x, acc)`),
@@ -31,16 +31,21 @@ struct Combiner {
   TypedAttr identity;
 };
 
-/// A reduction a block of threads per output element takes: how it
-/// combines, its outputs (the parallel iterations) and the elements each
-/// combines (the reduction iterations).
+/// A reduction whose running value lives in registers: how it combines,
+/// its outputs (the parallel iterations) and the elements each combines
+/// (the reduction iterations).
 struct BlockReduction {
   Combiner combiner;
   int64_t outputs = 1, total = 1;
 };
 
-/// `op` as a block reduction if one takes it: static sizes, a reduction to
-/// a scalar or along the first input's contiguous dimension over at least a
+/// `op` as a reduction zest-map-kernels-to-gpu accumulates in registers (a
+/// block of threads or one thread per output element): a combiner, static
+/// sizes, at least one reduction iterator.
+std::optional<BlockReduction> getRegisterReduction(linalg::GenericOp op);
+
+/// `op` as a block reduction if one takes it: a register reduction to a
+/// scalar or along the first input's contiguous dimension over at least a
 /// warp's 32 elements (its iterators in any order).
 std::optional<BlockReduction> getBlockReduction(linalg::GenericOp op);
 
@@ -66,12 +71,16 @@ struct RowSplit {
 std::optional<RowSplit> getRowSplit(linalg::LinalgOp op, int64_t rows);
 
 /// In the step's glue, a call of a kernel that fills a buffer with a value
-/// followed by a call of a kernel that reduces into that buffer as a block
-/// reduction whose identity is that value: the fill's call goes, and the
-/// reduction calls a copy of its kernel marked kInitIsIdentityAttrName
-/// (named `<kernel>_from_identity`, its zest.kernel_work entry copied): one
-/// launch less, which a LayerNorm's or a softmax's rows spend on a few
-/// hundred bytes. Kernels no call makes any more go.
+/// followed by a call of a kernel that reduces into that buffer as a
+/// register reduction whose identity is that value: the fill's call goes,
+/// and the reduction calls a copy of its kernel marked
+/// kInitIsIdentityAttrName (named `<kernel>_from_identity`, its
+/// zest.kernel_work entry copied): one launch less, which a LayerNorm's or a
+/// softmax's rows and a bias gradient's column sums spend on a few hundred
+/// bytes. Between the two calls may stand (at most 8) other calls whose
+/// buffers are all known to be apart from the filled one (a column sum's
+/// partial sums and its result are filled one after the other), and
+/// allocations and frees of such buffers. Kernels no call makes any more go.
 void foldReductionFills(ModuleOp module);
 
 } // namespace mlir::zest

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BlockReductions.h"
+#include "VectorizeLoops.h"
 #include "zest/Conversion/Passes.h"
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/Transforms/ScalarSlices.h"
@@ -154,85 +155,116 @@ static bool launchPerIteration(RewriterBase &rewriter, scf::ParallelOp loop,
   return true;
 }
 
-/// `op`'s sum or maximum (a block reduction, parallel iterators first) for
-/// the output element `outputIndex` (linearized) on the `block` threads of
-/// a launch, at the rewriter's insertion point inside it: each thread
-/// combines a strided share in a register, the block combines the partial
-/// results in a tree (gpu.all_reduce) and thread 0 combines that with the
-/// buffer's element, unless the buffer holds the identity (then it stores
-/// the result). A fixed order (no atomics): deterministic.
-static void emitBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
-                               const zest::BlockReduction &reduction,
-                               Value outputIndex, Value thread, int64_t block,
-                               bool initIsIdentity) {
-  const zest::Combiner *combiner = &reduction.combiner;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  unsigned numParallel = op.getNumParallelLoops();
-  ArrayRef<int64_t> parallelRanges = ArrayRef(ranges).take_front(numParallel);
-  ArrayRef<int64_t> reductionRanges = ArrayRef(ranges).drop_front(numParallel);
+/// A copy of `combiner`'s op combining `lhs` and `rhs`.
+static Value combine(RewriterBase &rewriter, const zest::Combiner &combiner,
+                     Value lhs, Value rhs) {
+  Operation *clone = rewriter.clone(*combiner.combine);
+  clone->setOperands({lhs, rhs});
+  return clone->getResult(0);
+}
+
+/// `map`'s results at `dims`, one affine.apply each.
+static SmallVector<Value> getIndices(RewriterBase &rewriter, Location loc,
+                                     AffineMap map, ArrayRef<Value> dims) {
+  SmallVector<Value> indices;
+  for (unsigned r = 0; r < map.getNumResults(); ++r)
+    indices.push_back(
+        affine::AffineApplyOp::create(rewriter, loc, map.getSubMap({r}), dims));
+  return indices;
+}
+
+/// `op`'s sum or maximum (parallel iterators first) for the output element
+/// at `outputIvs`, over the reduction iterations `first`, `first + step`,
+/// ... (linearized), in a register, at the rewriter's insertion point;
+/// returns it.
+static Value emitPartialReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                                  const zest::BlockReduction &reduction,
+                                  ArrayRef<Value> outputIvs, Value first,
+                                  int64_t step) {
+  const zest::Combiner &combiner = reduction.combiner;
+  ArrayRef<int64_t> reductionRanges =
+      ArrayRef(op.getStaticLoopRanges()).drop_front(op.getNumParallelLoops());
   Location loc = op.getLoc();
-  auto constant = [&](int64_t value) -> Value {
-    return arith::ConstantIndexOp::create(rewriter, loc, value);
-  };
-  SmallVector<Value> outputIvs =
-      delinearize(rewriter, loc, outputIndex, parallelRanges);
-  Value identity = arith::ConstantOp::create(rewriter, loc, combiner->identity);
-  auto loop =
-      scf::ForOp::create(rewriter, loc, thread, constant(reduction.total),
-                         constant(block), ValueRange{identity});
+  Value identity = arith::ConstantOp::create(rewriter, loc, combiner.identity);
+  auto loop = scf::ForOp::create(
+      rewriter, loc, first,
+      arith::ConstantIndexOp::create(rewriter, loc, reduction.total),
+      arith::ConstantIndexOp::create(rewriter, loc, step),
+      ValueRange{identity});
+  OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(loop.getBody());
-  SmallVector<Value> ivs = outputIvs;
+  SmallVector<Value> ivs(outputIvs);
   llvm::append_range(
       ivs, delinearize(rewriter, loc, loop.getInductionVar(), reductionRanges));
-  auto indicesOf = [&](AffineMap map, ArrayRef<Value> dims) {
-    SmallVector<Value> indices;
-    for (unsigned r = 0; r < map.getNumResults(); ++r)
-      indices.push_back(affine::AffineApplyOp::create(
-          rewriter, loc, map.getSubMap({r}), dims));
-    return indices;
-  };
   IRMapping mapping;
   for (OpOperand *input : op.getDpsInputOperands()) {
     Value element = input->get();
     if (isa<MemRefType>(element.getType()))
       element = memref::LoadOp::create(
           rewriter, loc, element,
-          indicesOf(op.getMatchingIndexingMap(input), ivs));
+          getIndices(rewriter, loc, op.getMatchingIndexingMap(input), ivs));
     mapping.map(op.getMatchingBlockArgument(input), element);
   }
   for (Operation &bodyOp : op.getBody()->without_terminator())
-    if (&bodyOp != combiner->combine)
+    if (&bodyOp != combiner.combine)
       rewriter.clone(bodyOp, mapping);
-  auto combine = [&](Value lhs, Value rhs) -> Value {
-    Operation *clone = rewriter.clone(*combiner->combine);
-    clone->setOperands({lhs, rhs});
-    return clone->getResult(0);
-  };
   scf::YieldOp::create(rewriter, loc,
-                       combine(loop.getRegionIterArgs()[0],
-                               mapping.lookupOrDefault(combiner->element)));
-  rewriter.setInsertionPointAfter(loop);
-  Value result =
-      gpu::AllReduceOp::create(rewriter, loc, loop.getResult(0),
-                               gpu::AllReduceOperationAttr::get(
-                                   rewriter.getContext(), combiner->kind),
-                               /*uniform=*/true)
-          .getResult();
-  Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
-                                      thread, constant(0));
-  auto store = scf::IfOp::create(rewriter, loc, first);
-  rewriter.setInsertionPointToStart(&store.getThenRegion().front());
+                       combine(rewriter, combiner, loop.getRegionIterArgs()[0],
+                               mapping.lookupOrDefault(combiner.element)));
+  return loop.getResult(0);
+}
+
+/// Stores `result`, `op`'s reduction for the output element at `outputIvs`,
+/// combined with the buffer's element unless the buffer holds the identity.
+static void storeReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                           const zest::Combiner &combiner,
+                           ArrayRef<Value> outputIvs, Value result,
+                           bool initIsIdentity) {
+  Location loc = op.getLoc();
   // The output reads only the parallel dimensions (the reductions' are
   // the loop's, out of scope here).
   OpOperand *init = op.getDpsInitOperand(0);
-  SmallVector<Value> outputDims = outputIvs;
-  outputDims.append(reductionRanges.size(), constant(0));
+  SmallVector<Value> outputDims(outputIvs);
+  outputDims.append(op.getNumReductionLoops(),
+                    arith::ConstantIndexOp::create(rewriter, loc, 0));
   SmallVector<Value> outIndices =
-      indicesOf(op.getMatchingIndexingMap(init), outputDims);
+      getIndices(rewriter, loc, op.getMatchingIndexingMap(init), outputDims);
   if (!initIsIdentity)
     result = combine(
+        rewriter, combiner,
         memref::LoadOp::create(rewriter, loc, init->get(), outIndices), result);
   memref::StoreOp::create(rewriter, loc, result, init->get(), outIndices);
+}
+
+/// `op`'s sum or maximum (a block reduction, parallel iterators first) for
+/// the output element `outputIndex` (linearized) on the `block` threads of
+/// a launch, at the rewriter's insertion point inside it: each thread
+/// combines a strided share in a register, the block combines the partial
+/// results in a tree (gpu.all_reduce) and thread 0 stores the result
+/// (storeReduction). A fixed order (no atomics): deterministic.
+static void emitBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                               const zest::BlockReduction &reduction,
+                               Value outputIndex, Value thread, int64_t block,
+                               bool initIsIdentity) {
+  Location loc = op.getLoc();
+  SmallVector<Value> outputIvs = delinearize(
+      rewriter, loc, outputIndex,
+      ArrayRef(op.getStaticLoopRanges()).take_front(op.getNumParallelLoops()));
+  Value partial =
+      emitPartialReduction(rewriter, op, reduction, outputIvs, thread, block);
+  Value result = gpu::AllReduceOp::create(
+                     rewriter, loc, partial,
+                     gpu::AllReduceOperationAttr::get(rewriter.getContext(),
+                                                      reduction.combiner.kind),
+                     /*uniform=*/true)
+                     .getResult();
+  Value first =
+      arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, thread,
+                            arith::ConstantIndexOp::create(rewriter, loc, 0));
+  auto store = scf::IfOp::create(rewriter, loc, first);
+  rewriter.setInsertionPointToStart(&store.getThenRegion().front());
+  storeReduction(rewriter, op, reduction.combiner, outputIvs, result,
+                 initIsIdentity);
   rewriter.setInsertionPointAfter(store);
 }
 
@@ -258,21 +290,56 @@ static bool launchBlockReduction(RewriterBase &rewriter, linalg::GenericOp op,
   return true;
 }
 
-/// Lowers `op`, an op of a kernel, to loops in GPU launches.
+/// A register reduction that is no block reduction (a column sum, whose
+/// inputs' contiguous dimension is a parallel one) as one thread per output
+/// element, each combining its elements in a register and storing once
+/// (storeReduction): neighbouring threads read neighbouring elements, and
+/// no thread reads and writes the output per element. True if `op`
+/// (parallel iterators first) was replaced.
+static bool launchThreadReduction(RewriterBase &rewriter, linalg::GenericOp op,
+                                  int64_t blockSize, bool initIsIdentity) {
+  std::optional<zest::BlockReduction> reduction =
+      zest::getRegisterReduction(op);
+  if (!reduction || op.getNumParallelLoops() == 0)
+    return false;
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  SmallVector<Value> lower, upper, steps;
+  for (int64_t range : ArrayRef(op.getStaticLoopRanges())
+                           .take_front(op.getNumParallelLoops())) {
+    lower.push_back(arith::ConstantIndexOp::create(rewriter, loc, 0));
+    upper.push_back(arith::ConstantIndexOp::create(rewriter, loc, range));
+    steps.push_back(arith::ConstantIndexOp::create(rewriter, loc, 1));
+  }
+  auto loop = scf::ParallelOp::create(rewriter, loc, lower, upper, steps);
+  rewriter.setInsertionPointToStart(loop.getBody());
+  Value partial = emitPartialReduction(
+      rewriter, op, *reduction, loop.getInductionVars(),
+      arith::ConstantIndexOp::create(rewriter, loc, 0), /*step=*/1);
+  storeReduction(rewriter, op, reduction->combiner, loop.getInductionVars(),
+                 partial, initIsIdentity);
+  rewriter.eraseOp(op);
+  return launchPerIteration(rewriter, loop, blockSize);
+}
+
+/// Lowers `op`, an op of a kernel, to loops in GPU launches; an elementwise
+/// op's threads access `vectorBytes` at a time where they can (0: one
+/// element).
 static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
-                              int64_t blockSize) {
+                              int64_t blockSize, int64_t vectorBytes) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   bool initIsIdentity = op->hasAttr(zest::kInitIsIdentityAttrName);
   FailureOr<linalg::GenericOp> generic = getParallelFirst(rewriter, op);
   if (failed(generic))
     return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
-  if (launchBlockReduction(rewriter, *generic, blockSize, initIsIdentity))
+  if (launchBlockReduction(rewriter, *generic, blockSize, initIsIdentity) ||
+      launchThreadReduction(rewriter, *generic, blockSize, initIsIdentity))
     return success();
   if (initIsIdentity)
     return op.emitError("zest-map-kernels-to-gpu: a reduction whose initial "
-                        "fill was folded away runs as no block reduction "
-                        "(internal error)");
+                        "fill was folded away does not accumulate in "
+                        "registers (internal error)");
   Operation *target = *generic;
   Block *block = target->getBlock();
   Operation *previous = target->getPrevNode();
@@ -293,9 +360,15 @@ static LogicalResult mapToGPU(RewriterBase &rewriter, linalg::LinalgOp op,
     return success();
   // The usual case: the parallel dimensions' loop holds everything.
   auto parallel = dyn_cast<scf::ParallelOp>(created.front());
-  if (created.size() == 1 && parallel &&
-      launchPerIteration(rewriter, parallel, blockSize))
-    return success();
+  if (created.size() == 1 && parallel) {
+    if (vectorBytes > 0)
+      if (scf::ParallelOp wide =
+              zest::vectorizeInnermostLoop(rewriter, parallel, vectorBytes))
+        parallel = wide;
+    if (launchPerIteration(rewriter, parallel, blockSize))
+      return success();
+    created = {parallel};
+  }
   // No parallel dimension (a sum to a scalar, a 0-d fill): one thread.
   launchOnOneThread(rewriter, loc, next, created);
   return success();
@@ -312,15 +385,24 @@ static scf::ParallelOp lowerToOneParallelLoop(RewriterBase &rewriter,
   return dyn_cast<scf::ParallelOp>(loops->front());
 }
 
+/// The constant trip counts of `loop` (bounds from 0 by 1).
+static SmallVector<int64_t> getTripCounts(scf::ParallelOp loop) {
+  SmallVector<int64_t> counts;
+  for (Value upper : loop.getUpperBound())
+    counts.push_back(*getConstantIntValue(upper));
+  return counts;
+}
+
 /// `op` (all parallel, its first `split.rowLoops` loops the rows) for row
 /// `row` of `launch`, at the end of its body: the `block` threads share
-/// the row's elements in strides (thread 0 computes a row of one element).
+/// the row's elements in strides (thread 0 computes a row of one element),
+/// `vectorBytes` at a time where they can (vectorizeInnermostLoop).
 static LogicalResult emitRowElementwise(RewriterBase &rewriter,
                                         linalg::GenericOp op,
-                                        const zest::RowSplit &split,
-                                        gpu::LaunchOp launch, int64_t block) {
+                                        zest::RowSplit split,
+                                        gpu::LaunchOp launch, int64_t block,
+                                        int64_t vectorBytes) {
   Location loc = op.getLoc();
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   // The loops outside the launch: their bounds stay there, their body is
   // cloned in.
   rewriter.setInsertionPoint(launch);
@@ -328,6 +410,15 @@ static LogicalResult emitRowElementwise(RewriterBase &rewriter,
   if (!parallel)
     return op.emitError("zest-map-kernels-to-gpu: cannot lower this op of a "
                         "row kernel to one parallel loop");
+  // Only a loop within the row is widened (the rows stay the blocks').
+  if (vectorBytes > 0 && split.rowLoops < parallel.getNumLoops())
+    if (scf::ParallelOp wide =
+            zest::vectorizeInnermostLoop(rewriter, parallel, vectorBytes))
+      parallel = wide;
+  SmallVector<int64_t> ranges = getTripCounts(parallel);
+  split.columns = 1;
+  for (int64_t range : ArrayRef(ranges).drop_front(split.rowLoops))
+    split.columns *= range;
   rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
   Value thread = launch.getThreadIds().x;
   SmallVector<Value> ivs =
@@ -366,7 +457,7 @@ static LogicalResult emitRowElementwise(RewriterBase &rewriter,
 /// with a barrier between them (an op reads what the one before wrote).
 static LogicalResult launchRowKernel(RewriterBase &rewriter,
                                      scf::ExecuteRegionOp group,
-                                     int64_t blockSize) {
+                                     int64_t blockSize, int64_t vectorBytes) {
   int64_t rows =
       group->getAttrOfType<IntegerAttr>(zest::ZestDialect::kRowKernelAttrName)
           .getInt();
@@ -404,7 +495,8 @@ static LogicalResult launchRowKernel(RewriterBase &rewriter,
     if (failed(generic))
       return op.emitError("zest-map-kernels-to-gpu: cannot generalize this op");
     if (!split.reduction) {
-      if (failed(emitRowElementwise(rewriter, *generic, split, launch, block)))
+      if (failed(emitRowElementwise(rewriter, *generic, split, launch, block,
+                                    vectorBytes)))
         return failure();
       continue;
     }
@@ -623,7 +715,7 @@ static void eraseDeadHostOps(RewriterBase &rewriter, func::FuncOp kernel) {
 
 /// Everything of `kernel` that touches buffer elements ends up on the GPU.
 static LogicalResult mapKernel(RewriterBase &rewriter, func::FuncOp kernel,
-                               int64_t blockSize) {
+                               int64_t blockSize, int64_t vectorBytes) {
   SmallVector<scf::ForOp> perPosition;
   kernel.walk([&](scf::ForOp loop) {
     if (loop->hasAttr(zest::ZestDialect::kPerPositionLoopAttrName))
@@ -638,12 +730,12 @@ static LogicalResult mapKernel(RewriterBase &rewriter, func::FuncOp kernel,
       rowGroups.push_back(group);
   });
   for (scf::ExecuteRegionOp group : rowGroups)
-    if (failed(launchRowKernel(rewriter, group, blockSize)))
+    if (failed(launchRowKernel(rewriter, group, blockSize, vectorBytes)))
       return failure();
   SmallVector<linalg::LinalgOp> ops;
   kernel.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
   for (linalg::LinalgOp op : ops)
-    if (failed(mapToGPU(rewriter, op, blockSize)))
+    if (failed(mapToGPU(rewriter, op, blockSize, vectorBytes)))
       return failure();
   launchHostStores(rewriter, kernel);
   SmallVector<scf::IfOp> branches;
@@ -702,12 +794,18 @@ struct MapKernelsToGPUPass
           << " is not between 1 and 1024 threads";
       return signalPassFailure();
     }
+    if (!llvm::is_contained(ArrayRef<int64_t>{0, 4, 8, 16}, vectorBytes)) {
+      getOperation().emitError()
+          << "zest-map-kernels-to-gpu: vector-bytes " << vectorBytes.getValue()
+          << " is none of 0 (one element), 4, 8 and 16";
+      return signalPassFailure();
+    }
     IRRewriter rewriter(&getContext());
     zest::foldReductionFills(getOperation());
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(zest::ZestDialect::kKernelAttrName))
         continue;
-      if (failed(mapKernel(rewriter, func, blockSize)))
+      if (failed(mapKernel(rewriter, func, blockSize, vectorBytes)))
         return signalPassFailure();
     }
     recordLaunches(getOperation());
