@@ -82,8 +82,9 @@ FailureOr<Analysis> analyze(Block *body, Value iv) {
         return failure();
       if (indexing == Indexing::Uniform)
         continue;
+      // The alignment check reads the buffer before the body runs.
       int64_t bytes = getVectorElementBytes(access->buffer);
-      if (bytes == 0)
+      if (bytes == 0 || access->buffer.getParentBlock() == body)
         return failure();
       analysis.widestBytes = std::max(analysis.widestBytes, bytes);
       analysis.vectorAccesses.insert(&op);
