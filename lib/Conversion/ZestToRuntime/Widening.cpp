@@ -15,35 +15,6 @@ using namespace mlir;
 using namespace mlir::zest;
 using namespace mlir::zest::zest_to_runtime;
 
-/// `tensor` with its elements rounded (truncf) or widened (extf) to
-/// `elementType`: an elementwise linalg.generic, which fuses with the model's
-/// own elementwise ops and runs wherever they run (a kernel on a GPU).
-Value zest_to_runtime::convertElements(OpBuilder &builder, Location loc,
-                                       Value tensor, Type elementType) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  auto resultType = type.clone(elementType);
-  Value init =
-      tensor::EmptyOp::create(builder, loc, resultType.getShape(), elementType);
-  unsigned rank = type.getRank();
-  AffineMap id = builder.getMultiDimIdentityMap(rank);
-  bool widens = elementType.getIntOrFloatBitWidth() >
-                type.getElementType().getIntOrFloatBitWidth();
-  return linalg::GenericOp::create(
-             builder, loc, resultType, tensor, init,
-             SmallVector<AffineMap>{id, id},
-             SmallVector<utils::IteratorType>(rank,
-                                              utils::IteratorType::parallel),
-             [&](OpBuilder &b, Location l, ValueRange args) {
-               Value converted =
-                   widens ? arith::ExtFOp::create(b, l, elementType, args[0])
-                                .getResult()
-                          : arith::TruncFOp::create(b, l, elementType, args[0])
-                                .getResult();
-               linalg::YieldOp::create(b, l, converted);
-             })
-      .getResult(0);
-}
-
 /// The input of `op` if it is a convertElements widening (extf), else null.
 Value zest_to_runtime::getWidenedInput(Operation *op) {
   if (!isa_and_nonnull<arith::ExtFOp>(getElementConversion(op)))

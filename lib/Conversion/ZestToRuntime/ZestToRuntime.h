@@ -9,6 +9,7 @@
 #define ZEST_LIB_CONVERSION_ZESTTORUNTIME_ZESTTORUNTIME_H
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/PatternMatch.h"
@@ -55,12 +56,6 @@ Value finishCollective(PatternRewriter &rewriter, Location loc, Value request,
 
 /// This rank's index in `group`, as an index.
 Value getGroupRank(OpBuilder &builder, Location loc, zest_group_t group);
-
-/// `tensor` with its elements rounded (truncf) or widened (extf) to
-/// `elementType`: an elementwise linalg.generic, which fuses with the
-/// model's own elementwise ops and runs wherever they run.
-Value convertElements(OpBuilder &builder, Location loc, Value tensor,
-                      Type elementType);
 
 /// The input of `op` if it is a convertElements widening (extf), else null.
 Value getWidenedInput(Operation *op);

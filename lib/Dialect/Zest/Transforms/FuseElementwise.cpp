@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -90,6 +91,32 @@ Operation *mlir::zest::getElementConversion(Operation *op) {
                   cast.getOperand(0) == body.getArgument(0) &&
                   body.getTerminator()->getOperand(0) == cast.getResult(0);
   return converts ? &cast : nullptr;
+}
+
+Value mlir::zest::convertElements(OpBuilder &builder, Location loc,
+                                  Value tensor, Type elementType) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto resultType = type.clone(elementType);
+  Value init =
+      tensor::EmptyOp::create(builder, loc, resultType.getShape(), elementType);
+  unsigned rank = type.getRank();
+  AffineMap id = builder.getMultiDimIdentityMap(rank);
+  bool widens = elementType.getIntOrFloatBitWidth() >
+                type.getElementType().getIntOrFloatBitWidth();
+  return linalg::GenericOp::create(
+             builder, loc, resultType, tensor, init,
+             SmallVector<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &b, Location l, ValueRange args) {
+               Value converted =
+                   widens ? arith::ExtFOp::create(b, l, elementType, args[0])
+                                .getResult()
+                          : arith::TruncFOp::create(b, l, elementType, args[0])
+                                .getResult();
+               linalg::YieldOp::create(b, l, converted);
+             })
+      .getResult(0);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
 
@@ -23,6 +24,7 @@ namespace mlir::zest {
 } // namespace mlir::zest
 
 using namespace mlir;
+using namespace mlir::zest;
 
 namespace {
 
@@ -47,26 +49,6 @@ arith::AddFOp getNarrowSum(linalg::GenericOp op) {
   return add;
 }
 
-/// A pointwise generic converting `input` to `type`'s element type with
-/// `CastOp` into a new tensor of `type`.
-template <typename CastOp>
-Value createConversion(OpBuilder &builder, Location loc, Value input,
-                       RankedTensorType type) {
-  Value empty = tensor::EmptyOp::create(builder, loc, type.getShape(),
-                                        type.getElementType());
-  AffineMap identity = builder.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> parallel(type.getRank(),
-                                            utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      builder, loc, type, input, empty, ArrayRef{identity, identity}, parallel,
-      [&](OpBuilder &nested, Location loc, ValueRange args) {
-        Value cast =
-            CastOp::create(nested, loc, type.getElementType(), args[0]);
-        linalg::YieldOp::create(nested, loc, cast);
-      });
-  return generic.getResult(0);
-}
-
 /// `init` in f32: a fill of a constant stays a fill (of the widened
 /// constant), anything else is widened element by element.
 Value widenInit(OpBuilder &builder, Location loc, Value init,
@@ -81,13 +63,13 @@ Value widenInit(OpBuilder &builder, Location loc, Value init,
                                           wide.getElementType());
     return linalg::FillOp::create(builder, loc, constant, empty).getResult(0);
   }
-  return createConversion<arith::ExtFOp>(builder, loc, init, wide);
+  return convertElements(builder, loc, init, wide.getElementType());
 }
 
-/// A 16-bit sum as an f32 sum of the widened terms, rounded once at the end.
-/// The rounding goes after a reshape that is the sum's only user, so that it
-/// meets the widening a gradient's consumer usually applies next and fuses
-/// with it (zest-fuse-elementwise).
+/// A 16-bit sum as an f32 sum of the widened terms, rounded once at the end,
+/// after a reshape that is the sum's only user, so that the rounding meets
+/// the widening a gradient's consumer usually applies next and fuses with it
+/// (zest-fuse-elementwise).
 struct WidenSum : public OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -117,24 +99,24 @@ struct WidenSum : public OpRewritePattern<linalg::GenericOp> {
                                             add.getFastmathAttr());
           linalg::YieldOp::create(nested, loc, sum);
         });
+    // The rounding goes after a reshape that is the sum's only user.
     Value result = widened.getResult(0);
+    Operation *replaced = op;
     Operation *user = op->hasOneUse() ? *op->user_begin() : nullptr;
     if (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user)) {
       rewriter.setInsertionPoint(user);
-      auto narrowReshaped =
-          cast<RankedTensorType>(user->getResult(0).getType());
       Operation *reshape = rewriter.clone(*user);
       reshape->setOperand(0, result);
       reshape->getResult(0).setType(
-          narrowReshaped.clone(wide.getElementType()));
-      rewriter.replaceOp(
-          user, createConversion<arith::TruncFOp>(
-                    rewriter, loc, reshape->getResult(0), narrowReshaped));
-      rewriter.eraseOp(op);
-      return success();
+          cast<RankedTensorType>(user->getResult(0).getType())
+              .clone(wide.getElementType()));
+      result = reshape->getResult(0);
+      replaced = user;
     }
-    rewriter.replaceOp(
-        op, createConversion<arith::TruncFOp>(rewriter, loc, result, narrow));
+    rewriter.replaceOp(replaced, convertElements(rewriter, loc, result,
+                                                 narrow.getElementType()));
+    if (replaced != op)
+      rewriter.eraseOp(op);
     return success();
   }
 };
@@ -145,7 +127,7 @@ struct WidenAccumulatorsPass
     RewritePatternSet patterns(&getContext());
     patterns.add<WidenSum>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     zest::getStraightLineRewriteConfig())))
+                                     getStraightLineRewriteConfig())))
       signalPassFailure();
   }
 };

@@ -24,6 +24,13 @@ FailureOr<linalg::GenericOp> fuseElementwiseProducer(RewriterBase &rewriter,
 /// Whether `generic` maps one input to one output element by element.
 bool isPointwise(linalg::GenericOp generic);
 
+/// `tensor` with its elements rounded (truncf) or widened (extf) to
+/// `elementType`: a pointwise linalg.generic into a new tensor, which fuses
+/// with the model's own elementwise ops and runs wherever they run (a kernel
+/// on a GPU).
+Value convertElements(OpBuilder &builder, Location loc, Value tensor,
+                      Type elementType);
+
 /// The arith.truncf or arith.extf of `op` if it is a pointwise generic that
 /// only converts its one input's element type (a cast autocast or the
 /// mixed-precision lowering wrote); null otherwise.
