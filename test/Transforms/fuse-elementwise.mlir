@@ -150,6 +150,101 @@ func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32
 
 // -----
 
+#id = affine_map<(i, j) -> (i, j)>
+
+// An activation's intermediate that the forward and the backward both read
+// (GELU's 0.5 x and tanh(...)): its input x stays alive for the backward
+// anyway, so each reader computes it anew and it is never stored.
+// CHECK-LABEL: func.func @recomputed(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>, %[[DY:[^:]*]]: tensor<4x8xf32>
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[X]] : tensor<4x8xf32>)
+// CHECK: math.tanh
+// CHECK: arith.mulf
+// CHECK: %[[DX:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[DY]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: math.tanh
+// CHECK: arith.mulf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[Y]], %[[DX]]
+func.func @recomputed(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %dx = linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t, %x, %dy : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %g: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    %r = arith.mulf %p, %g : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %y, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// Not recomputed: the product %m, read only by the shared producer, would
+// have to stay allocated until the last reader.
+// CHECK-LABEL: func.func @not_recomputed(
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: %[[S:.*]] = linalg.generic
+// CHECK: math.exp
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[S]] :
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[S]] :
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @not_recomputed(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %m = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%a : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = math.exp %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %u1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.negf %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %u2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = math.sqrt %x : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %u1, %u2 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // torch's max.dim in a softmax: only the maximum is read, so the indices
 // (a compare and a select per element, and their buffer) are not computed.
 // CHECK-LABEL: func.func @unused_argmax

@@ -30,18 +30,15 @@ using namespace mlir::zest;
 
 namespace {
 
-/// True if fusing the producer of `operand` into its consumer saves a pass
-/// without costing work (ElementwiseFusion.h).
-bool isProfitable(OpOperand &operand) {
+/// True if the producer of `operand` fuses into its consumer without
+/// recomputing an element per read: an elementwise generic into a consumer
+/// that is not a matrix product, read element by element.
+bool isFusableRead(OpOperand &operand) {
   auto consumer = cast<linalg::LinalgOp>(operand.getOwner());
   auto producer = operand.get().getDefiningOp<linalg::GenericOp>();
   if (!producer || getGemmBatchDims(consumer) ||
       producer.getNumParallelLoops() != producer.getNumLoops())
     return false;
-  for (Value result : producer->getResults())
-    for (OpOperand &use : result.getUses())
-      if (&use != &operand)
-        return false;
   // A broadcasting read would recompute each element many times; a cast
   // (a 16-bit weight widened for a LayerNorm) is worth recomputing rather
   // than a pass over memory and, on a GPU, a launch of its own.
@@ -49,14 +46,22 @@ bool isProfitable(OpOperand &operand) {
          getElementConversion(producer);
 }
 
-} // namespace
+/// True if fusing the producer of `operand` into its consumer saves a pass
+/// without costing work (ElementwiseFusion.h).
+bool isProfitable(OpOperand &operand) {
+  if (!isFusableRead(operand))
+    return false;
+  for (Value result : operand.get().getDefiningOp()->getResults())
+    for (OpOperand &use : result.getUses())
+      if (&use != &operand)
+        return false;
+  return true;
+}
 
-FailureOr<linalg::GenericOp>
-mlir::zest::fuseElementwiseProducer(RewriterBase &rewriter,
-                                    OpOperand &operand) {
-  if (!isa<linalg::GenericOp>(operand.getOwner()) ||
-      !linalg::areElementwiseOpsFusable(&operand) || !isProfitable(operand))
-    return failure();
+/// Fuses the producer of `operand`, which only this operand reads, into its
+/// consumer; replaces and erases both.
+FailureOr<linalg::GenericOp> fuseOnlyReader(RewriterBase &rewriter,
+                                            OpOperand &operand) {
   Operation *consumer = operand.getOwner();
   Operation *producer = operand.get().getDefiningOp();
   FailureOr<linalg::ElementwiseOpFusionResult> fused =
@@ -71,6 +76,17 @@ mlir::zest::fuseElementwiseProducer(RewriterBase &rewriter,
   rewriter.eraseOp(consumer);
   rewriter.eraseOp(producer);
   return cast<linalg::GenericOp>(fused->fusedOp);
+}
+
+} // namespace
+
+FailureOr<linalg::GenericOp>
+mlir::zest::fuseElementwiseProducer(RewriterBase &rewriter,
+                                    OpOperand &operand) {
+  if (!isa<linalg::GenericOp>(operand.getOwner()) ||
+      !linalg::areElementwiseOpsFusable(&operand) || !isProfitable(operand))
+    return failure();
+  return fuseOnlyReader(rewriter, operand);
 }
 
 bool mlir::zest::isPointwise(linalg::GenericOp generic) {
@@ -121,6 +137,83 @@ Value mlir::zest::convertElements(OpBuilder &builder, Location loc,
 
 namespace {
 
+/// At most this many ops in a producer computed anew in each reader, and at
+/// most this many readers: recomputation stays a few operations per element.
+constexpr size_t kMaxRecomputedOps = 24;
+constexpr unsigned kMaxRecomputingReaders = 4;
+
+/// The op of `block` that holds the last use of `value` (the uses' ancestors
+/// in `block`); null if a use lies outside `block`.
+Operation *getLastUser(Value value, Block *block) {
+  Operation *last = nullptr;
+  for (Operation *user : value.getUsers()) {
+    Operation *op = block->findAncestorOpInBlock(*user);
+    if (!op)
+      return nullptr;
+    if (!last || last->isBeforeInBlock(op))
+      last = op;
+  }
+  return last;
+}
+
+/// True if `input` of a producer stays allocated until `lastReader` whether
+/// or not the producer is computed again there: the caller's argument, a
+/// tensor used there or later, or one smaller than the producer's result
+/// (a bias, a row's statistics, a scalar), which it costs little to hold.
+bool staysAlive(Value input, Operation *lastReader, ShapedType resultType) {
+  auto type = dyn_cast<ShapedType>(input.getType());
+  if (!type || isa<BlockArgument>(input) ||
+      (type.hasStaticShape() && resultType.hasStaticShape() &&
+       type.getNumElements() < resultType.getNumElements()))
+    return true;
+  Operation *last = getLastUser(input, lastReader->getBlock());
+  return last && !last->isBeforeInBlock(lastReader);
+}
+
+/// True if every reader of `producer`'s one result can compute it anew,
+/// fused in, so that it is never stored, at no cost in memory: each input
+/// stays alive until the last reader anyway. GELU's and SiLU's intermediates
+/// are such results: the backward reads the activation's input anyway and
+/// re-derives them, as torch.compile's partitioner has it do, instead of
+/// the forward storing them.
+bool isRecomputable(linalg::GenericOp producer) {
+  if (producer->getNumResults() != 1 || producer->use_empty() ||
+      producer.getNumParallelLoops() != producer.getNumLoops() ||
+      producer.getBody()->getOperations().size() > kMaxRecomputedOps ||
+      llvm::any_of(producer.getDpsInitsMutable(), [&](OpOperand &init) {
+        return producer.payloadUsesValueFromOperand(&init);
+      }))
+    return false;
+  Value result = producer->getResult(0);
+  if (llvm::hasNItemsOrMore(result.getUses(), kMaxRecomputingReaders + 1))
+    return false;
+  for (OpOperand &use : result.getUses())
+    if (!isa<linalg::GenericOp>(use.getOwner()) ||
+        !linalg::areElementwiseOpsFusable(&use) || !isFusableRead(use))
+      return false;
+  Operation *lastReader = getLastUser(result, producer->getBlock());
+  auto resultType = cast<ShapedType>(result.getType());
+  return lastReader && llvm::all_of(producer.getDpsInputs(), [&](Value input) {
+           return staysAlive(input, lastReader, resultType);
+         });
+}
+
+/// Fuses a copy of `producer` into each of its readers, then erases it.
+void recomputeInReaders(RewriterBase &rewriter, linalg::GenericOp producer) {
+  Value result = producer->getResult(0);
+  while (!result.use_empty()) {
+    OpOperand &use = *result.getUses().begin();
+    rewriter.setInsertionPoint(use.getOwner());
+    Operation *copy = rewriter.clone(*producer);
+    rewriter.modifyOpInPlace(use.getOwner(),
+                             [&] { use.set(copy->getResult(0)); });
+    // isRecomputable checked that it fuses; were it not to, the copy
+    // stays, still correct.
+    (void)fuseOnlyReader(rewriter, use);
+  }
+  rewriter.eraseOp(producer);
+}
+
 struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -129,6 +222,13 @@ struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
     for (OpOperand &operand : consumer->getOpOperands())
       if (succeeded(fuseElementwiseProducer(rewriter, operand)))
         return success();
+    for (Value input : consumer.getDpsInputs()) {
+      auto producer = input.getDefiningOp<linalg::GenericOp>();
+      if (producer && isRecomputable(producer)) {
+        recomputeInReaders(rewriter, producer);
+        return success();
+      }
+    }
     return rewriter.notifyMatchFailure(consumer, "no producer to fuse");
   }
 };

@@ -1117,8 +1117,18 @@ def FuseElementwisePass
     Chains fuse transitively (a layer norm's centering, squaring and sum
     become one reduction; a GELU backward's inputs one elementwise op).
 
+    A producer several ops read is computed anew in each of them, and never
+    stored, when that holds no tensor longer: every reader is a generic it
+    fuses into, and each of its inputs is read at or after the last reader
+    anyway (or is smaller than its result: a bias, a row's statistics).
+    That is how an activation's intermediates go (GPT-2's GELU: `0.5 x`,
+    `tanh(...)`, `1 + tanh(...)`, which the backward reads beside `x`): the
+    forward becomes one kernel that writes only the activation, and the
+    backward re-derives them from `x`, as torch.compile's partitioner
+    recomputes them. At most 24 ops and 4 readers.
+
     Left apart, so that each op keeps the form its own lowering needs:
-    matrix products (they go to BLAS), producers read by anything else
+    matrix products (they go to BLAS), other producers read by anything else
     (fusing would compute them twice), and producers a consumer reads
     through a broadcast (each producer element would be recomputed once per
     consumer iteration that reads it), unless the producer is a cast (a
