@@ -245,6 +245,93 @@ func.func @not_recomputed(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>)
 
 // -----
 
+#id = affine_map<(i, j) -> (i, j)>
+#id3 = affine_map<(b, i, j) -> (b, i, j)>
+#scalar3 = affine_map<(b, i, j) -> ()>
+
+// torch-mlir's unit views between an activation's backward ops (GPT-2's
+// `1 - tanh^2` on `[1, S, D]` between two ops on `[S, D]`): the middle op
+// loses its unit loop, the reshapes cancel and the three ops fuse.
+// CHECK-LABEL: func.func @unit_reshapes(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>
+// CHECK-NOT: expand_shape
+// CHECK-NOT: collapse_shape
+// CHECK: %[[R:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel"]
+// CHECK: math.tanh
+// CHECK: arith.sitofp
+// CHECK: arith.subf
+// CHECK: arith.mulf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @unit_reshapes(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %one = arith.constant dense<1> : tensor<i64>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %t3 = tensor.expand_shape %t [[0, 1], [2]] output_shape [1, 4, 8] : tensor<4x8xf32> into tensor<1x4x8xf32>
+  %e3 = tensor.empty() : tensor<1x4x8xf32>
+  %s3 = linalg.generic {indexing_maps = [#scalar3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%one, %t3 : tensor<i64>, tensor<1x4x8xf32>) outs(%e3 : tensor<1x4x8xf32>) {
+  ^bb0(%c: i64, %a: f32, %o: f32):
+    %f = arith.sitofp %c : i64 to f32
+    %r = arith.subf %f, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<1x4x8xf32>
+  %s = tensor.collapse_shape %s3 [[0, 1], [2]] : tensor<1x4x8xf32> into tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#id3 = affine_map<(b, i, j) -> (b, i, j)>
+
+// Left as it is: the middle op also reads a `[1, S, D]` tensor of its own,
+// which dropping its unit loop would have to reshape.
+// CHECK-LABEL: func.func @unit_reshape_kept(
+// CHECK: tensor.expand_shape
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel"]
+// CHECK: tensor.collapse_shape
+func.func @unit_reshape_kept(%x: tensor<4x8xf32>, %z: tensor<1x4x8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %t3 = tensor.expand_shape %t [[0, 1], [2]] output_shape [1, 4, 8] : tensor<4x8xf32> into tensor<1x4x8xf32>
+  %e3 = tensor.empty() : tensor<1x4x8xf32>
+  %s3 = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%z, %t3 : tensor<1x4x8xf32>, tensor<1x4x8xf32>) outs(%e3 : tensor<1x4x8xf32>) {
+  ^bb0(%c: f32, %a: f32, %o: f32):
+    %r = arith.subf %c, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<1x4x8xf32>
+  %s = tensor.collapse_shape %s3 [[0, 1], [2]] : tensor<1x4x8xf32> into tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
 // torch's max.dim in a softmax: only the maximum is read, so the indices
 // (a compare and a select per element, and their buffer) are not computed.
 // CHECK-LABEL: func.func @unused_argmax

@@ -14,6 +14,7 @@
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -214,6 +215,73 @@ void recomputeInReaders(RewriterBase &rewriter, linalg::GenericOp producer) {
   rewriter.eraseOp(producer);
 }
 
+/// True if `op` is a linalg.generic whose loops are all parallel.
+bool isParallelGeneric(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  return generic && generic.getNumParallelLoops() == generic.getNumLoops();
+}
+
+/// True if `reshape` (an expand_shape or collapse_shape) only inserts or
+/// drops unit dimensions, between an elementwise generic that only it reads
+/// and one that is its only reader.
+template <typename ReshapeOp>
+bool isUnitReshapeBetweenElementwise(ReshapeOp reshape,
+                                     ShapedType expandedType) {
+  bool unitOnly = llvm::all_of(
+      reshape.getReassociationIndices(), [&](ReassociationIndices group) {
+        return llvm::count_if(group, [&](int64_t dim) {
+                 return expandedType.getDimSize(dim) != 1;
+               }) <= 1;
+      });
+  return unitOnly && reshape->hasOneUse() &&
+         isParallelGeneric(*reshape->getUsers().begin()) &&
+         reshape.getSrc().hasOneUse() &&
+         isParallelGeneric(reshape.getSrc().getDefiningOp());
+}
+
+/// True if `generic` is elementwise, only writes its outputs, reads unit
+/// reshapes of its elementwise neighbours (or scalars) and is read through
+/// one: torch-mlir's `[1, S, D]` views around an op of an activation's
+/// backward. Dropping its unit loops then creates no reshape of its own.
+bool isBetweenUnitReshapes(linalg::GenericOp generic) {
+  if (!isParallelGeneric(generic) || generic->getNumResults() != 1 ||
+      !generic->hasOneUse() ||
+      llvm::any_of(generic.getDpsInitsMutable(), [&](OpOperand &init) {
+        return generic.payloadUsesValueFromOperand(&init);
+      }))
+    return false;
+  for (Value input : generic.getDpsInputs()) {
+    auto expand = input.getDefiningOp<tensor::ExpandShapeOp>();
+    if (cast<ShapedType>(input.getType()).getRank() != 0 &&
+        !(expand &&
+          isUnitReshapeBetweenElementwise(expand, expand.getResultType())))
+      return false;
+  }
+  auto collapse = dyn_cast<tensor::CollapseShapeOp>(*generic->user_begin());
+  return collapse &&
+         isUnitReshapeBetweenElementwise(collapse, collapse.getSrcType());
+}
+
+/// Such generics lose their unit loops, so that the reshapes on both sides
+/// cancel and the chain fuses (dropUnitDims may leave dead ops on failure,
+/// so it runs here rather than in the greedy driver).
+void dropUnitLoopsBetweenReshapes(func::FuncOp func) {
+  SmallVector<linalg::GenericOp> generics;
+  func.walk([&](linalg::GenericOp generic) {
+    if (isBetweenUnitReshapes(generic))
+      generics.push_back(generic);
+  });
+  IRRewriter rewriter(func.getContext());
+  linalg::ControlDropUnitDims control;
+  for (linalg::GenericOp generic : generics) {
+    rewriter.setInsertionPoint(generic);
+    FailureOr<linalg::DropUnitDimsResult> dropped =
+        linalg::dropUnitDims(rewriter, generic, control);
+    if (succeeded(dropped))
+      rewriter.replaceOp(generic, dropped->replacements);
+  }
+}
+
 struct FuseElementwiseProducer : public OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -255,6 +323,7 @@ struct GeneralizeReduceWithProducer
 struct FuseElementwisePass
     : public zest::impl::FuseElementwisePassBase<FuseElementwisePass> {
   void runOnOperation() override {
+    dropUnitLoopsBetweenReshapes(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseElementwiseProducer, GeneralizeReduceWithProducer>(
         &getContext());

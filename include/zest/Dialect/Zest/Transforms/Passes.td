@@ -1127,6 +1127,13 @@ def FuseElementwisePass
     backward re-derives them from `x`, as torch.compile's partitioner
     recomputes them. At most 24 ops and 4 readers.
 
+    torch-mlir's unit views between such ops (an op of GPT-2's GELU
+    backward on `[1, S, D]`, read and written through `expand_shape` /
+    `collapse_shape` of its `[S, D]` neighbours) would stop the chain: an
+    elementwise op that only reads such reshapes (or scalars) and is only
+    read through one loses its unit loops first (upstream's `dropUnitDims`),
+    the reshapes cancel, and the chain fuses.
+
     Left apart, so that each op keeps the form its own lowering needs:
     matrix products (they go to BLAS), other producers read by anything else
     (fusing would compute them twice), and producers a consumer reads
