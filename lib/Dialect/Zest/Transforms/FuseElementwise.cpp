@@ -37,8 +37,7 @@ namespace {
 bool isFusableRead(OpOperand &operand) {
   auto consumer = cast<linalg::LinalgOp>(operand.getOwner());
   auto producer = operand.get().getDefiningOp<linalg::GenericOp>();
-  if (!producer || getGemmBatchDims(consumer) ||
-      producer.getNumParallelLoops() != producer.getNumLoops())
+  if (!producer || getGemmBatchDims(consumer) || !producer.isAllParallelLoops())
     return false;
   // A broadcasting read would recompute each element many times; a cast
   // (a 16-bit weight widened for a LayerNorm) is worth recomputing rather
@@ -157,6 +156,13 @@ Operation *getLastUser(Value value, Block *block) {
   return last;
 }
 
+/// True if `generic`'s body reads one of its outputs' old values.
+bool readsOutputs(linalg::GenericOp generic) {
+  return llvm::any_of(generic.getDpsInitsMutable(), [&](OpOperand &init) {
+    return generic.payloadUsesValueFromOperand(&init);
+  });
+}
+
 /// True if `input` of a producer stays allocated until `lastReader` whether
 /// or not the producer is computed again there: the caller's argument, a
 /// tensor used there or later, or one smaller than the producer's result
@@ -178,12 +184,10 @@ bool staysAlive(Value input, Operation *lastReader, ShapedType resultType) {
 /// re-derives them, as torch.compile's partitioner has it do, instead of
 /// the forward storing them.
 bool isRecomputable(linalg::GenericOp producer) {
+  // isFusableRead checks below that the producer is elementwise.
   if (producer->getNumResults() != 1 || producer->use_empty() ||
-      producer.getNumParallelLoops() != producer.getNumLoops() ||
       producer.getBody()->getOperations().size() > kMaxRecomputedOps ||
-      llvm::any_of(producer.getDpsInitsMutable(), [&](OpOperand &init) {
-        return producer.payloadUsesValueFromOperand(&init);
-      }))
+      readsOutputs(producer))
     return false;
   Value result = producer->getResult(0);
   if (llvm::hasNItemsOrMore(result.getUses(), kMaxRecomputingReaders + 1))
@@ -218,7 +222,7 @@ void recomputeInReaders(RewriterBase &rewriter, linalg::GenericOp producer) {
 /// True if `op` is a linalg.generic whose loops are all parallel.
 bool isParallelGeneric(Operation *op) {
   auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  return generic && generic.getNumParallelLoops() == generic.getNumLoops();
+  return generic && generic.isAllParallelLoops();
 }
 
 /// True if `reshape` (an expand_shape or collapse_shape) only inserts or
@@ -245,10 +249,7 @@ bool isUnitReshapeBetweenElementwise(ReshapeOp reshape,
 /// backward. Dropping its unit loops then creates no reshape of its own.
 bool isBetweenUnitReshapes(linalg::GenericOp generic) {
   if (!isParallelGeneric(generic) || generic->getNumResults() != 1 ||
-      !generic->hasOneUse() ||
-      llvm::any_of(generic.getDpsInitsMutable(), [&](OpOperand &init) {
-        return generic.payloadUsesValueFromOperand(&init);
-      }))
+      !generic->hasOneUse() || readsOutputs(generic))
     return false;
   for (Value input : generic.getDpsInputs()) {
     auto expand = input.getDefiningOp<tensor::ExpandShapeOp>();
