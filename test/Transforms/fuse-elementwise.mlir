@@ -391,3 +391,46 @@ func.func @widened_weight(%a: tensor<4x8xf32>, %w: tensor<8xbf16>) -> tensor<4x8
   } -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// Not recomputed: a reader in a loop's body would compute it again on every
+// iteration.
+// CHECK-LABEL: func.func @reader_in_loop(
+// CHECK: %[[T:.*]] = linalg.generic
+// CHECK: math.tanh
+// CHECK: scf.for
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[T]],
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[T]],
+func.func @reader_in_loop(%x: tensor<4x8xf32>, %n: index)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e = tensor.empty() : tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %acc = scf.for %i = %c0 to %n step %c1 iter_args(%s = %x) -> (tensor<4x8xf32>) {
+    %u = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%t, %s : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %r = arith.addf %a, %b : f32
+      linalg.yield %r : f32
+    } -> tensor<4x8xf32>
+    scf.yield %u : tensor<4x8xf32>
+  }
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %acc, %y : tensor<4x8xf32>, tensor<4x8xf32>
+}

@@ -192,8 +192,10 @@ bool isRecomputable(linalg::GenericOp producer) {
   Value result = producer->getResult(0);
   if (llvm::hasNItemsOrMore(result.getUses(), kMaxRecomputingReaders + 1))
     return false;
+  // A reader in a loop's body would compute it again on every iteration.
   for (OpOperand &use : result.getUses())
-    if (!isa<linalg::GenericOp>(use.getOwner()) ||
+    if (use.getOwner()->getBlock() != producer->getBlock() ||
+        !isa<linalg::GenericOp>(use.getOwner()) ||
         !linalg::areElementwiseOpsFusable(&use) || !isFusableRead(use))
       return false;
   Operation *lastReader = getLastUser(result, producer->getBlock());
