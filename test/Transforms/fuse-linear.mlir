@@ -805,6 +805,74 @@ func.func @rounded_products_kept(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>) -> 
 
 // -----
 
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// CSE leaves one fill of zeros for every product of a shape (a Llama's
+// bias-free projections): each product still becomes a layer of its own.
+// CHECK-LABEL: func.func @rounded_products_shared_zeros(
+// CHECK-NOT: linalg.matmul
+// CHECK: %[[A:.*]] = zest.linear none transpose_weight ins(%{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<6x8xbf16>)
+// CHECK: %[[B:.*]] = zest.linear none transpose_weight ins(%{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<6x8xbf16>)
+// CHECK-NOT: arith.truncf
+// CHECK: return %[[A]], %[[B]]
+func.func @rounded_products_shared_zeros(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>, %v: tensor<6x8xbf16>) -> (tensor<4x6xbf16>, tensor<4x6xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %q = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %v : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%p : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%q : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  return %a, %b : tensor<4x6xbf16>, tensor<4x6xbf16>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// Shared zeros in a gradient buffer's slice are not a fresh destination
+// for each product: those products stay.
+// CHECK-LABEL: func.func @shared_zeros_in_slice(
+// CHECK-NOT: zest.linear
+// CHECK-COUNT-2: linalg.matmul
+func.func @shared_zeros_in_slice(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>, %v: tensor<6x8xbf16>, %buf: tensor<48xf32>) -> (tensor<4x6xbf16>, tensor<4x6xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %s = tensor.extract_slice %buf[0] [24] [1] : tensor<48xf32> to tensor<24xf32>
+  %e = tensor.expand_shape %s [[0, 1]] output_shape [4, 6] : tensor<24xf32> into tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %w : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %q = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%x, %v : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%p : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%q : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  return %a, %b : tensor<4x6xbf16>, tensor<4x6xbf16>
+}
+
+// -----
+
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mk = affine_map<(m, n, k) -> (m, k)>
 #mn = affine_map<(m, n, k) -> (m, n)>

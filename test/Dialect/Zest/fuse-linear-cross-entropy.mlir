@@ -140,6 +140,51 @@ func.func @autocast_head(%x: tensor<10x3xbf16>, %w: tensor<8x3xbf16>, %t: tensor
 
 // -----
 
+// The same head once zest-fuse-linear has made the input's rounded
+// gradient a bf16 zest.linear of the logits' gradient: the fused op's f32
+// gradient is rounded in its place.
+// CHECK-LABEL: func.func @autocast_head_rounded_grad(
+// CHECK: %[[F:.*]]:4 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight grad_loss(%{{.*}} : tensor<f32>) ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<10x3xbf16>, tensor<8x3xbf16>, tensor<10xi64>) outs(loss %{{.*}} : tensor<f32>, logits %{{.*}} : tensor<4x8xbf16>, logsumexp %{{.*}} : tensor<10xf32> grad_input %{{.*}} : tensor<10x3xf32>)
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[F]]#3 : tensor<10x3xf32>)
+// CHECK: arith.truncf
+// CHECK-NOT: zest.linear
+// CHECK: return %[[F]]#0, %[[R]]
+func.func @autocast_head_rounded_grad(%x: tensor<10x3xbf16>, %w: tensor<8x3xbf16>, %t: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>) {
+  %e = tensor.empty() : tensor<10x8xbf16>
+  %logits = zest.linear none transpose_weight ins(%x, %w : tensor<10x3xbf16>, tensor<8x3xbf16>) outs(%e : tensor<10x8xbf16>) -> tensor<10x8xbf16>
+  %e0 = tensor.empty() : tensor<f32>
+  %e1 = tensor.empty() : tensor<10xf32>
+  %loss, %lse = zest.cross_entropy mean ignore_index(-100) ins(%logits, %t : tensor<10x8xbf16>, tensor<10xi64>) outs(%e0, %e1 : tensor<f32>, tensor<10xf32>) -> tensor<f32>, tensor<10xf32>
+  %e2 = tensor.empty() : tensor<10x8xbf16>
+  %dlogits = zest.cross_entropy_backward mean ignore_index(-100) grad_loss(%g : tensor<f32>) ins(%logits, %t, %lse : tensor<10x8xbf16>, tensor<10xi64>, tensor<10xf32>) outs(%e2 : tensor<10x8xbf16>) -> tensor<10x8xbf16>
+  %e3 = tensor.empty() : tensor<10x3xbf16>
+  %dx = zest.linear none ins(%dlogits, %w : tensor<10x8xbf16>, tensor<8x3xbf16>) outs(%e3 : tensor<10x3xbf16>) -> tensor<10x3xbf16>
+  return %loss, %dx : tensor<f32>, tensor<10x3xbf16>
+}
+
+// -----
+
+// A rounded linear of the logits' gradient by another weight is not the
+// head's gradient: nothing is fused.
+// CHECK-LABEL: func.func @autocast_head_other_weight(
+// CHECK-NOT: zest.linear_cross_entropy
+// CHECK: zest.cross_entropy_backward
+// CHECK: zest.linear none ins
+func.func @autocast_head_other_weight(%x: tensor<10x3xbf16>, %w: tensor<8x3xbf16>, %v: tensor<8x3xbf16>, %t: tensor<10xi64>, %g: tensor<f32>) -> (tensor<f32>, tensor<10x3xbf16>) {
+  %e = tensor.empty() : tensor<10x8xbf16>
+  %logits = zest.linear none transpose_weight ins(%x, %w : tensor<10x3xbf16>, tensor<8x3xbf16>) outs(%e : tensor<10x8xbf16>) -> tensor<10x8xbf16>
+  %e0 = tensor.empty() : tensor<f32>
+  %e1 = tensor.empty() : tensor<10xf32>
+  %loss, %lse = zest.cross_entropy mean ignore_index(-100) ins(%logits, %t : tensor<10x8xbf16>, tensor<10xi64>) outs(%e0, %e1 : tensor<f32>, tensor<10xf32>) -> tensor<f32>, tensor<10xf32>
+  %e2 = tensor.empty() : tensor<10x8xbf16>
+  %dlogits = zest.cross_entropy_backward mean ignore_index(-100) grad_loss(%g : tensor<f32>) ins(%logits, %t, %lse : tensor<10x8xbf16>, tensor<10xi64>, tensor<10xf32>) outs(%e2 : tensor<10x8xbf16>) -> tensor<10x8xbf16>
+  %e3 = tensor.empty() : tensor<10x3xbf16>
+  %dx = zest.linear none ins(%dlogits, %v : tensor<10x8xbf16>, tensor<8x3xbf16>) outs(%e3 : tensor<10x3xbf16>) -> tensor<10x3xbf16>
+  return %loss, %dx : tensor<f32>, tensor<10x3xbf16>
+}
+
+// -----
+
 // A frozen head (no weight gradient): only grad_input.
 // CHECK-LABEL: func.func @frozen_head(
 // CHECK: %[[F:.*]]:4 = zest.linear_cross_entropy mean ignore_index(-100) transpose_weight grad_loss

@@ -12,6 +12,7 @@
 
 #include "zest/Dialect/Zest/IR/ZestOps.h"
 #include "zest/Dialect/Zest/Transforms/Contraction.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/LinearMatching.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
@@ -69,6 +70,8 @@ struct HeadGradients {
   Value gradInput, gradWeight;
   Value gradInputInit, gradWeightInit;
   bool transposeGradWeight = false;
+  /// `gradInput` is the 16-bit rounding of the fused op's f32 gradient.
+  bool roundGradInput = false;
 };
 
 /// True if `value`'s elements are f32: what the fused op's gradients are.
@@ -128,6 +131,23 @@ LogicalResult addProduct(linalg::LinalgOp product, unsigned index,
   return success();
 }
 
+/// Records autocast's rounded input gradient `round(g * op(W)^T)`, which
+/// zest-fuse-linear made a 16-bit `zest.linear` of `g`: the fused op's f32
+/// gradient, rounded, has the same values.
+LogicalResult addRoundedLinear(LinearOp linear, Value g,
+                               const HeadProduct &head, HeadGradients &grads) {
+  if (linear.getInput() != g || linear.getWeight() != head.weight ||
+      linear.getTransposeWeight() == head.transposeWeight ||
+      linear.getActivation() != Activation::None || linear.getBias() ||
+      linear.getPreactivation() || isF32(linear->getResult(0)) ||
+      grads.gradInput)
+    return failure();
+  grads.gradInput = linear->getResult(0);
+  grads.roundGradInput = true;
+  grads.ops.push_back(linear);
+  return success();
+}
+
 /// Sorts every reader of `g` into the head's gradients; fails if one is
 /// anything else.
 FailureOr<HeadGradients> matchHeadGradients(Value g, const HeadProduct &head) {
@@ -137,6 +157,8 @@ FailureOr<HeadGradients> matchHeadGradients(Value g, const HeadProduct &head) {
     LogicalResult added = failure();
     if (auto backward = dyn_cast<LinearBackwardOp>(user))
       added = addLinearBackward(backward, g, head, grads);
+    else if (auto linear = dyn_cast<LinearOp>(user))
+      added = addRoundedLinear(linear, g, head, grads);
     else if (auto product = dyn_cast<linalg::LinalgOp>(user))
       added = addProduct(product, use.getOperandNumber(), head, grads);
     if (failed(added))
@@ -266,8 +288,13 @@ private:
                                  lse.getType()};
     if (grads.gradInput) {
       gradInput =
-          getDestination(grads.gradInputInit, grads.gradInput, ce, rewriter);
-      results.push_back(grads.gradInput.getType());
+          grads.roundGradInput
+              ? createEmpty(rewriter, loc,
+                            cast<RankedTensorType>(grads.gradInput.getType())
+                                .clone(f32))
+              : getDestination(grads.gradInputInit, grads.gradInput, ce,
+                               rewriter);
+      results.push_back(gradInput.getType());
     }
     if (grads.gradWeight) {
       gradWeight =
@@ -281,8 +308,13 @@ private:
         head.weight, ce.getTarget(), loss, workspace, lse, gradInput,
         gradWeight);
     unsigned next = 3;
-    if (grads.gradInput)
-      rewriter.replaceAllUsesWith(grads.gradInput, fused->getResult(next++));
+    if (grads.gradInput) {
+      Value gradInput = fused->getResult(next++);
+      if (grads.roundGradInput)
+        gradInput = convertElements(rewriter, loc, gradInput,
+                                    getElementTypeOrSelf(grads.gradInput));
+      rewriter.replaceAllUsesWith(grads.gradInput, gradInput);
+    }
     if (grads.gradWeight)
       rewriter.replaceAllUsesWith(grads.gradWeight, fused->getResult(next));
     rewriter.replaceAllUsesWith(ce->getResult(0), fused->getResult(0));

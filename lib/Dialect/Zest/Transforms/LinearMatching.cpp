@@ -55,9 +55,16 @@ bool mlir::zest::isZeroFill(Value init) {
 }
 
 Value mlir::zest::getZeroFillDestination(Value init) {
-  if (!isZeroFill(init) || !init.hasOneUse())
+  if (!isZeroFill(init))
     return nullptr;
-  return init.getDefiningOp<linalg::FillOp>().getDpsInits()[0];
+  Value destination = init.getDefiningOp<linalg::FillOp>().getDpsInits()[0];
+  // CSE merges the equal fills of products of one shape (a Llama's bias-free
+  // projections): a shared fill of an empty tensor still gives each reader
+  // a destination of no content to write; a shared slice of a gradient
+  // buffer does not.
+  if (!init.hasOneUse() && !destination.getDefiningOp<tensor::EmptyOp>())
+    return nullptr;
+  return destination;
 }
 
 Value mlir::zest::createEmpty(PatternRewriter &rewriter, Location loc,

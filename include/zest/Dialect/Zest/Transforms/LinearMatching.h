@@ -47,7 +47,8 @@ std::optional<LinearGradient> getLinearGradient(GemmLayout layout,
 bool isZeroFill(Value init);
 
 /// The destination of `init` if it is a `linalg.fill` of 0.0 used only
-/// there: a product or sum that starts from zeros writes its destination.
+/// there, or of an empty tensor: a product or sum that starts from zeros
+/// writes its destination.
 Value getZeroFillDestination(Value init);
 
 /// A `tensor.empty` of `type`, a ranked tensor type.
