@@ -922,6 +922,122 @@ func.func @widened_product(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tenso
 
 // -----
 
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mk = affine_map<(m, n, k) -> (m, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// Autocast's addmm with its bf16 bias widened, repeated over the rows (as
+// torch-mlir expands it) and added before the rounding: one bf16 layer with
+// that bias. Added as a row vector, the same.
+// CHECK-LABEL: func.func @rounded_bias_products(
+// CHECK-SAME:      %[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<8x6xbf16>, %[[B:.*]]: tensor<6xbf16>
+// CHECK-NOT:     linalg.matmul
+// CHECK:         %[[L:.*]] = zest.linear none ins(%[[X]], %[[W]], %[[B]] : tensor<4x8xbf16>, tensor<8x6xbf16>, tensor<6xbf16>) outs(%{{.*}} : tensor<4x6xbf16>) -> tensor<4x6xbf16>
+// CHECK:         %[[M:.*]] = zest.linear none ins(%[[X]], %[[W]], %[[B]] : tensor<4x8xbf16>, tensor<8x6xbf16>, tensor<6xbf16>) outs(%{{.*}} : tensor<4x6xbf16>) -> tensor<4x6xbf16>
+// CHECK-NOT:     arith.truncf
+// CHECK:         return %[[L]], %[[M]]
+func.func @rounded_bias_products(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tensor<6xbf16>) -> (tensor<4x6xbf16>, tensor<4x6xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %eb = tensor.empty() : tensor<6xf32>
+  %bw = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%b : tensor<6xbf16>) outs(%eb : tensor<6xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<6xf32>
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<4x8xbf16>, tensor<8x6xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %rep = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%bw : tensor<6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x6xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%p, %rep : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %a = arith.addf %in, %bias : f32
+    linalg.yield %a : f32
+  } -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  %q = linalg.matmul ins(%x, %w : tensor<4x8xbf16>, tensor<8x6xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %s2 = linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%bw, %q : tensor<6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%bias: f32, %in: f32, %out: f32):
+    %a = arith.addf %bias, %in : f32
+    linalg.yield %a : f32
+  } -> tensor<4x6xf32>
+  %r2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s2 : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  return %r, %r2 : tensor<4x6xbf16>, tensor<4x6xbf16>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// A bias widened from f16 under bf16 operands, or a repeated matrix that is
+// not a plain copy of its row (here scaled), is not the layer's bias: the
+// products stay.
+// CHECK-LABEL: func.func @rounded_bias_products_kept(
+// CHECK-NOT: zest.linear
+// CHECK-COUNT-2: linalg.matmul
+func.func @rounded_bias_products_kept(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %h: tensor<6xf16>, %b: tensor<6xbf16>) -> (tensor<4x6xbf16>, tensor<4x6xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %eb = tensor.empty() : tensor<6xf32>
+  %hw = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%h : tensor<6xf16>) outs(%eb : tensor<6xf32>) {
+  ^bb0(%in: f16, %out: f32):
+    %t = arith.extf %in : f16 to f32
+    linalg.yield %t : f32
+  } -> tensor<6xf32>
+  %bw = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%b : tensor<6xbf16>) outs(%eb : tensor<6xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<6xf32>
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<4x8xbf16>, tensor<8x6xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%p, %hw : tensor<4x6xf32>, tensor<6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %a = arith.addf %in, %bias : f32
+    linalg.yield %a : f32
+  } -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  %q = linalg.matmul ins(%x, %w : tensor<4x8xbf16>, tensor<8x6xbf16>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %rep = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%bw : tensor<6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %d = arith.mulf %in, %two : f32
+    linalg.yield %d : f32
+  } -> tensor<4x6xf32>
+  %s2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%q, %rep : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %a = arith.addf %in, %bias : f32
+    linalg.yield %a : f32
+  } -> tensor<4x6xf32>
+  %r2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s2 : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  return %r, %r2 : tensor<4x6xbf16>, tensor<4x6xbf16>
+}
+
+// -----
+
 #id = affine_map<(i, j) -> (i, j)>
 
 // One operand widened from f16 and the other from bf16, or one not widened

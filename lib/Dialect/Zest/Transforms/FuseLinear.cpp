@@ -272,11 +272,36 @@ bool isElementwise2D(linalg::GenericOp op, unsigned numMatrices,
          op.getMatchingIndexingMap(op.getDpsInitOperand(0)) == identity;
 }
 
-/// The bias of `op` if it computes `product + bias[n]` (either order).
+/// The row vector `matrix` repeats on every row: the input of a
+/// `linalg.broadcast` over dimension 0 or of the generic that copies it
+/// (torch-mlir's expand), if so.
+Value getBroadcastRow(Value matrix) {
+  if (auto broadcast = matrix.getDefiningOp<linalg::BroadcastOp>())
+    return broadcast.getDimensions() == ArrayRef<int64_t>{0} &&
+                   isLinearVector(broadcast.getInput())
+               ? broadcast.getInput()
+               : nullptr;
+  auto generic = matrix.getDefiningOp<linalg::GenericOp>();
+  Value row;
+  if (!generic || !isElementwise2D(generic, 0, &row))
+    return nullptr;
+  auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+  return yield.getOperand(0) == generic.getBody()->getArgument(0) ? row
+                                                                  : nullptr;
+}
+
+/// The bias of `op` if it computes `product + bias[n]` (either order), the
+/// bias read as a row vector or as a matrix that repeats one.
 Value matchBiasAdd(linalg::GenericOp op, Value product) {
   Value bias;
-  if (!isElementwise2D(op, 1, &bias))
-    return nullptr;
+  if (!isElementwise2D(op, 1, &bias)) {
+    if (!isElementwise2D(op, 2) || op.getDpsInputs()[0] == op.getDpsInputs()[1])
+      return nullptr;
+    Value other = op.getDpsInputs()[op.getDpsInputs()[0] == product ? 1 : 0];
+    bias = getBroadcastRow(other);
+    if (!bias)
+      return nullptr;
+  }
   Block &body = op.getRegion().front();
   unsigned productIndex = op.getDpsInputs()[0] == product ? 0 : 1;
   if (op.getDpsInputs()[productIndex] != product)
@@ -396,11 +421,37 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
-/// Autocast's plain product `round(x * op(W))`: 16-bit x and W multiplied
-/// into an f32 matrix of zeros that only a pointwise truncf reads, back to
-/// their type. A fused layer in the 16-bit type computes the same values
-/// (its kernels accumulate in f32 and round to nearest even, as truncf
-/// does) without the f32 matrix: half the bytes written, and none held.
+/// The 16-bit tensor `value` was widened from by a pointwise extf, if so.
+static Value getWidenedFrom(Value value) {
+  Operation *widen = getElementConversion(value.getDefiningOp());
+  if (!isa_and_nonnull<arith::ExtFOp>(widen))
+    return Value();
+  Value narrow = value.getDefiningOp<linalg::GenericOp>().getDpsInputs()[0];
+  return getElementTypeOrSelf(narrow).getIntOrFloatBitWidth() == 16 ? narrow
+                                                                    : Value();
+}
+
+/// The 16-bit bias of autocast's addmm if `wide` (an f32 product) is read
+/// only by `wide + b` with `b` widened from `element` (a row vector, or a
+/// matrix repeating one): the sum is then `sum`.
+static Value matchWidenedBias(Value wide, Type element, Value &sum) {
+  auto add = dyn_cast<linalg::GenericOp>(*wide.getUsers().begin());
+  Value wideBias = add ? matchBiasAdd(add, wide) : Value();
+  Value bias = wideBias ? getWidenedFrom(wideBias) : Value();
+  if (!bias || getElementTypeOrSelf(bias) != element ||
+      add->getBlock() != wide.getParentBlock())
+    return nullptr;
+  sum = add->getResult(0);
+  return bias;
+}
+
+/// Autocast's plain product and addmm, `round(x * op(W) [+ b])`: 16-bit x
+/// and W multiplied into an f32 matrix of zeros that only a pointwise truncf
+/// reads, back to their type, after adding a bias widened from it, if any.
+/// A fused layer in the 16-bit type computes the same values (its kernels
+/// accumulate in f32, add the bias and round to nearest even once, as
+/// truncf does) without the f32 matrix: half the bytes written, none held,
+/// and on a GPU one GEMM with its epilogue instead of three kernels.
 struct FuseRoundedProduct : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
 
@@ -419,8 +470,11 @@ struct FuseRoundedProduct : public OpInterfaceRewritePattern<linalg::LinalgOp> {
         !getZeroFillDestination(product.getDpsInits()[0]) || !wide.hasOneUse())
       return rewriter.notifyMatchFailure(
           product, "not 16-bit matrices into f32 zeros read once");
-    Operation *round = *wide.getUsers().begin();
-    if (!isa_and_nonnull<arith::TruncFOp>(getElementConversion(round)) ||
+    Value sum = wide;
+    Value bias = matchWidenedBias(wide, element, sum);
+    Operation *round = sum.hasOneUse() ? *sum.getUsers().begin() : nullptr;
+    if (!round ||
+        !isa_and_nonnull<arith::TruncFOp>(getElementConversion(round)) ||
         getElementTypeOrSelf(round->getResult(0)) != element ||
         round->getBlock() != product->getBlock())
       return rewriter.notifyMatchFailure(product,
@@ -429,22 +483,12 @@ struct FuseRoundedProduct : public OpInterfaceRewritePattern<linalg::LinalgOp> {
     Type type = round->getResult(0).getType();
     Value output = createEmpty(rewriter, round->getLoc(), type);
     auto fused = LinearOp::create(rewriter, round->getLoc(), TypeRange{type},
-                                  Activation::None, layout->transB, x, w,
-                                  Value(), output, Value());
+                                  Activation::None, layout->transB, x, w, bias,
+                                  output, Value());
     rewriter.replaceOp(round, fused.getResult(0));
     return success();
   }
 };
-
-/// The 16-bit matrix `value` was widened from by a pointwise extf, if so.
-static Value getWidenedFrom(Value value) {
-  Operation *widen = getElementConversion(value.getDefiningOp());
-  if (!isa_and_nonnull<arith::ExtFOp>(widen))
-    return Value();
-  Value narrow = value.getDefiningOp<linalg::GenericOp>().getDpsInputs()[0];
-  return getElementTypeOrSelf(narrow).getIntOrFloatBitWidth() == 16 ? narrow
-                                                                    : Value();
-}
 
 /// Autocast's addmm as torch-mlir writes it: x and W rounded to 16 bits,
 /// widened back to f32 and multiplied in f32. The product of the 16-bit
