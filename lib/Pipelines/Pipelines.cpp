@@ -196,6 +196,10 @@ static void addTensorPasses(OpPassManager &pm,
   // autocast) accumulate in f32 as PyTorch's do; before their rounding is
   // fused with its users.
   pm.addNestedPass<func::FuncOp>(createWidenAccumulatorsPass());
+  // Autocast's weight casts of one unit as one kernel; once the linear
+  // layers read the rounded weights and before the casts could be fused
+  // into other loops.
+  pm.addNestedPass<func::FuncOp>(createGroupParameterCastsPass());
   // After the linear layers (which want their activations apart) and before
   // the optimizer is lowered (its in-place update stays one op).
   if (options.fuseElementwise)

@@ -391,3 +391,88 @@ func.func @sink(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> {zest.u
   } -> tensor<4xf32>
   return %y1 : tensor<4xf32>
 }
+
+// -----
+
+// A layer that reads only its weights rounded to bf16 (a cast of a view of
+// its unit's buffer) works for that unit, like one that reads them as they
+// are: each block's regions hold its norm, its cast and its layer, and the
+// three blocks are one region (not the layer with the next block's norm).
+// CHECK-LABEL: func.func @rounded_weights(
+// CHECK-COUNT-3: call @zest_region(
+// CHECK-NOT:     linalg.generic
+// CHECK:         return
+// CHECK:       func.func private @zest_region(
+// CHECK:         arith.truncf
+// CHECK:         arith.extf
+// CHECK-NOT:   func.func private @zest_region_0
+#id2 = affine_map<(i) -> (i)>
+func.func @rounded_weights(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf32> {zest.unit = @b1},
+                           %u2: tensor<8xf32> {zest.unit = @b2}, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %e16 = tensor.empty() : tensor<4xbf16>
+  %s0 = tensor.extract_slice %u0[0] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %n0 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel"]}
+      ins(%x, %s0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %w0 = tensor.extract_slice %u0[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %c0 = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel"]}
+      ins(%w0 : tensor<4xf32>) outs(%e16 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4xbf16>
+  %h0 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel"]}
+      ins(%n0, %c0 : tensor<4xf32>, tensor<4xbf16>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: bf16, %o: f32):
+    %v = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %s1 = tensor.extract_slice %u1[0] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %n1 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel"]}
+      ins(%h0, %s1 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %w1 = tensor.extract_slice %u1[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %c1 = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel"]}
+      ins(%w1 : tensor<4xf32>) outs(%e16 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4xbf16>
+  %h1 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel"]}
+      ins(%n1, %c1 : tensor<4xf32>, tensor<4xbf16>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: bf16, %o: f32):
+    %v = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %s2 = tensor.extract_slice %u2[0] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %n2 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel"]}
+      ins(%h1, %s2 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %w2 = tensor.extract_slice %u2[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %c2 = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel"]}
+      ins(%w2 : tensor<4xf32>) outs(%e16 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4xbf16>
+  %h2 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel"]}
+      ins(%n2, %c2 : tensor<4xf32>, tensor<4xbf16>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: bf16, %o: f32):
+    %v = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %h2 : tensor<4xf32>
+}

@@ -29,29 +29,9 @@ struct LowerUnflatten : public OpRewritePattern<UnflattenOp> {
                                 PatternRewriter &rewriter) const override {
     auto unit =
         SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, op.getUnitAttr());
-    ParamAttr param = unit.lookupParam(op.getParam());
-    Location loc = op.getLoc();
-    RankedTensorType type = param.getValueType();
-    Value slice = tensor::ExtractSliceOp::create(
-        rewriter, loc, op.getFlat(),
-        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getOffset())},
-        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(param.getNumElements())},
-        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
-    rewriter.replaceOp(op, reshapeFromFlat(rewriter, loc, slice, type));
+    rewriter.replaceOp(op, sliceParameter(rewriter, op.getLoc(), op.getFlat(),
+                                          unit.lookupParam(op.getParam())));
     return success();
-  }
-
-  static Value reshapeFromFlat(OpBuilder &builder, Location loc, Value flat,
-                               RankedTensorType type) {
-    if (type.getRank() == 1)
-      return flat;
-    if (type.getRank() == 0)
-      return tensor::CollapseShapeOp::create(builder, loc, type, flat,
-                                             ArrayRef<ReassociationIndices>{});
-    ReassociationIndices all;
-    for (int64_t i = 0; i < type.getRank(); ++i)
-      all.push_back(i);
-    return tensor::ExpandShapeOp::create(builder, loc, type, flat, {all});
   }
 };
 
@@ -311,11 +291,8 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
       }
       tensor::EmptyOp root = event.piece->root;
       rewriter.setInsertionPoint(root);
-      Value slice =
-          extractSlice(rewriter, root.getLoc(), flat, event.piece->param);
-      rewriter.replaceOp(
-          root, LowerUnflatten::reshapeFromFlat(rewriter, root.getLoc(), slice,
-                                                root.getType()));
+      rewriter.replaceOp(root, sliceParameter(rewriter, root.getLoc(), flat,
+                                              event.piece->param));
     }
     rewriter.setInsertionPoint(op);
     for (Piece &piece : pieces)
@@ -354,15 +331,6 @@ struct LowerFlatten : public OpRewritePattern<FlattenOp> {
       next = std::max(next, end);
     }
     return flat;
-  }
-
-  static Value extractSlice(OpBuilder &builder, Location loc, Value flat,
-                            ParamAttr param) {
-    return tensor::ExtractSliceOp::create(
-        builder, loc, flat,
-        ArrayRef<OpFoldResult>{builder.getIndexAttr(param.getOffset())},
-        ArrayRef<OpFoldResult>{builder.getIndexAttr(param.getNumElements())},
-        ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
   }
 
   static Value insertPiece(OpBuilder &builder, const Piece &piece, Value flat) {

@@ -8,6 +8,7 @@
 
 #include "zest/Dialect/Zest/IR/ZestDialect.h"
 #include "zest/Dialect/Zest/IR/ZestOps.h"
+#include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 #include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 #include "zest/Dialect/Zest/Transforms/Transforms.h"
@@ -186,14 +187,26 @@ public:
     return it->second;
   }
 
-  /// The unit whose parameters `op` reads (through cloneable views), if it
-  /// reads those of exactly one.
+  /// Whether `op` derives a tensor from its first operand alone, without
+  /// computing: a static view, or a pointwise cast (autocast's rounded
+  /// weights, which zest-group-parameter-casts makes views of one rounded
+  /// unit buffer).
+  bool isDerivation(Operation *op) {
+    return isTensorCompute(op) &&
+           (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+                tensor::CollapseShapeOp>(op) ||
+            zest::getElementConversion(op));
+  }
+
+  /// The unit whose parameters `op` reads (through views and casts), if it
+  /// reads those of exactly one: a layer that reads its rounded weights
+  /// works for their unit.
   StringAttr getUnit(Operation *op) {
     StringAttr unit;
     for (Value value : zest::getReadValues(op)) {
       while (Operation *producer = value.getDefiningOp()) {
-        if (!isTensorCompute(producer) || !isCloneable(producer) ||
-            producer->getNumOperands() == 0)
+        if (!(isCloneable(producer) || isDerivation(producer)) ||
+            !isTensorCompute(producer) || producer->getNumOperands() == 0)
           break;
         value = producer->getOperand(0);
       }

@@ -643,9 +643,10 @@ def OutlineRegionsPass : Pass<"zest-outline-regions", "::mlir::ModuleOp"> {
     fused linear ops, with no buffers or runtime calls inside), cut at every
     other op (a collective's runtime call, a buffer) and wherever the unit
     the computation works for changes. An op works for the unit whose
-    parameters it reads through views (an entry argument marked
-    `zest.unit = @u`, or a gathered buffer whose collective carries `u`'s
-    tag); an op that reads none works for the unit of its first user that
+    parameters it reads through views and pointwise casts (an entry
+    argument marked `zest.unit = @u`, or a gathered buffer whose collective
+    carries `u`'s tag; a layer reading its weights rounded to bf16 works
+    for their unit); an op that reads none works for the unit of its first user that
     has one, so a layer norm's statistics go with the block whose weights
     scale them and a weight gradient (which reads activations only) with
     the unit whose gradient buffer and optimizer step take it. A stack's
@@ -726,6 +727,33 @@ def DropOverwrittenFillsPass
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def GroupParameterCastsPass
+    : Pass<"zest-group-parameter-casts", "::mlir::func::FuncOp"> {
+  let summary = "A unit's parameter casts as one cast of its flat buffer";
+  let description = [{
+    Under `torch.autocast` every weight is rounded to bf16 (or f16) just
+    before its layer reads it: a pointwise `truncf` of a `zest.unflatten`,
+    one small kernel per weight (seven per Llama block in forward, seven
+    again in backward from the re-gathered unit).
+
+    The casts in one block that read parameters of the same flat buffer
+    and convert them the same way (same target type, same `truncf`
+    attributes) become one cast of the span of the buffer the parameters
+    occupy, placed where the first of them was; each cast is replaced by a
+    slice of the result reshaped to its parameter's shape (a view once
+    bufferized). The values are the same bits: the same `truncf` of the
+    same elements. Parameters that lie between the cast ones in the buffer
+    (a norm's weight read in f32) are rounded too, at no cost in launches,
+    and their f32 reads are untouched.
+
+    The rounded span stays allocated from the first of the casts to the
+    last reader of any of its slices: the memory plan counts it. A single
+    cast, or casts in different blocks, are left as they are.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect"];
 }
 
 def NarrowLossCastsPass

@@ -34,6 +34,12 @@ GreedyRewriteConfig getStraightLineRewriteConfig();
 /// the constant would be a global copied into a new buffer); null otherwise.
 Value createFillOfSplat(OpBuilder &builder, Value value);
 
+/// Parameter `param` of a unit out of `flat`, the unit's flat buffer from
+/// element `start` on (in any element type): a slice reshaped to the
+/// parameter's shape, views once bufferized.
+Value sliceParameter(OpBuilder &builder, Location loc, Value flat,
+                     ParamAttr param, int64_t start = 0);
+
 /// The values `op` reads: its operands and what its regions use from
 /// above (a linalg body's scalars), in order, once each.
 SetVector<Value> getReadValues(Operation *op);
