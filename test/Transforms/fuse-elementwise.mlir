@@ -434,3 +434,150 @@ func.func @reader_in_loop(%x: tensor<4x8xf32>, %n: index)
   } -> tensor<4x8xf32>
   return %acc, %y : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// A rotary embedding's rotate_half, cat(-x2, x1), read once by
+// x * cos + rotate_half(x) * sin: the sum is computed per half, each into
+// its slice of the result, and the negation fuses into the first half. No
+// concatenation is stored.
+// CHECK-LABEL: func.func @rotate_half(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x8xf32>, %[[COS:[^:]*]]: tensor<2x8xf32>, %[[SIN:[^:]*]]: tensor<2x8xf32>
+// CHECK-NOT:     tensor.concat
+// CHECK-DAG:     %[[X2:.*]] = tensor.extract_slice %[[X]][0, 4] [2, 4] [1, 1]
+// CHECK-DAG:     %[[CA:.*]] = tensor.extract_slice %[[COS]][0, 0] [2, 4] [1, 1]
+// CHECK-DAG:     %[[SA:.*]] = tensor.extract_slice %[[SIN]][0, 0] [2, 4] [1, 1]
+// CHECK:         %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[CA]], %[[X2]], %[[SA]] :
+// CHECK:           arith.negf
+// CHECK:         %[[R0:.*]] = tensor.insert_slice %[[A]] into %{{.*}}[0, 0] [2, 4] [1, 1]
+// CHECK:         %[[B:.*]] = linalg.generic
+// CHECK-NOT:       arith.negf
+// CHECK:         %[[R:.*]] = tensor.insert_slice %[[B]] into %[[R0]][0, 4] [2, 4] [1, 1]
+// CHECK:         return %[[R]]
+func.func @rotate_half(%x: tensor<2x8xf32>, %cos: tensor<2x8xf32>, %sin: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %x1 = tensor.extract_slice %x[0, 0] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %x2 = tensor.extract_slice %x[0, 4] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %e4 = tensor.empty() : tensor<2x4xf32>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x2 : tensor<2x4xf32>) outs(%e4 : tensor<2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4xf32>
+  %rot = tensor.concat dim(1) %n, %x1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  %e = tensor.empty() : tensor<2x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %cos, %rot, %sin : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %r: f32, %s: f32, %o: f32):
+    %p = arith.mulf %a, %c : f32
+    %q = arith.mulf %r, %s : f32
+    %t = arith.addf %p, %q : f32
+    linalg.yield %t : f32
+  } -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+
+// A concatenation read by two ops, or by an op that reads its loops'
+// indices (they would be offset in a part), stays whole.
+// CHECK-LABEL: func.func @concat_kept(
+// CHECK:         tensor.concat
+// CHECK:         tensor.concat
+func.func @concat_kept(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %m: tensor<4x8xf32>, %s: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>) {
+  %c = tensor.concat dim(1) %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %m : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.addf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %z = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.negf %p : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %d = tensor.concat dim(0) %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+  %e8 = tensor.empty() : tensor<8x8xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, 0)>, #t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%d, %s : tensor<8x4xf32>, tensor<8x8xf32>) outs(%e8 : tensor<8x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %ii = arith.index_cast %i : index to i32
+    %fi = arith.sitofp %ii : i32 to f32
+    %r = arith.addf %p, %q : f32
+    %rr = arith.addf %r, %fi : f32
+    linalg.yield %rr : f32
+  } -> tensor<8x8xf32>
+  return %y, %z, %w : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j, k) -> (i, j, k)>
+
+// A transpose that keeps the innermost dimension, read only by an
+// elementwise op, is read in place by it; one that moves the innermost
+// dimension stays a transpose of its own.
+// CHECK-LABEL: func.func @transposes(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x3x4xf32>
+// CHECK:         linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}], {{.*}} ins(%[[X]] : tensor<2x3x4xf32>)
+// CHECK:           arith.negf
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[X]] : tensor<2x3x4xf32>) {{.*}} permutation = [0, 2, 1]
+// CHECK:         linalg.generic {{.*}} ins(%[[T]] : tensor<2x4x3xf32>)
+func.func @transposes(%x: tensor<2x3x4xf32>) -> (tensor<3x2x4xf32>, tensor<2x4x3xf32>) {
+  %e = tensor.empty() : tensor<3x2x4xf32>
+  %t = linalg.transpose ins(%x : tensor<2x3x4xf32>) outs(%e : tensor<3x2x4xf32>) permutation = [1, 0, 2]
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%t : tensor<3x2x4xf32>) outs(%e : tensor<3x2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  } -> tensor<3x2x4xf32>
+  %e2 = tensor.empty() : tensor<2x4x3xf32>
+  %u = linalg.transpose ins(%x : tensor<2x3x4xf32>) outs(%e2 : tensor<2x4x3xf32>) permutation = [0, 2, 1]
+  %z = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%u : tensor<2x4x3xf32>) outs(%e2 : tensor<2x4x3xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x3xf32>
+  return %y, %z : tensor<3x2x4xf32>, tensor<2x4x3xf32>
+}
+
+// -----
+
+#t = affine_map<(i, j) -> (j, i)>
+#id = affine_map<(i, j) -> (i, j)>
+
+// Split along the loop the concatenation's rows are read by, another
+// operand read transposed is sliced in its own dimension (its columns) and
+// a broadcast operand that does not vary along the loop is read whole.
+// CHECK-LABEL: func.func @split_transposed_reader(
+// CHECK-SAME:      %[[A:[^:]*]]: tensor<4x4xf32>, %[[B:[^:]*]]: tensor<4x4xf32>, %[[S:[^:]*]]: tensor<8x8xf32>, %[[V:[^:]*]]: tensor<8xf32>
+// CHECK-NOT:     tensor.concat
+// CHECK:         %[[S0:.*]] = tensor.extract_slice %[[S]][0, 0] [8, 4] [1, 1]
+// CHECK:         linalg.generic {{.*}} ins(%[[A]], %[[S0]], %[[V]] : tensor<4x4xf32>, tensor<8x4xf32>, tensor<8xf32>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK:         tensor.insert_slice %{{.*}}[0, 0] [4, 8] [1, 1]
+// CHECK:         %[[S1:.*]] = tensor.extract_slice %[[S]][0, 4] [8, 4] [1, 1]
+// CHECK:         linalg.generic {{.*}} ins(%[[B]], %[[S1]], %[[V]] : tensor<4x4xf32>, tensor<8x4xf32>, tensor<8xf32>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK:         tensor.insert_slice %{{.*}}[4, 0] [4, 8] [1, 1]
+func.func @split_transposed_reader(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %s: tensor<8x8xf32>, %v: tensor<8xf32>) -> tensor<8x8xf32> {
+  %d = tensor.concat dim(0) %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+  %e8 = tensor.empty() : tensor<8x8xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, 0)>, #t, affine_map<(i, j) -> (j)>, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%d, %s, %v : tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>) outs(%e8 : tensor<8x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32, %o: f32):
+    %x = arith.addf %p, %q : f32
+    %y = arith.mulf %x, %r : f32
+    linalg.yield %y : f32
+  } -> tensor<8x8xf32>
+  return %w : tensor<8x8xf32>
+}

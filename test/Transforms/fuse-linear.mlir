@@ -1039,6 +1039,59 @@ func.func @rounded_bias_products_kept(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>
 // -----
 
 #id = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+#row = affine_map<(i, j) -> (j)>
+
+// Autocast's nn.Linear as torch-mlir fuses it (Pythia's): the weight
+// widened and transposed in one generic. The product reads the bf16 weight
+// transposed in place, and with the widened bias and the rounding it is one
+// bf16 layer reading W as [out, in].
+// CHECK-LABEL: func.func @widened_transposed_weight(
+// CHECK-SAME:      %[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<6x8xbf16>, %[[B:.*]]: tensor<6xbf16>
+// CHECK-NOT:     arith.extf
+// CHECK:         %[[L:.*]] = zest.linear none transpose_weight ins(%[[X]], %[[W]], %[[B]] : tensor<4x8xbf16>, tensor<6x8xbf16>, tensor<6xbf16>) outs(%{{.*}} : tensor<4x6xbf16>)
+// CHECK-NOT:     arith.truncf
+// CHECK:         return %[[L]]
+func.func @widened_transposed_weight(%x: tensor<4x8xbf16>, %w: tensor<6x8xbf16>, %b: tensor<6xbf16>) -> tensor<4x6xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %ex = tensor.empty() : tensor<4x8xf32>
+  %xw = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x8xbf16>) outs(%ex : tensor<4x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  %ew = tensor.empty() : tensor<8x6xf32>
+  %wt = linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<6x8xbf16>) outs(%ew : tensor<8x6xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<8x6xf32>
+  %eb = tensor.empty() : tensor<6xf32>
+  %bw = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%b : tensor<6xbf16>) outs(%eb : tensor<6xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %t = arith.extf %in : bf16 to f32
+    linalg.yield %t : f32
+  } -> tensor<6xf32>
+  %e = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %p = linalg.matmul ins(%xw, %wt : tensor<4x8xf32>, tensor<8x6xf32>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%p, %bw : tensor<4x6xf32>, tensor<6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %a = arith.addf %in, %bias : f32
+    linalg.yield %a : f32
+  } -> tensor<4x6xf32>
+  %e1 = tensor.empty() : tensor<4x6xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<4x6xf32>) outs(%e1 : tensor<4x6xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x6xbf16>
+  return %r : tensor<4x6xbf16>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
 
 // One operand widened from f16 and the other from bf16, or one not widened
 // at all: the f32 product stays.
@@ -1063,4 +1116,26 @@ func.func @widened_product_kept(%x: tensor<4x8xbf16>, %w: tensor<8x6xf16>, %v: t
   %p = linalg.matmul ins(%xw, %ww : tensor<4x8xf32>, tensor<8x6xf32>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
   %q = linalg.matmul ins(%xw, %v : tensor<4x8xf32>, tensor<8x6xf32>) outs(%f : tensor<4x6xf32>) -> tensor<4x6xf32>
   return %p, %q : tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+#gt = affine_map<(m, n, k) -> (k, m)>
+#xk = affine_map<(m, n, k) -> (k, n)>
+
+// One `g` read by two layers of different widths (a parallel residual):
+// the input gradient of one (g * W, 8 wide) and the weight gradient of the
+// other (g^T x, x 5 wide) are not one layer's backward; both stay products.
+// CHECK-LABEL: func.func @two_layers_one_g(
+// CHECK-NOT:     zest.linear_backward
+// CHECK-COUNT-2: linalg.matmul
+func.func @two_layers_one_g(%g: tensor<4x6xf32>, %w: tensor<6x8xf32>, %x: tensor<4x5xf32>) -> (tensor<4x8xf32>, tensor<6x5xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %dx = linalg.matmul ins(%g, %w : tensor<4x6xf32>, tensor<6x8xf32>) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<6x5xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<6x5xf32>) -> tensor<6x5xf32>
+  %dw = linalg.matmul indexing_maps = [#gt, #xk, affine_map<(m, n, k) -> (m, n)>] ins(%g, %x : tensor<4x6xf32>, tensor<4x5xf32>) outs(%f2 : tensor<6x5xf32>) -> tensor<6x5xf32>
+  return %dx, %dw : tensor<4x8xf32>, tensor<6x5xf32>
 }

@@ -323,13 +323,40 @@ struct GeneralizeReduceWithProducer
   }
 };
 
+/// A `linalg.transpose` that keeps the innermost dimension in place, read
+/// only by an elementwise generic, becomes a generic that the pattern above
+/// fuses into its reader: the reader reads the transposed operand in place
+/// (rows still contiguous) instead of a transposed copy (a rotary
+/// embedding's half read after the head split).
+struct GeneralizeTransposeIntoReader
+    : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp transpose,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> permutation = transpose.getPermutation();
+    if (!transpose.hasPureTensorSemantics() || permutation.empty() ||
+        permutation.back() != int64_t(permutation.size()) - 1 ||
+        !transpose->hasOneUse() ||
+        !isParallelGeneric(*transpose->getUsers().begin()) ||
+        getGemmBatchDims(
+            cast<linalg::LinalgOp>(*transpose->getUsers().begin())))
+      return rewriter.notifyMatchFailure(transpose, "no elementwise reader");
+    if (failed(linalg::generalizeNamedOp(
+            rewriter, cast<linalg::LinalgOp>(transpose.getOperation()))))
+      return rewriter.notifyMatchFailure(transpose, "cannot generalize");
+    return success();
+  }
+};
+
 struct FuseElementwisePass
     : public zest::impl::FuseElementwisePassBase<FuseElementwisePass> {
   void runOnOperation() override {
     dropUnitLoopsBetweenReshapes(getOperation());
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseElementwiseProducer, GeneralizeReduceWithProducer>(
-        &getContext());
+    patterns.add<FuseElementwiseProducer, GeneralizeReduceWithProducer,
+                 GeneralizeTransposeIntoReader>(&getContext());
+    populateSplitAtConcatPatterns(patterns);
     // Results nothing reads are not computed: the indices of torch's
     // max.dim in every softmax (a compare and select per element, and an
     // index buffer) when only the maximum is used.

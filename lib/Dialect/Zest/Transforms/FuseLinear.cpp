@@ -421,14 +421,56 @@ struct FuseLinearForward : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
+/// A 16-bit tensor widened by an extf that may also permute it (torch-mlir
+/// fuses autocast's cast of an nn.Linear weight with its W^T): the 16-bit
+/// tensor and the map it is read through (the identity when plain).
+struct Widening {
+  Value narrow;
+  AffineMap read;
+};
+
+static std::optional<Widening> matchWidening(Value value) {
+  auto widen = value.getDefiningOp<linalg::GenericOp>();
+  if (!widen || widen.getNumDpsInputs() != 1 || widen.getNumDpsInits() != 1 ||
+      !widen.isAllParallelLoops())
+    return std::nullopt;
+  SmallVector<AffineMap> maps = widen.getIndexingMapsArray();
+  Block &body = widen.getRegion().front();
+  auto ext = dyn_cast<arith::ExtFOp>(body.front());
+  Value narrow = widen.getDpsInputs()[0];
+  if (!maps[1].isIdentity() || !maps[0].isPermutation() || !ext ||
+      body.getOperations().size() != 2 || ext.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != ext.getResult() ||
+      getElementTypeOrSelf(narrow).getIntOrFloatBitWidth() != 16)
+    return std::nullopt;
+  return Widening{narrow, maps[0]};
+}
+
 /// The 16-bit tensor `value` was widened from by a pointwise extf, if so.
 static Value getWidenedFrom(Value value) {
-  Operation *widen = getElementConversion(value.getDefiningOp());
-  if (!isa_and_nonnull<arith::ExtFOp>(widen))
-    return Value();
-  Value narrow = value.getDefiningOp<linalg::GenericOp>().getDpsInputs()[0];
-  return getElementTypeOrSelf(narrow).getIntOrFloatBitWidth() == 16 ? narrow
-                                                                    : Value();
+  std::optional<Widening> widening = matchWidening(value);
+  return widening && widening->read.isIdentity() ? widening->narrow : Value();
+}
+
+/// The 16-bit tensor in `wide`'s layout: the widened one, or a transpose of
+/// it where the widening permuted it (which the product then reads in
+/// place, zest-fold-transposes' patterns).
+static Value getNarrowed(const Widening &widening, Value wide,
+                         PatternRewriter &rewriter) {
+  if (widening.read.isIdentity())
+    return widening.narrow;
+  Location loc = wide.getLoc();
+  auto type = cast<RankedTensorType>(wide.getType())
+                  .clone(getElementTypeOrSelf(widening.narrow));
+  Value init = createEmpty(rewriter, loc, type);
+  // Dimension k of `wide` is dimension permutation[k] of the narrow one.
+  AffineMap inverse = inversePermutation(widening.read);
+  SmallVector<int64_t> permutation;
+  for (unsigned k = 0; k < inverse.getNumResults(); ++k)
+    permutation.push_back(inverse.getDimPosition(k));
+  return linalg::TransposeOp::create(rewriter, loc, widening.narrow, init,
+                                     permutation)
+      ->getResult(0);
 }
 
 /// The 16-bit bias of autocast's addmm if `wide` (an f32 product) is read
@@ -491,7 +533,8 @@ struct FuseRoundedProduct : public OpInterfaceRewritePattern<linalg::LinalgOp> {
 };
 
 /// Autocast's addmm as torch-mlir writes it: x and W rounded to 16 bits,
-/// widened back to f32 and multiplied in f32. The product of the 16-bit
+/// widened back to f32 (W transposed on the way, for an nn.Linear) and
+/// multiplied in f32. The product of the 16-bit
 /// matrices into the same f32 matrix has the same values (widening is exact
 /// and both accumulate in f32) and runs on the 16-bit GEMM: on a GPU the
 /// tensor cores instead of f32 CUDA cores (GPT-2's forward products ran at
@@ -505,13 +548,16 @@ struct NarrowWidenedProduct : public OpRewritePattern<linalg::MatmulOp> {
     if (!product.hasPureTensorSemantics() ||
         !getElementTypeOrSelf(product.getResult(0)).isF32())
       return rewriter.notifyMatchFailure(product, "not an f32 product");
-    Value x = getWidenedFrom(product.getInputs()[0]);
-    Value w = getWidenedFrom(product.getInputs()[1]);
-    if (!x || !w || getElementTypeOrSelf(x) != getElementTypeOrSelf(w))
+    std::optional<Widening> x = matchWidening(product.getInputs()[0]);
+    std::optional<Widening> w = matchWidening(product.getInputs()[1]);
+    if (!x || !w ||
+        getElementTypeOrSelf(x->narrow) != getElementTypeOrSelf(w->narrow))
       return rewriter.notifyMatchFailure(
           product, "not both operands widened from one 16-bit type");
+    Value narrowX = getNarrowed(*x, product.getInputs()[0], rewriter);
+    Value narrowW = getNarrowed(*w, product.getInputs()[1], rewriter);
     rewriter.replaceOpWithNewOp<linalg::MatmulOp>(
-        product, product.getResultTypes(), ValueRange{x, w},
+        product, product.getResultTypes(), ValueRange{narrowX, narrowW},
         product.getOutputs(),
         getPrunedAttributeList(
             product, {product.getOperandSegmentSizesAttrName().strref(),
@@ -654,6 +700,13 @@ private:
         }
     }
     if (gradients == 0 || (gradients == 1 && activation == Activation::None))
+      return failure();
+    // A `g` two layers read (Pythia's parallel residual) can pair one
+    // layer's input gradient with the other's weight gradient: one op then
+    // computes both products correctly only if the layers have one shape.
+    if (uses.gradInput && uses.gradWeight &&
+        cast<ShapedType>(uses.input.getType()).getShape() !=
+            cast<ShapedType>(uses.gradInput->getResult(0).getType()).getShape())
       return failure();
 
     // The fused op goes where the first gradient was computed.

@@ -30,8 +30,7 @@ using namespace mlir::zest;
 Value mlir::zest::sliceParameter(OpBuilder &builder, Location loc, Value flat,
                                  ParamAttr param, int64_t start) {
   auto flatType = cast<RankedTensorType>(flat.getType());
-  RankedTensorType type =
-      param.getValueType().clone(flatType.getElementType());
+  RankedTensorType type = param.getValueType().clone(flatType.getElementType());
   Value slice = tensor::ExtractSliceOp::create(
       builder, loc, flat,
       ArrayRef<OpFoldResult>{builder.getIndexAttr(param.getOffset() - start)},
@@ -67,8 +66,8 @@ struct CastGroup {
     Operation *first = getElementConversion(casts.front().cast);
     return OperationEquivalence::isEquivalentTo(
         first, getElementConversion(cast),
-        OperationEquivalence::ignoreValueEquivalence, /*markEquivalent=*/nullptr,
-        OperationEquivalence::IgnoreLocations);
+        OperationEquivalence::ignoreValueEquivalence,
+        /*markEquivalent=*/nullptr, OperationEquivalence::IgnoreLocations);
   }
 };
 
@@ -87,7 +86,8 @@ findParameterCasts(func::FuncOp func) {
       return;
     for (Operation *user : unflatten->getUsers()) {
       auto cast = dyn_cast<linalg::GenericOp>(user);
-      if (!cast || !isa_and_nonnull<arith::TruncFOp>(getElementConversion(cast)))
+      if (!cast ||
+          !isa_and_nonnull<arith::TruncFOp>(getElementConversion(cast)))
         continue;
       GroupKey key{unflatten.getFlat(), getElementTypeOrSelf(cast.getType(0)),
                    cast->getBlock()};
@@ -119,17 +119,18 @@ void castOnce(RewriterBase &rewriter, Value flat, const CastGroup &group) {
   Value span = flat;
   if (start != 0 || end != flatType.getNumElements())
     span = tensor::ExtractSliceOp::create(
-        rewriter, loc, flat, ArrayRef<OpFoldResult>{rewriter.getIndexAttr(start)},
+        rewriter, loc, flat,
+        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(start)},
         ArrayRef<OpFoldResult>{rewriter.getIndexAttr(end - start)},
         ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
   Type element = getElementTypeOrSelf(first.getType(0));
   auto narrowType = RankedTensorType::get({end - start}, element);
-  Value init = tensor::EmptyOp::create(rewriter, loc, narrowType.getShape(),
-                                       element);
+  Value init =
+      tensor::EmptyOp::create(rewriter, loc, narrowType.getShape(), element);
   AffineMap id = rewriter.getMultiDimIdentityMap(1);
-  auto once = linalg::GenericOp::create(
-      rewriter, loc, TypeRange{narrowType}, span, init,
-      ArrayRef<AffineMap>{id, id}, {utils::IteratorType::parallel});
+  auto once = linalg::GenericOp::create(rewriter, loc, TypeRange{narrowType},
+                                        span, init, ArrayRef<AffineMap>{id, id},
+                                        {utils::IteratorType::parallel});
   // The scalar body is the same at any rank: the first cast's, as it was.
   rewriter.cloneRegionBefore(first.getRegion(), once.getRegion(),
                              once.getRegion().end());

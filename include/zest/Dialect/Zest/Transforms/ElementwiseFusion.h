@@ -21,6 +21,12 @@ namespace mlir::zest {
 FailureOr<linalg::GenericOp> fuseElementwiseProducer(RewriterBase &rewriter,
                                                      OpOperand &operand);
 
+/// Patterns that compute an elementwise generic reading a concatenation
+/// (read only there) once per concatenated part, each into its slice of
+/// the result, so that the parts' producers fuse into it and the
+/// concatenation is never stored (a rotary embedding's rotate_half).
+void populateSplitAtConcatPatterns(RewritePatternSet &patterns);
+
 /// Whether `generic` maps one input to one output element by element.
 bool isPointwise(linalg::GenericOp generic);
 
