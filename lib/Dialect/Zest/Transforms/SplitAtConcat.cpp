@@ -26,8 +26,8 @@ namespace {
 int64_t getSlicedDim(AffineMap map, unsigned loop) {
   int64_t position = -1;
   for (auto [i, expr] : llvm::enumerate(map.getResults())) {
-    if (auto dim = dyn_cast<AffineDimExpr>(expr); dim &&
-                                                  dim.getPosition() == loop) {
+    if (auto dim = dyn_cast<AffineDimExpr>(expr);
+        dim && dim.getPosition() == loop) {
       position = i;
     } else if (expr.isFunctionOfDim(loop)) {
       return -2;
@@ -71,7 +71,8 @@ struct SplitElementwiseAtConcat : public OpRewritePattern<linalg::GenericOp> {
           auto shaped = dyn_cast<ShapedType>(type);
           return !shaped || !shaped.hasStaticShape();
         }))
-      return rewriter.notifyMatchFailure(generic, "not a static elementwise op");
+      return rewriter.notifyMatchFailure(generic,
+                                         "not a static elementwise op");
     for (OpOperand *input : generic.getDpsInputOperands()) {
       auto concat = input->get().getDefiningOp<tensor::ConcatOp>();
       if (!concat || !concat->hasOneUse())
@@ -92,7 +93,8 @@ private:
   static bool isSliceable(linalg::GenericOp generic, OpOperand *concatOperand,
                           tensor::ConcatOp concat, unsigned loop) {
     return llvm::all_of(generic->getOpOperands(), [&](OpOperand &operand) {
-      int64_t dim = getSlicedDim(generic.getMatchingIndexingMap(&operand), loop);
+      int64_t dim =
+          getSlicedDim(generic.getMatchingIndexingMap(&operand), loop);
       return &operand == concatOperand ? dim == int64_t(concat.getDim())
                                        : dim != -2;
     });
@@ -114,10 +116,10 @@ private:
         inputs.push_back(
             input == concatOperand
                 ? part
-                : sliceAlong(rewriter, loc, input->get(),
-                             getSlicedDim(generic.getMatchingIndexingMap(input),
-                                          loop),
-                             offset, size));
+                : sliceAlong(
+                      rewriter, loc, input->get(),
+                      getSlicedDim(generic.getMatchingIndexingMap(input), loop),
+                      offset, size));
       SmallVector<int64_t> shape(resultType.getShape());
       shape[loop] = size;
       auto partType = RankedTensorType::get(shape, resultType.getElementType());
