@@ -1153,7 +1153,8 @@ def FuseElementwisePass
     `tanh(...)`, `1 + tanh(...)`, which the backward reads beside `x`): the
     forward becomes one kernel that writes only the activation, and the
     backward re-derives them from `x`, as torch.compile's partitioner
-    recomputes them. At most 24 ops and 4 readers.
+    recomputes them. At most 24 ops and 4 readers, all in the producer's
+    block (a reader in a loop's body would compute it on every iteration).
 
     torch-mlir's unit views between such ops (an op of GPT-2's GELU
     backward on `[1, S, D]`, read and written through `expand_shape` /
@@ -1161,6 +1162,19 @@ def FuseElementwisePass
     elementwise op that only reads such reshapes (or scalars) and is only
     read through one loses its unit loops first (upstream's `dropUnitDims`),
     the reshapes cancel, and the chain fuses.
+
+    An elementwise op (static shapes, no index reads) that reads a
+    `tensor.concat` nothing else reads, along one of its loops, is computed
+    once per concatenated part over that part of the loop, its other
+    operands sliced alike, each part's result inserted into its slice of a
+    new tensor (written in place once bufferized): the parts' producers
+    then fuse into it and the concatenation is never stored. A rotary
+    embedding's `x cos + rotate_half(x) sin`, `rotate_half(x) =
+    cat(-x2, x1)`, was a negation, a transpose and two copies before the
+    op; it is two kernels. A `linalg.transpose` that keeps its innermost
+    dimension in place and that only an elementwise generic reads is
+    generalized so that it fuses there: the reader reads it in place, rows
+    still contiguous.
 
     Left apart, so that each op keeps the form its own lowering needs:
     matrix products (they go to BLAS), other producers read by anything else
