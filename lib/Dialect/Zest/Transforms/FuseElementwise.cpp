@@ -98,7 +98,11 @@ bool mlir::zest::isPointwise(linalg::GenericOp generic) {
 
 Operation *mlir::zest::getElementConversion(Operation *op) {
   auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  if (!generic || !isPointwise(generic))
+  return generic && isPointwise(generic) ? getBodyConversion(generic) : nullptr;
+}
+
+Operation *mlir::zest::getBodyConversion(linalg::GenericOp generic) {
+  if (generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1)
     return nullptr;
   Block &body = generic.getRegion().front();
   Operation &cast = body.front();

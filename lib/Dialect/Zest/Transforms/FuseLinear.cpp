@@ -431,16 +431,12 @@ struct Widening {
 
 static std::optional<Widening> matchWidening(Value value) {
   auto widen = value.getDefiningOp<linalg::GenericOp>();
-  if (!widen || widen.getNumDpsInputs() != 1 || widen.getNumDpsInits() != 1 ||
-      !widen.isAllParallelLoops())
+  if (!widen || !widen.isAllParallelLoops() ||
+      !isa_and_nonnull<arith::ExtFOp>(getBodyConversion(widen)))
     return std::nullopt;
   SmallVector<AffineMap> maps = widen.getIndexingMapsArray();
-  Block &body = widen.getRegion().front();
-  auto ext = dyn_cast<arith::ExtFOp>(body.front());
   Value narrow = widen.getDpsInputs()[0];
-  if (!maps[1].isIdentity() || !maps[0].isPermutation() || !ext ||
-      body.getOperations().size() != 2 || ext.getIn() != body.getArgument(0) ||
-      body.getTerminator()->getOperand(0) != ext.getResult() ||
+  if (!maps[1].isIdentity() || !maps[0].isPermutation() ||
       getElementTypeOrSelf(narrow).getIntOrFloatBitWidth() != 16)
     return std::nullopt;
   return Widening{narrow, maps[0]};

@@ -191,11 +191,10 @@ public:
   /// computing: a static view, or a pointwise cast (autocast's rounded
   /// weights, which zest-group-parameter-casts makes views of one rounded
   /// unit buffer).
-  bool isDerivation(Operation *op) {
-    return isTensorCompute(op) &&
-           (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-                tensor::CollapseShapeOp>(op) ||
-            zest::getElementConversion(op));
+  static bool isDerivation(Operation *op) {
+    return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+               tensor::CollapseShapeOp>(op) ||
+           zest::getElementConversion(op);
   }
 
   /// The unit whose parameters `op` reads (through views and casts), if it
@@ -205,8 +204,9 @@ public:
     StringAttr unit;
     for (Value value : zest::getReadValues(op)) {
       while (Operation *producer = value.getDefiningOp()) {
-        if (!(isCloneable(producer) || isDerivation(producer)) ||
-            !isTensorCompute(producer) || producer->getNumOperands() == 0)
+        if (!isTensorCompute(producer) ||
+            !(isCloneable(producer) || isDerivation(producer)) ||
+            producer->getNumOperands() == 0)
           break;
         value = producer->getOperand(0);
       }

@@ -36,21 +36,33 @@ int64_t getSlicedDim(AffineMap map, unsigned loop) {
   return position;
 }
 
+/// The offsets, sizes and strides of [offset, offset + size) along
+/// dimension `dim` of a tensor of `shape`, whole along the others.
+struct SliceBounds {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+
+  SliceBounds(OpBuilder &builder, ArrayRef<int64_t> shape, int64_t dim,
+              int64_t offset, int64_t size)
+      : offsets(shape.size(), builder.getIndexAttr(0)),
+        strides(shape.size(), builder.getIndexAttr(1)) {
+    for (int64_t extent : shape)
+      sizes.push_back(builder.getIndexAttr(extent));
+    offsets[dim] = builder.getIndexAttr(offset);
+    sizes[dim] = builder.getIndexAttr(size);
+  }
+};
+
 /// `value` restricted to [offset, offset + size) along dimension `dim`
 /// (itself when `dim` is negative: it does not vary along the split loop).
 Value sliceAlong(OpBuilder &builder, Location loc, Value value, int64_t dim,
                  int64_t offset, int64_t size) {
   if (dim < 0)
     return value;
-  auto type = cast<RankedTensorType>(value.getType());
-  SmallVector<OpFoldResult> offsets(type.getRank(), builder.getIndexAttr(0)),
-      sizes, strides(type.getRank(), builder.getIndexAttr(1));
-  for (int64_t size : type.getShape())
-    sizes.push_back(builder.getIndexAttr(size));
-  offsets[dim] = builder.getIndexAttr(offset);
-  sizes[dim] = builder.getIndexAttr(size);
-  return tensor::ExtractSliceOp::create(builder, loc, value, offsets, sizes,
-                                        strides);
+  SliceBounds bounds(builder,
+                     cast<RankedTensorType>(value.getType()).getShape(), dim,
+                     offset, size);
+  return tensor::ExtractSliceOp::create(builder, loc, value, bounds.offsets,
+                                        bounds.sizes, bounds.strides);
 }
 
 /// An elementwise generic (static shapes, identity output, outputs only
@@ -122,21 +134,19 @@ private:
                       offset, size));
       SmallVector<int64_t> shape(resultType.getShape());
       shape[loop] = size;
-      auto partType = RankedTensorType::get(shape, resultType.getElementType());
       Value init = tensor::EmptyOp::create(rewriter, loc, shape,
                                            resultType.getElementType());
       auto piece = linalg::GenericOp::create(
-          rewriter, loc, TypeRange{partType}, inputs, init,
+          rewriter, loc, TypeRange{init.getType()}, inputs, init,
           generic.getIndexingMapsArray(), generic.getIteratorTypesArray());
       rewriter.cloneRegionBefore(generic.getRegion(), piece.getRegion(),
                                  piece.getRegion().end());
-      SmallVector<OpFoldResult> offsets(shape.size(), rewriter.getIndexAttr(0)),
-          sizes, strides(shape.size(), rewriter.getIndexAttr(1));
-      for (int64_t extent : shape)
-        sizes.push_back(rewriter.getIndexAttr(extent));
-      offsets[loop] = rewriter.getIndexAttr(offset);
+      // The output map is the identity: loop `loop` is result dimension
+      // `loop`.
+      SliceBounds bounds(rewriter, resultType.getShape(), loop, offset, size);
       result = tensor::InsertSliceOp::create(rewriter, loc, piece.getResult(0),
-                                             result, offsets, sizes, strides);
+                                             result, bounds.offsets,
+                                             bounds.sizes, bounds.strides);
       offset += size;
     }
     rewriter.replaceOp(generic, result);

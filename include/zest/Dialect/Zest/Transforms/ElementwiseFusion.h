@@ -42,6 +42,11 @@ Value convertElements(OpBuilder &builder, Location loc, Value tensor,
 /// mixed-precision lowering wrote); null otherwise.
 Operation *getElementConversion(Operation *op);
 
+/// The same for a generic of one input and one output whatever its
+/// indexing maps: a conversion that may also permute its input (a weight
+/// widened and transposed in one loop).
+Operation *getBodyConversion(linalg::GenericOp generic);
+
 } // namespace mlir::zest
 
 #endif // ZEST_DIALECT_ZEST_TRANSFORMS_ELEMENTWISEFUSION_H
