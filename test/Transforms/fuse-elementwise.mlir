@@ -484,6 +484,102 @@ func.func @rotate_half(%x: tensor<2x8xf32>, %cos: tensor<2x8xf32>, %sin: tensor<
 #id = affine_map<(i, j) -> (i, j)>
 #t = affine_map<(i, j) -> (j, i)>
 
+// rotate_half's backward assembles its halves as slices inserted into
+// zeros, read once by the gradient's sum, which writes its result
+// transposed: the sum is computed per half, each half reading its slice and
+// the zeros as a constant, each written into its rows of the result. No
+// padded tensor is stored.
+// CHECK-LABEL: func.func @rotate_half_backward(
+// CHECK-SAME:      %[[G:[^:]*]]: tensor<2x8xf32>, %[[COS:[^:]*]]: tensor<2x8xf32>
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT:     tensor.insert_slice {{.*}} into %cst
+// CHECK:         %[[T:.*]] = linalg.generic
+// CHECK-DAG:     %[[T1:.*]] = tensor.extract_slice %[[T]][0, 0] [2, 4] [1, 1]
+// CHECK-DAG:     %[[T2:.*]] = tensor.extract_slice %[[T]][0, 4] [2, 4] [1, 1]
+// CHECK-DAG:     %[[G1:.*]] = tensor.extract_slice %[[G]][0, 0] [2, 4] [1, 1]
+// CHECK-DAG:     %[[C1:.*]] = tensor.extract_slice %[[COS]][0, 0] [2, 4] [1, 1]
+// CHECK:         %[[A:.*]] = linalg.generic {{.*}} ins(%[[T2]], %[[G1]], %[[C1]] : {{.*}}) outs(%{{.*}} : tensor<4x2xf32>)
+// CHECK:           arith.addf %{{.*}}, %[[ZERO]]
+// CHECK:         %[[R0:.*]] = tensor.insert_slice %[[A]] into %{{.*}}[0, 0] [4, 2] [1, 1]
+// CHECK:         %[[B:.*]] = linalg.generic {{.*}} ins(%[[T1]], %{{.*}}, %{{.*}} : {{.*}}) outs(%{{.*}} : tensor<4x2xf32>)
+// CHECK:           arith.negf
+// CHECK:           arith.addf %{{.*}}, %[[ZERO]]
+// CHECK:         %[[R:.*]] = tensor.insert_slice %[[B]] into %[[R0]][4, 0] [4, 2] [1, 1]
+// CHECK:         return %[[R]]
+func.func @rotate_half_backward(%g: tensor<2x8xf32>, %cos: tensor<2x8xf32>, %sin: tensor<2x8xf32>) -> tensor<8x2xf32> {
+  %zero = arith.constant dense<0.0> : tensor<2x8xf32>
+  %e = tensor.empty() : tensor<2x8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%g, %sin : tensor<2x8xf32>, tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %r = arith.mulf %a, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<2x8xf32>
+  %t1 = tensor.extract_slice %t[0, 0] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %t2 = tensor.extract_slice %t[0, 4] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %e4 = tensor.empty() : tensor<2x4xf32>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t1 : tensor<2x4xf32>) outs(%e4 : tensor<2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4xf32>
+  %p1 = tensor.insert_slice %n into %zero[0, 4] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<2x8xf32>
+  %p2 = tensor.insert_slice %t2 into %zero[0, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<2x8xf32>
+  %et = tensor.empty() : tensor<8x2xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id, #id, #t], iterator_types = ["parallel", "parallel"]}
+      ins(%p1, %p2, %g, %cos : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) outs(%et : tensor<8x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %x: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    %m = arith.mulf %x, %c : f32
+    %r = arith.addf %s, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<8x2xf32>
+  return %y : tensor<8x2xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// A slice inserted into zeros along two dimensions, into a tensor that is
+// not a constant, or read by two ops stays whole.
+// CHECK-LABEL: func.func @padded_kept(
+// CHECK-COUNT-3: tensor.insert_slice
+// CHECK-NOT:     tensor.insert_slice
+func.func @padded_kept(%x: tensor<2x4xf32>, %d: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant dense<0.0> : tensor<4x8xf32>
+  %corner = tensor.insert_slice %x into %zero[0, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<4x8xf32>
+  %rows = tensor.insert_slice %x into %d[0, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<4x8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%corner, %rows : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.addf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %x4 = tensor.concat dim(0) %x, %x : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %twice = tensor.insert_slice %x4 into %zero[0, 4] [4, 4] [1, 1] : tensor<4x4xf32> into tensor<4x8xf32>
+  %z = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%twice : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.negf %p : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%twice : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.mulf %p, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %y, %z, %w : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+
 // A concatenation read by two ops, or by an op that reads its loops'
 // indices (they would be offset in a part), stays whole.
 // CHECK-LABEL: func.func @concat_kept(
