@@ -75,13 +75,17 @@ Times timeShape(const Shape &s, bool bf16, int reps, std::mt19937 &rng) {
        *dv = deviceRandom(keyRows * s.dim, bytes, rng);
   float *lse = static_cast<float *>(deviceRandom(rows, 4, rng));
   float scale = 1.0f / std::sqrt(float(s.dim));
+  // Contiguous [batch, heads, seq, dim] operands: their strides.
+  const int64_t qb = s.heads * s.seq * s.dim, kb = s.kvHeads * s.seq * s.dim,
+                hs = s.seq * s.dim, rs = s.dim;
 #define ZEST_BENCH_CALLS(SUFFIX, T)                                            \
   forward = medianMs(reps, [&] {                                               \
     zest_cuda_attention_forward##SUFFIX(                                       \
         s.batch, s.heads, s.kvHeads, s.seq, s.seq, s.dim, s.dim, scale, 1,     \
         static_cast<const T *>(q), static_cast<const T *>(k),                  \
         static_cast<const T *>(v), nullptr, ZEST_ATTENTION_MASK_NONE, 1, 1, 1, \
-        1, static_cast<T *>(out), lse);                                        \
+        1, static_cast<T *>(out), lse, qb, hs, rs, kb, hs, rs, kb, hs, rs, qb, \
+        hs, rs);                                                               \
   });                                                                          \
   backward = medianMs(reps, [&] {                                              \
     zest_cuda_attention_backward##SUFFIX(                                      \
@@ -89,7 +93,9 @@ Times timeShape(const Shape &s, bool bf16, int reps, std::mt19937 &rng) {
         static_cast<const T *>(q), static_cast<const T *>(k),                  \
         static_cast<const T *>(v), nullptr, ZEST_ATTENTION_MASK_NONE, 1, 1, 1, \
         1, static_cast<const T *>(out), lse, static_cast<const T *>(dout),     \
-        static_cast<T *>(dq), static_cast<T *>(dk), static_cast<T *>(dv));     \
+        static_cast<T *>(dq), static_cast<T *>(dk), static_cast<T *>(dv), qb,  \
+        hs, rs, kb, hs, rs, kb, hs, rs, qb, hs, rs, qb, hs, rs, qb, hs, rs,    \
+        kb, hs, rs, kb, hs, rs);                                               \
   })
   double forward, backward;
   if (bf16) {

@@ -283,6 +283,9 @@ void mlir::zest::buildBufferizationPipeline(
   addTensorPasses(pm, options);
   addFloatEmulationPasses(pm);
   addBufferizePasses(pm);
+  // An op's results copied into a concatenation (attention's q, k and v
+  // gradients) are written there; before the fused ops become calls.
+  pm.addNestedPass<func::FuncOp>(createWriteCopiesInPlacePass());
   MatmulToBlasPassOptions blas;
   // The emulated device has the GPU's products.
   blas.target = stringifyTarget(isDeviceTarget(options.target) ? Target::Cuda

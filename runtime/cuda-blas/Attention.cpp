@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 #include <unordered_map>
 
@@ -36,8 +37,8 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
                          int64_t queries, int64_t keys, int64_t features,
                          int64_t valueFeatures, float scale, int32_t causal,
                          bool masked, int32_t maskKind, int64_t maskBatch,
-                         int64_t maskHeads, int64_t maskRows,
-                         int64_t maskCols) {
+                         int64_t maskHeads, int64_t maskRows, int64_t maskCols,
+                         std::initializer_list<RowLayout> layouts) {
   if (features > kMaxAttentionFeatures ||
       valueFeatures > kMaxAttentionFeatures) {
     std::fprintf(stderr,
@@ -50,25 +51,42 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
   }
   if (!masked)
     maskKind = ZEST_ATTENTION_MASK_NONE;
-  return {batch,
-          heads,
-          kvHeads,
-          queries,
-          keys,
-          features,
-          valueFeatures,
-          scale,
-          causal,
-          maskKind,
-          {maskBatch, maskHeads, maskRows, maskCols}};
+  AttentionShape shape{};
+  shape.batch = batch;
+  shape.heads = heads;
+  shape.kvHeads = kvHeads;
+  shape.queries = queries;
+  shape.keys = keys;
+  shape.features = features;
+  shape.valueFeatures = valueFeatures;
+  shape.scale = scale;
+  shape.causal = causal;
+  shape.maskKind = maskKind;
+  int64_t maskSizes[4] = {maskBatch, maskHeads, maskRows, maskCols};
+  std::memcpy(shape.maskSizes, maskSizes, sizeof(maskSizes));
+  // In the C API's order: q, k, v, out, then the backward's dout, dq, dk, dv.
+  RowLayout AttentionShape::*members[] = {
+      &AttentionShape::q,   &AttentionShape::k,    &AttentionShape::v,
+      &AttentionShape::out, &AttentionShape::dout, &AttentionShape::dq,
+      &AttentionShape::dk,  &AttentionShape::dv};
+  const RowLayout *layout = layouts.begin();
+  for (size_t i = 0; i < layouts.size(); ++i)
+    shape.*members[i] = layout[i];
+  return shape;
 }
 
 /// The kernels a call runs on a GPU.
 enum class Kernels { Reference, Tiles, TensorCores, Flash };
 
-/// Whether every pointer is 16-byte aligned, as the flash kernels' copies
-/// need.
-template <typename... Pointers> bool aligned16(Pointers... pointers) {
+/// Whether every pointer is 16-byte aligned and every row of every operand
+/// (elements of `bytes` bytes) starts 16 bytes apart, as the flash kernels'
+/// copies need.
+template <typename... Pointers>
+bool aligned16(const AttentionShape &s, size_t bytes, Pointers... pointers) {
+  for (const RowLayout &l : {s.q, s.k, s.v, s.out, s.dout, s.dq, s.dk, s.dv})
+    for (int64_t stride : {l.batch, l.head, l.row})
+      if (stride * bytes % 16 != 0)
+        return false;
   return ((reinterpret_cast<uintptr_t>(pointers) % 16 == 0) && ...);
 }
 
@@ -246,9 +264,9 @@ void forward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   int64_t rows = s.batch * s.heads * s.queries;
   if (rows == 0)
     return;
-  if (withGpuKernels<T>(s, aligned16(q, k, v, out), [&](auto kernels) {
-        kernels.forward(s, mask, q, k, v, out, lse);
-      }))
+  if (withGpuKernels<T>(
+          s, aligned16(s, sizeof(T), q, k, v, out),
+          [&](auto kernels) { kernels.forward(s, mask, q, k, v, out, lse); }))
     return;
   ZEST_LAUNCH(attentionForwardKernel<T>, blocks(rows), 128,
               cuda::streams.compute, s, mask, q, k, v, out, lse);
@@ -270,13 +288,14 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
     delta = static_cast<float *>(zest_pool_alloc(
         zest_cuda_attention_backward_scratch(s.batch, s.heads, s.queries)));
     ZEST_LAUNCH(attentionDeltaKernel<T>, blocks(rows), 128,
-                cuda::streams.compute, rows, s.valueFeatures, out, dout, delta);
+                cuda::streams.compute, s, out, dout, delta);
     cuda::checkCuda(cudaGetLastError(), "the attention's row deltas");
   }
-  if (withGpuKernels<T>(
-          s, aligned16(q, k, v, dout, dq, dk, dv), [&](auto kernels) {
-            kernels.backward(s, mask, q, k, v, lse, delta, dout, dq, dk, dv);
-          })) {
+  if (withGpuKernels<T>(s, aligned16(s, sizeof(T), q, k, v, dout, dq, dk, dv),
+                        [&](auto kernels) {
+                          kernels.backward(s, mask, q, k, v, lse, delta, dout,
+                                           dq, dk, dv);
+                        })) {
     if (delta)
       zest_pool_free(delta); // reused only by work later on the same stream
     return;
@@ -299,11 +318,18 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
 
 } // namespace
 
+/// The shape of a call inside an entry point, its arrays' layouts listed.
+#define ZEST_CUDA_ATTENTION_SHAPE(...)                                         \
+  makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim, scale, \
+            causal, mask != nullptr, mask_kind, mask_batch, mask_heads,        \
+            mask_rows, mask_cols, {__VA_ARGS__})
+
 #define ZEST_CUDA_ATTENTION_ENTRIES(SUFFIX, T, DEVICE_T)                       \
   void zest_cuda_attention_forward##SUFFIX(ZEST_attention_forward_PARAMS(T)) { \
-    forward(makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim,         \
-                      value_dim, scale, causal, mask != nullptr, mask_kind,    \
-                      mask_batch, mask_heads, mask_rows, mask_cols),           \
+    forward(ZEST_CUDA_ATTENTION_SHAPE({ZEST_ATTENTION_STRIDE_ARGS(q)},         \
+                                      {ZEST_ATTENTION_STRIDE_ARGS(k)},         \
+                                      {ZEST_ATTENTION_STRIDE_ARGS(v)},         \
+                                      {ZEST_ATTENTION_STRIDE_ARGS(out)}),      \
             mask, reinterpret_cast<const DEVICE_T *>(q),                       \
             reinterpret_cast<const DEVICE_T *>(k),                             \
             reinterpret_cast<const DEVICE_T *>(v),                             \
@@ -311,9 +337,14 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
   }                                                                            \
   void zest_cuda_attention_backward##SUFFIX(                                   \
       ZEST_attention_backward_PARAMS(T)) {                                     \
-    backward(makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim,        \
-                       value_dim, scale, causal, mask != nullptr, mask_kind,   \
-                       mask_batch, mask_heads, mask_rows, mask_cols),          \
+    backward(ZEST_CUDA_ATTENTION_SHAPE({ZEST_ATTENTION_STRIDE_ARGS(q)},        \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(k)},        \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(v)},        \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(out)},      \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(dout)},     \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(dq)},       \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(dk)},       \
+                                       {ZEST_ATTENTION_STRIDE_ARGS(dv)}),      \
              mask, reinterpret_cast<const DEVICE_T *>(q),                      \
              reinterpret_cast<const DEVICE_T *>(k),                            \
              reinterpret_cast<const DEVICE_T *>(v),                            \

@@ -145,31 +145,51 @@ inline __device__ void warpProductOfTiles(Tiles<N> &acc, const Tiles<K> &p,
 // Tiles in shared memory
 //===----------------------------------------------------------------------===//
 
-/// rows x dims values at src (row stride dims, 16-byte aligned) into a
-/// [Rows, D] tile at dst, without blocking; rows past `rows` and columns
-/// past `dims` are zero.
+/// rows x dims values at src (row stride `stride`, rows 16-byte aligned)
+/// into a [Rows, D] tile at dst, without blocking; rows past `rows` and
+/// columns past `dims` are zero.
 template <int D, int Rows, typename T>
-inline __device__ void copyTile(T *dst, const T *src, int64_t rows, int dims) {
+inline __device__ void copyTile(T *dst, const T *src, int64_t rows, int dims,
+                                int64_t stride) {
   constexpr int chunks = D / 8;
   for (int e = threadIdx.x; e < Rows * chunks; e += kThreads) {
     int r = e / chunks, c = e % chunks;
     bool valid = r < rows && c * 8 < dims;
     copyAsync16(dst + r * kStride<D> + c * 8,
-                valid ? src + int64_t(r) * dims + c * 8 : src, valid);
+                valid ? src + r * stride + c * 8 : src, valid);
   }
 }
 
-/// Rows [at, at + rows) of x (`s.features` wide) and of y
-/// (`s.valueFeatures` wide: K and V, or Q and dO) into the [Rows, D] tiles
-/// xs and ys, without blocking, as two groups of copies (x's first).
+/// `rows` rows of x (`s.features` wide, rows `xStride` apart) and of y
+/// (`s.valueFeatures` wide, `yStride` apart: K and V, or Q and dO) into the
+/// [Rows, D] tiles xs and ys, without blocking, as two groups of copies
+/// (x's first).
 template <int D, int Rows, typename T>
-inline __device__ void copyRowPair(T *xs, T *ys, const T *x, const T *y,
-                                   const AttentionShape &s, int64_t at,
-                                   int64_t rows) {
-  copyTile<D, Rows>(xs, x + at * s.features, rows, int(s.features));
+inline __device__ void copyRowPair(T *xs, T *ys, const T *x, int64_t xStride,
+                                   const T *y, int64_t yStride,
+                                   const AttentionShape &s, int64_t rows) {
+  copyTile<D, Rows>(xs, x, rows, int(s.features), xStride);
   commitCopies();
-  copyTile<D, Rows>(ys, y + at * s.valueFeatures, rows, int(s.valueFeatures));
+  copyTile<D, Rows>(ys, y, rows, int(s.valueFeatures), yStride);
   commitCopies();
+}
+
+/// K and V's rows from key row `at` (of [batch * kvHeads * keys]).
+template <int D, int Rows, typename T>
+inline __device__ void copyKeyValues(T *ks, T *vs, const T *k, const T *v,
+                                     const AttentionShape &s, int64_t at,
+                                     int64_t rows) {
+  copyRowPair<D, Rows>(ks, vs, k + s.keyAt(s.k, at), s.k.row,
+                       v + s.keyAt(s.v, at), s.v.row, s, rows);
+}
+
+/// Q and dO's rows from query row `at` (of [batch * heads * queries]).
+template <int D, int Rows, typename T>
+inline __device__ void copyQueryGrads(T *qs, T *dos, const T *q, const T *dout,
+                                      const AttentionShape &s, int64_t at,
+                                      int64_t rows) {
+  copyRowPair<D, Rows>(qs, dos, q + s.queryAt(s.q, at), s.q.row,
+                       dout + s.queryAt(s.dout, at), s.dout.row, s, rows);
 }
 
 /// Waits for every copy of the block (a tile's rows are copied by all its
@@ -180,12 +200,13 @@ inline __device__ void finishCopies() {
 }
 
 /// Stores the warp's 16 x D accumulator rows (row r scaled by
-/// rowScale[r >= 8]) as `rows` rows of `dims` values at dst, through its
-/// rows of the tile `stage` so that the stores are 16 bytes wide.
+/// rowScale[r >= 8]) as `rows` rows of `dims` values at dst, `stride` apart,
+/// through its rows of the tile `stage` so that the stores are 16 bytes
+/// wide.
 template <typename T, int D>
 inline __device__ void storeWarpRows(T *dst, T *stage, const Tiles<D> &acc,
                                      const float (&rowScale)[2], int64_t rows,
-                                     int dims) {
+                                     int dims, int64_t stride) {
   int r = laneRow(), c = laneColumn();
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
@@ -200,7 +221,7 @@ inline __device__ void storeWarpRows(T *dst, T *stage, const Tiles<D> &acc,
   for (int e = lane(); e < 16 * chunks; e += 32) {
     int row = e / chunks, chunk = e % chunks;
     if (row < rows)
-      *reinterpret_cast<uint4 *>(dst + int64_t(row) * dims + chunk * 8) =
+      *reinterpret_cast<uint4 *>(dst + row * stride + chunk * 8) =
           *reinterpret_cast<const uint4 *>(stage + row * kStride<D> +
                                            chunk * 8);
   }
@@ -305,7 +326,8 @@ __global__ void __launch_bounds__(kThreads)
     *vs = ks + kRows * ld;
   tiles::QueryTile t(s);
   int64_t first = t.head * s.queries + t.i0;
-  copyTile<D, kRows>(qs, q + first * s.features, t.rows, int(s.features));
+  copyTile<D, kRows>(qs, q + s.queryAt(s.q, first), t.rows, int(s.features),
+                     s.q.row);
   commitCopies();
   T *qw = qs + 16 * warp() * ld;
   float o[D / 8][4] = {}, maximum[2] = {-INFINITY, -INFINITY},
@@ -313,7 +335,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kRows) {
     int64_t keys = min(int64_t(kRows), s.keys - j0);
     __syncthreads(); // the last tile's K and V are read
-    copyRowPair<D, kRows>(ks, vs, k, v, s, t.kvHead * s.keys + j0, keys);
+    copyKeyValues<D, kRows>(ks, vs, k, v, s, t.kvHead * s.keys + j0, keys);
     waitCopies<1>(); // Q and K
     __syncthreads();
     float sc[kRows / 8][4] = {};
@@ -338,8 +360,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   int64_t rows = t.rows - 16 * warp();
   finishCopies();
-  storeWarpRows<T, D>(out + (first + 16 * warp()) * s.valueFeatures, qw, o,
-                      inverse, rows, int(s.valueFeatures));
+  storeWarpRows<T, D>(out + s.queryAt(s.out, first) + 16 * warp() * s.out.row,
+                      qw, o, inverse, rows, int(s.valueFeatures), s.out.row);
 }
 
 //===----------------------------------------------------------------------===//
@@ -377,7 +399,7 @@ __global__ void __launch_bounds__(kThreads)
     *ks = dos + kRows * ld, *vs = ks + kRows * ld;
   tiles::QueryTile t(s);
   int64_t first = t.head * s.queries + t.i0;
-  copyRowPair<D, kRows>(qs, dos, q, dout, s, first, t.rows);
+  copyQueryGrads<D, kRows>(qs, dos, q, dout, s, first, t.rows);
   float rowLse[2], rowDelta[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -391,7 +413,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kRows) {
     int64_t keys = min(int64_t(kRows), s.keys - j0);
     __syncthreads(); // the last tile's K and V are read
-    copyRowPair<D, kRows>(ks, vs, k, v, s, t.kvHead * s.keys + j0, keys);
+    copyKeyValues<D, kRows>(ks, vs, k, v, s, t.kvHead * s.keys + j0, keys);
     waitCopies<0>();
     __syncthreads();
     float sc[kRows / 8][4] = {}, dp[kRows / 8][4] = {};
@@ -407,8 +429,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float ones[2] = {1.0f, 1.0f};
   finishCopies();
-  storeWarpRows<T, D>(dq + (first + 16 * warp()) * s.features, qw, grad, ones,
-                      t.rows - 16 * warp(), int(s.features));
+  storeWarpRows<T, D>(dq + s.queryAt(s.dq, first) + 16 * warp() * s.dq.row, qw,
+                      grad, ones, t.rows - 16 * warp(), int(s.features),
+                      s.dq.row);
 }
 
 /// Shared memory of the key/value gradients: K and V tiles of kRows keys,
@@ -436,7 +459,7 @@ __global__ void __launch_bounds__(kThreads)
         *deltas = lses + cols;
   tiles::KeyTile t(s);
   const int64_t at = t.kvHead * s.keys + t.j0;
-  copyRowPair<D, kRows>(ks, vs, k, v, s, at, t.keys);
+  copyKeyValues<D, kRows>(ks, vs, k, v, s, at, t.keys);
   T *kw = ks + 16 * warp() * ld, *vw = vs + 16 * warp() * ld;
   float gk[D / 8][4] = {}, gv[D / 8][4] = {};
   int64_t firstQuery = s.causal ? t.j0 / cols * cols : 0;
@@ -446,7 +469,7 @@ __global__ void __launch_bounds__(kThreads)
       int64_t rows = min(int64_t(cols), s.queries - i0),
               first = head * s.queries + i0;
       __syncthreads(); // the last tile's Q, dO, lse and delta are read
-      copyRowPair<D, cols>(qs, dos, q, dout, s, first, rows);
+      copyQueryGrads<D, cols>(qs, dos, q, dout, s, first, rows);
       for (int e = threadIdx.x; e < cols; e += kThreads) {
         lses[e] = e < rows ? lse[first + e] * kLog2e : INFINITY;
         deltas[e] = e < rows ? delta[first + e] : 0.0f;
@@ -473,10 +496,10 @@ __global__ void __launch_bounds__(kThreads)
   const float ones[2] = {1.0f, 1.0f};
   int64_t rows = t.keys - 16 * warp();
   finishCopies();
-  storeWarpRows<T, D>(dk + (at + 16 * warp()) * s.features, kw, gk, ones, rows,
-                      int(s.features));
-  storeWarpRows<T, D>(dv + (at + 16 * warp()) * s.valueFeatures, vw, gv, ones,
-                      rows, int(s.valueFeatures));
+  storeWarpRows<T, D>(dk + s.keyAt(s.dk, at) + 16 * warp() * s.dk.row, kw, gk,
+                      ones, rows, int(s.features), s.dk.row);
+  storeWarpRows<T, D>(dv + s.keyAt(s.dv, at) + 16 * warp() * s.dv.row, vw, gv,
+                      ones, rows, int(s.valueFeatures), s.dv.row);
 }
 
 } // namespace zest::rt::cuda::flash

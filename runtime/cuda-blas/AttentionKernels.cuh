@@ -12,6 +12,7 @@
 #ifndef ZEST_RUNTIME_CUDA_BLAS_ATTENTIONKERNELS_CUH
 #define ZEST_RUNTIME_CUDA_BLAS_ATTENTIONKERNELS_CUH
 
+#include "../common/AttentionLayout.h"
 #include "EpilogueKernels.cuh"
 
 namespace zest::rt::cuda {
@@ -19,13 +20,27 @@ namespace zest::rt::cuda {
 /// The largest head dimension (queries/keys and values) a thread holds.
 constexpr int64_t kMaxAttentionFeatures = 256;
 
-/// Sizes, scale and mask of one attention call.
+/// Sizes, scale and mask of one attention call, and where each 4-D
+/// operand's rows lie (the forward's leaves the gradients' unset).
 struct AttentionShape {
   int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
   float scale;
   int32_t causal;
   int32_t maskKind;
   int64_t maskSizes[4];
+  RowLayout q, k, v, out, dout, dq, dk, dv;
+
+  /// The offset of query row `row` of [batch * heads * queries] in `layout`
+  /// (q, out and their gradients).
+  inline __device__ int64_t queryAt(const RowLayout &layout,
+                                    int64_t row) const {
+    return layout.at(heads, row / queries, row % queries);
+  }
+  /// The offset of key row `row` of [batch * kvHeads * keys] in `layout`
+  /// (k, v and their gradients).
+  inline __device__ int64_t keyAt(const RowLayout &layout, int64_t row) const {
+    return layout.at(kvHeads, row / keys, row % keys);
+  }
 };
 
 /// The mask's value at (b, h, i, j) as a float (a boolean's false as
@@ -83,15 +98,16 @@ __global__ void attentionForwardKernel(AttentionShape s, const void *mask,
     return;
   QueryRow r(s, row);
   float qr[kMaxAttentionFeatures], acc[kMaxAttentionFeatures];
+  const T *query = q + s.queryAt(s.q, row);
   for (int64_t x = 0; x < s.features; ++x)
-    qr[x] = load(q[row * s.features + x]);
+    qr[x] = load(query[x]);
   for (int64_t x = 0; x < s.valueFeatures; ++x)
     acc[x] = 0.0f;
   float maximum = -INFINITY, sum = 0.0f;
-  const T *keys = k + r.kvHead * s.keys * s.features,
-          *values = v + r.kvHead * s.keys * s.valueFeatures;
+  const T *keys = k + s.keyAt(s.k, r.kvHead * s.keys),
+          *values = v + s.keyAt(s.v, r.kvHead * s.keys);
   for (int64_t j = 0; j < s.keys; ++j) {
-    float sj = score(s, mask, qr, keys + j * s.features, r.b, r.h, r.i, j);
+    float sj = score(s, mask, qr, keys + j * s.k.row, r.b, r.h, r.i, j);
     if (sj == -INFINITY)
       continue;
     float newMax = fmaxf(maximum, sj);
@@ -99,26 +115,28 @@ __global__ void attentionForwardKernel(AttentionShape s, const void *mask,
     float p = expf(sj - newMax);
     sum = sum * alpha + p;
     for (int64_t x = 0; x < s.valueFeatures; ++x)
-      acc[x] = acc[x] * alpha + p * load(values[j * s.valueFeatures + x]);
+      acc[x] = acc[x] * alpha + p * load(values[j * s.v.row + x]);
     maximum = newMax;
   }
   float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
+  T *output = out + s.queryAt(s.out, row);
   for (int64_t x = 0; x < s.valueFeatures; ++x)
-    out[row * s.valueFeatures + x] = store<T>(acc[x] * inverse);
+    output[x] = store<T>(acc[x] * inverse);
   lse[row] = sum == 0.0f ? INFINITY : maximum + logf(sum);
 }
 
 /// delta_i = dout_i . out_i, a thread per query row (the backward's
 /// kernels read it for every score of the row).
 template <typename T>
-__global__ void attentionDeltaKernel(int64_t rows, int64_t dims, const T *out,
+__global__ void attentionDeltaKernel(AttentionShape s, const T *out,
                                      const T *dout, float *delta) {
   int64_t row = globalThreadIndex();
-  if (row >= rows)
+  if (row >= s.batch * s.heads * s.queries)
     return;
+  const T *o = out + s.queryAt(s.out, row), *g = dout + s.queryAt(s.dout, row);
   float d = 0.0f;
-  for (int64_t x = 0; x < dims; ++x)
-    d += load(dout[row * dims + x]) * load(out[row * dims + x]);
+  for (int64_t x = 0; x < s.valueFeatures; ++x)
+    d += load(g[x]) * load(o[x]);
   delta[row] = d;
 }
 
@@ -133,27 +151,28 @@ __global__ void attentionQueryGradKernel(AttentionShape s, const void *mask,
     return;
   QueryRow r(s, row);
   float qr[kMaxAttentionFeatures], grad[kMaxAttentionFeatures];
+  const T *query = q + s.queryAt(s.q, row), *g = dout + s.queryAt(s.dout, row);
   for (int64_t x = 0; x < s.features; ++x) {
-    qr[x] = load(q[row * s.features + x]);
+    qr[x] = load(query[x]);
     grad[x] = 0.0f;
   }
   float delta = deltas[row];
-  const T *keys = k + r.kvHead * s.keys * s.features,
-          *values = v + r.kvHead * s.keys * s.valueFeatures;
+  const T *keys = k + s.keyAt(s.k, r.kvHead * s.keys),
+          *values = v + s.keyAt(s.v, r.kvHead * s.keys);
   for (int64_t j = 0; lse[row] != INFINITY && j < s.keys; ++j) {
-    float sj = score(s, mask, qr, keys + j * s.features, r.b, r.h, r.i, j);
+    float sj = score(s, mask, qr, keys + j * s.k.row, r.b, r.h, r.i, j);
     if (sj == -INFINITY)
       continue;
     float p = expf(sj - lse[row]), dp = 0.0f;
     for (int64_t x = 0; x < s.valueFeatures; ++x)
-      dp += load(dout[row * s.valueFeatures + x]) *
-            load(values[j * s.valueFeatures + x]);
+      dp += load(g[x]) * load(values[j * s.v.row + x]);
     float ds = p * (dp - delta) * s.scale;
     for (int64_t x = 0; x < s.features; ++x)
-      grad[x] += ds * load(keys[j * s.features + x]);
+      grad[x] += ds * load(keys[j * s.k.row + x]);
   }
+  T *gradQuery = dq + s.queryAt(s.dq, row);
   for (int64_t x = 0; x < s.features; ++x)
-    dq[row * s.features + x] = store<T>(grad[x]);
+    gradQuery[x] = store<T>(grad[x]);
 }
 
 /// dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over the query heads
@@ -174,21 +193,23 @@ attentionKeyValueGradKernel(AttentionShape s, const void *mask, const T *q,
     gk[x] = 0.0f;
   for (int64_t x = 0; x < s.valueFeatures; ++x)
     gv[x] = 0.0f;
-  const T *key = k + keyRow * s.features, *value = v + keyRow * s.valueFeatures;
+  const T *key = k + s.keyAt(s.k, keyRow), *value = v + s.keyAt(s.v, keyRow);
   for (int64_t h = g * group; h < (g + 1) * group; ++h) {
     for (int64_t i = s.causal ? j : 0; i < s.queries; ++i) {
       int64_t row = (b * s.heads + h) * s.queries + i;
       if (lse[row] == INFINITY)
         continue;
       float qr[kMaxAttentionFeatures];
+      const T *query = q + s.queryAt(s.q, row),
+              *g = dout + s.queryAt(s.dout, row);
       for (int64_t x = 0; x < s.features; ++x)
-        qr[x] = load(q[row * s.features + x]);
+        qr[x] = load(query[x]);
       float sij = score(s, mask, qr, key, b, h, i, j);
       if (sij == -INFINITY)
         continue;
       float p = expf(sij - lse[row]), dp = 0.0f;
       for (int64_t x = 0; x < s.valueFeatures; ++x) {
-        float d = load(dout[row * s.valueFeatures + x]);
+        float d = load(g[x]);
         gv[x] += p * d;
         dp += d * load(value[x]);
       }
@@ -197,10 +218,12 @@ attentionKeyValueGradKernel(AttentionShape s, const void *mask, const T *q,
         gk[x] += ds * qr[x];
     }
   }
+  T *gradKey = dk + s.keyAt(s.dk, keyRow),
+    *gradValue = dv + s.keyAt(s.dv, keyRow);
   for (int64_t x = 0; x < s.features; ++x)
-    dk[keyRow * s.features + x] = store<T>(gk[x]);
+    gradKey[x] = store<T>(gk[x]);
   for (int64_t x = 0; x < s.valueFeatures; ++x)
-    dv[keyRow * s.valueFeatures + x] = store<T>(gv[x]);
+    gradValue[x] = store<T>(gv[x]);
 }
 
 } // namespace zest::rt::cuda

@@ -63,14 +63,15 @@ template <typename T>
 using ColB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
 using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-/// rows x dims values at src (row stride dims) into a [kRows, dims] tile of
+/// rows x dims values at src (row stride ld) into a [kRows, dims] tile of
 /// stride stride16(dims); rows past `rows` are zero.
 template <typename T>
-inline __device__ void loadRows(T *dst, int dims, const T *src, int64_t rows) {
+inline __device__ void loadRows(T *dst, int dims, const T *src, int64_t ld,
+                                int64_t rows) {
   int stride = stride16(dims);
   for (int e = threadIdx.x; e < kRows * dims; e += kThreads) {
     int r = e / dims, x = e % dims;
-    dst[r * stride + x] = r < rows ? src[int64_t(r) * dims + x] : T(0.0f);
+    dst[r * stride + x] = r < rows ? src[r * ld + x] : T(0.0f);
   }
 }
 
@@ -139,14 +140,16 @@ inline __device__ void zeroTile(float *tile, int dims) {
     tile[e] = 0.0f;
 }
 
-/// Stores rows of an f32 tile (each scaled by rowScale[row]) to dst.
+/// Stores rows of an f32 tile (each scaled by rowScale[row]) to dst, `ld`
+/// apart.
 template <typename T>
-inline __device__ void storeTile(T *dst, const float *tile, int dims,
-                                 int64_t rows, const float *rowScale) {
+inline __device__ void storeTile(T *dst, int64_t ld, const float *tile,
+                                 int dims, int64_t rows,
+                                 const float *rowScale) {
   for (int e = threadIdx.x; e < kRows * dims; e += kThreads) {
     int r = e / dims, x = e % dims;
     if (r < rows)
-      dst[int64_t(r) * dims + x] =
+      dst[r * ld + x] =
           store<T>(tile[r * stride32(dims) + x] * (rowScale ? rowScale[r] : 1));
   }
 }
@@ -170,7 +173,8 @@ __global__ void __launch_bounds__(kThreads)
         *os = ss + kRows * stride32(kRows),
         *maximum = os + kRows * stride32(dv), *sum = maximum + kRows;
   tiles::QueryTile t(s);
-  loadRows(qs, dq, q + (t.head * s.queries + t.i0) * dq, t.rows);
+  const int64_t first = t.head * s.queries + t.i0;
+  loadRows(qs, dq, q + s.queryAt(s.q, first), s.q.row, t.rows);
   zeroTile(os, dv);
   for (int r = threadIdx.x; r < kRows; r += kThreads)
     maximum[r] = -INFINITY, sum[r] = 0.0f;
@@ -178,8 +182,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kRows) {
     int64_t keys = min(int64_t(kRows), s.keys - j0);
     __syncthreads(); // the last tile's K and V are read
-    loadRows(ks, dq, k + (t.kvHead * s.keys + j0) * dq, keys);
-    loadRows(vs, dv, v + (t.kvHead * s.keys + j0) * dv, keys);
+    const int64_t at = t.kvHead * s.keys + j0;
+    loadRows(ks, dq, k + s.keyAt(s.k, at), s.k.row, keys);
+    loadRows(vs, dv, v + s.keyAt(s.v, at), s.v.row, keys);
     __syncthreads();
     warpProductTransposed(ss, qs, ks, dq);
     __syncwarp();
@@ -212,12 +217,11 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   for (int r = threadIdx.x; r < kRows; r += kThreads) {
     if (r < t.rows)
-      lse[t.head * s.queries + t.i0 + r] =
-          sum[r] == 0.0f ? INFINITY : maximum[r] + logf(sum[r]);
+      lse[first + r] = sum[r] == 0.0f ? INFINITY : maximum[r] + logf(sum[r]);
     sum[r] = sum[r] == 0.0f ? 0.0f : 1.0f / sum[r];
   }
   __syncthreads();
-  storeTile(out + (t.head * s.queries + t.i0) * dv, os, dv, t.rows, sum);
+  storeTile(out + s.queryAt(s.out, first), s.out.row, os, dv, t.rows, sum);
 }
 
 /// For this lane's half of its row of a [kRows, 64] tile: p = exp(score -
@@ -267,8 +271,8 @@ __global__ void __launch_bounds__(kThreads)
         *acc = dpf + kRows * stride32(kRows);
   tiles::QueryTile t(s);
   int64_t first = t.head * s.queries + t.i0;
-  loadRows(qs, dk, q + first * dk, t.rows);
-  loadRows(dos, dv, dout + first * dv, t.rows);
+  loadRows(qs, dk, q + s.queryAt(s.q, first), s.q.row, t.rows);
+  loadRows(dos, dv, dout + s.queryAt(s.dout, first), s.dout.row, t.rows);
   zeroTile(acc, dk);
   int row = laneRow();
   bool inside = row < t.rows;
@@ -277,8 +281,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kRows) {
     int64_t keys = min(int64_t(kRows), s.keys - j0);
     __syncthreads(); // the last tile's K and V are read
-    loadRows(ks, dk, k + (t.kvHead * s.keys + j0) * dk, keys);
-    loadRows(vs, dv, v + (t.kvHead * s.keys + j0) * dv, keys);
+    const int64_t at = t.kvHead * s.keys + j0;
+    loadRows(ks, dk, k + s.keyAt(s.k, at), s.k.row, keys);
+    loadRows(vs, dv, v + s.keyAt(s.v, at), s.v.row, keys);
     __syncthreads();
     warpProductTransposed(sf, qs, ks, dk);
     warpProductTransposed(dpf, dos, vs, dv);
@@ -291,7 +296,7 @@ __global__ void __launch_bounds__(kThreads)
     warpAccumulate(acc, dss, ks, dk);
   }
   __syncthreads();
-  storeTile(dq + first * dk, acc, dk, t.rows, nullptr);
+  storeTile(dq + s.queryAt(s.dq, first), s.dq.row, acc, dk, t.rows, nullptr);
 }
 
 /// Shared memory of the key/value gradients: K, V, Q, dO (16-bit), S and
@@ -319,8 +324,9 @@ __global__ void __launch_bounds__(kThreads)
         *gk = dpf + kRows * stride32(kRows), *gv = gk + kRows * stride32(dqk),
         *lses = gv + kRows * stride32(dvv), *deltas = lses + kRows;
   tiles::KeyTile t(s);
-  loadRows(ks, dqk, k + (t.kvHead * s.keys + t.j0) * dqk, t.keys);
-  loadRows(vs, dvv, v + (t.kvHead * s.keys + t.j0) * dvv, t.keys);
+  const int64_t at = t.kvHead * s.keys + t.j0;
+  loadRows(ks, dqk, k + s.keyAt(s.k, at), s.k.row, t.keys);
+  loadRows(vs, dvv, v + s.keyAt(s.v, at), s.v.row, t.keys);
   zeroTile(gk, dqk);
   zeroTile(gv, dvv);
   int row = laneRow();
@@ -330,8 +336,8 @@ __global__ void __launch_bounds__(kThreads)
       int64_t rows = min(int64_t(kRows), s.queries - i0),
               first = head * s.queries + i0;
       __syncthreads(); // the last tile's Q, dO, lse and delta are read
-      loadRows(qs, dqk, q + first * dqk, rows);
-      loadRows(dos, dvv, dout + first * dvv, rows);
+      loadRows(qs, dqk, q + s.queryAt(s.q, first), s.q.row, rows);
+      loadRows(dos, dvv, dout + s.queryAt(s.dout, first), s.dout.row, rows);
       tiles::loadRowStats(lses, deltas, lse, delta, first, rows);
       __syncthreads();
       // Transposed: rows are keys, columns query rows.
@@ -348,8 +354,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  storeTile(dk + (t.kvHead * s.keys + t.j0) * dqk, gk, dqk, t.keys, nullptr);
-  storeTile(dv + (t.kvHead * s.keys + t.j0) * dvv, gv, dvv, t.keys, nullptr);
+  storeTile(dk + s.keyAt(s.dk, at), s.dk.row, gk, dqk, t.keys, nullptr);
+  storeTile(dv + s.keyAt(s.dv, at), s.dv.row, gv, dvv, t.keys, nullptr);
 }
 
 } // namespace zest::rt::cuda::tensorcores

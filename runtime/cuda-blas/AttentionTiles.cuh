@@ -42,12 +42,12 @@ inline __device__ int threadCol() { return threadIdx.x % kSide; }
 /// rows x dims values at src (row stride dims) as f32 into dst; rows past
 /// `rows` are zero.
 template <typename T>
-inline __device__ void loadTile(float *dst, int dims, const T *src,
+inline __device__ void loadTile(float *dst, int dims, const T *src, int64_t ld,
                                 int64_t rows) {
   int stride = strideOf(dims);
   for (int e = threadIdx.x; e < kTile * dims; e += kThreads) {
     int r = e / dims, x = e % dims;
-    dst[r * stride + x] = r < rows ? load(src[int64_t(r) * dims + x]) : 0.0f;
+    dst[r * stride + x] = r < rows ? load(src[r * ld + x]) : 0.0f;
   }
 }
 
@@ -117,12 +117,12 @@ inline __device__ float rowSum(float v) {
 __device__ constexpr float kOnes[kPart] = {1.0f, 1.0f, 1.0f, 1.0f};
 static_assert(kPart == 4, "kOnes lists kPart ones");
 
-/// Stores this thread's rows of acc (scaled per row) as rows of a
-/// [rows, dims] array at dst.
+/// Stores this thread's rows of acc (scaled per row) as `rows` rows of
+/// `dims` values at dst, `ld` apart.
 template <typename T, int Cols>
-inline __device__ void storeRows(T *dst, const float (&acc)[kPart][Cols],
-                                 const float (&rowScale)[kPart], int dims,
-                                 int64_t rows) {
+inline __device__ void
+storeRows(T *dst, int64_t ld, const float (&acc)[kPart][Cols],
+          const float (&rowScale)[kPart], int dims, int64_t rows) {
   int ty = threadRow(), tx = threadCol();
 #pragma unroll
   for (int r = 0; r < kPart; ++r) {
@@ -133,7 +133,7 @@ inline __device__ void storeRows(T *dst, const float (&acc)[kPart][Cols],
     for (int c = 0; c < Cols; ++c) {
       int x = tx + kSide * c;
       if (x < dims)
-        dst[row * dims + x] = store<T>(acc[r][c] * rowScale[r]);
+        dst[row * ld + x] = store<T>(acc[r][c] * rowScale[r]);
     }
   }
 }
@@ -214,7 +214,8 @@ __global__ void __launch_bounds__(kThreads)
         *vs = ks + kTile * strideOf(dq), *ps = vs + kTile * strideOf(dv);
   QueryTile t(s);
   int ty = threadRow(), tx = threadCol();
-  loadTile(qs, dq, q + (t.head * s.queries + t.i0) * dq, t.rows);
+  const int64_t first = t.head * s.queries + t.i0;
+  loadTile(qs, dq, q + s.queryAt(s.q, first), s.q.row, t.rows);
   float maximum[kPart], sum[kPart], acc[kPart][Cols] = {};
 #pragma unroll
   for (int r = 0; r < kPart; ++r)
@@ -222,8 +223,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kTile) {
     int64_t keys = min(int64_t(kTile), s.keys - j0);
     __syncthreads(); // the last tile's K, V and P are read
-    loadTile(ks, dq, k + (t.kvHead * s.keys + j0) * dq, keys);
-    loadTile(vs, dv, v + (t.kvHead * s.keys + j0) * dv, keys);
+    const int64_t at = t.kvHead * s.keys + j0;
+    loadTile(ks, dq, k + s.keyAt(s.k, at), s.k.row, keys);
+    loadTile(vs, dv, v + s.keyAt(s.v, at), s.v.row, keys);
     __syncthreads();
     float sc[kPart][kPart];
     tileDot(sc, qs, ks, dq);
@@ -261,10 +263,9 @@ __global__ void __launch_bounds__(kThreads)
     inverse[r] = sum[r] == 0.0f ? 0.0f : 1.0f / sum[r];
     int64_t row = ty + kSide * r;
     if (tx == 0 && row < t.rows)
-      lse[t.head * s.queries + t.i0 + row] =
-          sum[r] == 0.0f ? INFINITY : maximum[r] + logf(sum[r]);
+      lse[first + row] = sum[r] == 0.0f ? INFINITY : maximum[r] + logf(sum[r]);
   }
-  storeRows(out + (t.head * s.queries + t.i0) * dv, acc, inverse, dv, t.rows);
+  storeRows(out + s.queryAt(s.out, first), s.out.row, acc, inverse, dv, t.rows);
 }
 
 /// ds = p (dp - delta) scale with p = exp(score - lse), 0 where masked or
@@ -296,8 +297,8 @@ __global__ void __launch_bounds__(kThreads)
   QueryTile t(s);
   int ty = threadRow(), tx = threadCol();
   int64_t first = t.head * s.queries + t.i0;
-  loadTile(qs, dk, q + first * dk, t.rows);
-  loadTile(dos, dv, dout + first * dv, t.rows);
+  loadTile(qs, dk, q + s.queryAt(s.q, first), s.q.row, t.rows);
+  loadTile(dos, dv, dout + s.queryAt(s.dout, first), s.dout.row, t.rows);
   float rowLse[kPart], rowDelta[kPart], acc[kPart][Cols] = {};
 #pragma unroll
   for (int r = 0; r < kPart; ++r) {
@@ -308,8 +309,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < t.keyEnd(s); j0 += kTile) {
     int64_t keys = min(int64_t(kTile), s.keys - j0);
     __syncthreads(); // the last tile's K and dS are read
-    loadTile(ks, dk, k + (t.kvHead * s.keys + j0) * dk, keys);
-    loadTile(vs, dv, v + (t.kvHead * s.keys + j0) * dv, keys);
+    const int64_t at = t.kvHead * s.keys + j0;
+    loadTile(ks, dk, k + s.keyAt(s.k, at), s.k.row, keys);
+    loadTile(vs, dv, v + s.keyAt(s.v, at), s.v.row, keys);
     __syncthreads();
     float sc[kPart][kPart], dp[kPart][kPart];
     tileDot(sc, qs, ks, dk);
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     tileAccumulate(acc, dss, ks, dk, int(keys));
   }
-  storeRows(dq + first * dk, acc, kOnes, dk, t.rows);
+  storeRows(dq + s.queryAt(s.dq, first), s.dq.row, acc, kOnes, dk, t.rows);
 }
 
 /// Shared memory of the key/value gradients: K, V, Q, dO, P and dS tiles,
@@ -357,8 +359,9 @@ __global__ void __launch_bounds__(kThreads)
         *lses = dss + kTile * kSquareStride, *deltas = lses + kTile;
   KeyTile t(s);
   int ty = threadRow(), tx = threadCol();
-  loadTile(ks, dqk, k + (t.kvHead * s.keys + t.j0) * dqk, t.keys);
-  loadTile(vs, dvv, v + (t.kvHead * s.keys + t.j0) * dvv, t.keys);
+  const int64_t at = t.kvHead * s.keys + t.j0;
+  loadTile(ks, dqk, k + s.keyAt(s.k, at), s.k.row, t.keys);
+  loadTile(vs, dvv, v + s.keyAt(s.v, at), s.v.row, t.keys);
   float gk[kPart][Cols] = {}, gv[kPart][Cols] = {};
   for (int64_t h = t.g * t.group; h < (t.g + 1) * t.group; ++h) {
     int64_t head = t.b * s.heads + h;
@@ -366,8 +369,8 @@ __global__ void __launch_bounds__(kThreads)
       int64_t rows = min(int64_t(kTile), s.queries - i0),
               first = head * s.queries + i0;
       __syncthreads(); // the last tile's Q, dO, P and dS are read
-      loadTile(qs, dqk, q + first * dqk, rows);
-      loadTile(dos, dvv, dout + first * dvv, rows);
+      loadTile(qs, dqk, q + s.queryAt(s.q, first), s.q.row, rows);
+      loadTile(dos, dvv, dout + s.queryAt(s.dout, first), s.dout.row, rows);
       loadRowStats(lses, deltas, lse, delta, first, rows);
       __syncthreads();
       float sc[kPart][kPart], dp[kPart][kPart];
@@ -389,8 +392,8 @@ __global__ void __launch_bounds__(kThreads)
       tileAccumulate(gk, dss, qs, dqk, int(rows));
     }
   }
-  storeRows(dk + (t.kvHead * s.keys + t.j0) * dqk, gk, kOnes, dqk, t.keys);
-  storeRows(dv + (t.kvHead * s.keys + t.j0) * dvv, gv, kOnes, dvv, t.keys);
+  storeRows(dk + s.keyAt(s.dk, at), s.dk.row, gk, kOnes, dqk, t.keys);
+  storeRows(dv + s.keyAt(s.dv, at), s.dv.row, gv, kOnes, dvv, t.keys);
 }
 
 } // namespace zest::rt::cuda::tiles

@@ -470,43 +470,68 @@ typedef enum {
 #define ZEST_ATTENTION_MASK_SAME 2
 #define ZEST_ATTENTION_MASK_F32 3
 
-/* zest_attention_forward: FlashAttention-2's forward. Contiguous row-major
- * q [batch, heads, q_len, head_dim], k [batch, kv_heads, kv_len, head_dim],
- * v [batch, kv_heads, kv_len, value_dim], out [batch, heads, q_len,
- * value_dim]; query head h reads key/value head h / (heads / kv_heads).
- * Scores are scale * q.k, plus the mask (mask_kind; a contiguous
- * [mask_batch, mask_heads, mask_rows, mask_cols] array, each size 1 or the
- * scores' own), with keys j > i masked when `causal`. lse receives each
- * row's log-sum-exp (f32, [batch, heads, q_len]); a row that sees no key
- * gets a zero output and lse = +inf. No [q_len, kv_len] array is formed:
- * keys are visited in blocks with an online softmax, products on the
- * runtime's sgemm, accumulated in f32. */
+/* The layout of a 4-D operand of zest_attention_forward / _backward: the
+ * strides, in elements, between consecutive batches, heads and rows (a
+ * row's elements are contiguous). A contiguous row-major [batch, heads,
+ * rows, dim] array has strides heads * rows * dim, rows * dim and dim; a
+ * [batch, rows, heads, dim] one (heads split from a projection's rows)
+ * rows * heads * dim, dim and heads * dim. */
+#define ZEST_ATTENTION_STRIDES(NAME)                                           \
+  int64_t NAME##_batch_stride, int64_t NAME##_head_stride,                     \
+      int64_t NAME##_row_stride
+#define ZEST_ATTENTION_STRIDE_ARGS(NAME)                                       \
+  NAME##_batch_stride, NAME##_head_stride, NAME##_row_stride
+
+/* zest_attention_forward: FlashAttention-2's forward. q [batch, heads,
+ * q_len, head_dim], k [batch, kv_heads, kv_len, head_dim], v [batch,
+ * kv_heads, kv_len, value_dim], out [batch, heads, q_len, value_dim], each
+ * laid out as its strides say (ZEST_ATTENTION_STRIDES); query head h reads
+ * key/value head h / (heads / kv_heads). Scores are scale * q.k, plus the
+ * mask (mask_kind; a contiguous [mask_batch, mask_heads, mask_rows,
+ * mask_cols] array, each size 1 or the scores' own), with keys j > i masked
+ * when `causal`. lse receives each row's log-sum-exp (f32, contiguous
+ * [batch, heads, q_len]); a row that sees no key gets a zero output and lse
+ * = +inf. No [q_len, kv_len] array is formed: keys are visited in blocks
+ * with an online softmax, products on the runtime's sgemm, accumulated in
+ * f32. */
 #define ZEST_attention_forward_PARAMS(T)                                       \
   int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,               \
       int64_t kv_len, int64_t head_dim, int64_t value_dim, float scale,        \
       int32_t causal, const T *q, const T *k, const T *v, const void *mask,    \
       int32_t mask_kind, int64_t mask_batch, int64_t mask_heads,               \
-      int64_t mask_rows, int64_t mask_cols, T *out, float *lse
+      int64_t mask_rows, int64_t mask_cols, T *out, float *lse,                \
+      ZEST_ATTENTION_STRIDES(q), ZEST_ATTENTION_STRIDES(k),                    \
+      ZEST_ATTENTION_STRIDES(v), ZEST_ATTENTION_STRIDES(out)
 #define ZEST_attention_forward_ARGS                                            \
   batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim, scale, causal,   \
       q, k, v, mask, mask_kind, mask_batch, mask_heads, mask_rows, mask_cols,  \
-      out, lse
+      out, lse, ZEST_ATTENTION_STRIDE_ARGS(q), ZEST_ATTENTION_STRIDE_ARGS(k),  \
+      ZEST_ATTENTION_STRIDE_ARGS(v), ZEST_ATTENTION_STRIDE_ARGS(out)
 
 /* zest_attention_backward: the gradients dq, dk, dv (shaped as q, k, v;
  * overwritten) of zest_attention_forward's output given dout, from its
  * inputs, output and lse: each block of probabilities is recomputed from
- * lse; dk and dv of a key/value head sum over the query heads reading it. */
+ * lse; dk and dv of a key/value head sum over the query heads reading it.
+ * Every 4-D operand has its own strides. */
 #define ZEST_attention_backward_PARAMS(T)                                      \
   int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,               \
       int64_t kv_len, int64_t head_dim, int64_t value_dim, float scale,        \
       int32_t causal, const T *q, const T *k, const T *v, const void *mask,    \
       int32_t mask_kind, int64_t mask_batch, int64_t mask_heads,               \
       int64_t mask_rows, int64_t mask_cols, const T *out, const float *lse,    \
-      const T *dout, T *dq, T *dk, T *dv
+      const T *dout, T *dq, T *dk, T *dv, ZEST_ATTENTION_STRIDES(q),           \
+      ZEST_ATTENTION_STRIDES(k), ZEST_ATTENTION_STRIDES(v),                    \
+      ZEST_ATTENTION_STRIDES(out), ZEST_ATTENTION_STRIDES(dout),               \
+      ZEST_ATTENTION_STRIDES(dq), ZEST_ATTENTION_STRIDES(dk),                  \
+      ZEST_ATTENTION_STRIDES(dv)
 #define ZEST_attention_backward_ARGS                                           \
   batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim, scale, causal,   \
       q, k, v, mask, mask_kind, mask_batch, mask_heads, mask_rows, mask_cols,  \
-      out, lse, dout, dq, dk, dv
+      out, lse, dout, dq, dk, dv, ZEST_ATTENTION_STRIDE_ARGS(q),               \
+      ZEST_ATTENTION_STRIDE_ARGS(k), ZEST_ATTENTION_STRIDE_ARGS(v),            \
+      ZEST_ATTENTION_STRIDE_ARGS(out), ZEST_ATTENTION_STRIDE_ARGS(dout),       \
+      ZEST_ATTENTION_STRIDE_ARGS(dq), ZEST_ATTENTION_STRIDE_ARGS(dk),          \
+      ZEST_ATTENTION_STRIDE_ARGS(dv)
 
 /* How zest_cross_entropy_* combine their rows' losses (reduction). */
 #define ZEST_LOSS_NONE 0

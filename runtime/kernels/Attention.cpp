@@ -7,10 +7,12 @@
 // the saved log-sum-exp (the backward). No [queries, keys] array is ever
 // formed. The tile products run on the runtime's sgemm; the heads run in
 // parallel (OpenMP, with oneDNN's products inside each running serially).
-// 16-bit storage is widened to f32 per head and rounded once at the end.
+// 16-bit storage (and rows apart, in a strided layout) is widened to
+// contiguous f32 rows per head and rounded once at the end.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/AttentionLayout.h"
 #include "../common/HalfFloat.h"
 #include "Sgemm.h"
 #include "zest_runtime.h"
@@ -27,11 +29,19 @@ constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 256;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-/// The problem's sizes, shared by every head.
+using zest::rt::RowLayout;
+
+/// Where each 4-D operand's rows lie.
+struct Layouts {
+  RowLayout q, k, v, out, dout, dq, dk, dv;
+};
+
+/// The problem's sizes, shared by every head, and its operands' layouts.
 struct Shape {
   int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
   float scale;
   bool causal;
+  Layouts layouts;
 
   int64_t group() const { return heads / kvHeads; }
 };
@@ -203,47 +213,73 @@ void backwardHead(const Shape &shape, const Mask &mask, int64_t b, int64_t h,
   }
 }
 
-/// Rows of one head in f32: the storage itself for f32, else a widened
-/// copy (and, for an output, rounded back by `store`).
+/// The rows of one head in f32, contiguous: the storage itself for
+/// contiguous f32 rows, else a widened copy gathered from the layout (and,
+/// for an output, rounded and scattered back by `store`).
 class HeadRows {
 public:
-  HeadRows(int kind) : kind(kind) {}
+  /// Row i of head `head` (over `heads` heads a batch) of `rows` rows of
+  /// `dim` elements.
+  HeadRows(int kind, RowLayout layout, int64_t heads, int64_t head,
+           int64_t rows, int64_t dim)
+      : kind(kind), stride(layout.row), rows(rows), dim(dim),
+        offset(layout.at(heads, head, 0)) {}
 
-  const float *load(const void *base, int64_t offset, int64_t count) {
-    if (kind == 0)
+  const float *load(const void *base) {
+    if (direct())
       return static_cast<const float *>(base) + offset;
-    buffer.resize(count);
-    auto *bits = static_cast<const uint16_t *>(base) + offset;
-    for (int64_t x = 0; x < count; ++x)
-      buffer[x] = toFloat(bits[x], kind);
+    buffer.resize(rows * dim);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = offset + r * stride;
+      float *row = buffer.data() + r * dim;
+      if (kind == 0) {
+        std::memcpy(row, static_cast<const float *>(base) + at,
+                    dim * sizeof(float));
+        continue;
+      }
+      auto *bits = static_cast<const uint16_t *>(base) + at;
+      for (int64_t x = 0; x < dim; ++x)
+        row[x] = toFloat(bits[x], kind);
+    }
     return buffer.data();
   }
 
-  float *output(void *base, int64_t offset, int64_t count) {
-    if (kind == 0)
+  float *output(void *base) {
+    if (direct())
       return static_cast<float *>(base) + offset;
-    buffer.assign(count, 0.0f);
+    buffer.assign(rows * dim, 0.0f);
     return buffer.data();
   }
 
-  void store(void *base, int64_t offset) const {
-    if (kind == 0)
+  void store(void *base) const {
+    if (direct())
       return;
-    auto *bits = static_cast<uint16_t *>(base) + offset;
-    for (size_t x = 0; x < buffer.size(); ++x)
-      bits[x] = fromFloat(buffer[x], kind);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = offset + r * stride;
+      const float *row = buffer.data() + r * dim;
+      if (kind == 0) {
+        std::memcpy(static_cast<float *>(base) + at, row, dim * sizeof(float));
+        continue;
+      }
+      auto *bits = static_cast<uint16_t *>(base) + at;
+      for (int64_t x = 0; x < dim; ++x)
+        bits[x] = fromFloat(row[x], kind);
+    }
   }
 
 private:
+  bool direct() const { return kind == 0 && stride == dim; }
+
   int kind;
+  int64_t stride, rows, dim, offset;
   std::vector<float> buffer;
 };
 
 Shape makeShape(int64_t batch, int64_t heads, int64_t kvHeads, int64_t queries,
                 int64_t keys, int64_t features, int64_t valueFeatures,
-                float scale, int32_t causal) {
-  return {batch,    heads,         kvHeads, queries,    keys,
-          features, valueFeatures, scale,   causal != 0};
+                float scale, int32_t causal, const Layouts &layouts) {
+  return {batch,    heads,         kvHeads, queries,     keys,
+          features, valueFeatures, scale,   causal != 0, layouts};
 }
 
 Mask makeMask(const void *data, int32_t kind, int storage, int64_t b, int64_t h,
@@ -257,20 +293,21 @@ Mask makeMask(const void *data, int32_t kind, int storage, int64_t b, int64_t h,
 void attentionForward(const Shape &shape, const Mask &mask, int storage,
                       const void *q, const void *k, const void *v, void *out,
                       float *lse) {
+  const Layouts &l = shape.layouts;
   int64_t d = shape.features, e = shape.valueFeatures;
-  int64_t heads = shape.batch * shape.heads;
+  int64_t heads = shape.batch * shape.heads, rows = shape.queries;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t head = 0; head < heads; ++head) {
     int64_t b = head / shape.heads, h = head % shape.heads;
     int64_t kvHead = b * shape.kvHeads + h / shape.group();
-    HeadRows qRows(storage), kRows(storage), vRows(storage), oRows(storage);
-    const float *qh =
-                    qRows.load(q, head * shape.queries * d, shape.queries * d),
-                *kh = kRows.load(k, kvHead * shape.keys * d, shape.keys * d),
-                *vh = vRows.load(v, kvHead * shape.keys * e, shape.keys * e);
-    float *oh = oRows.output(out, head * shape.queries * e, shape.queries * e);
-    forwardHead(shape, mask, b, h, qh, kh, vh, oh, lse + head * shape.queries);
-    oRows.store(out, head * shape.queries * e);
+    HeadRows qRows(storage, l.q, shape.heads, head, rows, d),
+        kRows(storage, l.k, shape.kvHeads, kvHead, shape.keys, d),
+        vRows(storage, l.v, shape.kvHeads, kvHead, shape.keys, e),
+        oRows(storage, l.out, shape.heads, head, rows, e);
+    float *oh = oRows.output(out);
+    forwardHead(shape, mask, b, h, qRows.load(q), kRows.load(k), vRows.load(v),
+                oh, lse + head * rows);
+    oRows.store(out);
   }
 }
 
@@ -280,29 +317,31 @@ void backwardKvHead(const Shape &shape, const Mask &mask, int storage,
                     int64_t kvHead, const void *q, const void *k, const void *v,
                     const void *out, const float *lse, const void *dout,
                     void *dq, void *dk, void *dv) {
-  int64_t d = shape.features, e = shape.valueFeatures;
+  const Layouts &l = shape.layouts;
+  int64_t d = shape.features, e = shape.valueFeatures, keys = shape.keys,
+          rows = shape.queries;
   int64_t b = kvHead / shape.kvHeads, g = kvHead % shape.kvHeads;
-  HeadRows kRows(storage), vRows(storage), dkRows(storage), dvRows(storage);
-  const float *kh = kRows.load(k, kvHead * shape.keys * d, shape.keys * d),
-              *vh = vRows.load(v, kvHead * shape.keys * e, shape.keys * e);
-  float *dkh = dkRows.output(dk, kvHead * shape.keys * d, shape.keys * d),
-        *dvh = dvRows.output(dv, kvHead * shape.keys * e, shape.keys * e);
-  std::fill(dkh, dkh + shape.keys * d, 0.0f);
-  std::fill(dvh, dvh + shape.keys * e, 0.0f);
+  HeadRows kRows(storage, l.k, shape.kvHeads, kvHead, keys, d),
+      vRows(storage, l.v, shape.kvHeads, kvHead, keys, e),
+      dkRows(storage, l.dk, shape.kvHeads, kvHead, keys, d),
+      dvRows(storage, l.dv, shape.kvHeads, kvHead, keys, e);
+  const float *kh = kRows.load(k), *vh = vRows.load(v);
+  float *dkh = dkRows.output(dk), *dvh = dvRows.output(dv);
+  std::fill(dkh, dkh + keys * d, 0.0f);
+  std::fill(dvh, dvh + keys * e, 0.0f);
   for (int64_t h = g * shape.group(); h < (g + 1) * shape.group(); ++h) {
     int64_t head = b * shape.heads + h;
-    int64_t qAt = head * shape.queries * d, oAt = head * shape.queries * e;
-    HeadRows qRows(storage), oRows(storage), doRows(storage), dqRows(storage);
-    const float *qh = qRows.load(q, qAt, shape.queries * d),
-                *oh = oRows.load(out, oAt, shape.queries * e),
-                *doh = doRows.load(dout, oAt, shape.queries * e);
-    float *dqh = dqRows.output(dq, qAt, shape.queries * d);
-    backwardHead(shape, mask, b, h, qh, kh, vh, oh, lse + head * shape.queries,
-                 doh, dqh, dkh, dvh);
-    dqRows.store(dq, qAt);
+    HeadRows qRows(storage, l.q, shape.heads, head, rows, d),
+        oRows(storage, l.out, shape.heads, head, rows, e),
+        doRows(storage, l.dout, shape.heads, head, rows, e),
+        dqRows(storage, l.dq, shape.heads, head, rows, d);
+    float *dqh = dqRows.output(dq);
+    backwardHead(shape, mask, b, h, qRows.load(q), kh, vh, oRows.load(out),
+                 lse + head * rows, doRows.load(dout), dqh, dkh, dvh);
+    dqRows.store(dq);
   }
-  dkRows.store(dk, kvHead * shape.keys * d);
-  dvRows.store(dv, kvHead * shape.keys * e);
+  dkRows.store(dk);
+  dvRows.store(dv);
 }
 
 void attentionBackward(const Shape &shape, const Mask &mask, int storage,
@@ -322,8 +361,12 @@ void attentionBackward(const Shape &shape, const Mask &mask, int storage,
 #define ZEST_ATTENTION_ENTRIES(SUFFIX, T, STORAGE)                             \
   void zest_attention_forward##SUFFIX(ZEST_attention_forward_PARAMS(T)) {      \
     zest_progress();                                                           \
+    Layouts layouts{{ZEST_ATTENTION_STRIDE_ARGS(q)},                           \
+                    {ZEST_ATTENTION_STRIDE_ARGS(k)},                           \
+                    {ZEST_ATTENTION_STRIDE_ARGS(v)},                           \
+                    {ZEST_ATTENTION_STRIDE_ARGS(out)}};                        \
     Shape shape = makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim,   \
-                            value_dim, scale, causal);                         \
+                            value_dim, scale, causal, layouts);                \
     attentionForward(shape,                                                    \
                      makeMask(mask, mask_kind, STORAGE, mask_batch,            \
                               mask_heads, mask_rows, mask_cols),               \
@@ -331,8 +374,13 @@ void attentionBackward(const Shape &shape, const Mask &mask, int storage,
   }                                                                            \
   void zest_attention_backward##SUFFIX(ZEST_attention_backward_PARAMS(T)) {    \
     zest_progress();                                                           \
+    Layouts layouts{                                                           \
+        {ZEST_ATTENTION_STRIDE_ARGS(q)},    {ZEST_ATTENTION_STRIDE_ARGS(k)},   \
+        {ZEST_ATTENTION_STRIDE_ARGS(v)},    {ZEST_ATTENTION_STRIDE_ARGS(out)}, \
+        {ZEST_ATTENTION_STRIDE_ARGS(dout)}, {ZEST_ATTENTION_STRIDE_ARGS(dq)},  \
+        {ZEST_ATTENTION_STRIDE_ARGS(dk)},   {ZEST_ATTENTION_STRIDE_ARGS(dv)}}; \
     Shape shape = makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim,   \
-                            value_dim, scale, causal);                         \
+                            value_dim, scale, causal, layouts);                \
     attentionBackward(shape,                                                   \
                       makeMask(mask, mask_kind, STORAGE, mask_batch,           \
                                mask_heads, mask_rows, mask_cols),              \

@@ -8,7 +8,10 @@
 // no key (zero output, lse = +inf, zero gradients); grouped-query heads;
 // fewer and more keys than queries; sizes across the kernels' blocks (64
 // query rows, 256 keys; the GPU's tiles of 64 x 64) and head dimensions of
-// their own for values, up to and past the GPU tiles' 128. On a GPU and
+// their own for values, up to and past the GPU tiles' 128; every operand
+// contiguous, or (every other case) laid out [batch, rows, heads, dim]
+// with padded rows, as q, k and v split from one projection are, the
+// padding checked untouched. On a GPU and
 // the emulated device, the default kernels (flash for 16-bit storage and
 // head dimensions multiples of 16, else the tiles),
 // ZEST_CUDA_ATTENTION=tensor-cores the WMMA kernels, =tiled the tiles
@@ -43,7 +46,65 @@ struct Config {
   int32_t maskKind;
   int64_t maskSizes[4]; // 1 or the scores' own size
   int storage;          // 0 f32, 1 bf16, 2 f16
+  bool sequenceMajor;   // operands [batch, rows, heads, dim + padding]
 };
+
+/// Where the rows of a [batch, heads, rows, dim] operand lie (strides in
+/// elements, as the C API takes them) and the elements its buffer holds.
+struct Layout {
+  int64_t batch, head, row, elements;
+};
+
+/// Padding after each row of a sequence-major operand: 16 bytes for 16-bit
+/// storage, 32 for f32, so that padded rows stay 16-byte aligned.
+constexpr int64_t kRowPadding = 8;
+
+Layout layoutOf(const Config &c, int64_t heads, int64_t rows, int64_t dim) {
+  if (!c.sequenceMajor)
+    return {heads * rows * dim, rows * dim, dim, c.batch * heads * rows * dim};
+  int64_t padded = dim + kRowPadding;
+  return {rows * heads * padded, padded, heads * padded,
+          c.batch * rows * heads * padded};
+}
+
+/// A byte no kernel writes: what the padding of an operand holds.
+constexpr char kPaddingByte = char(0x5a);
+
+/// The contiguous [batch, heads, rows, dim] array at `src` (elements of
+/// `bytes` bytes) laid out as `l`, the padding kPaddingByte.
+std::vector<char> layOut(const void *src, const Layout &l, int64_t batch,
+                         int64_t heads, int64_t rows, int64_t dim,
+                         size_t bytes) {
+  std::vector<char> out(l.elements * bytes, kPaddingByte);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(out.data() + (b * l.batch + h * l.head + i * l.row) * bytes,
+                    static_cast<const char *>(src) +
+                        (((b * heads + h) * rows + i) * dim) * bytes,
+                    dim * bytes);
+  return out;
+}
+
+/// The inverse of layOut; false if a byte of the padding changed.
+bool gather(const std::vector<char> &src, const Layout &l, int64_t batch,
+            int64_t heads, int64_t rows, int64_t dim, size_t bytes,
+            std::vector<char> &out) {
+  out.assign(batch * heads * rows * dim * bytes, 0);
+  std::vector<bool> row(src.size(), false);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i) {
+        int64_t at = (b * l.batch + h * l.head + i * l.row) * bytes;
+        std::memcpy(out.data() + (((b * heads + h) * rows + i) * dim) * bytes,
+                    src.data() + at, dim * bytes);
+        std::fill(row.begin() + at, row.begin() + at + dim * bytes, true);
+      }
+  for (size_t x = 0; x < src.size(); ++x)
+    if (!row[x] && src[x] != kPaddingByte)
+      return false;
+  return true;
+}
 
 /// Values rounded to the storage type, and their bit patterns.
 struct Stored {
@@ -133,6 +194,8 @@ const void *maskPointer(const Config &c, const MaskData &m) {
 
 struct Results {
   std::vector<double> out, lse, dq, dk, dv;
+  /// Whether the kernels left every byte between rows as it was.
+  bool paddingKept = true;
 };
 
 /// The reference: every score of a head in double.
@@ -212,15 +275,30 @@ size_t elementBytes(int storage) { return storage == 0 ? 4 : 2; }
 /// Runs the kernels under test on stored inputs; the results widened.
 Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
             const MaskData &mask, const Stored &dout) {
-  int64_t nq = c.batch * c.heads * c.queries, nk = c.batch * c.kvHeads * c.keys;
+  int64_t nq = c.batch * c.heads * c.queries;
   size_t eb = elementBytes(c.storage);
-  std::vector<char> out(nq * c.valueFeatures * eb), dq(nq * c.features * eb),
-      dk(nk * c.features * eb), dv(nk * c.valueFeatures * eb);
+  Layout ql = layoutOf(c, c.heads, c.queries, c.features),
+         ol = layoutOf(c, c.heads, c.queries, c.valueFeatures),
+         kl = layoutOf(c, c.kvHeads, c.keys, c.features),
+         vl = layoutOf(c, c.kvHeads, c.keys, c.valueFeatures);
+  auto layQueries = [&](const void *src, const Layout &l, int64_t dim) {
+    return layOut(src, l, c.batch, c.heads, c.queries, dim, eb);
+  };
+  auto layKeys = [&](const void *src, const Layout &l, int64_t dim) {
+    return layOut(src, l, c.batch, c.kvHeads, c.keys, dim, eb);
+  };
+  std::vector<char> qIn = layQueries(data(q, c.storage), ql, c.features),
+                    kIn = layKeys(data(k, c.storage), kl, c.features),
+                    vIn = layKeys(data(v, c.storage), vl, c.valueFeatures),
+                    doIn =
+                        layQueries(data(dout, c.storage), ol, c.valueFeatures);
+  std::vector<char> out(ol.elements * eb, kPaddingByte),
+      dq(ql.elements * eb, kPaddingByte), dk(kl.elements * eb, kPaddingByte),
+      dv(vl.elements * eb, kPaddingByte);
   std::vector<float> lse(nq);
   float scale = float(1.0 / std::sqrt(double(c.features)));
-  const void *qp = data(q, c.storage), *kp = data(k, c.storage),
-             *vp = data(v, c.storage), *dop = data(dout, c.storage),
-             *mp = maskPointer(c, mask);
+  const void *qp = qIn.data(), *kp = kIn.data(), *vp = vIn.data(),
+             *dop = doIn.data(), *mp = maskPointer(c, mask);
 #ifdef ZEST_ATTENTION_TEST_CUDA
   auto upload = [](const void *host, size_t bytes) -> void * {
     if (!host)
@@ -232,10 +310,10 @@ Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
   size_t maskBytes = c.maskKind == ZEST_ATTENTION_MASK_BOOL  ? 1
                      : c.maskKind == ZEST_ATTENTION_MASK_F32 ? 4
                                                              : eb;
-  qp = upload(qp, nq * c.features * eb);
-  kp = upload(kp, nk * c.features * eb);
-  vp = upload(vp, nk * c.valueFeatures * eb);
-  dop = upload(dop, nq * c.valueFeatures * eb);
+  qp = upload(qp, qIn.size());
+  kp = upload(kp, kIn.size());
+  vp = upload(vp, vIn.size());
+  dop = upload(dop, doIn.size());
   mp = upload(mp, mask.size * maskBytes);
   char *dOut = static_cast<char *>(upload(out.data(), out.size())),
        *dDq = static_cast<char *>(upload(dq.data(), dq.size())),
@@ -259,7 +337,8 @@ Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
    c.valueFeatures, scale, c.causal, static_cast<const T *>(qp),               \
    static_cast<const T *>(kp), static_cast<const T *>(vp), mp, c.maskKind,     \
    c.maskSizes[0], c.maskSizes[1], c.maskSizes[2], c.maskSizes[3],             \
-   reinterpret_cast<T *>(oBuf), lseBuf);                                       \
+   reinterpret_cast<T *>(oBuf), lseBuf, ql.batch, ql.head, ql.row, kl.batch,   \
+   kl.head, kl.row, vl.batch, vl.head, vl.row, ol.batch, ol.head, ol.row);     \
   ZEST_TEST_ENTRY(attention_backward##SUFFIX)                                  \
   (c.batch, c.heads, c.kvHeads, c.queries, c.keys, c.features,                 \
    c.valueFeatures, scale, c.causal, static_cast<const T *>(qp),               \
@@ -267,7 +346,10 @@ Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
    c.maskSizes[0], c.maskSizes[1], c.maskSizes[2], c.maskSizes[3],             \
    reinterpret_cast<const T *>(oBuf), lseBuf, static_cast<const T *>(dop),     \
    reinterpret_cast<T *>(dqBuf), reinterpret_cast<T *>(dkBuf),                 \
-   reinterpret_cast<T *>(dvBuf))
+   reinterpret_cast<T *>(dvBuf), ql.batch, ql.head, ql.row, kl.batch, kl.head, \
+   kl.row, vl.batch, vl.head, vl.row, ol.batch, ol.head, ol.row, ol.batch,     \
+   ol.head, ol.row, ql.batch, ql.head, ql.row, kl.batch, kl.head, kl.row,      \
+   vl.batch, vl.head, vl.row)
   if (c.storage == 0) {
     ZEST_TEST_CALLS(, float);
   } else if (c.storage == 1) {
@@ -283,10 +365,18 @@ Results run(const Config &c, const Stored &q, const Stored &k, const Stored &v,
   lse = toHost(dLse, lse.size());
 #endif
   Results r;
-  r.out = widen(out.data(), nq * c.valueFeatures, c.storage);
-  r.dq = widen(dq.data(), nq * c.features, c.storage);
-  r.dk = widen(dk.data(), nk * c.features, c.storage);
-  r.dv = widen(dv.data(), nk * c.valueFeatures, c.storage);
+  std::vector<char> rows;
+  auto result = [&](const std::vector<char> &buffer, const Layout &l,
+                    bool queries, int64_t dim, std::vector<double> &into) {
+    int64_t heads = queries ? c.heads : c.kvHeads,
+            count = queries ? c.queries : c.keys;
+    r.paddingKept &= gather(buffer, l, c.batch, heads, count, dim, eb, rows);
+    into = widen(rows.data(), c.batch * heads * count * dim, c.storage);
+  };
+  result(out, ol, true, c.valueFeatures, r.out);
+  result(dq, ql, true, c.features, r.dq);
+  result(dk, kl, false, c.features, r.dk);
+  result(dv, vl, false, c.valueFeatures, r.dv);
   r.lse = widen(lse.data(), nq, 0);
   return r;
 }
@@ -304,18 +394,19 @@ void check(const Config &c, std::mt19937 &rng) {
   char name[160];
   std::snprintf(name, sizeof name,
                 "b%lld h%lld/%lld q%lld k%lld d%lld/%lld causal%d mask%d "
-                "[%lld %lld %lld %lld] storage%d",
+                "[%lld %lld %lld %lld] storage%d%s",
                 (long long)c.batch, (long long)c.heads, (long long)c.kvHeads,
                 (long long)c.queries, (long long)c.keys, (long long)c.features,
                 (long long)c.valueFeatures, int(c.causal), int(c.maskKind),
                 (long long)c.maskSizes[0], (long long)c.maskSizes[1],
-                (long long)c.maskSizes[2], (long long)c.maskSizes[3],
-                c.storage);
+                (long long)c.maskSizes[2], (long long)c.maskSizes[3], c.storage,
+                c.sequenceMajor ? " sequence-major" : "");
   checks.compare("out", got.out, want.out, tolerance, name);
   checks.compare("lse", got.lse, want.lse, tolerance, name);
   checks.compare("dq", got.dq, want.dq, tolerance * 2, name);
   checks.compare("dk", got.dk, want.dk, tolerance * 2, name);
   checks.compare("dv", got.dv, want.dv, tolerance * 2, name);
+  checks.expect(got.paddingKept, "padding between rows kept", name);
 }
 
 } // namespace
@@ -355,7 +446,7 @@ int main(int argc, char **argv) {
         Config c{s.batch,         s.heads, s.kvHeads,
                  s.queries,       s.keys,  s.features,
                  s.valueFeatures, false,   ZEST_ATTENTION_MASK_NONE,
-                 {1, 1, 1, 1},    storage};
+                 {1, 1, 1, 1},    storage, variant % 2 == 1};
         int64_t full[4] = {s.batch, s.heads, s.queries, s.keys};
         switch (variant) {
         case 1:

@@ -97,8 +97,8 @@ void attentionHostMask() {
   cudaMalloc(&q, 4 * 8 * 2), cudaMalloc(&lse, 4 * 4);
   static uint8_t mask[4 * 4] = {1};
   zest_cuda_attention_forward_bf16(1, 1, 1, 4, 4, 8, 8, 0.35f, 0, q, q, q, mask,
-                                   ZEST_ATTENTION_MASK_BOOL, 1, 1, 4, 4, q,
-                                   lse);
+                                   ZEST_ATTENTION_MASK_BOOL, 1, 1, 4, 4, q, lse,
+                                   32, 32, 8, 32, 32, 8, 32, 32, 8, 32, 32, 8);
 }
 
 /// A mean cross-entropy over 4 x 10 device logits, its targets on the host.

@@ -46,6 +46,16 @@ struct ReferenceCheck {
     }
   }
 
+  /// A case that holds when `ok` (a property rather than values).
+  void expect(bool ok, const char *what, const std::string &name) {
+    ++cases;
+    if (ok)
+      return;
+    ++failures;
+    std::printf("FAIL %s %s\n", what, name.c_str());
+    std::fflush(stdout);
+  }
+
   /// Prints "<what>: N cases, M failures"; the exit status.
   int report(const char *what) const {
     std::printf("%s: %d cases, %d failures\n", what, cases, failures);

@@ -331,7 +331,8 @@ func.func @widening(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %y: memref<8x
 // Attention: one call each way, on the contiguous arrays' pointers, with
 // its sizes (batch 2, 8 query heads over 2 key/value heads, 16 queries, 24 keys,
 // features 4 and values 6), the scale as an f32, causal, no mask (null,
-// kind 0, sizes 0).
+// kind 0, sizes 0), then each array's batch, head and row strides (q 512,
+// 64, 4; k 192, 96, 4; v 288, 144, 6; the output 768, 96, 6).
 // CHECK-LABEL: func.func @attention(
 // CHECK-DAG: %[[B:.*]] = arith.constant 2 : i64
 // CHECK-DAG: %[[H:.*]] = arith.constant 8 : i64
@@ -344,8 +345,8 @@ func.func @widening(%x: memref<8x16xbf16>, %w: memref<32x16xbf16>, %y: memref<8x
 // CHECK-DAG: %[[NONE:.*]] = arith.constant 0 : i32
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i64
 // CHECK-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK: call @zest_attention_forward(%[[B]], %[[H]], %[[B]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %[[NONE]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %{{.*}}, %{{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
-// CHECK: call @zest_attention_backward(%[[B]], %[[H]], %[[B]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], {{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK: call @zest_attention_forward(%[[B]], %[[H]], %[[B]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %[[NONE]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %{{.*}}, %{{.*}}, %c512_i64, %c64_i64, %[[D]], %c192_i64, %c96_i64, %[[D]], %c288_i64, %c144_i64, %[[E]], %c768_i64, %c96_i64, %[[E]]) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK: call @zest_attention_backward(%[[B]], %[[H]], %[[B]], %[[S]], %[[T]], %[[D]], %[[E]], %[[SCALE]], %[[CAUSAL]], {{.*}}, %c512_i64, %c64_i64, %[[D]], %c192_i64, %c96_i64, %[[D]], %c288_i64, %c144_i64, %[[E]], %c768_i64, %c96_i64, %[[E]], %c768_i64, %c96_i64, %[[E]], %c512_i64, %c64_i64, %[[D]], %c192_i64, %c96_i64, %[[D]], %c288_i64, %c144_i64, %[[E]]) : (i64, i64, i64, i64, i64, i64, i64, f32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
 // CHECK-NOT: zest.attention
 // CUDA-LABEL: func.func @attention(
 // CUDA: call @zest_cuda_attention_forward(
@@ -361,18 +362,45 @@ func.func @attention(%q: memref<2x8x16x4xf32>, %k: memref<2x2x24x4xf32>, %v: mem
 
 // A bf16 attention with a boolean padding mask ([batch, 1, 1, keys], kind
 // 1, its sizes passed) and a query view of a [B, S, H, D] array (a
-// transposed layout): the view goes through a contiguous copy.
+// transposed layout): the view is read where it lies, with its batch, head
+// and row strides (512, 16, 64); no copy.
 // CHECK-LABEL: func.func @attention_masked_bf16(
-// CHECK: %[[COPY:.*]] = memref.alloc() : memref<2x4x8x16xbf16>
-// CHECK: memref.copy %{{.*}}, %[[COPY]]
-// CHECK: %[[INT:.*]] = memref.extract_aligned_pointer_as_index %[[COPY]]
+// CHECK-SAME:      %[[Q:[^:]*]]: memref<2x4x8x16xbf16, strided<[512, 16, 64, 1]>>
+// CHECK-NOT: memref.copy
+// CHECK: %[[INT:.*]] = memref.extract_aligned_pointer_as_index %[[Q]]
 // CHECK: %[[QI:.*]] = arith.index_cast %[[INT]]
 // CHECK: %[[QP:.*]] = llvm.inttoptr %[[QI]]
-// CHECK: call @zest_attention_forward_bf16(%c2_i64, %c4_i64, %c4_i64, %c8_i64, %c8_i64, %c16_i64, %c16_i64, %cst, %c0_i32, %[[QP]], %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32, %c2_i64, %c1_i64, %c1_i64, %c8_i64, %{{.*}}, %{{.*}})
+// CHECK: call @zest_attention_forward_bf16(%c2_i64, %c4_i64, %c4_i64, %c8_i64, %c8_i64, %c16_i64, %c16_i64, %cst, %c0_i32, %[[QP]], %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32, %c2_i64, %c1_i64, %c1_i64, %c8_i64, %{{.*}}, %{{.*}}, %c512_i64, %c16_i64, %c64_i64, %c512_i64, %c128_i64, %c16_i64, %c512_i64, %c128_i64, %c16_i64, %c512_i64, %c128_i64, %c16_i64)
 // CUDA-LABEL: func.func @attention_masked_bf16(
 // CUDA: call @zest_cuda_attention_forward_bf16(
 func.func @attention_masked_bf16(%q: memref<2x4x8x16xbf16, strided<[512, 16, 64, 1]>>, %k: memref<2x4x8x16xbf16>, %m: memref<2x1x1x8xi1>, %o: memref<2x4x8x16xbf16>, %lse: memref<2x4x8xf32>) {
   zest.attention scale(0.25) ins(%q, %k, %k : memref<2x4x8x16xbf16, strided<[512, 16, 64, 1]>>, memref<2x4x8x16xbf16>, memref<2x4x8x16xbf16>) mask(%m : memref<2x1x1x8xi1>) outs(%o, %lse : memref<2x4x8x16xbf16>, memref<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// A sequence-major attention on q, k and v cut from one projection's rows
+// ([1, 8 rows, 3 x 2 heads, 4]): heads are dimension 2, rows dimension 1,
+// so the sizes are (batch 1, heads 2, rows 8) and the strides passed are
+// (dimension 0, 2, 1) = (192, 4, 24) for q and v, read where they lie; the
+// output written as [1, 8, 2, 4] rows (64, 4, 8). A key whose rows are not
+// contiguous (every other element) goes through a copy (then 64, 4, 8), and
+// so does a
+// log-sum-exp that is not a contiguous array.
+// CHECK-LABEL: func.func @attention_sequence_major(
+// CHECK-SAME:      %[[QKV:[^:]*]]: memref<1x8x24xf32>
+// CHECK: %[[COPY:.*]] = memref.alloc() : memref<1x8x2x4xf32>
+// CHECK: memref.copy %{{.*}}, %[[COPY]] : memref<1x8x2x4xf32, strided<[128, 16, 8, 2]>> to memref<1x8x2x4xf32>
+// CHECK: %[[L:.*]] = memref.alloc() : memref<1x2x8xf32>
+// CHECK: call @zest_attention_forward(%c1_i64, %c2_i64, %c2_i64, %c8_i64, %c8_i64, %c4_i64, %c4_i64, {{.*}}, %c192_i64, %c4_i64, %c24_i64, %c64_i64, %c4_i64, %c8_i64, %c192_i64, %c4_i64, %c24_i64, %c64_i64, %c4_i64, %c8_i64)
+// CHECK: memref.copy %[[L]], %{{.*}} : memref<1x2x8xf32> to memref<1x2x8xf32, strided<[32, 16, 1]>>
+func.func @attention_sequence_major(%qkv: memref<1x8x24xf32>, %k: memref<1x8x2x4xf32, strided<[128, 16, 8, 2]>>, %o: memref<1x8x2x4xf32>, %lse: memref<1x2x16xf32>) {
+  %split = memref.expand_shape %qkv [[0], [1], [2, 3]] output_shape [1, 8, 6, 4] : memref<1x8x24xf32> into memref<1x8x6x4xf32>
+  %q = memref.subview %split[0, 0, 0, 0] [1, 8, 2, 4] [1, 1, 1, 1] : memref<1x8x6x4xf32> to memref<1x8x2x4xf32, strided<[192, 24, 4, 1]>>
+  %v = memref.subview %split[0, 0, 4, 0] [1, 8, 2, 4] [1, 1, 1, 1] : memref<1x8x6x4xf32> to memref<1x8x2x4xf32, strided<[192, 24, 4, 1], offset: 16>>
+  %l = memref.subview %lse[0, 0, 0] [1, 2, 8] [1, 1, 1] : memref<1x2x16xf32> to memref<1x2x8xf32, strided<[32, 16, 1]>>
+  zest.attention sequence_major scale(0.5) ins(%q, %k, %v : memref<1x8x2x4xf32, strided<[192, 24, 4, 1]>>, memref<1x8x2x4xf32, strided<[128, 16, 8, 2]>>, memref<1x8x2x4xf32, strided<[192, 24, 4, 1], offset: 16>>) outs(%o, %l : memref<1x8x2x4xf32>, memref<1x2x8xf32, strided<[32, 16, 1]>>)
   return
 }
 

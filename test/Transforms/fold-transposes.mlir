@@ -359,3 +359,67 @@ func.func @moved(%x: tensor<1x8x2x16xf32>, %g: tensor<1x2x8x8xf32>, %r: tensor<1
   %sumt = linalg.transpose ins(%sum : tensor<1x2x8x8xf32>) outs(%e28 : tensor<1x8x2x8xf32>) permutation = [0, 2, 1, 3]
   return %rot, %abt, %sumt : tensor<1x2x8x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x8xf32>
 }
+
+// -----
+
+// GPT-2's attention as zest-import writes it: q, k and v cut from one
+// projection's rows, split into heads and transposed to [B, H, S, D]; the
+// output transposed back to rows; in the backward the output's gradient
+// transposed, the gradients transposed back and joined. Both ops become
+// sequence-major: they read the [B, S, H, D] arrays where the projection
+// wrote them and write rows; no transpose is left.
+// CHECK-LABEL: func.func @attention_sequence_major(
+// CHECK-SAME:      %[[QKV:[^:]*]]: tensor<2x8x48xf32>, %[[DY:[^:]*]]: tensor<2x8x16xf32>
+// CHECK-NOT:     linalg.transpose
+// CHECK-DAG:     %[[Q:.*]] = tensor.expand_shape {{.*}} into tensor<2x8x4x4xf32>
+// CHECK:         %[[O:.*]]:2 = zest.attention causal sequence_major scale(2.500000e-01) ins(%[[Q]], %{{.*}}, %{{.*}} : tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+// CHECK:         %[[Y:.*]] = tensor.collapse_shape %[[O]]#0 {{.*}} into tensor<2x8x16xf32>
+// CHECK:         %[[DY4:.*]] = tensor.expand_shape %[[DY]]
+// CHECK:         %[[G:.*]]:3 = zest.attention_backward causal sequence_major scale(2.500000e-01) grad_output(%[[DY4]] : tensor<2x8x4x4xf32>) ins(%[[Q]], %{{.*}}, %{{.*}}, %[[O]]#0, %[[O]]#1 :
+// CHECK-NOT:     linalg.transpose
+// CHECK:         tensor.concat
+// CHECK-NOT:     linalg.transpose
+// CHECK:         return %[[Y]]
+func.func @attention_sequence_major(%qkv: tensor<2x8x48xf32>, %dy: tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x48xf32>) {
+  %q = tensor.extract_slice %qkv[0, 0, 0] [2, 8, 16] [1, 1, 1] : tensor<2x8x48xf32> to tensor<2x8x16xf32>
+  %k = tensor.extract_slice %qkv[0, 0, 16] [2, 8, 16] [1, 1, 1] : tensor<2x8x48xf32> to tensor<2x8x16xf32>
+  %v = tensor.extract_slice %qkv[0, 0, 32] [2, 8, 16] [1, 1, 1] : tensor<2x8x48xf32> to tensor<2x8x16xf32>
+  %q4 = tensor.expand_shape %q [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %k4 = tensor.expand_shape %k [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %v4 = tensor.expand_shape %v [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %e = tensor.empty() : tensor<2x4x8x4xf32>
+  %qt = linalg.transpose ins(%q4 : tensor<2x8x4x4xf32>) outs(%e : tensor<2x4x8x4xf32>) permutation = [0, 2, 1, 3]
+  %kt = linalg.transpose ins(%k4 : tensor<2x8x4x4xf32>) outs(%e : tensor<2x4x8x4xf32>) permutation = [0, 2, 1, 3]
+  %vt = linalg.transpose ins(%v4 : tensor<2x8x4x4xf32>) outs(%e : tensor<2x4x8x4xf32>) permutation = [0, 2, 1, 3]
+  %el = tensor.empty() : tensor<2x4x8xf32>
+  %o, %lse = zest.attention causal scale(0.25) ins(%qt, %kt, %vt : tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) outs(%e, %el : tensor<2x4x8x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8x4xf32>, tensor<2x4x8xf32>
+  %eb = tensor.empty() : tensor<2x8x4x4xf32>
+  %ot = linalg.transpose ins(%o : tensor<2x4x8x4xf32>) outs(%eb : tensor<2x8x4x4xf32>) permutation = [0, 2, 1, 3]
+  %y = tensor.collapse_shape %ot [[0], [1], [2, 3]] : tensor<2x8x4x4xf32> into tensor<2x8x16xf32>
+  %dy4 = tensor.expand_shape %dy [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %dyt = linalg.transpose ins(%dy4 : tensor<2x8x4x4xf32>) outs(%e : tensor<2x4x8x4xf32>) permutation = [0, 2, 1, 3]
+  %dq, %dk, %dv = zest.attention_backward causal scale(0.25) grad_output(%dyt : tensor<2x4x8x4xf32>) ins(%qt, %kt, %vt, %o, %lse : tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8xf32>) outs(%e, %e, %e : tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>
+  %dqt = linalg.transpose ins(%dq : tensor<2x4x8x4xf32>) outs(%eb : tensor<2x8x4x4xf32>) permutation = [0, 2, 1, 3]
+  %dkt = linalg.transpose ins(%dk : tensor<2x4x8x4xf32>) outs(%eb : tensor<2x8x4x4xf32>) permutation = [0, 2, 1, 3]
+  %dvt = linalg.transpose ins(%dv : tensor<2x4x8x4xf32>) outs(%eb : tensor<2x8x4x4xf32>) permutation = [0, 2, 1, 3]
+  %dq3 = tensor.collapse_shape %dqt [[0], [1], [2, 3]] : tensor<2x8x4x4xf32> into tensor<2x8x16xf32>
+  %dk3 = tensor.collapse_shape %dkt [[0], [1], [2, 3]] : tensor<2x8x4x4xf32> into tensor<2x8x16xf32>
+  %dv3 = tensor.collapse_shape %dvt [[0], [1], [2, 3]] : tensor<2x8x4x4xf32> into tensor<2x8x16xf32>
+  %g = tensor.concat dim(2) %dq3, %dk3, %dv3 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x48xf32>
+  return %y, %g : tensor<2x8x16xf32>, tensor<2x8x48xf32>
+}
+
+// -----
+
+// An attention whose arrays are mostly [B, H, S, D] as they were computed
+// (one transposed key among them) stays as it is.
+// CHECK-LABEL: func.func @attention_kept(
+// CHECK:         linalg.transpose
+// CHECK:         zest.attention scale(
+func.func @attention_kept(%q: tensor<1x2x8x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %e = tensor.empty() : tensor<1x2x8x4xf32>
+  %kt = linalg.transpose ins(%k : tensor<1x8x2x4xf32>) outs(%e : tensor<1x2x8x4xf32>) permutation = [0, 2, 1, 3]
+  %el = tensor.empty() : tensor<1x2x8xf32>
+  %o, %lse = zest.attention scale(0.5) ins(%q, %kt, %v : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) outs(%e, %el : tensor<1x2x8x4xf32>, tensor<1x2x8xf32>) -> tensor<1x2x8x4xf32>, tensor<1x2x8xf32>
+  return %o : tensor<1x2x8x4xf32>
+}

@@ -24,7 +24,7 @@ Value mlir::zest::getFlag(OpBuilder &builder, Location loc, int64_t value) {
   return arith::ConstantIntOp::create(builder, loc, value, 32);
 }
 
-bool KernelOperands::takes(Value memref) const {
+bool KernelOperands::takes(Value memref, Layout layout) const {
   if (cast<MemRefType>(memref.getType()).getRank() == 0)
     return true; // one element
   if (layout == Layout::UnitInnerStride)
@@ -34,8 +34,9 @@ bool KernelOperands::takes(Value memref) const {
          type.areTrailingDimsContiguous(type.getRank());
 }
 
-RuntimeOperand KernelOperands::input(Value memref) {
-  if (memref && !takes(memref)) {
+RuntimeOperand KernelOperands::input(Value memref,
+                                     std::optional<Layout> layout) {
+  if (memref && !takes(memref, layout.value_or(this->layout))) {
     Value copy = allocLike(memref);
     memref::CopyOp::create(builder, loc, memref, copy);
     memref = copy;
@@ -43,8 +44,9 @@ RuntimeOperand KernelOperands::input(Value memref) {
   return get(memref);
 }
 
-RuntimeOperand KernelOperands::output(Value memref) {
-  if (memref && !takes(memref)) {
+RuntimeOperand KernelOperands::output(Value memref,
+                                      std::optional<Layout> layout) {
+  if (memref && !takes(memref, layout.value_or(this->layout))) {
     Value copy = allocLike(memref);
     copyOut.emplace_back(copy, memref);
     memref = copy;
@@ -70,6 +72,8 @@ RuntimeOperand KernelOperands::get(Value memref) {
       memref::ExtractStridedMetadataOp::create(builder, loc, memref);
   for (Value size : metadata.getSizes())
     operand.sizes.push_back(toI64(builder, loc, size));
+  for (Value stride : metadata.getStrides())
+    operand.strides.push_back(toI64(builder, loc, stride));
   operand.ld = metadata.getStrides().empty()
                    ? arith::ConstantIntOp::create(builder, loc, 0, 64)
                    : toI64(builder, loc, metadata.getStrides()[0]);

@@ -1,9 +1,10 @@
 //===- KernelOperands.h - Memrefs passed to runtime kernels -----*- C++ -*-===//
 //
-// The runtime's kernels take a pointer and row strides (fused linear) or a
-// pointer alone (attention: contiguous row-major arrays). An operand in a
-// layout the kernel cannot take goes through a contiguous copy: inputs are
-// copied in before the call, destinations copied out after it.
+// The runtime's kernels take a pointer and row strides (fused linear,
+// attention's arrays) or a pointer alone (contiguous row-major arrays:
+// attention's mask and log-sum-exp). An operand in a layout the kernel
+// cannot take goes through a contiguous copy: inputs are copied in before
+// the call, destinations copied out after it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,11 +26,11 @@ bool hasUnitInnerStride(Value value);
 /// A 32-bit integer constant: the flags and enums of the C API.
 Value getFlag(OpBuilder &builder, Location loc, int64_t value);
 
-/// The pointer, row stride (leading dimension) and sizes of an optional
-/// operand; a null pointer and zeros when absent.
+/// The pointer, row stride (leading dimension), sizes and strides (i64) of
+/// an optional operand; a null pointer and zeros when absent.
 struct RuntimeOperand {
   Value pointer, ld;
-  SmallVector<Value, 4> sizes;
+  SmallVector<Value, 4> sizes, strides;
 };
 
 /// The operands of a kernel call, each in the layout the kernel takes.
@@ -44,14 +45,15 @@ public:
                  Layout layout = Layout::UnitInnerStride)
       : builder(builder), loc(loc), layout(layout) {}
 
-  RuntimeOperand input(Value memref);
-  RuntimeOperand output(Value memref);
+  /// An operand in the call's layout, or in `layout` where given.
+  RuntimeOperand input(Value memref, std::optional<Layout> layout = {});
+  RuntimeOperand output(Value memref, std::optional<Layout> layout = {});
 
   /// Emits the copies out; call after the kernel call.
   void finish();
 
 private:
-  bool takes(Value memref) const;
+  bool takes(Value memref, Layout layout) const;
   RuntimeOperand get(Value memref);
   Value allocLike(Value memref);
 

@@ -93,3 +93,22 @@ func.func @grad_results(%q: tensor<1x2x4x8xf32>, %l: tensor<1x2x4xf32>) {
   %r:2 = zest.attention_backward scale(1.0) grad_output(%q : tensor<1x2x4x8xf32>) ins(%q, %q, %q, %q, %l : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) outs(%q, %q, %q : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
   return
 }
+
+// -----
+
+// Sequence-major: values are [batch, keys, kv_heads, dim] as the keys are;
+// these have their heads where a [batch, heads, rows, dim] array has them.
+func.func @sequence_major_values(%q: tensor<1x4x2x8xf32>, %k: tensor<1x5x2x8xf32>, %v: tensor<1x2x5x8xf32>, %o: tensor<1x4x2x8xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error@+1 {{'zest.attention' op value has type 'tensor<1x2x5x8xf32>'; expected shape 1x5x2x8}}
+  %r:2 = zest.attention sequence_major scale(1.0) ins(%q, %k, %v : tensor<1x4x2x8xf32>, tensor<1x5x2x8xf32>, tensor<1x2x5x8xf32>) outs(%o, %l : tensor<1x4x2x8xf32>, tensor<1x2x4xf32>) -> tensor<1x4x2x8xf32>, tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
+// Sequence-major or not, the log-sum-exp is [batch, heads, queries].
+func.func @sequence_major_logsumexp(%q: tensor<1x4x2x8xf32>, %o: tensor<1x4x2x8xf32>, %l: tensor<1x4x2xf32>) {
+  // expected-error@+1 {{'zest.attention' op logsumexp has type 'tensor<1x4x2xf32>'; expected shape 1x2x4}}
+  %r:2 = zest.attention sequence_major scale(1.0) ins(%q, %q, %q : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) outs(%o, %l : tensor<1x4x2x8xf32>, tensor<1x4x2xf32>) -> tensor<1x4x2x8xf32>, tensor<1x4x2xf32>
+  return
+}

@@ -957,18 +957,32 @@ static LogicalResult verifyAttentionMask(Operation *op, Value mask,
   return success();
 }
 
+/// The shape of a 4-D attention operand: [batch, heads, rows, dim], or
+/// [batch, rows, heads, dim] when `sequenceMajor`.
+static SmallVector<int64_t> getAttentionShape(int64_t batch, int64_t heads,
+                                              int64_t rows, int64_t dim,
+                                              bool sequenceMajor) {
+  if (sequenceMajor)
+    return {batch, rows, heads, dim};
+  return {batch, heads, rows, dim};
+}
+
 /// Checks the shapes of an attention's operands against each other:
 /// queries [B, H, S, D], keys [B, G, T, D], values [B, G, T, E], output
-/// [B, H, S, E], log-sum-exp [B, H, S], with G dividing H.
+/// [B, H, S, E] (heads and rows swapped when `sequenceMajor`), log-sum-exp
+/// [B, H, S], with G dividing H.
 static LogicalResult verifyAttentionShapes(Operation *op,
                                            const AttentionOperands &operands,
-                                           float scale) {
+                                           float scale, bool sequenceMajor) {
   if (!std::isfinite(scale))
     return op->emitOpError() << "scale " << scale << " is not finite";
-  int64_t batch = getDim(operands.query, 0), heads = getDim(operands.query, 1),
-          queries = getDim(operands.query, 2),
+  unsigned headDim = sequenceMajor ? 2 : 1, rowDim = sequenceMajor ? 1 : 2;
+  int64_t batch = getDim(operands.query, 0),
+          heads = getDim(operands.query, headDim),
+          queries = getDim(operands.query, rowDim),
           features = getDim(operands.query, 3),
-          kvHeads = getDim(operands.key, 1), keys = getDim(operands.key, 2),
+          kvHeads = getDim(operands.key, headDim),
+          keys = getDim(operands.key, rowDim),
           valueFeatures = getDim(operands.value, 3);
   if (kvHeads == 0 || (!ShapedType::isDynamic(heads) &&
                        !ShapedType::isDynamic(kvHeads) && heads % kvHeads != 0))
@@ -977,12 +991,15 @@ static LogicalResult verifyAttentionShapes(Operation *op,
            << " key/value heads; the key/value heads must divide the query "
               "heads (grouped-query attention)";
   Type elementType = getElementTypeOrSelf(operands.query.getType());
-  if (failed(checkShape(op, operands.key, "key",
-                        {batch, kvHeads, keys, features})) ||
+  if (failed(checkShape(
+          op, operands.key, "key",
+          getAttentionShape(batch, kvHeads, keys, features, sequenceMajor))) ||
       failed(checkShape(op, operands.value, "value",
-                        {batch, kvHeads, keys, valueFeatures})) ||
+                        getAttentionShape(batch, kvHeads, keys, valueFeatures,
+                                          sequenceMajor))) ||
       failed(checkShape(op, operands.output, "output",
-                        {batch, heads, queries, valueFeatures})) ||
+                        getAttentionShape(batch, heads, queries, valueFeatures,
+                                          sequenceMajor))) ||
       failed(checkShape(op, operands.logsumexp, "logsumexp",
                         {batch, heads, queries})))
     return failure();
@@ -1023,7 +1040,7 @@ LogicalResult AttentionOp::verify() {
   return verifyAttentionShapes(*this,
                                {getQuery(), getKey(), getValue(), getMask(),
                                 getOutput(), getLogsumexp()},
-                               getScale().convertToFloat());
+                               getScale().convertToFloat(), getSequenceMajor());
 }
 
 MutableOperandRange AttentionBackwardOp::getDpsInitsMutable() {
@@ -1046,7 +1063,8 @@ LogicalResult AttentionBackwardOp::verify() {
       failed(verifyAttentionShapes(*this,
                                    {getQuery(), getKey(), getValue(), getMask(),
                                     getOutput(), getLogsumexp()},
-                                   getScale().convertToFloat())))
+                                   getScale().convertToFloat(),
+                                   getSequenceMajor())))
     return failure();
   auto shapeOf = [](Value value) {
     return cast<ShapedType>(value.getType()).getShape();

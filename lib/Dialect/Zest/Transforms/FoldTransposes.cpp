@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -534,6 +535,99 @@ struct RoundBeforeTranspose : public OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// The permutation between attention's [B, H, S, D] and [B, S, H, D]
+/// layouts (its own inverse).
+constexpr int64_t kHeadsRows[] = {0, 2, 1, 3};
+
+/// Whether `op` swaps heads and rows of a 4-D tensor.
+static bool isHeadsRowsTranspose(Operation *op) {
+  auto transpose = dyn_cast_or_null<linalg::TransposeOp>(op);
+  return transpose && transpose.getPermutation() == ArrayRef(kHeadsRows);
+}
+
+/// An attention op (forward or backward) on [B, H, S, D] arrays most of
+/// which are transposes of [B, S, H, D] ones, or are only transposed back
+/// (PyTorch's `view(B, S, H, D).transpose(1, 2)` of a projection's rows, and
+/// the transpose back of the output before the next projection), becomes a
+/// `sequence_major` one that reads and writes the [B, S, H, D] arrays: those
+/// transposes go, and the runtime reads q, k and v where the projection
+/// wrote them. Any other array is transposed for it, where that transpose
+/// may meet the op that writes or reads it and fold there.
+template <typename OpTy>
+struct AttentionToSequenceMajor : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getSequenceMajor() || !op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "not [B, H, S, D] on tensors");
+    SmallVector<OpOperand *> arrays = getArrayInputs(op);
+    int64_t transposed = 0, others = 0;
+    for (OpOperand *input : arrays)
+      ++(isHeadsRowsTranspose(input->get().getDefiningOp()) ? transposed
+                                                            : others);
+    for (OpResult result : op->getResults())
+      if (isArray(result))
+        ++(!result.use_empty() &&
+                   llvm::all_of(result.getUsers(), isHeadsRowsTranspose)
+               ? transposed
+               : others);
+    if (transposed <= others)
+      return rewriter.notifyMatchFailure(op, "mostly [B, H, S, D] arrays");
+    Location loc = op.getLoc();
+    IRMapping mapping;
+    for (OpOperand *input : arrays)
+      mapping.map(input->get(), getSequenceMajor(rewriter, loc, input->get()));
+    for (Value init : op.getDpsInits())
+      if (isArray(init))
+        mapping.map(init, createEmpty(rewriter, loc, init));
+    Operation *replacement = rewriter.clone(*op, mapping);
+    auto dps = cast<DestinationStyleOpInterface>(replacement);
+    for (OpResult result : replacement->getResults())
+      result.setType(dps.getTiedOpOperand(result)->get().getType());
+    replacement->setAttr(op.getSequenceMajorAttrName(), rewriter.getUnitAttr());
+    SmallVector<Value> results;
+    for (OpResult result : replacement->getResults())
+      results.push_back(isArray(result)
+                            ? createTranspose(rewriter, loc, result, kHeadsRows)
+                            : Value(result));
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+
+private:
+  static bool isArray(Value value) {
+    return cast<ShapedType>(value.getType()).getRank() == 4;
+  }
+
+  /// The 4-D inputs (queries, keys, values and, in the backward, the output
+  /// and its gradient): every input but the mask and the log-sum-exp.
+  static SmallVector<OpOperand *> getArrayInputs(OpTy op) {
+    SmallVector<OpOperand *> inputs;
+    for (OpOperand *input : op.getDpsInputOperands())
+      if (isArray(input->get()) && input->get() != op.getMask())
+        inputs.push_back(input);
+    return inputs;
+  }
+
+  /// `value` [B, H, S, D] as [B, S, H, D]: a transpose's input, or its
+  /// transpose.
+  static Value getSequenceMajor(OpBuilder &builder, Location loc, Value value) {
+    if (isHeadsRowsTranspose(value.getDefiningOp()))
+      return value.getDefiningOp<linalg::TransposeOp>().getInput();
+    return createTranspose(builder, loc, value, kHeadsRows);
+  }
+
+  /// A destination like `init` with heads and rows swapped (attention only
+  /// writes its destinations).
+  static Value createEmpty(OpBuilder &builder, Location loc, Value init) {
+    auto type = cast<RankedTensorType>(init.getType());
+    return tensor::EmptyOp::create(
+        builder, loc, applyPermutation(type.getShape(), kHeadsRows),
+        type.getElementType());
+  }
+};
+
 struct FoldTransposesPass
     : public zest::impl::FoldTransposesPassBase<FoldTransposesPass> {
   void runOnOperation() override {
@@ -542,12 +636,17 @@ struct FoldTransposesPass
     populateReadOperandsInPlacePatterns(patterns);
     patterns.add<FoldTransposeIntoElementwise, TransposeBeforeCollapse,
                  SplitProductBatch, WriteResultTransposed, SliceBeforeTranspose,
-                 ConcatBeforeTranspose, RoundBeforeTranspose>(&getContext());
+                 ConcatBeforeTranspose, RoundBeforeTranspose,
+                 AttentionToSequenceMajor<AttentionOp>,
+                 AttentionToSequenceMajor<AttentionBackwardOp>>(&getContext());
     // The reshapes a split leaves behind fold with their neighbours.
     tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, &getContext());
     tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns,
                                                          &getContext());
     linalg::FillOp::getCanonicalizationPatterns(patterns, &getContext());
+    // Transposes back to back (an attention's output made sequence-major,
+    // then transposed back to its reader's layout) compose and cancel.
+    linalg::TransposeOp::getCanonicalizationPatterns(patterns, &getContext());
     tensor::populateFoldTensorEmptyPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      getStraightLineRewriteConfig())))

@@ -344,6 +344,30 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
     }
     clones.insert(op);
   };
+  // A static view (slices and reshapes) of a value computed outside the
+  // region is taken again inside, from that value, which is passed in:
+  // passed itself, a strided view (q, k and v cut from a fused projection)
+  // would be copied into a buffer of its own at the function boundary.
+  auto addViews = [&](Value value) {
+    SmallVector<Operation *> chain;
+    Value base = value;
+    while (Operation *view = base.getDefiningOp()) {
+      if (!isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+               tensor::CollapseShapeOp>(view) ||
+          view->getNumOperands() != 1 || view->getBlock() != &cutter.block ||
+          inRegion.contains(view))
+        break;
+      chain.push_back(view);
+      base = view->getOperand(0);
+    }
+    Operation *producer = base.getDefiningOp();
+    if (chain.empty() || (producer && inRegion.contains(producer)))
+      return false;
+    inputs.insert(base);
+    for (Operation *view : llvm::reverse(chain))
+      clones.insert(view);
+    return true;
+  };
   for (Operation *op : ops)
     for (Value value : zest::getReadValues(op)) {
       Operation *producer = value.getDefiningOp();
@@ -353,7 +377,7 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
       if (producer && producer->getBlock() == &cutter.block &&
           cutter.isCloneable(producer))
         addClone(producer);
-      else
+      else if (!addViews(value))
         inputs.insert(value);
     }
   // What the rest of the block reads. A static view of a buffer the region

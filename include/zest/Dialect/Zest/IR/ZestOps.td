@@ -810,7 +810,14 @@ def Zest_AttentionOp : Zest_Op<"attention", [
 
     with `g = h / (heads / kv_heads)`: grouped-query attention reads each
     key/value head for `heads / kv_heads` consecutive query heads and never
-    repeats it in memory. `causal` keeps keys `j <= i` (PyTorch's
+    repeats it in memory. Queries, keys, values and the output are
+    `[batch, heads, rows, dim]`, or with `sequence_major`
+    `[batch, rows, heads, dim]`: the heads as a projection's rows hold them
+    (`x W^T` viewed as `[B, S, H, D]`), which `zest-fold-transposes` reads
+    and writes in place of PyTorch's `transpose(1, 2)` copies; the
+    log-sum-exp stays `[batch, heads, queries]` and the mask
+    `[batch, heads, queries, keys]`. On memrefs each operand may be strided
+    (a slice of a fused QKV projection): rows need only be contiguous. `causal` keeps keys `j <= i` (PyTorch's
     `is_causal`, aligned at the top left). An i1 `mask` keeps the keys
     where it is true; a float mask (the inputs' type or f32) is added to
     the scores. The mask's dimensions are those of
@@ -833,7 +840,8 @@ def Zest_AttentionOp : Zest_Op<"attention", [
         -> tensor<2x8x128x64xf32>, tensor<2x8x128xf32>
     ```
   }];
-  let arguments = (ins UnitAttr:$causal, F32Attr:$scale,
+  let arguments = (ins UnitAttr:$causal, UnitAttr:$sequence_major,
+                       F32Attr:$scale,
                        Zest_AttentionTensor:$query, Zest_AttentionTensor:$key,
                        Zest_AttentionTensor:$value,
                        Optional<Zest_AttentionMask>:$mask,
@@ -841,7 +849,8 @@ def Zest_AttentionOp : Zest_Op<"attention", [
                        Zest_LogSumExp:$logsumexp);
   let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
   let assemblyFormat = [{
-    (`causal` $causal^)? `scale` `(` $scale `)`
+    (`causal` $causal^)? (`sequence_major` $sequence_major^)?
+    `scale` `(` $scale `)`
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
       type($value) `)`
     (`mask` `(` $mask^ `:` type($mask) `)`)?
@@ -875,7 +884,9 @@ def Zest_AttentionBackwardOp : Zest_Op<"attention_backward", [
 
     Under grouped-query attention the key and value gradients of a
     key/value head sum over the query heads that read it. Destinations are
-    only written; products accumulate in f32.
+    only written; products accumulate in f32. `sequence_major` lays out the
+    queries, keys, values, output and all their gradients as
+    `zest.attention`'s does.
 
     ```mlir
     %dq, %dk, %dv = zest.attention_backward causal scale(0.125)
@@ -889,7 +900,8 @@ def Zest_AttentionBackwardOp : Zest_Op<"attention_backward", [
            tensor<2x2x128x64xf32>
     ```
   }];
-  let arguments = (ins UnitAttr:$causal, F32Attr:$scale,
+  let arguments = (ins UnitAttr:$causal, UnitAttr:$sequence_major,
+                       F32Attr:$scale,
                        Zest_AttentionTensor:$grad_output,
                        Zest_AttentionTensor:$query, Zest_AttentionTensor:$key,
                        Zest_AttentionTensor:$value,
@@ -901,7 +913,8 @@ def Zest_AttentionBackwardOp : Zest_Op<"attention_backward", [
                        Zest_AttentionTensor:$grad_value);
   let results = (outs Variadic<RankedTensorOf<[F32, BF16, F16]>>:$results);
   let assemblyFormat = [{
-    (`causal` $causal^)? `scale` `(` $scale `)`
+    (`causal` $causal^)? (`sequence_major` $sequence_major^)?
+    `scale` `(` $scale `)`
     `grad_output` `(` $grad_output `:` type($grad_output) `)`
     `ins` `(` $query `,` $key `,` $value `,` $output `,` $logsumexp `:`
       type($query) `,` type($key) `,` type($value) `,` type($output) `,`

@@ -660,7 +660,11 @@ def OutlineRegionsPass : Pass<"zest-outline-regions", "::mlir::ModuleOp"> {
     parameters sit at the same offsets of their units' flat buffers) print
     identically; a static view of a buffer the region computes is taken
     again by the caller rather than returned (bufferization would copy it
-    out). Regions that print identically are one function. A region that
+    out), and a static view of a buffer another region computed is taken
+    again inside from that buffer, passed whole (q, k and v cut from a
+    fused projection, read by the attention's backward: passed as views,
+    each would be copied in). Regions that print identically are one
+    function. A region that
     occurs once, or has fewer than `min-ops` ops, stays where it is: a
     model without repeated blocks is left as it was.
 
@@ -984,6 +988,15 @@ def FoldTransposesPass
       weight itself, so the transpose meets the product and folds, and a
       bf16 gather widened to f32 then rounded back reads the gathered values
       as they are.
+    * A `zest.attention` or `zest.attention_backward` whose `[B, H, S, D]`
+      arrays are mostly transposes of `[B, S, H, D]` ones, or results only
+      transposed back (PyTorch's `view(B, S, H, D).transpose(1, 2)` of a
+      projection and the transpose back of the output), becomes
+      `sequence_major`: it reads q, k and v where the projection wrote them
+      (the runtime takes each array's strides) and writes the output as the
+      next projection's rows. Any other array gets a transpose, which may
+      meet its producer or reader and fold there; transposes back to back
+      compose and cancel.
 
     A transpose with other users stays for them; one left without users is
     erased. What stays: a transpose feeding a concatenation or a named
@@ -1260,6 +1273,44 @@ def VectorizePass : Pass<"zest-vectorize", "::mlir::func::FuncOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def WriteCopiesInPlacePass
+    : Pass<"zest-write-copies-in-place", "::mlir::func::FuncOp"> {
+  let summary = "Ops write the slices their results are copied into";
+  let description = [{
+    Bufferized, a concatenation of one op's results (attention's q, k and v
+    gradients joined into the fused QKV projection's gradient) is a buffer
+    per result, written by the op, then a copy of each into its slice of the
+    concatenation: three passes over the gradient and, on a GPU, three
+    launches a layer. When a copy's source is a fresh allocation (or a
+    reshape of one) that one op only writes, and its target a view of a
+    fresh allocation that nothing reads or writes from that op up to the
+    copy, the op writes the target's view directly (reshaped as the source
+    was): the copy and the source's buffer go, and the target is allocated
+    before the op.
+
+    Left alone: a source the op also reads (an accumulation), read by
+    anything else or a view of part of a buffer; an op that is a call
+    (its signature fixes its buffers' layouts); a target accessed between
+    the op and the copy, or a view that cannot be reshaped back. Runs after
+    bufferization and before deallocation.
+
+    ```mlir
+    %a = memref.alloc() : memref<1x128x12x64xbf16>
+    zest.attention_backward ... outs(%a, ...)
+    %c = memref.collapse_shape %a [[0], [1], [2, 3]]
+    %t = memref.alloc() : memref<1x128x2304xbf16>
+    %s = memref.subview %t[0, 0, 0] [1, 128, 768] [1, 1, 1]
+    memref.copy %c, %s
+    // becomes
+    %t = memref.alloc() : memref<1x128x2304xbf16>
+    %s = memref.subview %t[0, 0, 0] [1, 128, 768] [1, 1, 1]
+    %e = memref.expand_shape %s [[0], [1], [2, 3]] ...
+    zest.attention_backward ... outs(%e, ...)
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
 def FreeAfterLastUsePass

@@ -1,0 +1,262 @@
+//===- WriteCopiesInPlace.cpp - Ops write where their results are copied --===//
+//
+// Bufferized, a concatenation of one op's results (attention's q, k and v
+// gradients joined into the fused projection's gradient) is a buffer per
+// result that the op writes, then a copy of each into its slice of the
+// concatenation. The op writes the slices directly instead: no copy, and
+// the pieces' buffers go. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zest/Dialect/Zest/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::zest {
+#define GEN_PASS_DEF_WRITECOPIESINPLACEPASS
+#include "zest/Dialect/Zest/Transforms/Passes.h.inc"
+} // namespace mlir::zest
+
+using namespace mlir;
+
+namespace {
+
+bool isView(Operation *op) {
+  return isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp>(
+             op) &&
+         op->getNumOperands() == 1;
+}
+
+/// The buffer `value` views, and the views from `value` down to it.
+Value getViewedBuffer(Value value, SmallVectorImpl<Operation *> &views) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isView(op))
+      break;
+    views.push_back(op);
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+/// The ops that read or write `buffer`, directly or through views.
+void collectAccesses(Value buffer, SmallVectorImpl<Operation *> &accesses) {
+  for (Operation *user : buffer.getUsers()) {
+    if (isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp>(
+            user))
+      collectAccesses(user->getResult(0), accesses);
+    else
+      accesses.push_back(user);
+  }
+}
+
+/// A static allocation in `block`.
+memref::AllocOp getFreshBuffer(Value value, Block *block) {
+  auto alloc = value.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != block ||
+      !alloc.getDynamicSizes().empty() || !alloc.getSymbolOperands().empty())
+    return {};
+  return alloc;
+}
+
+/// The destination operand of `op` that is `buffer`, if `op` (not a call)
+/// only writes it there.
+OpOperand *getWriteOnlyInit(Operation *op, Value buffer) {
+  auto dps = dyn_cast<DestinationStyleOpInterface>(op);
+  if (!dps || isa<CallOpInterface>(op))
+    return nullptr;
+  OpOperand *init = nullptr;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (operand.get() != buffer)
+      continue;
+    if (init || !dps.isDpsInit(&operand))
+      return nullptr;
+    init = &operand;
+  }
+  if (!init)
+    return nullptr;
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    return linalgOp.payloadUsesValueFromOperand(init) ? nullptr : init;
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return nullptr;
+  SmallVector<MemoryEffects::EffectInstance> instances;
+  effects.getEffectsOnValue(buffer, instances);
+  bool reads = llvm::any_of(instances, [](auto &instance) {
+    return isa<MemoryEffects::Read>(instance.getEffect());
+  });
+  return reads ? nullptr : init;
+}
+
+/// The box a static, unit-stride subview of `buffer` covers (offsets and
+/// sizes), if `view` is one, possibly reshaped: reshapes keep what a
+/// view covers.
+std::optional<std::pair<ArrayRef<int64_t>, ArrayRef<int64_t>>>
+getBox(Value view, Value buffer) {
+  SmallVector<Operation *> views;
+  if (getViewedBuffer(view, views) != buffer || views.empty())
+    return std::nullopt;
+  auto subview = dyn_cast<memref::SubViewOp>(views.back());
+  if (!subview ||
+      llvm::any_of(ArrayRef(views).drop_back(),
+                   llvm::IsaPred<memref::SubViewOp>) ||
+      ShapedType::isDynamicShape(subview.getStaticOffsets()) ||
+      ShapedType::isDynamicShape(subview.getStaticSizes()) ||
+      !subview.hasUnitStride())
+    return std::nullopt;
+  return std::make_pair(subview.getStaticOffsets(), subview.getStaticSizes());
+}
+
+/// Whether views `a` and `b` of `buffer` are static boxes that do not
+/// overlap.
+bool areDisjoint(Value a, Value b, Value buffer) {
+  auto boxA = getBox(a, buffer), boxB = getBox(b, buffer);
+  if (!boxA || !boxB)
+    return false;
+  for (auto [offsetA, sizeA, offsetB, sizeB] :
+       llvm::zip(boxA->first, boxA->second, boxB->first, boxB->second))
+    if (offsetA + sizeA <= offsetB || offsetB + sizeB <= offsetA)
+      return true;
+  return false;
+}
+
+/// The type of `type` reshaped back through `reshape` (a view of the
+/// source), or failure if the strided layout does not allow it.
+FailureOr<MemRefType> getUnreshapedType(MemRefType type, Operation *reshape) {
+  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
+    return memref::ExpandShapeOp::computeExpandedType(
+        type, collapse.getSrcType().getShape(),
+        collapse.getReassociationIndices());
+  auto expand = cast<memref::ExpandShapeOp>(reshape);
+  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(
+          type, expand.getReassociationIndices()))
+    return failure();
+  return memref::CollapseShapeOp::computeCollapsedType(
+      type, expand.getReassociationIndices());
+}
+
+/// A copy of a buffer one op only writes (through reshapes) into a view of
+/// a fresh buffer nothing accesses from that op up to the copy: the op
+/// writes the view instead.
+struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(memref::CopyOp copy,
+                                PatternRewriter &rewriter) const override {
+    Block *block = copy->getBlock();
+    SmallVector<Operation *> reshapes, targetViews;
+    memref::AllocOp source =
+        getFreshBuffer(getViewedBuffer(copy.getSource(), reshapes), block);
+    memref::AllocOp target =
+        getFreshBuffer(getViewedBuffer(copy.getTarget(), targetViews), block);
+    if (!source || !target || source == target ||
+        llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>))
+      return rewriter.notifyMatchFailure(copy, "not between fresh buffers");
+    Operation *writer = getOnlyWriter(source, copy);
+    OpOperand *init = writer ? getWriteOnlyInit(writer, source) : nullptr;
+    if (!init || !writer->isBeforeInBlock(copy) ||
+        isAccessedBetween(target, writer, copy) ||
+        !writesApart(writer, target, copy.getTarget()))
+      return rewriter.notifyMatchFailure(copy, "no write-only op to move");
+    // The target's view as the writer's destination: the source's
+    // reshapes undone, outermost first.
+    auto type = cast<MemRefType>(copy.getTarget().getType());
+    SmallVector<MemRefType> types;
+    for (Operation *reshape : reshapes) {
+      FailureOr<MemRefType> unreshaped = getUnreshapedType(type, reshape);
+      if (failed(unreshaped))
+        return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
+      types.push_back(type = *unreshaped);
+    }
+    if (!target->isBeforeInBlock(writer))
+      rewriter.moveOpBefore(target, writer);
+    rewriter.setInsertionPoint(writer);
+    IRMapping mapping;
+    for (Operation *view : llvm::reverse(targetViews))
+      rewriter.clone(*view, mapping);
+    Value view = mapping.lookupOrDefault(copy.getTarget());
+    for (auto [reshape, reshapedType] : llvm::zip(reshapes, types))
+      view = unreshape(rewriter, reshape, view, reshapedType);
+    rewriter.modifyOpInPlace(writer, [&] { init->set(view); });
+    rewriter.eraseOp(copy);
+    for (Operation *reshape : reshapes)
+      rewriter.eraseOp(reshape);
+    rewriter.eraseOp(source);
+    return success();
+  }
+
+private:
+  /// The one op other than `copy` that accesses `buffer`, in its block.
+  static Operation *getOnlyWriter(memref::AllocOp buffer, memref::CopyOp copy) {
+    SmallVector<Operation *> accesses;
+    collectAccesses(buffer, accesses);
+    Operation *writer = nullptr;
+    for (Operation *op : accesses) {
+      if (op == copy)
+        continue;
+      if (writer || op->getBlock() != copy->getBlock())
+        return nullptr;
+      writer = op;
+    }
+    return writer;
+  }
+
+  /// Whether an op after `first` and before `last` accesses `buffer`.
+  static bool isAccessedBetween(memref::AllocOp buffer, Operation *first,
+                                Operation *last) {
+    SmallVector<Operation *> accesses;
+    collectAccesses(buffer, accesses);
+    Block *block = last->getBlock();
+    return llvm::any_of(accesses, [&](Operation *op) {
+      if (op == last || op == first)
+        return false;
+      Operation *ancestor = block->findAncestorOpInBlock(*op);
+      return !ancestor || (first->isBeforeInBlock(ancestor) &&
+                           ancestor->isBeforeInBlock(last));
+    });
+  }
+
+  /// Whether `writer` accesses `buffer` only by writing parts of it apart
+  /// from `view` (the slices of the same concatenation it already writes).
+  static bool writesApart(Operation *writer, memref::AllocOp buffer,
+                          Value view) {
+    for (OpOperand &operand : writer->getOpOperands()) {
+      SmallVector<Operation *> views;
+      if (getViewedBuffer(operand.get(), views) != buffer)
+        continue;
+      if (getWriteOnlyInit(writer, operand.get()) != &operand ||
+          !areDisjoint(operand.get(), view, buffer))
+        return false;
+    }
+    return true;
+  }
+
+  /// `view` reshaped back through `reshape` to `type`.
+  static Value unreshape(PatternRewriter &rewriter, Operation *reshape,
+                         Value view, MemRefType type) {
+    Location loc = reshape->getLoc();
+    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
+      return memref::ExpandShapeOp::create(rewriter, loc, type, view,
+                                           collapse.getReassociationIndices());
+    return memref::CollapseShapeOp::create(
+        rewriter, loc, type, view,
+        cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
+  }
+};
+
+struct WriteCopiesInPlacePass
+    : public zest::impl::WriteCopiesInPlacePassBase<WriteCopiesInPlacePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<WriteCopyInPlace>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

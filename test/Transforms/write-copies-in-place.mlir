@@ -1,0 +1,88 @@
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-write-copies-in-place))' | FileCheck %s
+
+// Attention's q, k and v gradients, each written into a buffer of its own,
+// collapsed to rows and copied into their slice of the fused projection's
+// gradient: the op writes the three slices (reshaped back to [B, S, H, D])
+// directly, the concatenation allocated before it; no copy and no buffer
+// per gradient is left.
+// CHECK-LABEL: func.func @attention_gradients(
+// CHECK:         %[[T:.*]] = memref.alloc() : memref<1x8x48xf32>
+// CHECK-DAG:     %[[S0:.*]] = memref.subview %[[T]][0, 0, 0] [1, 8, 16] [1, 1, 1]
+// CHECK-DAG:     %[[S1:.*]] = memref.subview %[[T]][0, 0, 16] [1, 8, 16] [1, 1, 1]
+// CHECK-DAG:     %[[S2:.*]] = memref.subview %[[T]][0, 0, 32] [1, 8, 16] [1, 1, 1]
+// CHECK-DAG:     %[[E0:.*]] = memref.expand_shape %[[S0]] {{\[\[}}0], [1], [2, 3]] output_shape [1, 8, 4, 4] : memref<1x8x16xf32, strided<[384, 48, 1]>> into memref<1x8x4x4xf32, strided<[384, 48, 4, 1]>>
+// CHECK-DAG:     %[[E1:.*]] = memref.expand_shape %[[S1]]
+// CHECK-DAG:     %[[E2:.*]] = memref.expand_shape %[[S2]]
+// CHECK:         zest.attention_backward {{.*}} outs(%[[E0]], %[[E1]], %[[E2]] :
+// CHECK-NOT:     memref.copy
+// CHECK:         return %[[T]]
+func.func @attention_gradients(%x: memref<1x8x4x4xf32>, %lse: memref<1x4x8xf32>) -> memref<1x8x48xf32> {
+  %a = memref.alloc() : memref<1x8x4x4xf32>
+  %b = memref.alloc() : memref<1x8x4x4xf32>
+  %c = memref.alloc() : memref<1x8x4x4xf32>
+  zest.attention_backward causal sequence_major scale(0.5) grad_output(%x : memref<1x8x4x4xf32>) ins(%x, %x, %x, %x, %lse : memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x4x8xf32>) outs(%a, %b, %c : memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x8x4x4xf32>)
+  %ra = memref.collapse_shape %a [[0], [1], [2, 3]] : memref<1x8x4x4xf32> into memref<1x8x16xf32>
+  %rb = memref.collapse_shape %b [[0], [1], [2, 3]] : memref<1x8x4x4xf32> into memref<1x8x16xf32>
+  %rc = memref.collapse_shape %c [[0], [1], [2, 3]] : memref<1x8x4x4xf32> into memref<1x8x16xf32>
+  %t = memref.alloc() : memref<1x8x48xf32>
+  %s0 = memref.subview %t[0, 0, 0] [1, 8, 16] [1, 1, 1] : memref<1x8x48xf32> to memref<1x8x16xf32, strided<[384, 48, 1]>>
+  memref.copy %ra, %s0 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1]>>
+  %s1 = memref.subview %t[0, 0, 16] [1, 8, 16] [1, 1, 1] : memref<1x8x48xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 16>>
+  memref.copy %rb, %s1 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 16>>
+  %s2 = memref.subview %t[0, 0, 32] [1, 8, 16] [1, 1, 1] : memref<1x8x48xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 32>>
+  memref.copy %rc, %s2 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 32>>
+  return %t : memref<1x8x48xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// Kept: a source the op reads (it accumulates into it), a source something
+// else reads, a target read between the op and the copy, and a source
+// written by a call (its signature fixes the buffer's layout).
+// CHECK-LABEL: func.func @kept(
+// CHECK-COUNT-4: memref.copy
+func.func private @produce(memref<4x8xf32>)
+func.func @kept(%x: memref<4x8xf32>, %y: memref<4x8xf32>) -> (memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>) {
+  %acc = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%acc : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  }
+  %t = memref.alloc() : memref<8x8xf32>
+  %s = memref.subview %t[0, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  memref.copy %acc, %s : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  %shared = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%shared : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%shared : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  %u = memref.alloc() : memref<8x8xf32>
+  %us = memref.subview %u[4, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
+  memref.copy %shared, %us : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
+  %w = memref.alloc() : memref<8x8xf32>
+  %v = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%v : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  }
+  %ws = memref.subview %w[0, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%ws : memref<4x8xf32, strided<[8, 1]>>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  memref.copy %v, %ws : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  %p = memref.alloc() : memref<4x8xf32>
+  func.call @produce(%p) : (memref<4x8xf32>) -> ()
+  %ps = memref.subview %w[4, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
+  memref.copy %p, %ps : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
+  return %t, %u, %w : memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>
+}
