@@ -7,7 +7,7 @@
 // read where they lie and an output is written where its reader wants it,
 // with no transposed copy. The CPU kernels (kernels/Attention.cpp) and the
 // CUDA ones (cuda-blas/, also built for the emulated device) address rows
-// through this one type.
+// through these types.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +34,12 @@ struct RowLayout {
   ZEST_HOST_DEVICE int64_t at(int64_t heads, int64_t head, int64_t i) const {
     return head / heads * batch + head % heads * this->head + i * row;
   }
+};
+
+/// Where each 4-D operand of one call lies, in the C API's order (the
+/// forward's leave the gradients' zero).
+struct AttentionLayouts {
+  RowLayout q, k, v, out, dout, dq, dk, dv;
 };
 
 } // namespace zest::rt

@@ -22,7 +22,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <type_traits>
 #include <unordered_map>
 
@@ -38,7 +37,7 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
                          int64_t valueFeatures, float scale, int32_t causal,
                          bool masked, int32_t maskKind, int64_t maskBatch,
                          int64_t maskHeads, int64_t maskRows, int64_t maskCols,
-                         std::initializer_list<RowLayout> layouts) {
+                         const AttentionLayouts &layouts) {
   if (features > kMaxAttentionFeatures ||
       valueFeatures > kMaxAttentionFeatures) {
     std::fprintf(stderr,
@@ -64,14 +63,7 @@ AttentionShape makeShape(int64_t batch, int64_t heads, int64_t kvHeads,
   shape.maskKind = maskKind;
   int64_t maskSizes[4] = {maskBatch, maskHeads, maskRows, maskCols};
   std::memcpy(shape.maskSizes, maskSizes, sizeof(maskSizes));
-  // In the C API's order: q, k, v, out, then the backward's dout, dq, dk, dv.
-  RowLayout AttentionShape::*members[] = {
-      &AttentionShape::q,   &AttentionShape::k,    &AttentionShape::v,
-      &AttentionShape::out, &AttentionShape::dout, &AttentionShape::dq,
-      &AttentionShape::dk,  &AttentionShape::dv};
-  const RowLayout *layout = layouts.begin();
-  for (size_t i = 0; i < layouts.size(); ++i)
-    shape.*members[i] = layout[i];
+  static_cast<AttentionLayouts &>(shape) = layouts;
   return shape;
 }
 
@@ -322,7 +314,7 @@ void backward(const AttentionShape &s, const void *mask, const T *q, const T *k,
 #define ZEST_CUDA_ATTENTION_SHAPE(...)                                         \
   makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim, scale, \
             causal, mask != nullptr, mask_kind, mask_batch, mask_heads,        \
-            mask_rows, mask_cols, {__VA_ARGS__})
+            mask_rows, mask_cols, AttentionLayouts{__VA_ARGS__})
 
 #define ZEST_CUDA_ATTENTION_ENTRIES(SUFFIX, T, DEVICE_T)                       \
   void zest_cuda_attention_forward##SUFFIX(ZEST_attention_forward_PARAMS(T)) { \

@@ -22,13 +22,12 @@ constexpr int64_t kMaxAttentionFeatures = 256;
 
 /// Sizes, scale and mask of one attention call, and where each 4-D
 /// operand's rows lie (the forward's leaves the gradients' unset).
-struct AttentionShape {
+struct AttentionShape : AttentionLayouts {
   int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
   float scale;
   int32_t causal;
   int32_t maskKind;
   int64_t maskSizes[4];
-  RowLayout q, k, v, out, dout, dq, dk, dv;
 
   /// The offset of query row `row` of [batch * heads * queries] in `layout`
   /// (q, out and their gradients).

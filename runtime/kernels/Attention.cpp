@@ -29,19 +29,15 @@ constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 256;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+using zest::rt::AttentionLayouts;
 using zest::rt::RowLayout;
-
-/// Where each 4-D operand's rows lie.
-struct Layouts {
-  RowLayout q, k, v, out, dout, dq, dk, dv;
-};
 
 /// The problem's sizes, shared by every head, and its operands' layouts.
 struct Shape {
   int64_t batch, heads, kvHeads, queries, keys, features, valueFeatures;
   float scale;
   bool causal;
-  Layouts layouts;
+  AttentionLayouts layouts;
 
   int64_t group() const { return heads / kvHeads; }
 };
@@ -277,7 +273,7 @@ private:
 
 Shape makeShape(int64_t batch, int64_t heads, int64_t kvHeads, int64_t queries,
                 int64_t keys, int64_t features, int64_t valueFeatures,
-                float scale, int32_t causal, const Layouts &layouts) {
+                float scale, int32_t causal, const AttentionLayouts &layouts) {
   return {batch,    heads,         kvHeads, queries,     keys,
           features, valueFeatures, scale,   causal != 0, layouts};
 }
@@ -293,7 +289,7 @@ Mask makeMask(const void *data, int32_t kind, int storage, int64_t b, int64_t h,
 void attentionForward(const Shape &shape, const Mask &mask, int storage,
                       const void *q, const void *k, const void *v, void *out,
                       float *lse) {
-  const Layouts &l = shape.layouts;
+  const AttentionLayouts &l = shape.layouts;
   int64_t d = shape.features, e = shape.valueFeatures;
   int64_t heads = shape.batch * shape.heads, rows = shape.queries;
 #pragma omp parallel for schedule(dynamic)
@@ -317,7 +313,7 @@ void backwardKvHead(const Shape &shape, const Mask &mask, int storage,
                     int64_t kvHead, const void *q, const void *k, const void *v,
                     const void *out, const float *lse, const void *dout,
                     void *dq, void *dk, void *dv) {
-  const Layouts &l = shape.layouts;
+  const AttentionLayouts &l = shape.layouts;
   int64_t d = shape.features, e = shape.valueFeatures, keys = shape.keys,
           rows = shape.queries;
   int64_t b = kvHead / shape.kvHeads, g = kvHead % shape.kvHeads;
@@ -361,10 +357,10 @@ void attentionBackward(const Shape &shape, const Mask &mask, int storage,
 #define ZEST_ATTENTION_ENTRIES(SUFFIX, T, STORAGE)                             \
   void zest_attention_forward##SUFFIX(ZEST_attention_forward_PARAMS(T)) {      \
     zest_progress();                                                           \
-    Layouts layouts{{ZEST_ATTENTION_STRIDE_ARGS(q)},                           \
-                    {ZEST_ATTENTION_STRIDE_ARGS(k)},                           \
-                    {ZEST_ATTENTION_STRIDE_ARGS(v)},                           \
-                    {ZEST_ATTENTION_STRIDE_ARGS(out)}};                        \
+    AttentionLayouts layouts{{ZEST_ATTENTION_STRIDE_ARGS(q)},                  \
+                             {ZEST_ATTENTION_STRIDE_ARGS(k)},                  \
+                             {ZEST_ATTENTION_STRIDE_ARGS(v)},                  \
+                             {ZEST_ATTENTION_STRIDE_ARGS(out)}};               \
     Shape shape = makeShape(batch, heads, kv_heads, q_len, kv_len, head_dim,   \
                             value_dim, scale, causal, layouts);                \
     attentionForward(shape,                                                    \
@@ -374,7 +370,7 @@ void attentionBackward(const Shape &shape, const Mask &mask, int storage,
   }                                                                            \
   void zest_attention_backward##SUFFIX(ZEST_attention_backward_PARAMS(T)) {    \
     zest_progress();                                                           \
-    Layouts layouts{                                                           \
+    AttentionLayouts layouts{                                                  \
         {ZEST_ATTENTION_STRIDE_ARGS(q)},    {ZEST_ATTENTION_STRIDE_ARGS(k)},   \
         {ZEST_ATTENTION_STRIDE_ARGS(v)},    {ZEST_ATTENTION_STRIDE_ARGS(out)}, \
         {ZEST_ATTENTION_STRIDE_ARGS(dout)}, {ZEST_ATTENTION_STRIDE_ARGS(dq)},  \

@@ -74,9 +74,9 @@ RuntimeOperand KernelOperands::get(Value memref) {
     operand.sizes.push_back(toI64(builder, loc, size));
   for (Value stride : metadata.getStrides())
     operand.strides.push_back(toI64(builder, loc, stride));
-  operand.ld = metadata.getStrides().empty()
+  operand.ld = operand.strides.empty()
                    ? arith::ConstantIntOp::create(builder, loc, 0, 64)
-                   : toI64(builder, loc, metadata.getStrides()[0]);
+                   : operand.strides[0];
   return operand;
 }
 

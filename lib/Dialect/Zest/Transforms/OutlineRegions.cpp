@@ -42,6 +42,12 @@ SetVector<Value> mlir::zest::getReadValues(Operation *op) {
 
 namespace {
 
+/// Whether `op` is a view of its tensor operand: a slice or a reshape.
+bool isView(Operation *op) {
+  return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+             tensor::CollapseShapeOp>(op);
+}
+
 /// Types a region computes on: tensors and scalars, never buffers or
 /// pointers.
 bool isValueType(Type type) {
@@ -167,9 +173,8 @@ public:
       return false;
     if (isa<tensor::EmptyOp>(producer))
       return true;
-    return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-               tensor::CollapseShapeOp>(producer) &&
-           isCloneable(producer) && isEmptyView(producer->getOperand(0));
+    return isView(producer) && isCloneable(producer) &&
+           isEmptyView(producer->getOperand(0));
   }
 
   /// A value computed outside any region: an argument, or the result of an
@@ -192,9 +197,7 @@ public:
   /// weights, which zest-group-parameter-casts makes views of one rounded
   /// unit buffer).
   static bool isDerivation(Operation *op) {
-    return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-               tensor::CollapseShapeOp>(op) ||
-           zest::getElementConversion(op);
+    return isView(op) || zest::getElementConversion(op);
   }
 
   /// The unit whose parameters `op` reads (through views and casts), if it
@@ -352,10 +355,8 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
     SmallVector<Operation *> chain;
     Value base = value;
     while (Operation *view = base.getDefiningOp()) {
-      if (!isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-               tensor::CollapseShapeOp>(view) ||
-          view->getNumOperands() != 1 || view->getBlock() != &cutter.block ||
-          inRegion.contains(view))
+      if (!isView(view) || view->getNumOperands() != 1 ||
+          view->getBlock() != &cutter.block || inRegion.contains(view))
         break;
       chain.push_back(view);
       base = view->getOperand(0);
@@ -394,9 +395,7 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
       SmallVector<Operation *> chain;
       Value base = result;
       while (Operation *view = base.getDefiningOp()) {
-        if (!isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-                 tensor::CollapseShapeOp>(view) ||
-            view->getNumOperands() != 1 ||
+        if (!isView(view) || view->getNumOperands() != 1 ||
             !inRegion.contains(view->getOperand(0).getDefiningOp()))
           break;
         chain.push_back(view);

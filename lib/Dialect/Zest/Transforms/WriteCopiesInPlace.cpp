@@ -27,16 +27,16 @@ using namespace mlir;
 
 namespace {
 
+/// Whether `op` is a view of its buffer operand: a subview or a reshape.
 bool isView(Operation *op) {
   return isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp>(
-             op) &&
-         op->getNumOperands() == 1;
+      op);
 }
 
 /// The buffer `value` views, and the views from `value` down to it.
 Value getViewedBuffer(Value value, SmallVectorImpl<Operation *> &views) {
   while (Operation *op = value.getDefiningOp()) {
-    if (!isView(op))
+    if (!isView(op) || op->getNumOperands() != 1)
       break;
     views.push_back(op);
     value = op->getOperand(0);
@@ -47,8 +47,7 @@ Value getViewedBuffer(Value value, SmallVectorImpl<Operation *> &views) {
 /// The ops that read or write `buffer`, directly or through views.
 void collectAccesses(Value buffer, SmallVectorImpl<Operation *> &accesses) {
   for (Operation *user : buffer.getUsers()) {
-    if (isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp>(
-            user))
+    if (isView(user))
       collectAccesses(user->getResult(0), accesses);
     else
       accesses.push_back(user);
