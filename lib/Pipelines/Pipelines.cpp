@@ -285,7 +285,7 @@ void mlir::zest::buildBufferizationPipeline(
   addBufferizePasses(pm);
   // An op's results copied into a concatenation (attention's q, k and v
   // gradients) are written there; before the fused ops become calls.
-  pm.addNestedPass<func::FuncOp>(createWriteCopiesInPlacePass());
+  pm.addPass(createWriteCopiesInPlacePass());
   MatmulToBlasPassOptions blas;
   // The emulated device has the GPU's products.
   blas.target = stringifyTarget(isDeviceTarget(options.target) ? Target::Cuda

@@ -83,9 +83,13 @@ func.func @sum_of_squares(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 // Left apart: a producer something else also reads (it would be computed
 // twice), a producer read through a broadcast (recomputed per column), and
 // a matrix product (BLAS). A producer read twice by one consumer is read
-// once (the operands deduplicated), then fused.
+// once (the operands deduplicated), then fused. The three ops that then
+// read %a element by element (%u2, %u3 with tanh fused, the negation
+// before the product) are one op of three results that reads it once.
 // CHECK-LABEL: func.func @left_apart(
-// CHECK-COUNT-7: linalg.generic
+// CHECK-COUNT-3: linalg.generic
+// CHECK:         %{{.*}}:3 = linalg.generic
+// CHECK:         linalg.generic
 // CHECK-NOT: linalg.generic
 // CHECK: return
 func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32>)
@@ -154,19 +158,18 @@ func.func @left_apart(%a: tensor<4x8xf32>, %v: tensor<4xf32>, %w: tensor<8x8xf32
 
 // An activation's intermediate that the forward and the backward both read
 // (GELU's 0.5 x and tanh(...)): its input x stays alive for the backward
-// anyway, so each reader computes it anew and it is never stored.
+// anyway, so each reader computes it anew and it is never stored. Both
+// readers then read x alone and become one op.
 // CHECK-LABEL: func.func @recomputed(
 // CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>, %[[DY:[^:]*]]: tensor<4x8xf32>
-// CHECK: %[[Y:.*]] = linalg.generic
-// CHECK-SAME: ins(%[[X]] : tensor<4x8xf32>)
-// CHECK: math.tanh
-// CHECK: arith.mulf
-// CHECK: %[[DX:.*]] = linalg.generic
+// CHECK: %[[R:.*]]:2 = linalg.generic
 // CHECK-SAME: ins(%[[X]], %[[DY]] : tensor<4x8xf32>, tensor<4x8xf32>)
 // CHECK: math.tanh
 // CHECK: arith.mulf
+// CHECK: math.tanh
+// CHECK: arith.mulf
 // CHECK-NOT: linalg.generic
-// CHECK: return %[[Y]], %[[DX]]
+// CHECK: return %[[R]]#0, %[[R]]#1
 func.func @recomputed(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
     -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %e = tensor.empty() : tensor<4x8xf32>
@@ -200,15 +203,14 @@ func.func @recomputed(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
 #mn = affine_map<(m, n, k) -> (m, n)>
 
 // Not recomputed: the product %m, read only by the shared producer, would
-// have to stay allocated until the last reader.
+// have to stay allocated until the last reader. Its two readers are one
+// op.
 // CHECK-LABEL: func.func @not_recomputed(
 // CHECK: linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
 // CHECK: %[[S:.*]] = linalg.generic
 // CHECK: math.exp
-// CHECK: linalg.generic
-// CHECK-SAME: ins(%[[S]] :
-// CHECK: linalg.generic
+// CHECK: %{{.*}}:2 = linalg.generic
 // CHECK-SAME: ins(%[[S]] :
 // CHECK-NOT: linalg.generic
 // CHECK: return
@@ -442,19 +444,22 @@ func.func @reader_in_loop(%x: tensor<4x8xf32>, %n: index)
 // A rotary embedding's rotate_half, cat(-x2, x1), read once by
 // x * cos + rotate_half(x) * sin: the sum is computed per half, each into
 // its slice of the result, and the negation fuses into the first half. No
-// concatenation is stored.
+// concatenation is stored. Both halves read x1 and x2: they are one op,
+// its two results inserted after it.
 // CHECK-LABEL: func.func @rotate_half(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x8xf32>, %[[COS:[^:]*]]: tensor<2x8xf32>, %[[SIN:[^:]*]]: tensor<2x8xf32>
 // CHECK-NOT:     tensor.concat
 // CHECK-DAG:     %[[X2:.*]] = tensor.extract_slice %[[X]][0, 4] [2, 4] [1, 1]
+// CHECK-DAG:     %[[X1:.*]] = tensor.extract_slice %[[X]][0, 0] [2, 4] [1, 1]
 // CHECK-DAG:     %[[CA:.*]] = tensor.extract_slice %[[COS]][0, 0] [2, 4] [1, 1]
 // CHECK-DAG:     %[[SA:.*]] = tensor.extract_slice %[[SIN]][0, 0] [2, 4] [1, 1]
-// CHECK:         %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[CA]], %[[X2]], %[[SA]] :
+// CHECK-DAG:     %[[CB:.*]] = tensor.extract_slice %[[COS]][0, 4] [2, 4] [1, 1]
+// CHECK-DAG:     %[[SB:.*]] = tensor.extract_slice %[[SIN]][0, 4] [2, 4] [1, 1]
+// CHECK:         %[[AB:.*]]:2 = linalg.generic {{.*}} ins(%[[X1]], %[[CA]], %[[X2]], %[[SA]], %[[CB]], %[[SB]] :
 // CHECK:           arith.negf
-// CHECK:         %[[R0:.*]] = tensor.insert_slice %[[A]] into %{{.*}}[0, 0] [2, 4] [1, 1]
-// CHECK:         %[[B:.*]] = linalg.generic
 // CHECK-NOT:       arith.negf
-// CHECK:         %[[R:.*]] = tensor.insert_slice %[[B]] into %[[R0]][0, 4] [2, 4] [1, 1]
+// CHECK:         %[[R0:.*]] = tensor.insert_slice %[[AB]]#0 into %{{.*}}[0, 0] [2, 4] [1, 1]
+// CHECK:         %[[R:.*]] = tensor.insert_slice %[[AB]]#1 into %[[R0]][0, 4] [2, 4] [1, 1]
 // CHECK:         return %[[R]]
 func.func @rotate_half(%x: tensor<2x8xf32>, %cos: tensor<2x8xf32>, %sin: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %x1 = tensor.extract_slice %x[0, 0] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
@@ -676,4 +681,98 @@ func.func @split_transposed_reader(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %s:
     linalg.yield %y : f32
   } -> tensor<8x8xf32>
   return %w : tensor<8x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+
+// Two elementwise ops over one domain that read the same slice of %x (two
+// equal extract_slices, as the per-part ops of a rotary embedding do) are
+// one op with both results, at the second one's place: the shared half is
+// read once, through one operand.
+// CHECK-LABEL: func.func @siblings(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x8xf32>, %[[C:[^:]*]]: tensor<4xf32>
+// CHECK:         %[[X1:.*]] = tensor.extract_slice %[[X]][0, 0] [2, 4] [1, 1]
+// CHECK:         %[[X2:.*]] = tensor.extract_slice %[[X]][0, 4] [2, 4] [1, 1]
+// CHECK:         %[[M:.*]]:2 = linalg.generic
+// CHECK-SAME:        ins(%[[X1]], %[[X2]], %[[C]] : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>)
+// CHECK-SAME:        outs(%{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK:           arith.subf
+// CHECK:           arith.mulf
+// CHECK:           linalg.yield
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[M]]#0, %[[M]]#1
+func.func @siblings(%x: tensor<2x8xf32>, %c: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %x1 = tensor.extract_slice %x[0, 0] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %x2 = tensor.extract_slice %x[0, 4] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %e = tensor.empty() : tensor<2x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x1, %x2 : tensor<2x4xf32>, tensor<2x4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.subf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4xf32>
+  %x1b = tensor.extract_slice %x[0, 0] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %f = tensor.empty() : tensor<2x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x1b, %c : tensor<2x4xf32>, tensor<4xf32>) outs(%f : tensor<2x4xf32>) {
+  ^bb0(%p: f32, %s: f32, %o: f32):
+    %r = arith.mulf %p, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4xf32>
+  return %a, %b : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+#row = affine_map<(i, j) -> (j)>
+
+// Kept apart: an op that reads the other's result (%b reads %a besides
+// %x), a tensor shared through another map (%g reads %x transposed) or
+// only broadcast (%g and %b read the row %c), and an op whose own input
+// would be held longer (%k is the last reader of the product %y; %l
+// shares only %b with it).
+// CHECK-LABEL: func.func @siblings_kept(
+// CHECK-COUNT-5: linalg.generic
+// CHECK-NOT:     linalg.generic
+func.func @siblings_kept(%x: tensor<4x4xf32>, %c: tensor<4xf32>)
+    -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %e = tensor.empty() : tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.negf %p : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %x, %c : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %s: f32, %o: f32):
+    %m = arith.mulf %p, %s : f32
+    %r = arith.addf %m, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  %g = linalg.generic {indexing_maps = [#t, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %c : tensor<4x4xf32>, tensor<4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %s: f32, %o: f32):
+    %r = arith.addf %p, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  %y = linalg.matmul ins(%x, %x : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %k = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.subf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  %l = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b : tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = arith.mulf %p, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<4x4xf32>
+  return %a, %b, %g, %k, %l : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }

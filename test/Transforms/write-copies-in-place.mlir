@@ -1,4 +1,4 @@
-// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(zest-write-copies-in-place))' | FileCheck %s
+// RUN: zest-opt %s -split-input-file -pass-pipeline='builtin.module(zest-write-copies-in-place)' | FileCheck %s
 
 // Attention's q, k and v gradients, each written into a buffer of its own,
 // collapsed to rows and copied into their slice of the fused projection's
@@ -85,4 +85,86 @@ func.func @kept(%x: memref<4x8xf32>, %y: memref<4x8xf32>) -> (memref<8x8xf32>, m
   %ps = memref.subview %w[4, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
   memref.copy %p, %ps : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
   return %t, %u, %w : memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// A region's result made an out-parameter: every call passes an allocation
+// of its own, so nothing else aliases %out in @region. One op writes both
+// halves of a rotary embedding: the first into its slice of %out already
+// (leaving a copy onto itself, erased), the second into a slice of a
+// buffer of its own, copied into %out: it writes %out's slice directly.
+// CHECK-LABEL: func.func private @region(
+// CHECK-SAME:      %[[X:[^:]*]]: memref<2x4xf32>, %[[OUT:[^:]*]]: memref<2x8xf32>
+// CHECK-DAG:     %[[LO:.*]] = memref.subview %[[OUT]][0, 0] [2, 4] [1, 1]
+// CHECK-DAG:     %[[HI:.*]] = memref.subview %[[OUT]][0, 4] [2, 4] [1, 1]
+// CHECK:         linalg.generic {{.*}} ins(%[[X]] : memref<2x4xf32>) outs(%[[LO]], %[[HI]] :
+// CHECK-NOT:     memref.alloc
+// CHECK-NOT:     memref.copy
+// CHECK:         return
+func.func private @region(%x: memref<2x4xf32>, %out: memref<2x8xf32>) {
+  %lo = memref.subview %out[0, 0] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1]>>
+  %part = memref.alloc() : memref<2x8xf32>
+  %hi = memref.subview %part[0, 4] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<2x4xf32>) outs(%lo, %hi : memref<2x4xf32, strided<[8, 1]>>, memref<2x4xf32, strided<[8, 1], offset: 4>>) {
+  ^bb0(%a: f32, %o: f32, %p: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n, %a : f32, f32
+  }
+  %lo2 = memref.subview %out[0, 0] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1]>>
+  memref.copy %lo, %lo2 : memref<2x4xf32, strided<[8, 1]>> to memref<2x4xf32, strided<[8, 1]>>
+  %hi2 = memref.subview %out[0, 4] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  memref.copy %hi, %hi2 : memref<2x4xf32, strided<[8, 1], offset: 4>> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  return
+}
+
+func.func @step(%x: memref<2x4xf32>) -> (memref<2x8xf32>, memref<2x8xf32>) {
+  %a = memref.alloc() : memref<2x8xf32>
+  call @region(%x, %a) : (memref<2x4xf32>, memref<2x8xf32>) -> ()
+  %b = memref.alloc() : memref<2x8xf32>
+  call @region(%x, %b) : (memref<2x4xf32>, memref<2x8xf32>) -> ()
+  return %a, %b : memref<2x8xf32>, memref<2x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// Kept: a target argument a call passes twice (%t may alias %u, which the
+// op reads), and one of a public function (any caller).
+// CHECK-LABEL: func.func private @aliased(
+// CHECK:         memref.copy
+// CHECK-LABEL: func.func @public(
+// CHECK:         memref.copy
+func.func private @aliased(%t: memref<2x8xf32>, %u: memref<2x8xf32>) {
+  %part = memref.alloc() : memref<2x4xf32>
+  %v = memref.subview %u[0, 0] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1]>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%v : memref<2x4xf32, strided<[8, 1]>>) outs(%part : memref<2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  }
+  %s = memref.subview %t[0, 4] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  memref.copy %part, %s : memref<2x4xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  return
+}
+
+func.func @public(%x: memref<2x4xf32>, %t: memref<2x8xf32>) {
+  %part = memref.alloc() : memref<2x4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<2x4xf32>) outs(%part : memref<2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  }
+  %s = memref.subview %t[0, 4] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  memref.copy %part, %s : memref<2x4xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  return
+}
+
+func.func @caller() -> memref<2x8xf32> {
+  %a = memref.alloc() : memref<2x8xf32>
+  call @aliased(%a, %a) : (memref<2x8xf32>, memref<2x8xf32>) -> ()
+  return %a : memref<2x8xf32>
 }

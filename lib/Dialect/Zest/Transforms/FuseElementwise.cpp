@@ -367,6 +367,13 @@ struct FuseElementwisePass
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      getStraightLineRewriteConfig())))
+      return signalPassFailure();
+    // Siblings merge once every chain has fused: a generic of several
+    // results would otherwise stop its producers' fusion.
+    RewritePatternSet siblings(&getContext());
+    populateFuseSiblingsPatterns(siblings);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(siblings),
+                                     getStraightLineRewriteConfig())))
       signalPassFailure();
   }
 };

@@ -10,10 +10,12 @@
 
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -61,6 +63,34 @@ memref::AllocOp getFreshBuffer(Value value, Block *block) {
       !alloc.getDynamicSizes().empty() || !alloc.getSymbolOperands().empty())
     return {};
   return alloc;
+}
+
+/// The arguments of private functions that every call passes a buffer of
+/// their own: a static allocation in the call's block that the call passes
+/// nowhere else (the out-parameters buffer-results-to-out-params made of a
+/// region's results). In the callee nothing else aliases one, as nothing
+/// else aliases a fresh allocation.
+DenseSet<Value> getExclusiveArguments(ModuleOp module) {
+  DenseSet<Value> exclusive;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    std::optional<SymbolTable::UseRange> uses =
+        SymbolTable::getSymbolUses(func, module);
+    if (!func.isPrivate() || func.isExternal() || !uses || uses->empty())
+      continue;
+    for (BlockArgument arg : func.getArguments()) {
+      bool ownBuffer = llvm::all_of(*uses, [&](SymbolTable::SymbolUse use) {
+        auto call = dyn_cast<func::CallOp>(use.getUser());
+        if (!call || call.getCallee() != func.getSymName())
+          return false;
+        Value operand = call.getOperand(arg.getArgNumber());
+        return getFreshBuffer(operand, call->getBlock()) &&
+               llvm::count(call.getOperands(), operand) == 1;
+      });
+      if (ownBuffer)
+        exclusive.insert(arg);
+    }
+  }
+  return exclusive;
 }
 
 /// The destination operand of `op` that is `buffer`, if `op` (not a call)
@@ -140,10 +170,11 @@ FailureOr<MemRefType> getUnreshapedType(MemRefType type, Operation *reshape) {
 }
 
 /// A copy of a buffer one op only writes (through reshapes) into a view of
-/// a fresh buffer nothing accesses from that op up to the copy: the op
-/// writes the view instead.
+/// a fresh buffer (or an argument only it aliases) nothing accesses from
+/// that op up to the copy: the op writes the view instead.
 struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
-  using OpRewritePattern::OpRewritePattern;
+  WriteCopyInPlace(MLIRContext *context, const DenseSet<Value> &exclusive)
+      : OpRewritePattern(context), exclusive(exclusive) {}
 
   LogicalResult matchAndRewrite(memref::CopyOp copy,
                                 PatternRewriter &rewriter) const override {
@@ -151,13 +182,24 @@ struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
     SmallVector<Operation *> reshapes, targetViews;
     memref::AllocOp source =
         getFreshBuffer(getViewedBuffer(copy.getSource(), reshapes), block);
-    memref::AllocOp target =
-        getFreshBuffer(getViewedBuffer(copy.getTarget(), targetViews), block);
-    if (!source || !target || source == target ||
-        llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>))
+    Value target = getViewedBuffer(copy.getTarget(), targetViews);
+    memref::AllocOp targetAlloc = getFreshBuffer(target, block);
+    bool ownArgument = exclusive.contains(target) &&
+                       cast<BlockArgument>(target).getOwner() == block;
+    // A source that is a slice of a buffer the op writes only there (a
+    // part of a concatenation written apart) is written through the
+    // target's view just as well.
+    bool sliced = !reshapes.empty() &&
+                  llvm::all_of(reshapes, llvm::IsaPred<memref::SubViewOp>);
+    if (!source || !(targetAlloc || ownArgument) ||
+        source.getResult() == target ||
+        (!sliced && llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>)))
       return rewriter.notifyMatchFailure(copy, "not between fresh buffers");
     Operation *writer = getOnlyWriter(source, copy);
-    OpOperand *init = writer ? getWriteOnlyInit(writer, source) : nullptr;
+    Value written = sliced ? copy.getSource() : source.getResult();
+    OpOperand *init = writer && accessesOnce(writer, source)
+                          ? getWriteOnlyInit(writer, written)
+                          : nullptr;
     if (!init || !writer->isBeforeInBlock(copy) ||
         isAccessedBetween(target, writer, copy) ||
         !writesApart(writer, target, copy.getTarget()))
@@ -166,14 +208,14 @@ struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
     // reshapes undone, outermost first.
     auto type = cast<MemRefType>(copy.getTarget().getType());
     SmallVector<MemRefType> types;
-    for (Operation *reshape : reshapes) {
+    for (Operation *reshape : sliced ? ArrayRef<Operation *>() : reshapes) {
       FailureOr<MemRefType> unreshaped = getUnreshapedType(type, reshape);
       if (failed(unreshaped))
         return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
       types.push_back(type = *unreshaped);
     }
-    if (!target->isBeforeInBlock(writer))
-      rewriter.moveOpBefore(target, writer);
+    if (targetAlloc && !targetAlloc->isBeforeInBlock(writer))
+      rewriter.moveOpBefore(targetAlloc, writer);
     rewriter.setInsertionPoint(writer);
     IRMapping mapping;
     for (Operation *view : llvm::reverse(targetViews))
@@ -184,7 +226,8 @@ struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
     rewriter.modifyOpInPlace(writer, [&] { init->set(view); });
     rewriter.eraseOp(copy);
     for (Operation *reshape : reshapes)
-      rewriter.eraseOp(reshape);
+      if (reshape->use_empty())
+        rewriter.eraseOp(reshape);
     rewriter.eraseOp(source);
     return success();
   }
@@ -205,8 +248,16 @@ private:
     return writer;
   }
 
+  /// Whether one operand of `op` alone views `buffer`.
+  static bool accessesOnce(Operation *op, memref::AllocOp buffer) {
+    return llvm::count_if(op->getOperands(), [&](Value operand) {
+             SmallVector<Operation *> views;
+             return getViewedBuffer(operand, views) == buffer.getResult();
+           }) == 1;
+  }
+
   /// Whether an op after `first` and before `last` accesses `buffer`.
-  static bool isAccessedBetween(memref::AllocOp buffer, Operation *first,
+  static bool isAccessedBetween(Value buffer, Operation *first,
                                 Operation *last) {
     SmallVector<Operation *> accesses;
     collectAccesses(buffer, accesses);
@@ -222,8 +273,7 @@ private:
 
   /// Whether `writer` accesses `buffer` only by writing parts of it apart
   /// from `view` (the slices of the same concatenation it already writes).
-  static bool writesApart(Operation *writer, memref::AllocOp buffer,
-                          Value view) {
+  static bool writesApart(Operation *writer, Value buffer, Value view) {
     for (OpOperand &operand : writer->getOpOperands()) {
       SmallVector<Operation *> views;
       if (getViewedBuffer(operand.get(), views) != buffer)
@@ -246,13 +296,43 @@ private:
         rewriter, loc, type, view,
         cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
   }
+
+  const DenseSet<Value> &exclusive;
+};
+
+/// A copy of a view onto the same view of the same buffer (what an op that
+/// wrote its part in place leaves of the insertion): nothing to copy, and
+/// it would count as an access between another part's writer and copy.
+struct EraseSelfCopy : public OpRewritePattern<memref::CopyOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(memref::CopyOp copy,
+                                PatternRewriter &rewriter) const override {
+    if (!isSameView(copy.getSource(), copy.getTarget()))
+      return rewriter.notifyMatchFailure(copy, "copies between buffers");
+    rewriter.eraseOp(copy);
+    return success();
+  }
+
+private:
+  /// Whether `a` and `b` are one value or equal views of one value.
+  static bool isSameView(Value a, Value b) {
+    if (a == b)
+      return true;
+    Operation *viewA = a.getDefiningOp(), *viewB = b.getDefiningOp();
+    return viewA && viewB && isView(viewA) && viewA->getNumOperands() == 1 &&
+           OperationEquivalence::isEquivalentTo(
+               viewA, viewB, OperationEquivalence::IgnoreLocations);
+  }
 };
 
 struct WriteCopiesInPlacePass
     : public zest::impl::WriteCopiesInPlacePassBase<WriteCopiesInPlacePass> {
   void runOnOperation() override {
+    DenseSet<Value> exclusive = getExclusiveArguments(getOperation());
     RewritePatternSet patterns(&getContext());
-    patterns.add<WriteCopyInPlace>(&getContext());
+    patterns.add<WriteCopyInPlace>(&getContext(), exclusive);
+    patterns.add<EraseSelfCopy>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

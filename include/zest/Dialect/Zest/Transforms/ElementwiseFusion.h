@@ -27,6 +27,12 @@ FailureOr<linalg::GenericOp> fuseElementwiseProducer(RewriterBase &rewriter,
 /// concatenation is never stored (a rotary embedding's rotate_half).
 void populateSplitAtConcatPatterns(RewritePatternSet &patterns);
 
+/// Patterns that compute two independent elementwise generics over the same
+/// domain that read a common tensor the same way as one generic with the
+/// results of both, at the later one's place (the per-part ops of a rotary
+/// embedding): one loop nest reads that tensor once.
+void populateFuseSiblingsPatterns(RewritePatternSet &patterns);
+
 /// Whether `generic` maps one input to one output element by element.
 bool isPointwise(linalg::GenericOp generic);
 

@@ -1203,6 +1203,17 @@ def FuseElementwisePass
     `max.dim` in every softmax computes indices only the maximum is used
     of, and a producer read twice by one consumer is then read once and
     fused.
+
+    Once nothing more fuses, two independent elementwise generics in one
+    block over the same loop bounds that read a common tensor through the
+    same permutation (the same value, or the same slice of one) become one
+    generic with the results of both, at the later one's place: one loop
+    nest, one kernel on a GPU, reads that tensor once. The earlier one
+    moves only where nothing before the later one reads its results and
+    each of its inputs is held until then anyway (read there or later, or
+    smaller than the domain). The two per-part ops of a rotary embedding,
+    forward and backward, each reading both halves of the head, are one
+    kernel each way.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
@@ -1276,7 +1287,7 @@ def VectorizePass : Pass<"zest-vectorize", "::mlir::func::FuncOp"> {
 }
 
 def WriteCopiesInPlacePass
-    : Pass<"zest-write-copies-in-place", "::mlir::func::FuncOp"> {
+    : Pass<"zest-write-copies-in-place", "::mlir::ModuleOp"> {
   let summary = "Ops write the slices their results are copied into";
   let description = [{
     Bufferized, a concatenation of one op's results (attention's q, k and v
@@ -1288,7 +1299,11 @@ def WriteCopiesInPlacePass
     fresh allocation that nothing reads or writes from that op up to the
     copy, the op writes the target's view directly (reshaped as the source
     was): the copy and the source's buffer go, and the target is allocated
-    before the op.
+    before the op. A target may also be an argument of a private function
+    that every call passes an allocation of its own, passed nowhere else in
+    the call (a region's result, made an out-parameter): nothing else
+    aliases it there either. The merged per-part ops of a rotary embedding
+    write their two halves into the region's result so.
 
     Left alone: a source the op also reads (an accumulation), read by
     anything else or a view of part of a buffer; an op that is a call
