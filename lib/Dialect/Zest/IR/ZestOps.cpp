@@ -25,7 +25,7 @@ static ParseResult parseUnitParams(OpAsmParser &parser, ArrayAttr &params) {
   auto parseEntry = [&]() -> ParseResult {
     std::string name;
     RankedTensorType type;
-    int64_t offset;
+    int64_t offset = 0;
     SMLoc loc = parser.getCurrentLocation();
     if (parser.parseString(&name) || parser.parseColon() ||
         parser.parseType(type) || parser.parseKeyword("at") ||
