@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
+#include "zest/Dialect/Zest/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -60,18 +61,6 @@ bool isAfter(Operation *user, Operation *position) {
   return ancestor && position->isBeforeInBlock(ancestor);
 }
 
-/// The value a view (slice or reshape) of `value` shows, else `value`: a
-/// view holds its source alive.
-Value getViewSource(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-             tensor::CollapseShapeOp>(op))
-      break;
-    value = op->getOperand(0);
-  }
-  return value;
-}
-
 /// The ops between `first` and `second` that read `first`'s results,
 /// directly or not, if `first` can be computed at `second` instead: only
 /// tensor computation lies between them (no collective, call or anything
@@ -100,8 +89,7 @@ FailureOr<SmallVector<Operation *>> getDependentsBetween(Operation *first,
       return failure();
     if (!readsDependent(op))
       continue;
-    if (!isa<tensor::InsertSliceOp, tensor::ExtractSliceOp,
-             tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+    if (!isTensorView(op) && !isa<tensor::InsertSliceOp>(op))
       return failure();
     dependent.insert(op);
     between.push_back(op);
@@ -120,13 +108,13 @@ bool inputsLiveUntil(linalg::GenericOp first, linalg::GenericOp second) {
     domain *= bound;
   return llvm::all_of(first.getDpsInputs(), [&](Value input) {
     auto type = dyn_cast<ShapedType>(input.getType());
-    Value source = getViewSource(input);
+    Value source = getViewedTensor(input);
     if (!type || isa<BlockArgument>(source) || !type.hasStaticShape() ||
         type.getNumElements() < domain)
       return true;
     return llvm::any_of(
                second.getDpsInputs(),
-               [&](Value other) { return getViewSource(other) == source; }) ||
+               [&](Value other) { return getViewedTensor(other) == source; }) ||
            llvm::any_of(source.getUsers(),
                         [&](Operation *user) { return isAfter(user, second); });
   });
@@ -158,10 +146,8 @@ linalg::GenericOp merge(RewriterBase &rewriter, linalg::GenericOp first,
     for (OpOperand &init : op.getDpsInitsMutable()) {
       args->push_back(inputs.size() + inits.size());
       inits.push_back(init.get());
-    }
-  for (auto op : {first, second})
-    for (OpOperand &init : op.getDpsInitsMutable())
       maps.push_back(op.getMatchingIndexingMap(&init));
+    }
 
   rewriter.setInsertionPoint(second);
   SmallVector<Type> resultTypes(first->getResultTypes());

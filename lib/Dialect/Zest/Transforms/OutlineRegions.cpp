@@ -32,6 +32,7 @@ namespace mlir::zest {
 } // namespace mlir::zest
 
 using namespace mlir;
+using namespace mlir::zest;
 
 SetVector<Value> mlir::zest::getReadValues(Operation *op) {
   SetVector<Value> values(op->operand_begin(), op->operand_end());
@@ -40,13 +41,21 @@ SetVector<Value> mlir::zest::getReadValues(Operation *op) {
   return values;
 }
 
-namespace {
-
-/// Whether `op` is a view of its tensor operand: a slice or a reshape.
-bool isView(Operation *op) {
+bool mlir::zest::isTensorView(Operation *op) {
   return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
              tensor::CollapseShapeOp>(op);
 }
+
+Value mlir::zest::getViewedTensor(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isTensorView(op))
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+namespace {
 
 /// Types a region computes on: tensors and scalars, never buffers or
 /// pointers.
@@ -132,8 +141,7 @@ public:
                matchPattern(fill.value(), m_Constant()) &&
                llvm::all_of(fill.getDpsInits(),
                             [&](Value init) { return isEmptyView(init); });
-    else if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-                 tensor::CollapseShapeOp, tensor::ExtractOp>(op) &&
+    else if ((isTensorView(op) || isa<tensor::ExtractOp>(op)) &&
              isTensorCompute(op))
       result = llvm::all_of(op->getOperands(), [&](Value operand) {
         Operation *producer = operand.getDefiningOp();
@@ -173,7 +181,7 @@ public:
       return false;
     if (isa<tensor::EmptyOp>(producer))
       return true;
-    return isView(producer) && isCloneable(producer) &&
+    return isTensorView(producer) && isCloneable(producer) &&
            isEmptyView(producer->getOperand(0));
   }
 
@@ -197,7 +205,7 @@ public:
   /// weights, which zest-group-parameter-casts makes views of one rounded
   /// unit buffer).
   static bool isDerivation(Operation *op) {
-    return isView(op) || zest::getElementConversion(op);
+    return isTensorView(op) || zest::getElementConversion(op);
   }
 
   /// The unit whose parameters `op` reads (through views and casts), if it
@@ -355,7 +363,7 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
     SmallVector<Operation *> chain;
     Value base = value;
     while (Operation *view = base.getDefiningOp()) {
-      if (!isView(view) || view->getNumOperands() != 1 ||
+      if (!isTensorView(view) || view->getNumOperands() != 1 ||
           view->getBlock() != &cutter.block || inRegion.contains(view))
         break;
       chain.push_back(view);
@@ -395,7 +403,7 @@ OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
       SmallVector<Operation *> chain;
       Value base = result;
       while (Operation *view = base.getDefiningOp()) {
-        if (!isView(view) || view->getNumOperands() != 1 ||
+        if (!isTensorView(view) || view->getNumOperands() != 1 ||
             !inRegion.contains(view->getOperand(0).getDefiningOp()))
           break;
         chain.push_back(view);

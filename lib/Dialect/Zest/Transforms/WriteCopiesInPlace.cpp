@@ -72,14 +72,16 @@ memref::AllocOp getFreshBuffer(Value value, Block *block) {
 /// else aliases a fresh allocation.
 DenseSet<Value> getExclusiveArguments(ModuleOp module) {
   DenseSet<Value> exclusive;
+  // One walk of the module finds every function's users.
+  SymbolTableCollection tables;
+  SymbolUserMap userMap(tables, module);
   for (auto func : module.getOps<func::FuncOp>()) {
-    std::optional<SymbolTable::UseRange> uses =
-        SymbolTable::getSymbolUses(func, module);
-    if (!func.isPrivate() || func.isExternal() || !uses || uses->empty())
+    ArrayRef<Operation *> users = userMap.getUsers(func);
+    if (!func.isPrivate() || func.isExternal() || users.empty())
       continue;
     for (BlockArgument arg : func.getArguments()) {
-      bool ownBuffer = llvm::all_of(*uses, [&](SymbolTable::SymbolUse use) {
-        auto call = dyn_cast<func::CallOp>(use.getUser());
+      bool ownBuffer = llvm::all_of(users, [&](Operation *user) {
+        auto call = dyn_cast<func::CallOp>(user);
         if (!call || call.getCallee() != func.getSymName())
           return false;
         Value operand = call.getOperand(arg.getArgNumber());

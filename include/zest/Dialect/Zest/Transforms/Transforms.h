@@ -44,6 +44,13 @@ Value sliceParameter(OpBuilder &builder, Location loc, Value flat,
 /// above (a linalg body's scalars), in order, once each.
 SetVector<Value> getReadValues(Operation *op);
 
+/// Whether `op` is a view of its one tensor operand: a slice or a reshape.
+bool isTensorView(Operation *op);
+
+/// The tensor `value` is a view of (through isTensorView ops), else
+/// `value`.
+Value getViewedTensor(Value value);
+
 /// The units of `module` that `globs` name (an option's unit globs; the
 /// diagnostics call it `optionName`), or every unit (but the root unless
 /// `rootByDefault`) when there are none; failure (reported at the module)
