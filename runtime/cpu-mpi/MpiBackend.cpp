@@ -78,7 +78,7 @@ private:
 class MpiRequests : public PendingOp {
 public:
   MpiRequests(MpiBackend &backend, std::string what)
-      : backend(backend), what(std::move(what)) {}
+      : what(std::move(what)), backend(backend) {}
   MPI_Request &add() { return requests.emplace_back(MPI_REQUEST_NULL); }
   bool test() override;
 

@@ -273,11 +273,13 @@ int64_t UnitOp::getNumElements() {
 }
 
 RankedTensorType UnitOp::getFlatType() {
-  return RankedTensorType::get({getPaddedSize()}, getElementType());
+  return RankedTensorType::get({static_cast<int64_t>(getPaddedSize())},
+                               getElementType());
 }
 
 RankedTensorType UnitOp::getShardType() {
-  return RankedTensorType::get({getShardSize()}, getElementType());
+  return RankedTensorType::get({static_cast<int64_t>(getShardSize())},
+                               getElementType());
 }
 
 RankedTensorType UnitOp::getLocalExpertsType() {
@@ -313,7 +315,7 @@ LogicalResult UnitOp::verify() {
                           ? (*params.begin()).getValueType().getDimSize(0)
                           : 0;
     if (!isSharded() || experts == 0 || experts % getWorldSize() != 0 ||
-        getPaddedSize() != getNumElements())
+        static_cast<int64_t>(getPaddedSize()) != getNumElements())
       return emitOpError()
              << "experts: must be a sharded unit of one parameter whose "
                 "first dimension (the experts) world_size divides, unpadded";
@@ -341,7 +343,7 @@ LogicalResult UnitOp::verify() {
                            << " (parameters are listed in flat order)";
     end = param.getEnd();
   }
-  if (end > getPaddedSize())
+  if (end > static_cast<int64_t>(getPaddedSize()))
     return emitOpError() << "parameters end at element " << end
                          << ", past padded_size (" << getPaddedSize() << ")";
   return success();
@@ -1347,8 +1349,9 @@ LogicalResult ExpertRoutingOp::verify() {
                          << getEnds().getType() << ")";
   return success(
       succeeded(checkShape(*this, getRouting(), "routing", {getExperts()})) &&
-      succeeded(checkShape(*this, getLocalEnds(), "local_ends",
-                           {getExperts() / getGroupSize()})));
+      succeeded(
+          checkShape(*this, getLocalEnds(), "local_ends",
+                     {static_cast<int64_t>(getExperts() / getGroupSize())})));
 }
 
 namespace {

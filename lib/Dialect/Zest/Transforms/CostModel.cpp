@@ -367,6 +367,10 @@ double getHostUs(linalg::LinalgOp op, const MachineModel &machine) {
 
 /// The replay's clocks.
 struct Replay {
+  Replay(const MachineModel *machine, DeviceMesh mesh,
+         SymbolTableCollection *symbols)
+      : machine(machine), mesh(std::move(mesh)), symbols(symbols) {}
+
   const MachineModel *machine;
   DeviceMesh mesh;
   /// The module's functions by name, looked up once per callee.
@@ -506,7 +510,7 @@ StepCost mlir::zest::estimateStepCost(func::FuncOp func,
                                       const MachineModel &machine,
                                       const DeviceMesh &mesh) {
   SymbolTableCollection symbols;
-  Replay replay{&machine, mesh, &symbols};
+  Replay replay(&machine, mesh, &symbols);
   for (Block &block : func.getBody())
     replay.run(block);
   replay.cost.stepUs = replay.now;
