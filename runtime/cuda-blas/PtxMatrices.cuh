@@ -104,8 +104,32 @@ inline __device__ void loadMatricesTransposed(uint32_t (&r)[4], const void *p) {
 }
 
 #ifdef ZEST_CUDA_EMULATED
+/// The f32 value of a 16-bit element on the host, as the host's
+/// __half2float gives it (a NaN as 0x7fffffff) without its loop over a
+/// subnormal's bits: f16's exponent and mantissa shifted into an f32 are
+/// the value times 2^-112, exactly.
+template <typename T> inline float widenBits(uint16_t raw) {
+  auto asFloat = [](uint32_t bits) {
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+  };
+  if constexpr (std::is_same_v<T, __half>) {
+    uint32_t magnitude = raw & 0x7fffu, bits;
+    if (magnitude > 0x7c00u)
+      return asFloat(0x7fffffffu);
+    float value = magnitude == 0x7c00u ? asFloat(0x7f800000u)
+                                       : asFloat(magnitude << 13) * 0x1p112f;
+    std::memcpy(&bits, &value, sizeof bits);
+    return asFloat(bits | uint32_t(raw & 0x8000u) << 16);
+  } else {
+    return asFloat(uint32_t(raw) << 16);
+  }
+}
+
 /// mma.sync m16n8k16 on the emulator: each lane sums its four elements of
-/// C from the 32 lanes' fragments, in f32 in k's order.
+/// C from the 32 lanes' fragments, in f32 in k's order. The lane's two
+/// rows of A and two columns of B are widened once, not once per element.
 template <typename T>
 void emulateMma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                 uint32_t b1) {
@@ -116,21 +140,25 @@ void emulateMma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
   const unsigned char *all =
       simt::exchange(0xffffffffu, &mine, sizeof mine, "mma.sync");
   auto element = [](uint32_t bits, int half) {
-    uint16_t raw = half ? uint16_t(bits >> 16) : uint16_t(bits);
-    T value;
-    std::memcpy(&value, &raw, sizeof value);
-    return load(value);
+    return widenBits<T>(half ? uint16_t(bits >> 16) : uint16_t(bits));
   };
-  int lane = simt::laneIndex();
-  for (int e = 0; e < 4; ++e) {
-    int row = lane / 4 + 8 * (e / 2), column = 2 * (lane % 4) + e % 2;
-    float sum = c[e];
-    for (int k = 0; k < 16; ++k) {
-      Operands x = simt::laneValue<Operands>(all, row % 8 * 4 + k % 8 / 2),
-               y = simt::laneValue<Operands>(all, column * 4 + k % 8 / 2);
-      sum += element(x.a[row / 8 + 2 * (k / 8)], k % 2) *
-             element(y.b[k / 8], k % 2);
+  // Rows lane / 4 and lane / 4 + 8 of A, columns 2 (lane % 4) and the next
+  // of B: the lane holding (row, k) is row % 8 * 4 + k % 8 / 2.
+  int lane = simt::laneIndex(), row = lane / 4, column = 2 * (lane % 4);
+  float rows[2][16], columns[2][16];
+  for (int k = 0; k < 16; ++k) {
+    Operands x = simt::laneValue<Operands>(all, row * 4 + k % 8 / 2);
+    for (int half = 0; half < 2; ++half) {
+      Operands y =
+          simt::laneValue<Operands>(all, (column + half) * 4 + k % 8 / 2);
+      rows[half][k] = element(x.a[half + 2 * (k / 8)], k % 2);
+      columns[half][k] = element(y.b[k / 8], k % 2);
     }
+  }
+  for (int e = 0; e < 4; ++e) {
+    float sum = c[e];
+    for (int k = 0; k < 16; ++k)
+      sum += rows[e / 2][k] * columns[e % 2][k];
     c[e] = sum;
   }
 }

@@ -389,7 +389,8 @@ const unsigned char *simt::exchange(unsigned mask, const void *value,
                 "warps of 32 lanes only)");
   if (warp.arrived == 0) {
     warp.what = what, warp.bytes = bytes;
-  } else if (std::strcmp(warp.what, what) != 0 || warp.bytes != bytes) {
+  } else if ((warp.what != what && std::strcmp(warp.what, what) != 0) ||
+             warp.bytes != bytes) {
     deviceError(where() +
                 ": lanes of one warp at different warp-wide "
                 "operations: " +
