@@ -162,10 +162,10 @@ def example_batch(args):
 def data_options(args, model, cache):
     """The executable's data options: --tokens (checked against the
     model's vocabulary first), --data, or cached random samples."""
-    from .tokens import check_tokens, vocabulary
+    from .tokens import check_tokens
 
     streams = [getattr(args, "eval_tokens", None), getattr(args, "tokens", None)]
-    vocab = vocabulary(factory_objects(args)[0]) if any(streams) else None
+    vocab = model_vocabulary(args, model, cache) if any(streams) else None
     options = []
     if streams[0]:
         check_tokens(streams[0], vocab)
@@ -179,6 +179,28 @@ def data_options(args, model, cache):
     else:
         options += ["--data", args.data or synthetic_data(args, model, cache)]
     return options + (["--token-bound", str(vocab[1])] if vocab else [])
+
+
+def model_vocabulary(args, model, cache):
+    """tokens.vocabulary() of the factory's model, cached with the imported
+    model: a second run on the same model need not build it (nor load
+    PyTorch) to check its token streams."""
+    import json
+
+    fields = dict(model=model.build_id())
+    entry = Entry(cache, "vocabulary", key_of(**fields), fields)
+    if not entry.exists():
+
+        def make(folder):
+            from .tokens import vocabulary
+
+            with open(os.path.join(folder, "vocabulary.json"), "w") as f:
+                json.dump(vocabulary(factory_objects(args)[0]), f)
+
+        entry.build(make)
+    with open(entry.file("vocabulary.json")) as f:
+        vocab = json.load(f)
+    return tuple(vocab) if vocab else None
 
 
 def synthetic_data(args, model, cache):
