@@ -3,6 +3,7 @@ with Zest (import, compile, split the initial weights, make data, run the
 ranks under mpirun, export) as one command, with the imported model and the
 compiled step cached."""
 
+import json
 import os
 import re
 import shutil
@@ -185,8 +186,6 @@ def model_vocabulary(args, model, cache):
     """tokens.vocabulary() of the factory's model, cached with the imported
     model: a second run on the same model need not build it (nor load
     PyTorch) to check its token streams."""
-    import json
-
     fields = dict(model=model.build_id())
     entry = Entry(cache, "vocabulary", key_of(**fields), fields)
     if not entry.exists():

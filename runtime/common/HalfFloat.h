@@ -1,7 +1,8 @@
 //===- HalfFloat.h - bf16 and f16 conversions on the host -------*- C++ -*-===//
 //
-// For the MPI backend's 16-bit reductions (summed in float) and the f16
-// linear layers' storage.
+// For the MPI backend's 16-bit reductions (summed in float), the f16
+// linear layers' storage and the emulated device's tensor-core products.
+// Widening uses no library call: it is on the emulator's hot path.
 // Rounding is to nearest even; NaNs stay NaNs.
 //
 //===----------------------------------------------------------------------===//
@@ -32,20 +33,19 @@ inline uint16_t floatToBf16(float value) {
 }
 
 inline float f16ToFloat(uint16_t bits) {
-  uint32_t sign = uint32_t(bits & 0x8000) << 16;
-  int exponent = (bits >> 10) & 0x1f;
-  uint32_t mantissa = bits & 0x3ff;
-  float magnitude;
-  if (exponent == 0)
-    magnitude = std::ldexp(float(mantissa), -24);
-  else if (exponent == 31)
-    magnitude = mantissa ? NAN : INFINITY;
-  else
-    magnitude = std::ldexp(float(mantissa | 0x400), exponent - 25);
-  uint32_t word;
-  std::memcpy(&word, &magnitude, sizeof(word));
-  word |= sign;
+  uint32_t sign = uint32_t(bits & 0x8000) << 16, magnitude = bits & 0x7fff;
   float value;
+  if (magnitude >= 0x7c00) {
+    value = magnitude > 0x7c00 ? NAN : INFINITY;
+  } else if (magnitude < 0x400) { // subnormal: mantissa * 2^-24, exactly
+    value = float(magnitude) * 0x1p-24f;
+  } else { // normal: the exponent rebiased from 15 to 127
+    uint32_t word = (magnitude << 13) + (uint32_t(127 - 15) << 23);
+    std::memcpy(&value, &word, sizeof(value));
+  }
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  word |= sign;
   std::memcpy(&value, &word, sizeof(value));
   return value;
 }

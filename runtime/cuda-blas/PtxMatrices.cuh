@@ -18,6 +18,9 @@
 
 #include "DeviceBuiltins.cuh"
 #include "EpilogueKernels.cuh"
+#ifdef ZEST_CUDA_EMULATED
+#include "../common/HalfFloat.h"
+#endif
 
 #include <cstdint>
 #include <cstring>
@@ -104,32 +107,10 @@ inline __device__ void loadMatricesTransposed(uint32_t (&r)[4], const void *p) {
 }
 
 #ifdef ZEST_CUDA_EMULATED
-/// The f32 value of a 16-bit element on the host, as the host's
-/// __half2float gives it (a NaN as 0x7fffffff) without its loop over a
-/// subnormal's bits: f16's exponent and mantissa shifted into an f32 are
-/// the value times 2^-112, exactly.
-template <typename T> inline float widenBits(uint16_t raw) {
-  auto asFloat = [](uint32_t bits) {
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-  };
-  if constexpr (std::is_same_v<T, __half>) {
-    uint32_t magnitude = raw & 0x7fffu, bits;
-    if (magnitude > 0x7c00u)
-      return asFloat(0x7fffffffu);
-    float value = magnitude == 0x7c00u ? asFloat(0x7f800000u)
-                                       : asFloat(magnitude << 13) * 0x1p112f;
-    std::memcpy(&bits, &value, sizeof bits);
-    return asFloat(bits | uint32_t(raw & 0x8000u) << 16);
-  } else {
-    return asFloat(uint32_t(raw) << 16);
-  }
-}
-
 /// mma.sync m16n8k16 on the emulator: each lane sums its four elements of
 /// C from the 32 lanes' fragments, in f32 in k's order. The lane's two
-/// rows of A and two columns of B are widened once, not once per element.
+/// rows of A and two columns of B are widened once, not once per element
+/// (a NaN widens to a NaN of another payload than the GPU's).
 template <typename T>
 void emulateMma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                 uint32_t b1) {
@@ -140,7 +121,9 @@ void emulateMma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
   const unsigned char *all =
       simt::exchange(0xffffffffu, &mine, sizeof mine, "mma.sync");
   auto element = [](uint32_t bits, int half) {
-    return widenBits<T>(half ? uint16_t(bits >> 16) : uint16_t(bits));
+    uint16_t raw = half ? uint16_t(bits >> 16) : uint16_t(bits);
+    return std::is_same_v<T, __half> ? ::zest::rt::f16ToFloat(raw)
+                                     : ::zest::rt::bf16ToFloat(raw);
   };
   // Rows lane / 4 and lane / 4 + 8 of A, columns 2 (lane % 4) and the next
   // of B: the lane holding (row, k) is row % 8 * 4 + k % 8 / 2.

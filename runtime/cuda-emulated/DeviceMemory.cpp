@@ -44,7 +44,7 @@ size_t paddedSize(size_t bytes) {
 /// 2 MiB instead of 512 (it was most of an emulated kernel test's time).
 constexpr size_t kHugePage = 2 << 20;
 
-size_t pageRound(size_t bytes) {
+size_t hugePageRound(size_t bytes) {
   return (bytes + kHugePage - 1) / kHugePage * kHugePage;
 }
 
@@ -140,7 +140,7 @@ void *zest::emulated::allocateDevice(size_t bytes) {
     if (left)
       r.free[offset + size] = left;
     r.allocations[offset] = bytes;
-    size_t end = pageRound(offset + size);
+    size_t end = hugePageRound(offset + size);
     if (end > r.highWater) {
       if (r.scopes)
         protect(r, r.highWater, end, true);

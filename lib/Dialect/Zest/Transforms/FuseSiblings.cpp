@@ -55,7 +55,8 @@ SmallVector<Value> getSameTensors(Value value) {
   return same;
 }
 
-/// The op of `block` holding `user`, if it comes after `position`.
+/// Whether `user`, or the op of `position`'s block holding it, comes after
+/// `position`.
 bool isAfter(Operation *user, Operation *position) {
   Operation *ancestor = position->getBlock()->findAncestorOpInBlock(*user);
   return ancestor && position->isBeforeInBlock(ancestor);
