@@ -472,3 +472,61 @@ func.func @mixed_consumers(%s: tensor<12xf32>, %x: tensor<8xf32>, %l: tensor<4x2
   %mm = linalg.matmul ins(%l, %c : tensor<4x2xf32>, tensor<2x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %ab, %y, %mm : tensor<2x4xbf16>, tensor<8xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// A widening that also transposes (attention's [B, S, H, D] gradient
+// widened into [B, H, S, D] for a rotary embedding's backward) is widened
+// where it is read, as a gathered parameter's is: the elementwise reader
+// reads the bf16 gradient, a slice's reader the same slice of it (offsets
+// and sizes taken through the permutation), and a rounding back into the
+// gradient's own layout is the gradient itself.
+#rows = affine_map<(b, h, s, d) -> (b, s, h, d)>
+#id4 = affine_map<(b, h, s, d) -> (b, h, s, d)>
+// CHECK-LABEL: func.func @permuted_widening(
+// CHECK-SAME:      %[[G:[^:]*]]: tensor<1x4x2x8xbf16>
+// CHECK-NOT:     outs(%{{.*}} : tensor<1x2x4x8xf32>) {
+// CHECK:         %[[M:.*]] = linalg.generic {{.*}} ins(%[[G]], %{{.*}} : tensor<1x4x2x8xbf16>, tensor<1x2x4x8xf32>) outs(%{{.*}} : tensor<1x2x4x8xf32>)
+// CHECK:         %[[GS:.*]] = tensor.extract_slice %[[G]][0, 0, 0, 4] [1, 4, 2, 4] [1, 1, 1, 1] : tensor<1x4x2x8xbf16> to tensor<1x4x2x4xbf16>
+// CHECK:         %[[N:.*]] = linalg.generic {{.*}} ins(%[[GS]] : tensor<1x4x2x4xbf16>) outs(%{{.*}} : tensor<1x2x4x4xf32>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT:      %[[W:.*]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT:      arith.negf %[[W]] : f32
+// CHECK:         return %[[M]], %[[N]], %[[G]] :
+func.func @permuted_widening(%g: tensor<1x4x2x8xbf16>, %c: tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x4x2x8xbf16>) {
+  %e = tensor.empty() : tensor<1x2x4x8xf32>
+  %w = linalg.generic {indexing_maps = [#rows, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<1x4x2x8xbf16>) outs(%e : tensor<1x2x4x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %x = arith.extf %in : bf16 to f32
+    linalg.yield %x : f32
+  } -> tensor<1x2x4x8xf32>
+  %m = linalg.generic {indexing_maps = [#id4, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%w, %c : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) outs(%e : tensor<1x2x4x8xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %p = arith.mulf %in, %in2 : f32
+    linalg.yield %p : f32
+  } -> tensor<1x2x4x8xf32>
+  %half = tensor.extract_slice %w[0, 0, 0, 4] [1, 2, 4, 4] [1, 1, 1, 1] : tensor<1x2x4x8xf32> to tensor<1x2x4x4xf32>
+  %eh = tensor.empty() : tensor<1x2x4x4xf32>
+  %n = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%half : tensor<1x2x4x4xf32>) outs(%eh : tensor<1x2x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %x = arith.negf %in : f32
+    linalg.yield %x : f32
+  } -> tensor<1x2x4x4xf32>
+  %w2 = linalg.generic {indexing_maps = [#rows, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<1x4x2x8xbf16>) outs(%e : tensor<1x2x4x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %x = arith.extf %in : bf16 to f32
+    linalg.yield %x : f32
+  } -> tensor<1x2x4x8xf32>
+  %eb = tensor.empty() : tensor<1x4x2x8xbf16>
+  %r = linalg.generic {indexing_maps = [#id4, #rows], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%w2 : tensor<1x2x4x8xf32>) outs(%eb : tensor<1x4x2x8xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<1x4x2x8xbf16>
+  return %m, %n, %r : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x4x2x8xbf16>
+}

@@ -423,3 +423,118 @@ func.func @attention_kept(%q: tensor<1x2x8x4xf32>, %k: tensor<1x8x2x4xf32>, %v: 
   %o, %lse = zest.attention scale(0.5) ins(%q, %kt, %v : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) outs(%e, %el : tensor<1x2x8x4xf32>, tensor<1x2x8xf32>) -> tensor<1x2x8x4xf32>, tensor<1x2x8xf32>
   return %o : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// A Llama's attention: q and k come from its rotary embedding and v from an
+// elementwise op, each read by the forward and the backward only; the
+// output is transposed back to rows, the gradients are read by elementwise
+// ops. Elementwise ops write or read either layout at the same cost, so
+// they count for neither side; the transposes of the output and of its
+// gradient decide. Both ops become sequence-major: each elementwise op
+// writes (or reads) [B, S, H, D] through its map, q, k and v once for both
+// readers, and no transpose is left.
+#rows = affine_map<(b, h, s, d) -> (b, s, h, d)>
+#id4 = affine_map<(b, h, s, d) -> (b, h, s, d)>
+#table = affine_map<(b, h, s, d) -> (s, d)>
+// CHECK-DAG:     #[[$ROWS:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+// CHECK-LABEL: func.func @attention_elementwise_inputs(
+// CHECK-NOT:     linalg.transpose
+// CHECK:         %[[Q:.*]] = linalg.generic {indexing_maps = [#[[$ROWS]], #{{.*}}, #[[$ROWS]]]{{.*}} outs(%{{.*}} : tensor<2x8x4x4xf32>)
+// CHECK:         %[[K:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x4x4xf32>)
+// CHECK:         %[[V:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x4x4xf32>)
+// CHECK:         %[[O:.*]]:2 = zest.attention causal sequence_major scale(5.000000e-01) ins(%[[Q]], %[[K]], %[[V]] :
+// CHECK:         %[[G:.*]]:3 = zest.attention_backward causal sequence_major scale(5.000000e-01) grad_output(%{{.*}} : tensor<2x8x4x4xf32>) ins(%[[Q]], %[[K]], %[[V]], %[[O]]#0, %[[O]]#1 :
+// CHECK:         linalg.generic {indexing_maps = [#[[$ROWS]], #{{.*}}]{{.*}} ins(%[[G]]#0 : tensor<2x8x4x4xf32>) outs(%{{.*}} : tensor<2x4x8x4xf32>)
+// CHECK-NOT:     linalg.transpose
+func.func @attention_elementwise_inputs(%qkv: tensor<2x8x48xf32>, %dy: tensor<2x8x16xf32>, %cos: tensor<8x4xf32>) -> (tensor<2x8x16xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) {
+  %q = tensor.extract_slice %qkv[0, 0, 0] [2, 8, 16] [1, 1, 1] : tensor<2x8x48xf32> to tensor<2x8x16xf32>
+  %k = tensor.extract_slice %qkv[0, 0, 16] [2, 8, 16] [1, 1, 1] : tensor<2x8x48xf32> to tensor<2x8x16xf32>
+  %v = tensor.extract_slice %qkv[0, 0, 32] [2, 8, 16] [1, 1, 1] : tensor<2x8x48xf32> to tensor<2x8x16xf32>
+  %q4 = tensor.expand_shape %q [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %k4 = tensor.expand_shape %k [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %v4 = tensor.expand_shape %v [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %e = tensor.empty() : tensor<2x4x8x4xf32>
+  %qr = linalg.generic {indexing_maps = [#rows, #table, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q4, %cos : tensor<2x8x4x4xf32>, tensor<8x4xf32>) outs(%e : tensor<2x4x8x4xf32>) {
+  ^bb0(%in: f32, %c: f32, %out: f32):
+    %m = arith.mulf %in, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x8x4xf32>
+  %kr = linalg.generic {indexing_maps = [#rows, #table, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%k4, %cos : tensor<2x8x4x4xf32>, tensor<8x4xf32>) outs(%e : tensor<2x4x8x4xf32>) {
+  ^bb0(%in: f32, %c: f32, %out: f32):
+    %m = arith.mulf %in, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x8x4xf32>
+  %vr = linalg.generic {indexing_maps = [#rows, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%v4 : tensor<2x8x4x4xf32>) outs(%e : tensor<2x4x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<2x4x8x4xf32>
+  %el = tensor.empty() : tensor<2x4x8xf32>
+  %o, %lse = zest.attention causal scale(0.5) ins(%qr, %kr, %vr : tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) outs(%e, %el : tensor<2x4x8x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8x4xf32>, tensor<2x4x8xf32>
+  %eb = tensor.empty() : tensor<2x8x4x4xf32>
+  %ot = linalg.transpose ins(%o : tensor<2x4x8x4xf32>) outs(%eb : tensor<2x8x4x4xf32>) permutation = [0, 2, 1, 3]
+  %y = tensor.collapse_shape %ot [[0], [1], [2, 3]] : tensor<2x8x4x4xf32> into tensor<2x8x16xf32>
+  %dy4 = tensor.expand_shape %dy [[0], [1], [2, 3]] output_shape [2, 8, 4, 4] : tensor<2x8x16xf32> into tensor<2x8x4x4xf32>
+  %dyt = linalg.transpose ins(%dy4 : tensor<2x8x4x4xf32>) outs(%e : tensor<2x4x8x4xf32>) permutation = [0, 2, 1, 3]
+  %dq, %dk, %dv = zest.attention_backward causal scale(0.5) grad_output(%dyt : tensor<2x4x8x4xf32>) ins(%qr, %kr, %vr, %o, %lse : tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8xf32>) outs(%e, %e, %e : tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>
+  %dq2 = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dq : tensor<2x4x8x4xf32>) outs(%e : tensor<2x4x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<2x4x8x4xf32>
+  %dk2 = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dk : tensor<2x4x8x4xf32>) outs(%e : tensor<2x4x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<2x4x8x4xf32>
+  %dv2 = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dv : tensor<2x4x8x4xf32>) outs(%e : tensor<2x4x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<2x4x8x4xf32>
+  return %y, %dq2, %dk2, %dv2 : tensor<2x8x16xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>
+}
+
+// -----
+
+// An elementwise q read by something other than attention (here returned)
+// would need a transpose of its own: it counts against the switch, which
+// the output's transpose alone does not outweigh (k and v, elementwise and
+// read by attention only, count for neither side); the op stays.
+#id4 = affine_map<(b, h, s, d) -> (b, h, s, d)>
+// CHECK-LABEL: func.func @attention_input_read_elsewhere(
+// CHECK:         zest.attention scale(
+// CHECK:         linalg.transpose
+func.func @attention_input_read_elsewhere(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> (tensor<1x8x2x4xf32>, tensor<1x2x8x4xf32>) {
+  %e = tensor.empty() : tensor<1x2x8x4xf32>
+  %qn = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q : tensor<1x2x8x4xf32>) outs(%e : tensor<1x2x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<1x2x8x4xf32>
+  %kn = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%k : tensor<1x2x8x4xf32>) outs(%e : tensor<1x2x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<1x2x8x4xf32>
+  %vn = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%v : tensor<1x2x8x4xf32>) outs(%e : tensor<1x2x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<1x2x8x4xf32>
+  %el = tensor.empty() : tensor<1x2x8xf32>
+  %o, %lse = zest.attention scale(0.5) ins(%qn, %kn, %vn : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) outs(%e, %el : tensor<1x2x8x4xf32>, tensor<1x2x8xf32>) -> tensor<1x2x8x4xf32>, tensor<1x2x8xf32>
+  %eb = tensor.empty() : tensor<1x8x2x4xf32>
+  %ot = linalg.transpose ins(%o : tensor<1x2x8x4xf32>) outs(%eb : tensor<1x8x2x4xf32>) permutation = [0, 2, 1, 3]
+  return %ot, %qn : tensor<1x8x2x4xf32>, tensor<1x2x8x4xf32>
+}

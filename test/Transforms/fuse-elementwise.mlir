@@ -776,3 +776,50 @@ func.func @siblings_kept(%x: tensor<4x4xf32>, %c: tensor<4xf32>)
   } -> tensor<4x4xf32>
   return %a, %b, %g, %k, %l : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// A value widened and transposed, then rounded and transposed back (a
+// Llama's v once attention reads it sequence-major) fuses into a copy of
+// the value in its own layout: that is the value itself, no kernel.
+#rows = affine_map<(b, h, s, d) -> (b, s, h, d)>
+#id4 = affine_map<(b, h, s, d) -> (b, h, s, d)>
+// CHECK-LABEL: func.func @round_trip_transposed(
+// CHECK-SAME:      %[[V:[^:]*]]: tensor<1x8x2x4xbf16>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[V]]
+func.func @round_trip_transposed(%v: tensor<1x8x2x4xbf16>) -> tensor<1x8x2x4xbf16> {
+  %e = tensor.empty() : tensor<1x2x8x4xf32>
+  %w = linalg.generic {indexing_maps = [#rows, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%v : tensor<1x8x2x4xbf16>) outs(%e : tensor<1x2x8x4xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %x = arith.extf %in : bf16 to f32
+    linalg.yield %x : f32
+  } -> tensor<1x2x8x4xf32>
+  %eb = tensor.empty() : tensor<1x8x2x4xbf16>
+  %r = linalg.generic {indexing_maps = [#id4, #rows], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%w : tensor<1x2x8x4xf32>) outs(%eb : tensor<1x8x2x4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<1x8x2x4xbf16>
+  return %r : tensor<1x8x2x4xbf16>
+}
+
+// -----
+
+// A generic that reads its input through one permutation and writes
+// another moves elements: it stays.
+#rows = affine_map<(b, h, s, d) -> (b, s, h, d)>
+#id4 = affine_map<(b, h, s, d) -> (b, h, s, d)>
+// CHECK-LABEL: func.func @transposing_copy(
+// CHECK:         linalg.generic
+func.func @transposing_copy(%v: tensor<1x8x2x4xf32>) -> tensor<1x2x8x4xf32> {
+  %e = tensor.empty() : tensor<1x2x8x4xf32>
+  %c = linalg.generic {indexing_maps = [#rows, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%v : tensor<1x8x2x4xf32>) outs(%e : tensor<1x2x8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<1x2x8x4xf32>
+  return %c : tensor<1x2x8x4xf32>
+}

@@ -32,7 +32,11 @@ def ConvertZestToRuntimePass
       widened (`arith.extf`) where it is used: the widening moves into each
       parameter's view and fuses into elementwise consumers, and a consumer
       that rounds it back (an autocast model) reads the received values with
-      no f32 copy. Being ordinary linalg, the conversions run wherever the
+      no f32 copy. The same holds for any widening of the step, one that
+      also transposes included (attention's `[B, S, H, D]` gradient widened
+      into `[B, H, S, D]` for a rotary embedding's backward: its slices are
+      widenings of the gradient's slices, and its readers read the 16-bit
+      gradient). Being ordinary linalg, the conversions run wherever the
       step runs (kernels on a GPU). Over one rank nothing moves but the
       values are still rounded, so every world size computes with the same
       values.

@@ -11,6 +11,8 @@
 #include "zest/Conversion/RuntimeCalls.h"
 #include "zest/Dialect/Zest/Transforms/ElementwiseFusion.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
+
 using namespace mlir;
 using namespace mlir::zest;
 using namespace mlir::zest::zest_to_runtime;
@@ -23,6 +25,59 @@ Value zest_to_runtime::getWidenedInput(Operation *op) {
 }
 
 namespace {
+
+/// A widening that may also permute: an elementwise generic that widens its
+/// one input, read through a permutation, into the loops' order (attention's
+/// [B, S, H, D] gradient widened into [B, H, S, D] for a rotary embedding's
+/// backward).
+struct PermutedWidening {
+  Value input;
+  /// Input dimension i is loop permutation[i].
+  SmallVector<int64_t> permutation;
+
+  static std::optional<PermutedWidening> get(Operation *op) {
+    auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+    if (!generic || !generic.isAllParallelLoops() ||
+        !generic.hasPureTensorSemantics() ||
+        !isa_and_nonnull<arith::ExtFOp>(getBodyConversion(generic)))
+      return std::nullopt;
+    AffineMap inputMap = generic.getIndexingMapsArray()[0];
+    if (!inputMap.isPermutation() ||
+        !generic.getIndexingMapsArray()[1].isIdentity())
+      return std::nullopt;
+    PermutedWidening widening{generic.getDpsInputs()[0], {}};
+    for (unsigned i = 0; i < inputMap.getNumResults(); ++i)
+      widening.permutation.push_back(inputMap.getDimPosition(i));
+    return widening;
+  }
+};
+
+/// A slice of a widening that may permute (PermutedWidening) is the
+/// widening of the same slice of its input, permuted: each part a rotary
+/// embedding's backward reads is widened where it is read.
+struct SinkPermutedWidenIntoSlice
+    : public OpRewritePattern<tensor::ExtractSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(tensor::ExtractSliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    std::optional<PermutedWidening> widening =
+        PermutedWidening::get(slice.getSource().getDefiningOp());
+    if (!widening || getWidenedInput(slice.getSource().getDefiningOp()) ||
+        slice.getType().getRank() != slice.getSourceType().getRank())
+      return rewriter.notifyMatchFailure(slice,
+                                         "not a slice of a permuted widening");
+    ArrayRef<int64_t> permutation = widening->permutation;
+    Value narrow = tensor::ExtractSliceOp::create(
+        rewriter, slice.getLoc(), widening->input,
+        applyPermutation(slice.getMixedOffsets(), permutation),
+        applyPermutation(slice.getMixedSizes(), permutation),
+        applyPermutation(slice.getMixedStrides(), permutation));
+    rewriter.replaceOp(slice, convertElements(rewriter, slice.getLoc(), narrow,
+                                              slice.getType().getElementType(),
+                                              permutation));
+    return success();
+  }
+};
 
 /// A view (a parameter's slice, its reshape) of a widened gather is the
 /// widening of the same view of the received buffer: each parameter is
@@ -49,7 +104,8 @@ struct SinkWidenIntoView : public OpRewritePattern<ViewOp> {
   }
 };
 
-/// A widening read by one elementwise consumer is fused into it (the pass
+/// A widening (one that may permute, too) read by one elementwise consumer
+/// is fused into it (the pass
 /// runs after zest-fuse-elementwise): the consumer reads the received
 /// values, with no f32 copy of them. A consumer that rounds them back (an
 /// autocast model's cast of its parameters) reads them as they are.
@@ -58,7 +114,7 @@ struct FuseWidenIntoConsumer : public OpRewritePattern<linalg::GenericOp> {
   LogicalResult matchAndRewrite(linalg::GenericOp consumer,
                                 PatternRewriter &rewriter) const override {
     for (OpOperand &operand : consumer->getOpOperands()) {
-      if (!getWidenedInput(operand.get().getDefiningOp()))
+      if (!PermutedWidening::get(operand.get().getDefiningOp()))
         continue;
       FailureOr<linalg::GenericOp> fused =
           fuseElementwiseProducer(rewriter, operand);
@@ -78,21 +134,17 @@ struct FuseWidenIntoConsumer : public OpRewritePattern<linalg::GenericOp> {
       if (ext && ext.getIn().getType() == trunc.getType())
         rewriter.replaceOp(trunc, ext.getIn());
     });
-    Block *body = op.getBody();
-    if (!isPointwise(op) || op->getNumResults() != 1 ||
-        op.getDpsInputs()[0].getType() != op->getResult(0).getType() ||
-        body->getTerminator()->getOperand(0) != body->getArgument(0))
-      return;
-    rewriter.replaceOp(op, op.getDpsInputs()[0]);
+    if (isCopyOfInput(op))
+      rewriter.replaceOp(op, op.getDpsInputs()[0]);
   }
 };
 
 } // namespace
 
 void zest_to_runtime::populateWideningPatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<SinkWidenIntoView<tensor::ExtractSliceOp>,
-           SinkWidenIntoView<tensor::ExpandShapeOp>,
-           SinkWidenIntoView<tensor::CollapseShapeOp>, FuseWidenIntoConsumer>(
-          patterns.getContext());
+  patterns.add<SinkWidenIntoView<tensor::ExtractSliceOp>,
+               SinkWidenIntoView<tensor::ExpandShapeOp>,
+               SinkWidenIntoView<tensor::CollapseShapeOp>,
+               SinkPermutedWidenIntoSlice, FuseWidenIntoConsumer>(
+      patterns.getContext());
 }

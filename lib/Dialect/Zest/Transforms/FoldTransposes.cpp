@@ -47,13 +47,19 @@ static AffineMap readThroughTranspose(AffineMap map,
   return permuteResults(map, invertPermutationVector(permutation));
 }
 
-/// The transpose of `value` by `permutation`, into a new empty tensor.
-static Value createTranspose(OpBuilder &builder, Location loc, Value value,
-                             ArrayRef<int64_t> permutation) {
-  Value init = tensor::EmptyOp::create(
+/// An empty tensor shaped like the transpose of `value` by `permutation`.
+static Value createEmptyTransposed(OpBuilder &builder, Location loc,
+                                   Value value, ArrayRef<int64_t> permutation) {
+  return tensor::EmptyOp::create(
       builder, loc,
       applyPermutation(tensor::getMixedSizes(builder, loc, value), permutation),
       getElementTypeOrSelf(value));
+}
+
+/// The transpose of `value` by `permutation`, into a new empty tensor.
+static Value createTranspose(OpBuilder &builder, Location loc, Value value,
+                             ArrayRef<int64_t> permutation) {
+  Value init = createEmptyTransposed(builder, loc, value, permutation);
   return linalg::TransposeOp::create(builder, loc, value, init, permutation)
       .getResult()[0];
 }
@@ -389,28 +395,36 @@ struct SplitProductBatch : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
-/// The destination of `op` about to write the transpose of its result into
-/// `init`: `init` itself if `op` does not read its destination; else a fill
-/// of `init` like the one `op` reduces into; null if neither.
-static Value getTransposedDestination(PatternRewriter &rewriter,
-                                      linalg::LinalgOp op, Value init) {
+/// The fill `op` reduces into, if it reads its destination: null if it
+/// does not, failure if that destination is not a fill.
+static FailureOr<linalg::FillOp> getReducedFill(linalg::LinalgOp op) {
   if (!op.payloadUsesValueFromOperand(op.getDpsInitOperand(0)))
-    return init;
+    return linalg::FillOp();
   auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
   if (!fill || !fill.hasPureTensorSemantics())
-    return {};
-  return linalg::FillOp::create(rewriter, op.getLoc(), fill.value(), init)
-      .result();
+    return failure();
+  return fill;
 }
 
-/// The transpose of a generic's or a product's result, its only user, is
-/// written by that op directly through its output map: attention's output
-/// `[B, H, S, Dh]` written as `[B, S, H, Dh]` (rows of the next linear
-/// layer's input), the backward of attention's scaling written back in the
-/// layout of the qkv gradient, grouped-query attention's key gradient
-/// summed over the group. An op that reads its destination (a product, a
-/// reduction) must accumulate into a fill, which is filled in the
-/// transposed shape instead; a product must still be one BLAS takes.
+/// Whether every user of `value` is a transpose by `permutation` (a value
+/// that attention's forward and backward both read, each transposed).
+static bool isOnlyTransposed(Value value, ArrayRef<int64_t> permutation) {
+  return llvm::all_of(value.getUsers(), [&](Operation *user) {
+    auto transpose = dyn_cast<linalg::TransposeOp>(user);
+    return transpose && transpose.getPermutation() == permutation;
+  });
+}
+
+/// The transpose of a generic's or a product's result, its only user (or
+/// one of several like it), is written by that op directly through its
+/// output map: attention's output `[B, H, S, Dh]` written as `[B, S, H, Dh]`
+/// (rows of the next linear layer's input), the backward of attention's
+/// scaling written back in the layout of the qkv gradient, grouped-query
+/// attention's key gradient summed over the group, a Llama's rotated q read
+/// sequence-major by attention's forward and backward. An op that reads its
+/// destination (a product, a reduction) must accumulate into a fill, which
+/// is filled in the transposed shape instead; a product must still be one
+/// BLAS takes.
 struct WriteResultTransposed : public OpRewritePattern<linalg::TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -418,7 +432,7 @@ struct WriteResultTransposed : public OpRewritePattern<linalg::TransposeOp> {
                                 PatternRewriter &rewriter) const override {
     auto op = transpose.getInput().getDefiningOp<linalg::LinalgOp>();
     if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
-        !transpose.getInput().hasOneUse())
+        !isOnlyTransposed(transpose.getInput(), transpose.getPermutation()))
       return rewriter.notifyMatchFailure(transpose, "not a single result's");
     std::optional<unsigned> batch = getGemmBatchDims(op);
     if (!batch && !isa<linalg::GenericOp>(op))
@@ -428,15 +442,25 @@ struct WriteResultTransposed : public OpRewritePattern<linalg::TransposeOp> {
     if (batch && !getGemmLayout(maps, *batch))
       return rewriter.notifyMatchFailure(transpose,
                                          "transposed result not a matrix");
-    Value init = getTransposedDestination(rewriter, op, transpose.getInit());
-    if (!init)
+    // An op that reads its destination accumulates into a fill of the
+    // transposed shape instead.
+    FailureOr<linalg::FillOp> fill = getReducedFill(op);
+    if (failed(fill))
       return rewriter.notifyMatchFailure(transpose,
                                          "reduces into something not a fill");
-    rewriter.replaceOp(transpose,
-                       cloneWithOperands(rewriter, op, init.getType(),
-                                         op.getDpsInputs(), init, maps,
-                                         op.getIteratorTypesArray())
-                           ->getResults());
+    // At the op, as the transposes that read it may come later in any order.
+    rewriter.setInsertionPoint(op);
+    Value init = createEmptyTransposed(
+        rewriter, op.getLoc(), op.getDpsInits()[0], transpose.getPermutation());
+    if (*fill)
+      init = linalg::FillOp::create(rewriter, op.getLoc(), fill->value(), init)
+                 .result();
+    Value written =
+        cloneWithOperands(rewriter, op, init.getType(), op.getDpsInputs(), init,
+                          maps, op.getIteratorTypesArray())
+            ->getResult(0);
+    for (Operation *user : llvm::make_early_inc_range(op->getUsers()))
+      rewriter.replaceOp(user, written);
     rewriter.eraseOp(op);
     return success();
   }
@@ -545,14 +569,66 @@ static bool isHeadsRowsTranspose(Operation *op) {
   return transpose && transpose.getPermutation() == ArrayRef(kHeadsRows);
 }
 
-/// An attention op (forward or backward) on [B, H, S, D] arrays most of
-/// which are transposes of [B, S, H, D] ones, or are only transposed back
-/// (PyTorch's `view(B, S, H, D).transpose(1, 2)` of a projection's rows, and
-/// the transpose back of the output before the next projection), becomes a
-/// `sequence_major` one that reads and writes the [B, S, H, D] arrays: those
-/// transposes go, and the runtime reads q, k and v where the projection
-/// wrote them. Any other array is transposed for it, where that transpose
-/// may meet the op that writes or reads it and fold there.
+/// Whether `op` is an attention op, which may switch layouts as well.
+static bool isAttention(Operation *op) {
+  return isa_and_nonnull<AttentionOp, AttentionBackwardOp>(op);
+}
+
+/// Whether `value` is read only by attention ops (forward or backward, as
+/// arrays) or swapped back to [B, S, H, D].
+static bool isOnlyReadByAttention(Value value) {
+  return llvm::all_of(value.getUsers(), [](Operation *user) {
+    return isAttention(user) || isHeadsRowsTranspose(user);
+  });
+}
+
+/// Whether `op` is an elementwise generic on tensors: it reads and writes
+/// any layout through its maps at the same cost, so a transpose of its
+/// inputs or results folds into it.
+static bool isElementwise(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  return generic && generic.hasPureTensorSemantics() &&
+         generic.getNumParallelLoops() == generic.getNumLoops();
+}
+
+/// How an attention op's [B, H, S, D] array is held: as a transpose of a
+/// [B, S, H, D] one (or transposed back by every reader), by ops that would
+/// write or read the other layout at the same cost, or as computed.
+enum class ArrayLayout { SequenceMajor, Either, HeadsMajor };
+
+static ArrayLayout getInputLayout(Value input) {
+  Operation *producer = input.getDefiningOp();
+  if (isHeadsRowsTranspose(producer))
+    return ArrayLayout::SequenceMajor;
+  // An elementwise producer read only by attention writes the transpose
+  // instead (a Llama's rotated q and k, its v widened and rounded).
+  if (isAttention(producer) ||
+      (isElementwise(producer) && isOnlyReadByAttention(input)))
+    return ArrayLayout::Either;
+  return ArrayLayout::HeadsMajor;
+}
+
+static ArrayLayout getResultLayout(Value result) {
+  auto readers = llvm::make_filter_range(
+      result.getUsers(), [](Operation *user) { return !isAttention(user); });
+  if (readers.empty())
+    return result.use_empty() ? ArrayLayout::HeadsMajor : ArrayLayout::Either;
+  if (llvm::all_of(readers, isHeadsRowsTranspose))
+    return ArrayLayout::SequenceMajor;
+  if (llvm::all_of(readers, isElementwise))
+    return ArrayLayout::Either;
+  return ArrayLayout::HeadsMajor;
+}
+
+/// An attention op (forward or backward) on [B, H, S, D] arrays more of
+/// which are transposes of [B, S, H, D] ones, or are only transposed back,
+/// than are held as computed (PyTorch's `view(B, S, H, D).transpose(1, 2)`
+/// of a projection's rows, and the transpose back of the output before the
+/// next projection), becomes a `sequence_major` one that reads and writes
+/// the [B, S, H, D] arrays: those transposes go, and the runtime reads q, k
+/// and v where the projection wrote them. Any other array is transposed for
+/// it, where that transpose may meet the op that writes or reads it and fold
+/// there; arrays written or read by elementwise ops count for neither side.
 template <typename OpTy>
 struct AttentionToSequenceMajor : public OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
@@ -562,17 +638,18 @@ struct AttentionToSequenceMajor : public OpRewritePattern<OpTy> {
     if (op.getSequenceMajor() || !op.hasPureTensorSemantics())
       return rewriter.notifyMatchFailure(op, "not [B, H, S, D] on tensors");
     SmallVector<OpOperand *> arrays = getArrayInputs(op);
-    int64_t transposed = 0, others = 0;
+    int64_t votes = 0;
+    auto vote = [&](ArrayLayout layout) {
+      votes += layout == ArrayLayout::SequenceMajor ? 1
+               : layout == ArrayLayout::HeadsMajor  ? -1
+                                                    : 0;
+    };
     for (OpOperand *input : arrays)
-      ++(isHeadsRowsTranspose(input->get().getDefiningOp()) ? transposed
-                                                            : others);
+      vote(getInputLayout(input->get()));
     for (OpResult result : op->getResults())
       if (isArray(result))
-        ++(!result.use_empty() &&
-                   llvm::all_of(result.getUsers(), isHeadsRowsTranspose)
-               ? transposed
-               : others);
-    if (transposed <= others)
+        vote(getResultLayout(result));
+    if (votes <= 0)
       return rewriter.notifyMatchFailure(op, "mostly [B, H, S, D] arrays");
     Location loc = op.getLoc();
     IRMapping mapping;
@@ -580,7 +657,8 @@ struct AttentionToSequenceMajor : public OpRewritePattern<OpTy> {
       mapping.map(input->get(), getSequenceMajor(rewriter, loc, input->get()));
     for (Value init : op.getDpsInits())
       if (isArray(init))
-        mapping.map(init, createEmpty(rewriter, loc, init));
+        mapping.map(init,
+                    createEmptyTransposed(rewriter, loc, init, kHeadsRows));
     Operation *replacement = rewriter.clone(*op, mapping);
     auto dps = cast<DestinationStyleOpInterface>(replacement);
     for (OpResult result : replacement->getResults())
@@ -616,15 +694,6 @@ private:
     if (isHeadsRowsTranspose(value.getDefiningOp()))
       return value.getDefiningOp<linalg::TransposeOp>().getInput();
     return createTranspose(builder, loc, value, kHeadsRows);
-  }
-
-  /// A destination like `init` with heads and rows swapped (attention only
-  /// writes its destinations).
-  static Value createEmpty(OpBuilder &builder, Location loc, Value init) {
-    auto type = cast<RankedTensorType>(init.getType());
-    return tensor::EmptyOp::create(
-        builder, loc, applyPermutation(type.getShape(), kHeadsRows),
-        type.getElementType());
   }
 };
 

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -113,19 +114,37 @@ Operation *mlir::zest::getBodyConversion(linalg::GenericOp generic) {
   return converts ? &cast : nullptr;
 }
 
+bool mlir::zest::isCopyOfInput(linalg::GenericOp generic) {
+  if (generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      !generic.isAllParallelLoops() || !generic.hasPureTensorSemantics())
+    return false;
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  Block *body = generic.getBody();
+  return maps[0] == maps[1] && maps[0].isPermutation() &&
+         generic.getDpsInputs()[0].getType() ==
+             generic.getResult(0).getType() &&
+         body->getTerminator()->getOperand(0) == body->getArgument(0);
+}
+
 Value mlir::zest::convertElements(OpBuilder &builder, Location loc,
-                                  Value tensor, Type elementType) {
+                                  Value tensor, Type elementType,
+                                  ArrayRef<int64_t> permutation) {
   auto type = cast<RankedTensorType>(tensor.getType());
-  auto resultType = type.clone(elementType);
-  Value init =
-      tensor::EmptyOp::create(builder, loc, resultType.getShape(), elementType);
   unsigned rank = type.getRank();
   AffineMap id = builder.getMultiDimIdentityMap(rank);
+  AffineMap inputMap = id;
+  SmallVector<int64_t> shape(type.getShape());
+  if (!permutation.empty()) {
+    inputMap = AffineMap::getPermutationMap(permutation, builder.getContext());
+    shape = applyPermutation(shape, invertPermutationVector(permutation));
+  }
+  auto resultType = RankedTensorType::get(shape, elementType);
+  Value init = tensor::EmptyOp::create(builder, loc, shape, elementType);
   bool widens = elementType.getIntOrFloatBitWidth() >
                 type.getElementType().getIntOrFloatBitWidth();
   return linalg::GenericOp::create(
              builder, loc, resultType, tensor, init,
-             SmallVector<AffineMap>{id, id},
+             SmallVector<AffineMap>{inputMap, id},
              SmallVector<utils::IteratorType>(rank,
                                               utils::IteratorType::parallel),
              [&](OpBuilder &b, Location l, ValueRange args) {
@@ -353,13 +372,29 @@ struct GeneralizeTransposeIntoReader
   }
 };
 
+/// A generic that copies its input in the input's own layout is that input
+/// (a Llama's v, widened and transposed to [B, H, S, D] then rounded and
+/// transposed back once attention reads [B, S, H, D]).
+struct EraseCopyOfInput : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp generic,
+                                PatternRewriter &rewriter) const override {
+    if (!isCopyOfInput(generic))
+      return rewriter.notifyMatchFailure(generic, "not a copy of its input");
+    rewriter.replaceOp(generic, generic.getDpsInputs()[0]);
+    return success();
+  }
+};
+
 struct FuseElementwisePass
     : public zest::impl::FuseElementwisePassBase<FuseElementwisePass> {
   void runOnOperation() override {
     dropUnitLoopsBetweenReshapes(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseElementwiseProducer, GeneralizeReduceWithProducer,
-                 GeneralizeTransposeIntoReader>(&getContext());
+                 GeneralizeTransposeIntoReader, EraseCopyOfInput>(
+        &getContext());
     populateSplitAtConcatPatterns(patterns);
     // Results nothing reads are not computed: the indices of torch's
     // max.dim in every softmax (a compare and select per element, and an

@@ -36,12 +36,18 @@ void populateFuseSiblingsPatterns(RewritePatternSet &patterns);
 /// Whether `generic` maps one input to one output element by element.
 bool isPointwise(linalg::GenericOp generic);
 
+/// Whether `generic` only copies its one input into a result of the same
+/// type, reading and writing both through the same permutation: its result
+/// is that input (a widening and a rounding fused, each of which also
+/// transposed).
+bool isCopyOfInput(linalg::GenericOp generic);
 /// `tensor` with its elements rounded (truncf) or widened (extf) to
 /// `elementType`: a pointwise linalg.generic into a new tensor, which fuses
 /// with the model's own elementwise ops and runs wherever they run (a kernel
-/// on a GPU).
+/// on a GPU). Given `permutation`, the generic reads `tensor` through it
+/// (input dimension i is loop permutation[i]) and writes the loops' order.
 Value convertElements(OpBuilder &builder, Location loc, Value tensor,
-                      Type elementType);
+                      Type elementType, ArrayRef<int64_t> permutation = {});
 
 /// The arith.truncf or arith.extf of `op` if it is a pointwise generic that
 /// only converts its one input's element type (a cast autocast or the

@@ -977,9 +977,11 @@ def FoldTransposesPass
       (`[B, H, S, Dh]` to `[B * H, S, Dh]`), or whose result is expanded so,
       is split into one loop per dimension first, so that each operand is
       read in its own layout.
-    * A product, or any other generic, whose result only feeds a transpose
-      writes the transposed layout directly through its output map; one
-      that reduces into a fill gets the fill in the transposed shape.
+    * A product, or any other generic, whose result only feeds transposes
+      (one, or several alike: a Llama's rotated q, read by attention's
+      forward and backward) writes the transposed layout directly through
+      its output map; one that reduces into a fill gets the fill in the
+      transposed shape.
     * An elementwise generic reads a transposed input through its map.
     * Transposes move through slices, concatenations and group-moving
       collapses towards the ops that fold them.
@@ -994,9 +996,14 @@ def FoldTransposesPass
       projection and the transpose back of the output), becomes
       `sequence_major`: it reads q, k and v where the projection wrote them
       (the runtime takes each array's strides) and writes the output as the
-      next projection's rows. Any other array gets a transpose, which may
-      meet its producer or reader and fold there; transposes back to back
-      compose and cancel.
+      next projection's rows. Arrays written or read by elementwise
+      generics (only attention reading them), or by the other attention
+      op, count for neither side: those ops take either layout at the same
+      cost, so a Llama's attention, whose q and k its rotary embedding
+      writes and whose gradients its backward reads, follows the transposes
+      of its output and the output's gradient. Any other array gets a
+      transpose, which may meet its producer or reader and fold there;
+      transposes back to back compose and cancel.
 
     A transpose with other users stays for them; one left without users is
     erased. What stays: a transpose feeding a concatenation or a named
@@ -1197,6 +1204,11 @@ def FuseElementwisePass
     16-bit LayerNorm weight widened to f32: a conversion per element costs
     less than a pass over memory and, on a GPU, a launch). Runs after `zest-fuse-linear`, which
     wants activations as separate ops, and before the optimizer is lowered.
+
+    A generic that copies its one input into a result of the same type
+    through the same permutation (a widening and a rounding fused, each of
+    which also transposed: a Llama's v once attention reads it
+    sequence-major) is replaced by that input.
 
     Generics also lose the results nothing reads and the inputs they read
     twice (upstream's erase-unused-operands-and-results patterns): torch's
