@@ -476,3 +476,70 @@ func.func @rounded_weights(%u0: tensor<8xf32> {zest.unit = @b0}, %u1: tensor<8xf
   } -> tensor<4xf32>
   return %h2 : tensor<4xf32>
 }
+
+// -----
+
+// A region's result read after it only through a view that covers less
+// than half of it (Pythia's v, a third of its fused projection, read by
+// the backward) is copied out at the end of the region: returned whole,
+// the rest would live until that reader. A view covering half or more
+// (GPT-2's q, k and v, all of its projection) is taken again by the
+// caller from the whole result, as before.
+#id2 = affine_map<(i, j) -> (i, j)>
+// CHECK-LABEL: func.func @narrow_view(
+// CHECK:         %[[R0:.*]]:3 = call @zest_region(
+// CHECK:         %[[W0:.*]] = tensor.extract_slice %[[R0]]#1[0, 0] [4, 4] [1, 1]
+// CHECK:         %[[R1:.*]]:3 = call @zest_region(%[[R0]]#0,
+// CHECK:         %[[W1:.*]] = tensor.extract_slice %[[R1]]#1[0, 0] [4, 4] [1, 1]
+// CHECK:         return %[[R1]]#0, %[[R0]]#2, %[[R1]]#2, %[[W0]], %[[W1]] :
+// CHECK:       func.func private @zest_region({{.*}}) -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x2xf32>)
+// CHECK:         %[[V:.*]] = tensor.extract_slice %{{.*}}[0, 4] [4, 2] [1, 1]
+// CHECK:         %[[C:.*]] = bufferization.alloc_tensor() copy(%[[V]]) : tensor<4x2xf32>
+// CHECK:         return %{{.*}}, %{{.*}}, %[[C]] :
+func.func @narrow_view(%u0: tensor<24xf32> {zest.unit = @b0}, %u1: tensor<24xf32> {zest.unit = @b1},
+                       %x: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %e = tensor.empty() : tensor<4x6xf32>
+  %w0 = tensor.expand_shape %u0 [[0, 1]] output_shape [4, 6] : tensor<24xf32> into tensor<4x6xf32>
+  %p0 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %w0 : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x6xf32>
+  %q0 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %w0 : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.subf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x6xf32>
+  %y0 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p0, %w0 : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x6xf32>
+  %v0 = tensor.extract_slice %p0[0, 4] [4, 2] [1, 1] : tensor<4x6xf32> to tensor<4x2xf32>
+  %s0 = tensor.extract_slice %q0[0, 0] [4, 4] [1, 1] : tensor<4x6xf32> to tensor<4x4xf32>
+  %w1 = tensor.expand_shape %u1 [[0, 1]] output_shape [4, 6] : tensor<24xf32> into tensor<4x6xf32>
+  %p1 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%y0, %w1 : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x6xf32>
+  %q1 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%y0, %w1 : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.subf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x6xf32>
+  %y1 = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p1, %w1 : tensor<4x6xf32>, tensor<4x6xf32>) outs(%e : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.addf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x6xf32>
+  %v1 = tensor.extract_slice %p1[0, 4] [4, 2] [1, 1] : tensor<4x6xf32> to tensor<4x2xf32>
+  %s1 = tensor.extract_slice %q1[0, 0] [4, 4] [1, 1] : tensor<4x6xf32> to tensor<4x4xf32>
+  return %y1, %v0, %v1, %s0, %s1 : tensor<4x6xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}

@@ -336,6 +336,86 @@ void sinkToFirstUse(Block &entry, ArrayRef<Operation *> cloned) {
   }
 }
 
+/// The number of elements of `value`'s static shape, or none.
+std::optional<int64_t> getStaticElements(Value value) {
+  auto type = dyn_cast<ShapedType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  return type.getNumElements();
+}
+
+/// How ops outside region `index` read a value it computes: itself, or
+/// only through static views taken inside the region (which).
+struct LaterReads {
+  bool whole = false;
+  SetVector<Value> views;
+};
+
+void findLaterReads(Value value, bool isView, Block &block, unsigned index,
+                    const DenseMap<Operation *, unsigned> &regionOf,
+                    LaterReads &reads) {
+  for (Operation *user : value.getUsers()) {
+    Operation *ancestor = block.findAncestorOpInBlock(*user);
+    auto region = regionOf.find(ancestor);
+    if (region == regionOf.end() || region->second != index) {
+      if (isView)
+        reads.views.insert(value);
+      else
+        reads.whole = true;
+    } else if (ancestor == user && isTensorView(user) &&
+               user->getNumOperands() == 1) {
+      findLaterReads(user->getResult(0), /*isView=*/true, block, index,
+                     regionOf, reads);
+    }
+  }
+}
+
+/// Regions pass a buffer whole to later regions that read views of it
+/// (zest-outline-regions takes the views again there), so the buffer lives
+/// until the last of them. Where those views cover less than half of the
+/// buffer and nothing after the region reads it otherwise (Pythia's v, a
+/// third of its fused projection whose q and k parts the rotary embedding
+/// consumed, read until the backward), each view is copied at the end of
+/// the region instead, and the rest of the buffer dies with the region.
+void copyOutNarrowViews(Block &block,
+                        MutableArrayRef<SmallVector<Operation *>> regions) {
+  DenseMap<Operation *, unsigned> regionOf;
+  for (auto [index, ops] : llvm::enumerate(regions))
+    for (Operation *op : ops)
+      regionOf[op] = index;
+  for (auto [index, ops] : llvm::enumerate(regions)) {
+    SetVector<Value> copied;
+    for (Operation *op : ops)
+      for (Value result : op->getResults()) {
+        LaterReads reads;
+        findLaterReads(result, /*isView=*/false, block, index, regionOf, reads);
+        std::optional<int64_t> whole = getStaticElements(result);
+        if (reads.whole || reads.views.empty() || !whole)
+          continue;
+        int64_t viewed = 0;
+        for (Value view : reads.views)
+          viewed += getStaticElements(view).value_or(*whole);
+        if (2 * viewed < *whole)
+          copied.insert(reads.views.begin(), reads.views.end());
+      }
+    OpBuilder builder(block.getParentOp()->getContext());
+    for (Value view : copied) {
+      builder.setInsertionPoint(ops.back()->getNextNode());
+      auto copy = bufferization::AllocTensorOp::create(
+          builder, view.getLoc(), cast<RankedTensorType>(view.getType()),
+          ValueRange(), view);
+      view.replaceUsesWithIf(copy, [&](OpOperand &use) {
+        auto region =
+            regionOf.find(block.findAncestorOpInBlock(*use.getOwner()));
+        return use.getOwner() != copy &&
+               (region == regionOf.end() || region->second != index);
+      });
+      regionOf[copy] = index;
+      ops.push_back(copy);
+    }
+  }
+}
+
 OutlinedRegion buildRegion(RegionCutter &cutter, ArrayRef<Operation *> ops) {
   OutlinedRegion region;
   region.ops.assign(ops.begin(), ops.end());
@@ -463,7 +543,9 @@ struct OutlineRegionsPass
     SmallVector<std::string> order;
     for (func::FuncOp func : entries) {
       RegionCutter cutter(func);
-      for (SmallVector<Operation *> &ops : cutter.cut()) {
+      SmallVector<SmallVector<Operation *>> cut = cutter.cut();
+      copyOutNarrowViews(cutter.block, cut);
+      for (SmallVector<Operation *> &ops : cut) {
         if (static_cast<int64_t>(ops.size()) < minOps)
           continue;
         OutlinedRegion region = buildRegion(cutter, ops);

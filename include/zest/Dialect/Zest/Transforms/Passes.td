@@ -663,10 +663,15 @@ def OutlineRegionsPass : Pass<"zest-outline-regions", "::mlir::ModuleOp"> {
     out), and a static view of a buffer another region computed is taken
     again inside from that buffer, passed whole (q, k and v cut from a
     fused projection, read by the attention's backward: passed as views,
-    each would be copied in). Regions that print identically are one
-    function. A region that
-    occurs once, or has fewer than `min-ops` ops, stays where it is: a
-    model without repeated blocks is left as it was.
+    each would be copied in). Where the views read after a region cover
+    less than half of the buffer it computed and nothing after it reads the
+    buffer otherwise (Pythia's v, a third of its fused projection whose q
+    and k parts the rotary embedding consumed), each view is copied at the
+    end of the region instead (`bufferization.alloc_tensor ... copy`), so
+    the rest of the buffer is freed with the region rather than held until
+    the backward. Regions that print identically are one function. A
+    region that occurs once, or has fewer than `min-ops` ops, stays where
+    it is: a model without repeated blocks is left as it was.
 
     After bufferization the regions' in-place updates of shards and
     optimizer state come back as their arguments
@@ -680,7 +685,8 @@ def OutlineRegionsPass : Pass<"zest-outline-regions", "::mlir::ModuleOp"> {
     Option<"minOps", "min-ops", "int64_t", /*default=*/"4",
            "Regions with fewer ops stay in the entry point">,
   ];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 def CloneSharedFillsPass
