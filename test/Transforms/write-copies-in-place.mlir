@@ -168,3 +168,49 @@ func.func @caller() -> memref<2x8xf32> {
   call @aliased(%a, %a) : (memref<2x8xf32>, memref<2x8xf32>) -> ()
   return %a : memref<2x8xf32>
 }
+
+// -----
+
+#id4 = affine_map<(b, s, h, d) -> (b, s, h, d)>
+
+// Pythia's gradients: q's and k's pass through the rotary embedding's
+// backward (here a negation each) before their copies, v's is copied as
+// attention's backward wrote it. The copies of the other parts, into
+// slices apart from v's, lie between that op and v's copy: they do not
+// stop it from writing v's slice, and every part is written in place.
+// CHECK-LABEL: func.func @parts_written_between(
+// CHECK:         %[[T:.*]] = memref.alloc() : memref<1x8x48xf32>
+// CHECK:         %[[V:.*]] = memref.subview %[[T]][0, 0, 32] [1, 8, 16] [1, 1, 1]
+// CHECK:         %[[V4:.*]] = memref.expand_shape %[[V]]
+// CHECK:         zest.attention_backward {{.*}} outs(%{{.*}}, %{{.*}}, %[[V4]] :
+// CHECK-NOT:     memref.copy
+// CHECK:         return %[[T]]
+func.func @parts_written_between(%x: memref<1x8x4x4xf32>, %lse: memref<1x4x8xf32>) -> memref<1x8x48xf32> {
+  %a = memref.alloc() : memref<1x8x4x4xf32>
+  %b = memref.alloc() : memref<1x8x4x4xf32>
+  %c = memref.alloc() : memref<1x8x4x4xf32>
+  zest.attention_backward causal sequence_major scale(0.5) grad_output(%x : memref<1x8x4x4xf32>) ins(%x, %x, %x, %x, %lse : memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x4x8xf32>) outs(%a, %b, %c : memref<1x8x4x4xf32>, memref<1x8x4x4xf32>, memref<1x8x4x4xf32>)
+  %qa = memref.alloc() : memref<1x8x4x4xf32>
+  linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : memref<1x8x4x4xf32>) outs(%qa : memref<1x8x4x4xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  %kb = memref.alloc() : memref<1x8x4x4xf32>
+  linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%b : memref<1x8x4x4xf32>) outs(%kb : memref<1x8x4x4xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  %rq = memref.collapse_shape %qa [[0], [1], [2, 3]] : memref<1x8x4x4xf32> into memref<1x8x16xf32>
+  %rk = memref.collapse_shape %kb [[0], [1], [2, 3]] : memref<1x8x4x4xf32> into memref<1x8x16xf32>
+  %rv = memref.collapse_shape %c [[0], [1], [2, 3]] : memref<1x8x4x4xf32> into memref<1x8x16xf32>
+  %t = memref.alloc() : memref<1x8x48xf32>
+  %s0 = memref.subview %t[0, 0, 0] [1, 8, 16] [1, 1, 1] : memref<1x8x48xf32> to memref<1x8x16xf32, strided<[384, 48, 1]>>
+  memref.copy %rq, %s0 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1]>>
+  %s1 = memref.subview %t[0, 0, 16] [1, 8, 16] [1, 1, 1] : memref<1x8x48xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 16>>
+  memref.copy %rk, %s1 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 16>>
+  %s2 = memref.subview %t[0, 0, 32] [1, 8, 16] [1, 1, 1] : memref<1x8x48xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 32>>
+  memref.copy %rv, %s2 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 32>>
+  return %t : memref<1x8x48xf32>
+}

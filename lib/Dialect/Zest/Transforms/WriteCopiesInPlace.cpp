@@ -203,7 +203,7 @@ struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
                           ? getWriteOnlyInit(writer, written)
                           : nullptr;
     if (!init || !writer->isBeforeInBlock(copy) ||
-        isAccessedBetween(target, writer, copy) ||
+        isAccessedBetween(target, copy.getTarget(), writer, copy) ||
         !writesApart(writer, target, copy.getTarget()))
       return rewriter.notifyMatchFailure(copy, "no write-only op to move");
     // The target's view as the writer's destination: the source's
@@ -258,8 +258,11 @@ private:
            }) == 1;
   }
 
-  /// Whether an op after `first` and before `last` accesses `buffer`.
-  static bool isAccessedBetween(Value buffer, Operation *first,
+  /// Whether an op after `first` and before `last` accesses `buffer` other
+  /// than through views disjoint from `view` (the other parts of a
+  /// concatenation, copied in between: Pythia's q and k gradients beside the
+  /// v gradient that attention's backward writes).
+  static bool isAccessedBetween(Value buffer, Value view, Operation *first,
                                 Operation *last) {
     SmallVector<Operation *> accesses;
     collectAccesses(buffer, accesses);
@@ -268,8 +271,20 @@ private:
       if (op == last || op == first)
         return false;
       Operation *ancestor = block->findAncestorOpInBlock(*op);
-      return !ancestor || (first->isBeforeInBlock(ancestor) &&
-                           ancestor->isBeforeInBlock(last));
+      if (ancestor && !(first->isBeforeInBlock(ancestor) &&
+                        ancestor->isBeforeInBlock(last)))
+        return false;
+      return !ancestor || !accessesApart(op, buffer, view);
+    });
+  }
+
+  /// Whether every operand of `op` that views `buffer` is disjoint from
+  /// `view`.
+  static bool accessesApart(Operation *op, Value buffer, Value view) {
+    return llvm::all_of(op->getOperands(), [&](Value operand) {
+      SmallVector<Operation *> views;
+      return getViewedBuffer(operand, views) != buffer ||
+             areDisjoint(operand, view, buffer);
     });
   }
 

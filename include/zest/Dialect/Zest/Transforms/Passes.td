@@ -1315,9 +1315,11 @@ def WriteCopiesInPlacePass
     launches a layer. When a copy's source is a fresh allocation (or a
     reshape of one) that one op only writes, and its target a view of a
     fresh allocation that nothing reads or writes from that op up to the
-    copy, the op writes the target's view directly (reshaped as the source
-    was): the copy and the source's buffer go, and the target is allocated
-    before the op. A target may also be an argument of a private function
+    copy (other than through static views disjoint from the target's: the
+    other parts of the concatenation, copied in between, as Pythia's q and
+    k gradients are after its rotary embedding's backward), the op writes
+    the target's view directly (reshaped as the source was): the copy and
+    the source's buffer go, and the target is allocated before the op. A target may also be an argument of a private function
     that every call passes an allocation of its own, passed nowhere else in
     the call (a region's result, made an out-parameter): nothing else
     aliases it there either. The merged per-part ops of a rotary embedding
@@ -1325,8 +1327,9 @@ def WriteCopiesInPlacePass
 
     Left alone: a source the op also reads (an accumulation), read by
     anything else or a view of part of a buffer; an op that is a call
-    (its signature fixes its buffers' layouts); a target accessed between
-    the op and the copy, or a view that cannot be reshaped back. Runs after
+    (its signature fixes its buffers' layouts); a target whose copied part
+    is accessed between the op and the copy, or a view that cannot be
+    reshaped back. Runs after
     bufferization and before deallocation.
 
     ```mlir
