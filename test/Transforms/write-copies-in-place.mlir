@@ -214,3 +214,35 @@ func.func @parts_written_between(%x: memref<1x8x4x4xf32>, %lse: memref<1x4x8xf32
   memref.copy %rv, %s2 : memref<1x8x16xf32> to memref<1x8x16xf32, strided<[384, 48, 1], offset: 32>>
   return %t : memref<1x8x48xf32>
 }
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// Pythia's partial rotary embedding: its rotated part (the first 8 of 16
+// features here) is a slice of q's buffer, and each half a slice of that
+// slice. The op writes the first half there and the second into a buffer
+// of its own, copied into the second half: the halves are boxes of q's
+// buffer that do not overlap (nested slices compose), so it writes the
+// second half directly.
+// CHECK-LABEL: func.func @nested_slices(
+// CHECK:         %[[T:.*]] = memref.alloc() : memref<2x16xf32>
+// CHECK:         %[[LO:.*]] = memref.subview %{{.*}}[0, 0] [2, 4] [1, 1]
+// CHECK:         %[[HI:.*]] = memref.subview %{{.*}}[0, 4] [2, 4] [1, 1]
+// CHECK:         linalg.generic {{.*}} outs(%[[LO]], %[[HI]] :
+// CHECK-NOT:     memref.copy
+// CHECK:         return %[[T]]
+func.func @nested_slices(%x: memref<2x4xf32>) -> memref<2x16xf32> {
+  %t = memref.alloc() : memref<2x16xf32>
+  %part = memref.subview %t[0, 0] [2, 8] [1, 1] : memref<2x16xf32> to memref<2x8xf32, strided<[16, 1]>>
+  %lo = memref.subview %part[0, 0] [2, 4] [1, 1] : memref<2x8xf32, strided<[16, 1]>> to memref<2x4xf32, strided<[16, 1]>>
+  %own = memref.alloc() : memref<2x4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<2x4xf32>) outs(%lo, %own : memref<2x4xf32, strided<[16, 1]>>, memref<2x4xf32>) {
+  ^bb0(%a: f32, %o: f32, %p: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n, %a : f32, f32
+  }
+  %hi = memref.subview %part[0, 4] [2, 4] [1, 1] : memref<2x8xf32, strided<[16, 1]>> to memref<2x4xf32, strided<[16, 1], offset: 4>>
+  memref.copy %own, %hi : memref<2x4xf32> to memref<2x4xf32, strided<[16, 1], offset: 4>>
+  return %t : memref<2x16xf32>
+}

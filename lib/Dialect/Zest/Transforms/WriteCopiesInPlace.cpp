@@ -124,23 +124,40 @@ OpOperand *getWriteOnlyInit(Operation *op, Value buffer) {
   return reads ? nullptr : init;
 }
 
-/// The box a static, unit-stride subview of `buffer` covers (offsets and
-/// sizes), if `view` is one, possibly reshaped: reshapes keep what a
-/// view covers.
-std::optional<std::pair<ArrayRef<int64_t>, ArrayRef<int64_t>>>
+/// The box of `buffer` (offsets and sizes) that `view` covers, if it is a
+/// chain of static, unit-stride, rank-preserving subviews of `buffer` (a
+/// half of a rotary embedding's part of q), possibly reshaped after them:
+/// reshapes keep what a view covers.
+std::optional<std::pair<SmallVector<int64_t>, SmallVector<int64_t>>>
 getBox(Value view, Value buffer) {
   SmallVector<Operation *> views;
   if (getViewedBuffer(view, views) != buffer || views.empty())
     return std::nullopt;
-  auto subview = dyn_cast<memref::SubViewOp>(views.back());
-  if (!subview ||
-      llvm::any_of(ArrayRef(views).drop_back(),
-                   llvm::IsaPred<memref::SubViewOp>) ||
-      ShapedType::isDynamicShape(subview.getStaticOffsets()) ||
-      ShapedType::isDynamicShape(subview.getStaticSizes()) ||
-      !subview.hasUnitStride())
+  // Subviews next to the buffer, reshapes after them.
+  auto reshapes = llvm::find_if(llvm::reverse(views), [](Operation *op) {
+    return !isa<memref::SubViewOp>(op);
+  });
+  if (reshapes == llvm::reverse(views).begin() ||
+      llvm::any_of(llvm::make_range(reshapes, llvm::reverse(views).end()),
+                   llvm::IsaPred<memref::SubViewOp>))
     return std::nullopt;
-  return std::make_pair(subview.getStaticOffsets(), subview.getStaticSizes());
+  SmallVector<int64_t> offsets, sizes;
+  for (Operation *op : llvm::make_range(llvm::reverse(views).begin(),
+                                        reshapes)) {
+    auto subview = cast<memref::SubViewOp>(op);
+    if (ShapedType::isDynamicShape(subview.getStaticOffsets()) ||
+        ShapedType::isDynamicShape(subview.getStaticSizes()) ||
+        !subview.hasUnitStride() ||
+        subview.getType().getRank() != subview.getSourceType().getRank())
+      return std::nullopt;
+    if (offsets.empty())
+      offsets.assign(subview.getStaticOffsets().size(), 0);
+    for (auto [offset, inner] : llvm::zip(offsets, subview.getStaticOffsets()))
+      offset += inner;
+    sizes.assign(subview.getStaticSizes().begin(),
+                 subview.getStaticSizes().end());
+  }
+  return std::make_pair(offsets, sizes);
 }
 
 /// Whether views `a` and `b` of `buffer` are static boxes that do not
