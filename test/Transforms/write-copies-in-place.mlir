@@ -38,35 +38,41 @@ func.func @attention_gradients(%x: memref<1x8x4x4xf32>, %lse: memref<1x4x8xf32>)
 
 #id = affine_map<(i, j) -> (i, j)>
 
-// Kept: a source the op reads (it accumulates into it), a source something
-// else reads, a target read between the op and the copy, and a source
-// written by a call (its signature fixes the buffer's layout).
+// Kept: a source read after its copy, a target read between the op and
+// the copy, a source written by a call (its signature fixes the buffer's
+// layout), and a source two ops write whose target, larger, is allocated
+// after the first (allocated earlier, it would hold more than the source).
 // CHECK-LABEL: func.func @kept(
 // CHECK-COUNT-4: memref.copy
 func.func private @produce(memref<4x8xf32>)
 func.func @kept(%x: memref<4x8xf32>, %y: memref<4x8xf32>) -> (memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>) {
-  %acc = memref.alloc() : memref<4x8xf32>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%acc : memref<4x8xf32>) {
-  ^bb0(%a: f32, %o: f32):
-    %r = arith.addf %a, %o : f32
-    linalg.yield %r : f32
-  }
-  %t = memref.alloc() : memref<8x8xf32>
-  %s = memref.subview %t[0, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1]>>
-  memref.copy %acc, %s : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
-  %shared = memref.alloc() : memref<4x8xf32>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%shared : memref<4x8xf32>) {
+  %two = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%two : memref<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %r = arith.negf %a : f32
     linalg.yield %r : f32
   }
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%shared : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%two : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  }
+  %big = memref.alloc() : memref<8x8xf32>
+  %bs = memref.subview %big[0, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  memref.copy %two, %bs : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  %late = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%late : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  }
+  %t = memref.alloc() : memref<8x8xf32>
+  %s = memref.subview %t[0, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  memref.copy %late, %s : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%late : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     linalg.yield %a : f32
   }
-  %u = memref.alloc() : memref<8x8xf32>
-  %us = memref.subview %u[4, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
-  memref.copy %shared, %us : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
   %w = memref.alloc() : memref<8x8xf32>
   %v = memref.alloc() : memref<4x8xf32>
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%v : memref<4x8xf32>) {
@@ -84,7 +90,57 @@ func.func @kept(%x: memref<4x8xf32>, %y: memref<4x8xf32>) -> (memref<8x8xf32>, m
   func.call @produce(%p) : (memref<4x8xf32>) -> ()
   %ps = memref.subview %w[4, 0] [4, 8] [1, 1] : memref<8x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
   memref.copy %p, %ps : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: 32>>
-  return %t, %u, %w : memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>
+  return %t, %w, %big : memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#cols = affine_map<(i, j) -> (j)>
+
+// Sources several ops access before their copy: a column sum started from
+// a fill (a norm's weight gradient, copied into the unit's gradient
+// buffer), and a buffer written and then read by another op before the
+// copy. Every access uses the target's slice instead; no copy is left. The
+// second source's target is allocated after its first use but is no larger
+// than it, so it is allocated there instead.
+// CHECK-LABEL: func.func @forwarded(
+// CHECK:         %[[T:.*]] = memref.alloc() : memref<8x8xf32>
+// CHECK:         %[[S:.*]] = memref.subview %[[T]][0, 0] [1, 8] [1, 1]
+// CHECK:         %[[S1:.*]] = memref.collapse_shape %[[S]]
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%[[S1]] :
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}} : memref<4x8xf32>) outs(%[[S1]] :
+// CHECK:         %[[U:.*]] = memref.alloc() : memref<4x8xf32>
+// CHECK:         linalg.generic {{.*}} outs(%[[U]] :
+// CHECK:         linalg.generic {{.*}} ins(%[[U]] : {{.*}}) outs(%{{.*}} : memref<4x8xf32>)
+// CHECK-NOT:     memref.copy
+// CHECK:         return %[[T]], %[[U]]
+func.func @forwarded(%x: memref<4x8xf32>, %y: memref<4x8xf32>) -> (memref<8x8xf32>, memref<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<8x8xf32>
+  %sum = memref.alloc() : memref<8xf32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<8xf32>)
+  linalg.generic {indexing_maps = [#id, #cols], iterator_types = ["reduction", "parallel"]} ins(%x : memref<4x8xf32>) outs(%sum : memref<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  }
+  %row = memref.subview %t[0, 0] [1, 8] [1, 1] : memref<8x8xf32> to memref<1x8xf32, strided<[8, 1]>>
+  %row1 = memref.collapse_shape %row [[0, 1]] : memref<1x8xf32, strided<[8, 1]>> into memref<8xf32, strided<[1]>>
+  memref.copy %sum, %row1 : memref<8xf32> to memref<8xf32, strided<[1]>>
+  %shared = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : memref<4x8xf32>) outs(%shared : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.negf %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%shared : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  %u = memref.alloc() : memref<4x8xf32>
+  memref.copy %shared, %u : memref<4x8xf32> to memref<4x8xf32>
+  return %t, %u : memref<8x8xf32>, memref<4x8xf32>
 }
 
 // -----

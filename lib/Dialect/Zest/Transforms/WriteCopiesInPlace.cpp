@@ -142,8 +142,8 @@ getBox(Value view, Value buffer) {
                    llvm::IsaPred<memref::SubViewOp>))
     return std::nullopt;
   SmallVector<int64_t> offsets, sizes;
-  for (Operation *op : llvm::make_range(llvm::reverse(views).begin(),
-                                        reshapes)) {
+  for (Operation *op :
+       llvm::make_range(llvm::reverse(views).begin(), reshapes)) {
     auto subview = cast<memref::SubViewOp>(op);
     if (ShapedType::isDynamicShape(subview.getStaticOffsets()) ||
         ShapedType::isDynamicShape(subview.getStaticSizes()) ||
@@ -186,6 +186,72 @@ FailureOr<MemRefType> getUnreshapedType(MemRefType type, Operation *reshape) {
     return failure();
   return memref::CollapseShapeOp::computeCollapsedType(
       type, expand.getReassociationIndices());
+}
+
+/// Whether every operand of `op` that views `buffer` is disjoint from
+/// `view`.
+bool accessesApart(Operation *op, Value buffer, Value view) {
+  return llvm::all_of(op->getOperands(), [&](Value operand) {
+    SmallVector<Operation *> views;
+    return getViewedBuffer(operand, views) != buffer ||
+           areDisjoint(operand, view, buffer);
+  });
+}
+
+/// Whether an op after `first` and before `last` accesses `buffer` other
+/// than through views disjoint from `view` (the other parts of a
+/// concatenation, copied in between: Pythia's q and k gradients beside the
+/// v gradient that attention's backward writes).
+bool isAccessedBetween(Value buffer, Value view, Operation *first,
+                       Operation *last) {
+  SmallVector<Operation *> accesses;
+  collectAccesses(buffer, accesses);
+  Block *block = last->getBlock();
+  return llvm::any_of(accesses, [&](Operation *op) {
+    if (op == last || op == first)
+      return false;
+    Operation *ancestor = block->findAncestorOpInBlock(*op);
+    if (ancestor &&
+        !(first->isBeforeInBlock(ancestor) && ancestor->isBeforeInBlock(last)))
+      return false;
+    return !ancestor || !accessesApart(op, buffer, view);
+  });
+}
+
+/// `view` reshaped back through `reshape` to `type`.
+Value unreshape(RewriterBase &rewriter, Operation *reshape, Value view,
+                MemRefType type) {
+  Location loc = reshape->getLoc();
+  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
+    return memref::ExpandShapeOp::create(rewriter, loc, type, view,
+                                         collapse.getReassociationIndices());
+  return memref::CollapseShapeOp::create(
+      rewriter, loc, type, view,
+      cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
+}
+
+/// The type of view `op` (a static, rank-preserving subview or a reshape)
+/// taken of a buffer of type `source` instead of its operand, or failure
+/// where the strided layout does not allow it.
+FailureOr<MemRefType> getViewTypeOn(Operation *op, MemRefType source) {
+  if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
+    if (subview->getNumOperands() != 1 ||
+        subview.getType().getRank() != subview.getSourceType().getRank())
+      return failure();
+    return memref::SubViewOp::inferResultType(
+        source, subview.getStaticOffsets(), subview.getStaticSizes(),
+        subview.getStaticStrides());
+  }
+  if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
+    return memref::ExpandShapeOp::computeExpandedType(
+        source, expand.getResultType().getShape(),
+        expand.getReassociationIndices());
+  auto collapse = cast<memref::CollapseShapeOp>(op);
+  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(
+          source, collapse.getReassociationIndices()))
+    return failure();
+  return memref::CollapseShapeOp::computeCollapsedType(
+      source, collapse.getReassociationIndices());
 }
 
 /// A copy of a buffer one op only writes (through reshapes) into a view of
@@ -275,36 +341,6 @@ private:
            }) == 1;
   }
 
-  /// Whether an op after `first` and before `last` accesses `buffer` other
-  /// than through views disjoint from `view` (the other parts of a
-  /// concatenation, copied in between: Pythia's q and k gradients beside the
-  /// v gradient that attention's backward writes).
-  static bool isAccessedBetween(Value buffer, Value view, Operation *first,
-                                Operation *last) {
-    SmallVector<Operation *> accesses;
-    collectAccesses(buffer, accesses);
-    Block *block = last->getBlock();
-    return llvm::any_of(accesses, [&](Operation *op) {
-      if (op == last || op == first)
-        return false;
-      Operation *ancestor = block->findAncestorOpInBlock(*op);
-      if (ancestor && !(first->isBeforeInBlock(ancestor) &&
-                        ancestor->isBeforeInBlock(last)))
-        return false;
-      return !ancestor || !accessesApart(op, buffer, view);
-    });
-  }
-
-  /// Whether every operand of `op` that views `buffer` is disjoint from
-  /// `view`.
-  static bool accessesApart(Operation *op, Value buffer, Value view) {
-    return llvm::all_of(op->getOperands(), [&](Value operand) {
-      SmallVector<Operation *> views;
-      return getViewedBuffer(operand, views) != buffer ||
-             areDisjoint(operand, view, buffer);
-    });
-  }
-
   /// Whether `writer` accesses `buffer` only by writing parts of it apart
   /// from `view` (the slices of the same concatenation it already writes).
   static bool writesApart(Operation *writer, Value buffer, Value view) {
@@ -319,16 +355,123 @@ private:
     return true;
   }
 
-  /// `view` reshaped back through `reshape` to `type`.
-  static Value unreshape(PatternRewriter &rewriter, Operation *reshape,
-                         Value view, MemRefType type) {
-    Location loc = reshape->getLoc();
-    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
-      return memref::ExpandShapeOp::create(rewriter, loc, type, view,
-                                           collapse.getReassociationIndices());
-    return memref::CollapseShapeOp::create(
-        rewriter, loc, type, view,
-        cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
+  const DenseSet<Value> &exclusive;
+};
+
+/// The bytes of a static buffer type.
+int64_t getBytes(MemRefType type) {
+  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+}
+
+/// A fresh buffer that several ops access before its one copy into a view
+/// of a fresh buffer (or an argument only it aliases): a sum started from a
+/// fill or from a copy of the old gradient, then copied into the unit's
+/// gradient buffer; a gradient assembled from parts (Pythia's q and k
+/// gradients: the rotary embedding's backward writes the rotated part, its
+/// pass-through another op) copied into the fused projection's gradient.
+/// Where nothing accesses the copied part of the target from the buffer's
+/// first use up to the copy and nothing accesses the buffer after it, every
+/// access uses the target's view instead (its views retaken there): the
+/// copy and the buffer go.
+struct ForwardIntoCopyTarget : public OpRewritePattern<memref::CopyOp> {
+  ForwardIntoCopyTarget(MLIRContext *context, const DenseSet<Value> &exclusive)
+      : OpRewritePattern(context, /*benefit=*/0), exclusive(exclusive) {}
+
+  LogicalResult matchAndRewrite(memref::CopyOp copy,
+                                PatternRewriter &rewriter) const override {
+    Block *block = copy->getBlock();
+    SmallVector<Operation *> reshapes, targetViews;
+    memref::AllocOp source =
+        getFreshBuffer(getViewedBuffer(copy.getSource(), reshapes), block);
+    Value target = getViewedBuffer(copy.getTarget(), targetViews);
+    memref::AllocOp targetAlloc = getFreshBuffer(target, block);
+    if (!source || !(targetAlloc || exclusive.contains(target)) ||
+        source.getResult() == target ||
+        llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>) ||
+        (!targetAlloc && cast<BlockArgument>(target).getOwner() != block))
+      return rewriter.notifyMatchFailure(copy, "not between fresh buffers");
+    // The target's view in the source's shape, its reshapes undone.
+    SmallVector<MemRefType> types;
+    auto type = cast<MemRefType>(copy.getTarget().getType());
+    for (Operation *reshape : reshapes) {
+      FailureOr<MemRefType> unreshaped = getUnreshapedType(type, reshape);
+      if (failed(unreshaped))
+        return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
+      types.push_back(type = *unreshaped);
+    }
+    // The source's first user: the target is allocated there, as late as
+    // the source was used (earlier, it could raise the peak).
+    Operation *first = copy;
+    for (Operation *user : source->getUsers())
+      if (user->getBlock() == block && user->isBeforeInBlock(first))
+        first = user;
+    if (!canForward(source.getResult(), type, copy) ||
+        !accessesApart(first, target, copy.getTarget()) ||
+        isAccessedBetween(target, copy.getTarget(), first, copy))
+      return rewriter.notifyMatchFailure(copy, "accessed elsewhere");
+    if (targetAlloc && !targetAlloc->isBeforeInBlock(first)) {
+      // Allocated earlier, a target larger than the source would hold more
+      // from the source's first use on than the source did.
+      if (getBytes(targetAlloc.getType()) > getBytes(source.getType()))
+        return rewriter.notifyMatchFailure(copy, "target allocated later");
+      rewriter.moveOpBefore(targetAlloc, first);
+    }
+    rewriter.setInsertionPoint(first);
+    IRMapping mapping;
+    for (Operation *view : llvm::reverse(targetViews))
+      rewriter.clone(*view, mapping);
+    Value view = mapping.lookupOrDefault(copy.getTarget());
+    for (auto [reshape, reshapedType] : llvm::zip(reshapes, types))
+      view = unreshape(rewriter, reshape, view, reshapedType);
+    forward(rewriter, source.getResult(), view, copy);
+    rewriter.eraseOp(copy);
+    for (Operation *reshape : reshapes)
+      if (reshape->use_empty())
+        rewriter.eraseOp(reshape);
+    rewriter.eraseOp(source);
+    return success();
+  }
+
+private:
+  /// Whether every access of `value` (through views, which can be taken of a
+  /// buffer of type `type` instead) is a non-call op in the copy's block
+  /// before the copy.
+  static bool canForward(Value value, MemRefType type, memref::CopyOp copy) {
+    return llvm::all_of(value.getUsers(), [&](Operation *user) {
+      if (user == copy)
+        return true;
+      if (user->getBlock() != copy->getBlock() ||
+          !user->isBeforeInBlock(copy) || isa<CallOpInterface>(user))
+        return false;
+      if (!isView(user))
+        return true;
+      FailureOr<MemRefType> viewType = getViewTypeOn(user, type);
+      return succeeded(viewType) &&
+             canForward(user->getResult(0), *viewType, copy);
+    });
+  }
+
+  /// Has every access of `value` but `copy` use `replacement`, views taken
+  /// again of it.
+  static void forward(PatternRewriter &rewriter, Value value, Value replacement,
+                      memref::CopyOp copy) {
+    for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
+      Operation *user = use.getOwner();
+      if (user == copy)
+        continue;
+      if (!isView(user)) {
+        rewriter.modifyOpInPlace(user, [&] { use.set(replacement); });
+        continue;
+      }
+      rewriter.setInsertionPoint(user);
+      Operation *view = rewriter.clone(*user);
+      view->setOperand(0, replacement);
+      view->getResult(0).setType(
+          *getViewTypeOn(user, cast<MemRefType>(replacement.getType())));
+      forward(rewriter, user->getResult(0), view->getResult(0), copy);
+      if (user->use_empty())
+        rewriter.eraseOp(user);
+    }
   }
 
   const DenseSet<Value> &exclusive;
@@ -365,7 +508,8 @@ struct WriteCopiesInPlacePass
   void runOnOperation() override {
     DenseSet<Value> exclusive = getExclusiveArguments(getOperation());
     RewritePatternSet patterns(&getContext());
-    patterns.add<WriteCopyInPlace>(&getContext(), exclusive);
+    patterns.add<WriteCopyInPlace, ForwardIntoCopyTarget>(&getContext(),
+                                                          exclusive);
     patterns.add<EraseSelfCopy>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

@@ -1323,14 +1323,25 @@ def WriteCopiesInPlacePass
     that every call passes an allocation of its own, passed nowhere else in
     the call (a region's result, made an out-parameter): nothing else
     aliases it there either. The merged per-part ops of a rotary embedding
-    write their two halves into the region's result so.
+    write their two halves into the region's result so. Views compose:
+    a slice of a slice of the target is the box of the target it covers.
 
-    Left alone: a source the op also reads (an accumulation), read by
-    anything else or a view of part of a buffer; an op that is a call
-    (its signature fixes its buffers' layouts); a target whose copied part
-    is accessed between the op and the copy, or a view that cannot be
-    reshaped back. Runs after
-    bufferization and before deallocation.
+    A source that several ops access before its copy (a column sum started
+    from a fill, or from a copy of the old gradient, then copied into the
+    unit's gradient buffer; a gradient assembled from parts, Pythia's q and
+    k gradients after its rotary embedding's backward) is replaced by the
+    target's view in every access, its own views taken again of that view,
+    where all its accesses are non-call ops before the copy in the copy's
+    block, nothing reads it after, and nothing accesses the copied part of
+    the target from the source's first use up to the copy: the copy and
+    the source go. A target allocated after that first use is allocated
+    there only if it is no larger than the source (a whole gradient buffer
+    held longer for one slice would raise the peak); else the copy stays.
+
+    Left alone: a source read after its copy; an op that is a call (its
+    signature fixes its buffers' layouts); a target whose copied part is
+    accessed between the op and the copy; a view that cannot be reshaped
+    back. Runs after bufferization and before deallocation.
 
     ```mlir
     %a = memref.alloc() : memref<1x128x12x64xbf16>
