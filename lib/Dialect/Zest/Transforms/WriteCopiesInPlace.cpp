@@ -173,19 +173,33 @@ bool areDisjoint(Value a, Value b, Value buffer) {
   return false;
 }
 
+/// The type of a buffer of type `type` reshaped to `shape` by
+/// `reassociation` (an expansion where `shape` has more dimensions), or
+/// failure if the strided layout does not allow it.
+FailureOr<MemRefType>
+getReshapedType(MemRefType type, ArrayRef<int64_t> shape,
+                ArrayRef<ReassociationIndices> reassociation) {
+  if (static_cast<int64_t>(shape.size()) > type.getRank())
+    return memref::ExpandShapeOp::computeExpandedType(type, shape,
+                                                      reassociation);
+  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, reassociation))
+    return failure();
+  return memref::CollapseShapeOp::computeCollapsedType(type, reassociation);
+}
+
+/// The reassociation of a reshape (an expand_shape or collapse_shape).
+SmallVector<ReassociationIndices> getReassociation(Operation *reshape) {
+  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
+    return collapse.getReassociationIndices();
+  return cast<memref::ExpandShapeOp>(reshape).getReassociationIndices();
+}
+
 /// The type of `type` reshaped back through `reshape` (a view of the
 /// source), or failure if the strided layout does not allow it.
 FailureOr<MemRefType> getUnreshapedType(MemRefType type, Operation *reshape) {
-  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
-    return memref::ExpandShapeOp::computeExpandedType(
-        type, collapse.getSrcType().getShape(),
-        collapse.getReassociationIndices());
-  auto expand = cast<memref::ExpandShapeOp>(reshape);
-  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(
-          type, expand.getReassociationIndices()))
-    return failure();
-  return memref::CollapseShapeOp::computeCollapsedType(
-      type, expand.getReassociationIndices());
+  return getReshapedType(
+      type, cast<MemRefType>(reshape->getOperand(0).getType()).getShape(),
+      getReassociation(reshape));
 }
 
 /// Whether every operand of `op` that views `buffer` is disjoint from
@@ -222,12 +236,11 @@ bool isAccessedBetween(Value buffer, Value view, Operation *first,
 Value unreshape(RewriterBase &rewriter, Operation *reshape, Value view,
                 MemRefType type) {
   Location loc = reshape->getLoc();
-  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
+  if (isa<memref::CollapseShapeOp>(reshape))
     return memref::ExpandShapeOp::create(rewriter, loc, type, view,
-                                         collapse.getReassociationIndices());
-  return memref::CollapseShapeOp::create(
-      rewriter, loc, type, view,
-      cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
+                                         getReassociation(reshape));
+  return memref::CollapseShapeOp::create(rewriter, loc, type, view,
+                                         getReassociation(reshape));
 }
 
 /// The type of view `op` (a static, rank-preserving subview or a reshape)
@@ -242,17 +255,81 @@ FailureOr<MemRefType> getViewTypeOn(Operation *op, MemRefType source) {
         source, subview.getStaticOffsets(), subview.getStaticSizes(),
         subview.getStaticStrides());
   }
-  if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
-    return memref::ExpandShapeOp::computeExpandedType(
-        source, expand.getResultType().getShape(),
-        expand.getReassociationIndices());
-  auto collapse = cast<memref::CollapseShapeOp>(op);
-  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(
-          source, collapse.getReassociationIndices()))
-    return failure();
-  return memref::CollapseShapeOp::computeCollapsedType(
-      source, collapse.getReassociationIndices());
+  return getReshapedType(
+      source, cast<MemRefType>(op->getResult(0).getType()).getShape(),
+      getReassociation(op));
 }
+
+/// The types of `copy`'s target view reshaped back through `reshapes` (the
+/// source's, from the copied value down to its buffer), or failure where a
+/// strided layout does not allow it.
+FailureOr<SmallVector<MemRefType>>
+getUnreshapedTypes(memref::CopyOp copy, ArrayRef<Operation *> reshapes) {
+  SmallVector<MemRefType> types;
+  auto type = cast<MemRefType>(copy.getTarget().getType());
+  for (Operation *reshape : reshapes) {
+    FailureOr<MemRefType> unreshaped = getUnreshapedType(type, reshape);
+    if (failed(unreshaped))
+      return failure();
+    types.push_back(type = *unreshaped);
+  }
+  return types;
+}
+
+/// `copy`'s target view, its views (`targetViews`) taken again at the
+/// insertion point and reshaped back through `reshapes` to `types`: where
+/// the source's buffer is written instead.
+Value retakeTargetView(RewriterBase &rewriter, memref::CopyOp copy,
+                       ArrayRef<Operation *> targetViews,
+                       ArrayRef<Operation *> reshapes,
+                       ArrayRef<MemRefType> types) {
+  IRMapping mapping;
+  for (Operation *view : llvm::reverse(targetViews))
+    rewriter.clone(*view, mapping);
+  Value view = mapping.lookupOrDefault(copy.getTarget());
+  for (auto [reshape, reshapedType] : llvm::zip(reshapes, types))
+    view = unreshape(rewriter, reshape, view, reshapedType);
+  return view;
+}
+
+/// Erases `copy`, the reshapes of its source left without users, and the
+/// source's buffer.
+void eraseCopy(RewriterBase &rewriter, memref::CopyOp copy,
+               ArrayRef<Operation *> reshapes, memref::AllocOp source) {
+  rewriter.eraseOp(copy);
+  for (Operation *reshape : reshapes)
+    if (reshape->use_empty())
+      rewriter.eraseOp(reshape);
+  rewriter.eraseOp(source);
+}
+
+/// A copy taken apart: the buffer its source views and the views from the
+/// copied value down to it (`reshapes`), the buffer its target views and
+/// the views down to that.
+struct CopyEnds {
+  memref::AllocOp source;
+  SmallVector<Operation *> reshapes, targetViews;
+  Value target;
+  memref::AllocOp targetAlloc;
+
+  CopyEnds(memref::CopyOp copy) {
+    Block *block = copy->getBlock();
+    source = getFreshBuffer(getViewedBuffer(copy.getSource(), reshapes), block);
+    target = getViewedBuffer(copy.getTarget(), targetViews);
+    targetAlloc = getFreshBuffer(target, block);
+  }
+
+  /// Whether both buffers are fresh allocations of the copy's block (the
+  /// target may instead be one of its arguments that nothing else aliases,
+  /// among `exclusive`), and not the same one.
+  bool areOwn(memref::CopyOp copy, const DenseSet<Value> &exclusive) {
+    bool ownArgument =
+        exclusive.contains(target) &&
+        cast<BlockArgument>(target).getOwner() == copy->getBlock();
+    return source && (targetAlloc || ownArgument) &&
+           source.getResult() != target;
+  }
+};
 
 /// A copy of a buffer one op only writes (through reshapes) into a view of
 /// a fresh buffer (or an argument only it aliases) nothing accesses from
@@ -263,21 +340,14 @@ struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
 
   LogicalResult matchAndRewrite(memref::CopyOp copy,
                                 PatternRewriter &rewriter) const override {
-    Block *block = copy->getBlock();
-    SmallVector<Operation *> reshapes, targetViews;
-    memref::AllocOp source =
-        getFreshBuffer(getViewedBuffer(copy.getSource(), reshapes), block);
-    Value target = getViewedBuffer(copy.getTarget(), targetViews);
-    memref::AllocOp targetAlloc = getFreshBuffer(target, block);
-    bool ownArgument = exclusive.contains(target) &&
-                       cast<BlockArgument>(target).getOwner() == block;
+    CopyEnds ends(copy);
+    auto &[source, reshapes, targetViews, target, targetAlloc] = ends;
     // A source that is a slice of a buffer the op writes only there (a
     // part of a concatenation written apart) is written through the
     // target's view just as well.
     bool sliced = !reshapes.empty() &&
                   llvm::all_of(reshapes, llvm::IsaPred<memref::SubViewOp>);
-    if (!source || !(targetAlloc || ownArgument) ||
-        source.getResult() == target ||
+    if (!ends.areOwn(copy, exclusive) ||
         (!sliced && llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>)))
       return rewriter.notifyMatchFailure(copy, "not between fresh buffers");
     Operation *writer = getOnlyWriter(source, copy);
@@ -291,29 +361,17 @@ struct WriteCopyInPlace : public OpRewritePattern<memref::CopyOp> {
       return rewriter.notifyMatchFailure(copy, "no write-only op to move");
     // The target's view as the writer's destination: the source's
     // reshapes undone, outermost first.
-    auto type = cast<MemRefType>(copy.getTarget().getType());
-    SmallVector<MemRefType> types;
-    for (Operation *reshape : sliced ? ArrayRef<Operation *>() : reshapes) {
-      FailureOr<MemRefType> unreshaped = getUnreshapedType(type, reshape);
-      if (failed(unreshaped))
-        return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
-      types.push_back(type = *unreshaped);
-    }
+    FailureOr<SmallVector<MemRefType>> types = getUnreshapedTypes(
+        copy, sliced ? ArrayRef<Operation *>() : ArrayRef(reshapes));
+    if (failed(types))
+      return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
     if (targetAlloc && !targetAlloc->isBeforeInBlock(writer))
       rewriter.moveOpBefore(targetAlloc, writer);
     rewriter.setInsertionPoint(writer);
-    IRMapping mapping;
-    for (Operation *view : llvm::reverse(targetViews))
-      rewriter.clone(*view, mapping);
-    Value view = mapping.lookupOrDefault(copy.getTarget());
-    for (auto [reshape, reshapedType] : llvm::zip(reshapes, types))
-      view = unreshape(rewriter, reshape, view, reshapedType);
+    Value view =
+        retakeTargetView(rewriter, copy, targetViews, reshapes, *types);
     rewriter.modifyOpInPlace(writer, [&] { init->set(view); });
-    rewriter.eraseOp(copy);
-    for (Operation *reshape : reshapes)
-      if (reshape->use_empty())
-        rewriter.eraseOp(reshape);
-    rewriter.eraseOp(source);
+    eraseCopy(rewriter, copy, reshapes, source);
     return success();
   }
 
@@ -379,31 +437,23 @@ struct ForwardIntoCopyTarget : public OpRewritePattern<memref::CopyOp> {
 
   LogicalResult matchAndRewrite(memref::CopyOp copy,
                                 PatternRewriter &rewriter) const override {
-    Block *block = copy->getBlock();
-    SmallVector<Operation *> reshapes, targetViews;
-    memref::AllocOp source =
-        getFreshBuffer(getViewedBuffer(copy.getSource(), reshapes), block);
-    Value target = getViewedBuffer(copy.getTarget(), targetViews);
-    memref::AllocOp targetAlloc = getFreshBuffer(target, block);
-    if (!source || !(targetAlloc || exclusive.contains(target)) ||
-        source.getResult() == target ||
-        llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>) ||
-        (!targetAlloc && cast<BlockArgument>(target).getOwner() != block))
+    CopyEnds ends(copy);
+    auto &[source, reshapes, targetViews, target, targetAlloc] = ends;
+    if (!ends.areOwn(copy, exclusive) ||
+        llvm::any_of(reshapes, llvm::IsaPred<memref::SubViewOp>))
       return rewriter.notifyMatchFailure(copy, "not between fresh buffers");
     // The target's view in the source's shape, its reshapes undone.
-    SmallVector<MemRefType> types;
-    auto type = cast<MemRefType>(copy.getTarget().getType());
-    for (Operation *reshape : reshapes) {
-      FailureOr<MemRefType> unreshaped = getUnreshapedType(type, reshape);
-      if (failed(unreshaped))
-        return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
-      types.push_back(type = *unreshaped);
-    }
+    FailureOr<SmallVector<MemRefType>> types =
+        getUnreshapedTypes(copy, reshapes);
+    if (failed(types))
+      return rewriter.notifyMatchFailure(copy, "view cannot be reshaped");
+    auto type = types->empty() ? cast<MemRefType>(copy.getTarget().getType())
+                               : types->back();
     // The source's first user: the target is allocated there, as late as
     // the source was used (earlier, it could raise the peak).
     Operation *first = copy;
     for (Operation *user : source->getUsers())
-      if (user->getBlock() == block && user->isBeforeInBlock(first))
+      if (user->getBlock() == copy->getBlock() && user->isBeforeInBlock(first))
         first = user;
     if (!canForward(source.getResult(), type, copy) ||
         !accessesApart(first, target, copy.getTarget()) ||
@@ -417,18 +467,10 @@ struct ForwardIntoCopyTarget : public OpRewritePattern<memref::CopyOp> {
       rewriter.moveOpBefore(targetAlloc, first);
     }
     rewriter.setInsertionPoint(first);
-    IRMapping mapping;
-    for (Operation *view : llvm::reverse(targetViews))
-      rewriter.clone(*view, mapping);
-    Value view = mapping.lookupOrDefault(copy.getTarget());
-    for (auto [reshape, reshapedType] : llvm::zip(reshapes, types))
-      view = unreshape(rewriter, reshape, view, reshapedType);
-    forward(rewriter, source.getResult(), view, copy);
-    rewriter.eraseOp(copy);
-    for (Operation *reshape : reshapes)
-      if (reshape->use_empty())
-        rewriter.eraseOp(reshape);
-    rewriter.eraseOp(source);
+    forward(rewriter, source.getResult(),
+            retakeTargetView(rewriter, copy, targetViews, reshapes, *types),
+            copy);
+    eraseCopy(rewriter, copy, reshapes, source);
     return success();
   }
 
