@@ -17,13 +17,6 @@ using namespace mlir;
 using namespace mlir::zest;
 using namespace mlir::zest::zest_to_runtime;
 
-/// The input of `op` if it is a convertElements widening (extf), else null.
-Value zest_to_runtime::getWidenedInput(Operation *op) {
-  if (!isa_and_nonnull<arith::ExtFOp>(getElementConversion(op)))
-    return {};
-  return cast<linalg::GenericOp>(op).getDpsInputs()[0];
-}
-
 namespace {
 
 /// A widening that may also permute: an elementwise generic that widens its
@@ -50,7 +43,19 @@ struct PermutedWidening {
       widening.permutation.push_back(inputMap.getDimPosition(i));
     return widening;
   }
+
+  bool isIdentity() const { return isIdentityPermutation(permutation); }
 };
+
+} // namespace
+
+/// The input of `op` if it is a convertElements widening (extf), else null.
+Value zest_to_runtime::getWidenedInput(Operation *op) {
+  std::optional<PermutedWidening> widening = PermutedWidening::get(op);
+  return widening && widening->isIdentity() ? widening->input : Value();
+}
+
+namespace {
 
 /// A slice of a widening that may permute (PermutedWidening) is the
 /// widening of the same slice of its input, permuted: each part a rotary
@@ -62,7 +67,8 @@ struct SinkPermutedWidenIntoSlice
                                 PatternRewriter &rewriter) const override {
     std::optional<PermutedWidening> widening =
         PermutedWidening::get(slice.getSource().getDefiningOp());
-    if (!widening || getWidenedInput(slice.getSource().getDefiningOp()) ||
+    // Identity widenings: SinkWidenIntoView, rank-reducing slices too.
+    if (!widening || widening->isIdentity() ||
         slice.getType().getRank() != slice.getSourceType().getRank())
       return rewriter.notifyMatchFailure(slice,
                                          "not a slice of a permuted widening");

@@ -582,18 +582,10 @@ static bool isOnlyReadByAttention(Value value) {
   });
 }
 
-/// Whether `op` is an elementwise generic on tensors: it reads and writes
-/// any layout through its maps at the same cost, so a transpose of its
-/// inputs or results folds into it.
-static bool isElementwise(Operation *op) {
-  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  return generic && generic.hasPureTensorSemantics() &&
-         generic.getNumParallelLoops() == generic.getNumLoops();
-}
-
 /// How an attention op's [B, H, S, D] array is held: as a transpose of a
 /// [B, S, H, D] one (or transposed back by every reader), by ops that would
-/// write or read the other layout at the same cost, or as computed.
+/// write or read the other layout at the same cost (elementwise generics,
+/// into which a transpose folds), or as computed.
 enum class ArrayLayout { SequenceMajor, Either, HeadsMajor };
 
 static ArrayLayout getInputLayout(Value input) {
@@ -603,7 +595,7 @@ static ArrayLayout getInputLayout(Value input) {
   // An elementwise producer read only by attention writes the transpose
   // instead (a Llama's rotated q and k, its v widened and rounded).
   if (isAttention(producer) ||
-      (isElementwise(producer) && isOnlyReadByAttention(input)))
+      (isParallelGeneric(producer) && isOnlyReadByAttention(input)))
     return ArrayLayout::Either;
   return ArrayLayout::HeadsMajor;
 }
@@ -615,7 +607,7 @@ static ArrayLayout getResultLayout(Value result) {
     return result.use_empty() ? ArrayLayout::HeadsMajor : ArrayLayout::Either;
   if (llvm::all_of(readers, isHeadsRowsTranspose))
     return ArrayLayout::SequenceMajor;
-  if (llvm::all_of(readers, isElementwise))
+  if (llvm::all_of(readers, isParallelGeneric))
     return ArrayLayout::Either;
   return ArrayLayout::HeadsMajor;
 }

@@ -114,6 +114,11 @@ Operation *mlir::zest::getBodyConversion(linalg::GenericOp generic) {
   return converts ? &cast : nullptr;
 }
 
+bool mlir::zest::isParallelGeneric(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  return generic && generic.isAllParallelLoops();
+}
+
 bool mlir::zest::isCopyOfInput(linalg::GenericOp generic) {
   if (generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
       !generic.isAllParallelLoops() || !generic.hasPureTensorSemantics())
@@ -242,12 +247,6 @@ void recomputeInReaders(RewriterBase &rewriter, linalg::GenericOp producer) {
     (void)fuseOnlyReader(rewriter, use);
   }
   rewriter.eraseOp(producer);
-}
-
-/// True if `op` is a linalg.generic whose loops are all parallel.
-bool isParallelGeneric(Operation *op) {
-  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  return generic && generic.isAllParallelLoops();
 }
 
 /// True if `reshape` (an expand_shape or collapse_shape) only inserts or

@@ -336,14 +336,6 @@ void sinkToFirstUse(Block &entry, ArrayRef<Operation *> cloned) {
   }
 }
 
-/// The number of elements of `value`'s static shape, or none.
-std::optional<int64_t> getStaticElements(Value value) {
-  auto type = dyn_cast<ShapedType>(value.getType());
-  if (!type || !type.hasStaticShape())
-    return std::nullopt;
-  return type.getNumElements();
-}
-
 /// How ops outside region `index` read a value it computes: itself, or
 /// only through static views taken inside the region (which).
 struct LaterReads {
@@ -383,24 +375,24 @@ void copyOutNarrowViews(Block &block,
   for (auto [index, ops] : llvm::enumerate(regions))
     for (Operation *op : ops)
       regionOf[op] = index;
+  OpBuilder builder(block.getParentOp()->getContext());
   for (auto [index, ops] : llvm::enumerate(regions)) {
     SetVector<Value> copied;
     for (Operation *op : ops)
       for (Value result : op->getResults()) {
         LaterReads reads;
         findLaterReads(result, /*isView=*/false, block, index, regionOf, reads);
-        std::optional<int64_t> whole = getStaticElements(result);
+        std::optional<int64_t> whole = getStaticBufferBytes(result.getType());
         if (reads.whole || reads.views.empty() || !whole)
           continue;
         int64_t viewed = 0;
         for (Value view : reads.views)
-          viewed += getStaticElements(view).value_or(*whole);
+          viewed += getStaticBufferBytes(view.getType()).value_or(*whole);
         if (2 * viewed < *whole)
           copied.insert(reads.views.begin(), reads.views.end());
       }
-    OpBuilder builder(block.getParentOp()->getContext());
     for (Value view : copied) {
-      builder.setInsertionPoint(ops.back()->getNextNode());
+      builder.setInsertionPointAfter(ops.back());
       auto copy = bufferization::AllocTensorOp::create(
           builder, view.getLoc(), cast<RankedTensorType>(view.getType()),
           ValueRange(), view);

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zest/Dialect/Zest/Transforms/MemoryPlan.h"
 #include "zest/Dialect/Zest/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -124,6 +125,13 @@ OpOperand *getWriteOnlyInit(Operation *op, Value buffer) {
   return reads ? nullptr : init;
 }
 
+/// Whether `subview` is a slice of its source with static offsets, sizes
+/// and strides that keeps its rank.
+bool isStaticSlice(memref::SubViewOp subview) {
+  return subview->getNumOperands() == 1 &&
+         subview.getType().getRank() == subview.getSourceType().getRank();
+}
+
 /// The box of `buffer` (offsets and sizes) that `view` covers, if it is a
 /// chain of static, unit-stride, rank-preserving subviews of `buffer` (a
 /// half of a rotary embedding's part of q), possibly reshaped after them:
@@ -145,10 +153,7 @@ getBox(Value view, Value buffer) {
   for (Operation *op :
        llvm::make_range(llvm::reverse(views).begin(), reshapes)) {
     auto subview = cast<memref::SubViewOp>(op);
-    if (ShapedType::isDynamicShape(subview.getStaticOffsets()) ||
-        ShapedType::isDynamicShape(subview.getStaticSizes()) ||
-        !subview.hasUnitStride() ||
-        subview.getType().getRank() != subview.getSourceType().getRank())
+    if (!isStaticSlice(subview) || !subview.hasUnitStride())
       return std::nullopt;
     if (offsets.empty())
       offsets.assign(subview.getStaticOffsets().size(), 0);
@@ -225,10 +230,10 @@ bool isAccessedBetween(Value buffer, Value view, Operation *first,
     if (op == last || op == first)
       return false;
     Operation *ancestor = block->findAncestorOpInBlock(*op);
-    if (ancestor &&
-        !(first->isBeforeInBlock(ancestor) && ancestor->isBeforeInBlock(last)))
-      return false;
-    return !ancestor || !accessesApart(op, buffer, view);
+    if (!ancestor)
+      return true; // another block's: not ordered with the two
+    return first->isBeforeInBlock(ancestor) &&
+           ancestor->isBeforeInBlock(last) && !accessesApart(op, buffer, view);
   });
 }
 
@@ -248,8 +253,7 @@ Value unreshape(RewriterBase &rewriter, Operation *reshape, Value view,
 /// where the strided layout does not allow it.
 FailureOr<MemRefType> getViewTypeOn(Operation *op, MemRefType source) {
   if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
-    if (subview->getNumOperands() != 1 ||
-        subview.getType().getRank() != subview.getSourceType().getRank())
+    if (!isStaticSlice(subview))
       return failure();
     return memref::SubViewOp::inferResultType(
         source, subview.getStaticOffsets(), subview.getStaticSizes(),
@@ -416,11 +420,6 @@ private:
   const DenseSet<Value> &exclusive;
 };
 
-/// The bytes of a static buffer type.
-int64_t getBytes(MemRefType type) {
-  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
-}
-
 /// A fresh buffer that several ops access before its one copy into a view
 /// of a fresh buffer (or an argument only it aliases): a sum started from a
 /// fill or from a copy of the old gradient, then copied into the unit's
@@ -462,7 +461,11 @@ struct ForwardIntoCopyTarget : public OpRewritePattern<memref::CopyOp> {
     if (targetAlloc && !targetAlloc->isBeforeInBlock(first)) {
       // Allocated earlier, a target larger than the source would hold more
       // from the source's first use on than the source did.
-      if (getBytes(targetAlloc.getType()) > getBytes(source.getType()))
+      std::optional<int64_t> targetBytes =
+          zest::getStaticBufferBytes(targetAlloc.getType());
+      std::optional<int64_t> sourceBytes =
+          zest::getStaticBufferBytes(source.getType());
+      if (!targetBytes || !sourceBytes || *targetBytes > *sourceBytes)
         return rewriter.notifyMatchFailure(copy, "target allocated later");
       rewriter.moveOpBefore(targetAlloc, first);
     }

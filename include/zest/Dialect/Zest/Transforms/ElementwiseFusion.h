@@ -33,6 +33,10 @@ void populateSplitAtConcatPatterns(RewritePatternSet &patterns);
 /// embedding): one loop nest reads that tensor once.
 void populateFuseSiblingsPatterns(RewritePatternSet &patterns);
 
+/// Whether `op` is a linalg.generic whose loops are all parallel: an
+/// elementwise op, which reads and writes any layout through its maps.
+bool isParallelGeneric(Operation *op);
+
 /// Whether `generic` maps one input to one output element by element.
 bool isPointwise(linalg::GenericOp generic);
 
